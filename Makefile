@@ -1,0 +1,41 @@
+# rdmapipe: build, test, demo and benchmark targets. `make help` lists them.
+# On a fresh Debian/Ubuntu machine `make demo` and `make test` install what
+# they need (apt packages as root, Go modules through the module proxy).
+
+GO      ?= go
+BIN     := bin
+# Where the SoftRoCE VM keeps its kernel download and per-run files.
+export RXE_WORK ?= $(CURDIR)/.cache/softroce
+
+.PHONY: help deps build test test-unit test-e2e test-rdma demo bench clean
+
+help:
+	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
+	@echo "make test       everything: vet, unit tests, end-to-end over TCP, and the SoftRoCE VM suite"
+	@echo "make test-unit  vet and the fast tests only (no VM)"
+	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
+	@echo "make build      build bin/rdmasend and bin/rdmarecv"
+
+# deps installs the C libraries cgo links against, if missing, and fetches
+# the Go modules.
+deps:
+	@./scripts/deps.sh
+	@$(GO) mod download
+
+build: deps
+	$(GO) build -o $(BIN)/ ./cmd/rdmasend ./cmd/rdmarecv
+
+test: test-unit test-rdma
+
+test-unit: deps
+	$(GO) vet ./...
+	$(GO) test -race -count=1 ./...
+
+test-rdma: build
+	./test/softroce/run-suite.sh
+
+demo: build
+	./scripts/demo.sh
+
+clean:
+	rm -rf $(BIN) .cache

@@ -1,0 +1,118 @@
+package app
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// DefaultPort is the port a receiver listens on and a sender connects to
+// unless told otherwise (TCP and rdma_cm alike).
+const DefaultPort = 18800
+
+// options are the settings both commands share, parsed from flags.
+type options struct {
+	port      int
+	transport string // "auto", "rdma" or "tcp"
+	params    pipe.Params
+	cfg       pipe.Config
+	progress  bool
+	verbose   bool
+	statsJSON string
+	rdma      rdmaOptions
+}
+
+// rdmaOptions select the RDMA device and completion mode.
+type rdmaOptions struct {
+	device   string
+	ibPort   int
+	gidIndex int
+	busyPoll bool
+}
+
+// commonFlags are the flags of both commands.
+func commonFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
+		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
+		&cli.StringFlag{Name: "chunk-size", Aliases: []string{"c"}, Value: "1M", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
+		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, Value: pipe.DefaultDepth, Usage: "messages in flight (buffers per side); the smaller of the two sides' values is used"},
+		&cli.StringFlag{Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
+		&cli.StringFlag{Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
+		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},
+		&cli.BoolFlag{Name: "progress", Aliases: []string{"p"}, Usage: "show a progress bar on stderr"},
+		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a one-line summary on stderr: bytes, seconds, rate, transport, chunk x depth"},
+		&cli.StringFlag{Name: "stats-json", Usage: "write the summary as JSON to `FILE`"},
+		&cli.StringFlag{Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address)"},
+		&cli.IntFlag{Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
+		&cli.IntFlag{Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
+		&cli.BoolFlag{Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
+	}
+}
+
+// parseOptions reads the shared flags and the key.
+func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
+	o := options{
+		port:      c.Int("port"),
+		transport: c.String("transport"),
+		progress:  c.Bool("progress"),
+		verbose:   c.Bool("verbose"),
+		statsJSON: c.String("stats-json"),
+		rdma: rdmaOptions{device: c.String("device"), ibPort: c.Int("ib-port"),
+			gidIndex: c.Int("gid-index"), busyPoll: c.Bool("busy-poll")},
+	}
+	if o.port < 1 || o.port > 65535 {
+		return o, usagef("--port %d: must be 1 to 65535", o.port)
+	}
+	switch o.transport {
+	case "auto", "rdma", "tcp":
+	default:
+		return o, usagef("--transport %q: must be auto, rdma or tcp", o.transport)
+	}
+	chunk, err := parseSize(c.String("chunk-size"))
+	if err != nil {
+		return o, usagef("--chunk-size: %v", err)
+	}
+	o.params = pipe.NewParams(int(chunk), c.Int("depth"))
+	if err := o.params.Validate(); err != nil {
+		return o, usagef("%v", err)
+	}
+	o.cfg.Timeout = c.Duration("timeout")
+	if o.cfg.Timeout < 0 {
+		return o, usagef("--timeout must not be negative")
+	}
+	o.cfg.Key, err = loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
+	return o, err
+}
+
+// parseSize parses a byte count such as 65536, 64K, 64KiB, 1M or 2G.
+func parseSize(s string) (int64, error) {
+	t := strings.ToUpper(strings.TrimSpace(s))
+	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
+	mult := int64(1)
+	if n := len(t); n > 0 {
+		switch t[n-1] {
+		case 'K':
+			mult = 1 << 10
+		case 'M':
+			mult = 1 << 20
+		case 'G':
+			mult = 1 << 30
+		case 'T':
+			mult = 1 << 40
+		}
+		if mult > 1 {
+			t = t[:n-1]
+		}
+	}
+	v, err := strconv.ParseInt(t, 10, 64)
+	if err != nil || v < 0 || v > (1<<62)/mult {
+		return 0, fmt.Errorf("%q is not a size (examples: 65536, 64K, 1M, 2G)", s)
+	}
+	return v * mult, nil
+}

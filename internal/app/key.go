@@ -1,0 +1,39 @@
+package app
+
+import (
+	"bytes"
+	"os"
+)
+
+// loadKey returns the shared secret from, in order of preference, the key
+// file, the --key flag or the RDMAPIPE_KEY environment variable; nil if none
+// is given. Giving more than one is a usage error, so that a user never
+// authenticates with a key other than the one they meant.
+func loadKey(file, flag, env string) ([]byte, error) {
+	given := 0
+	for _, s := range []string{file, flag, env} {
+		if s != "" {
+			given++
+		}
+	}
+	if given > 1 {
+		return nil, usagef("give the key one way only: --key-file, --key or RDMAPIPE_KEY")
+	}
+	switch {
+	case file != "":
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return nil, usagef("--key-file: %v", err)
+		}
+		b = bytes.TrimRight(b, "\r\n")
+		if len(b) == 0 {
+			return nil, usagef("--key-file %s: the file is empty", file)
+		}
+		return b, nil
+	case flag != "":
+		return []byte(flag), nil
+	case env != "":
+		return []byte(env), nil
+	}
+	return nil, nil
+}

@@ -1,0 +1,86 @@
+package app
+
+import (
+	"context"
+	"errors"
+	"sync"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// multiListener accepts senders on several listeners at once (RDMA and TCP
+// on the same port, for --transport auto) and hands them out one by one.
+type multiListener struct {
+	ls      []pipe.Listener
+	conns   chan accepted
+	stop    context.CancelFunc
+	closing sync.Once
+}
+
+// accepted is one Accept result of one of the listeners.
+type accepted struct {
+	c   pipe.Conn
+	err error
+}
+
+// newMultiListener starts accepting on every listener in ls.
+func newMultiListener(ls []pipe.Listener) *multiListener {
+	ctx, stop := context.WithCancel(context.Background())
+	m := &multiListener{ls: ls, conns: make(chan accepted), stop: stop}
+	for _, l := range ls {
+		go m.serve(ctx, l)
+	}
+	return m
+}
+
+// serve accepts on l until ctx ends, handing each result to Accept.
+func (m *multiListener) serve(ctx context.Context, l pipe.Listener) {
+	for {
+		c, err := l.Accept(ctx)
+		select {
+		case m.conns <- accepted{c, err}:
+		case <-ctx.Done():
+			if c != nil {
+				c.Close()
+			}
+			return
+		}
+		if err != nil && ctx.Err() != nil {
+			return
+		}
+	}
+}
+
+// Accept returns the next sender to connect on any of the listeners.
+func (m *multiListener) Accept(ctx context.Context) (pipe.Conn, error) {
+	select {
+	case a := <-m.conns:
+		return a.c, a.err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+// Addr returns the addresses of all the listeners.
+func (m *multiListener) Addr() string {
+	s := ""
+	for i, l := range m.ls {
+		if i > 0 {
+			s += " "
+		}
+		s += l.Addr()
+	}
+	return s
+}
+
+// Close stops every listener.
+func (m *multiListener) Close() error {
+	var errs []error
+	m.closing.Do(func() {
+		m.stop()
+		for _, l := range m.ls {
+			errs = append(errs, l.Close())
+		}
+	})
+	return errors.Join(errs...)
+}

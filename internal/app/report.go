@@ -1,0 +1,103 @@
+package app
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/schollz/progressbar/v3"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// summary is a finished stream as -v prints it and --stats-json writes it.
+type summary struct {
+	Role      string  `json:"role"`
+	OK        bool    `json:"ok"`
+	Error     string  `json:"error,omitempty"`
+	ExitCode  int     `json:"exit_code"`
+	Bytes     int64   `json:"bytes"`
+	Messages  int64   `json:"messages"`
+	Seconds   float64 `json:"seconds"`
+	MBps      float64 `json:"mb_per_s"`
+	Transport string  `json:"transport"`
+	Device    string  `json:"device,omitempty"`
+	Port      int     `json:"port,omitempty"`
+	Local     string  `json:"local,omitempty"`
+	Remote    string  `json:"remote,omitempty"`
+	Chunk     int     `json:"chunk"`
+	Depth     int     `json:"depth"`
+	CRC32C    string  `json:"crc32c,omitempty"`
+}
+
+// newSummary describes a stream that ended with err.
+func newSummary(role string, st pipe.Stats, err error) summary {
+	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
+		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
+		Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth}
+	if err != nil {
+		s.Error = err.Error()
+	} else {
+		s.CRC32C = fmt.Sprintf("%08x", st.CRC)
+	}
+	if s.Seconds > 0 {
+		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds
+	}
+	return s
+}
+
+// line is the one-line summary -v prints.
+func (s summary) line() string {
+	via := s.Transport
+	if s.Device != "" {
+		via = fmt.Sprintf("%s %s port %d", s.Transport, s.Device, s.Port)
+	}
+	if s.Transport == "" {
+		via = "no connection"
+	}
+	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
+		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, formatSize(int64(s.Chunk)), s.Depth)
+}
+
+// writeJSON writes the summary to path.
+func (s summary) writeJSON(path string) error {
+	b, err := json.MarshalIndent(s, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("--stats-json: %w", err)
+	}
+	return nil
+}
+
+// formatSize prints a byte count with a binary unit when it divides evenly.
+func formatSize(n int64) string {
+	for _, u := range []struct {
+		size int64
+		name string
+	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
+		if n >= u.size && n%u.size == 0 {
+			return fmt.Sprintf("%d %s", n/u.size, u.name)
+		}
+	}
+	return fmt.Sprintf("%d B", n)
+}
+
+// newProgress returns a progress bar on w for a stream of size bytes (-1 if
+// unknown: then it shows bytes and rate without an ETA).
+func newProgress(w io.Writer, size int64, desc string) *progressbar.ProgressBar {
+	return progressbar.NewOptions64(size,
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(desc),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionSetWidth(30),
+		progressbar.OptionThrottle(200*time.Millisecond),
+		progressbar.OptionShowCount(),
+		progressbar.OptionSpinnerType(14),
+		progressbar.OptionFullWidth(),
+		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
+	)
+}

@@ -1,0 +1,119 @@
+package app
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"time"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// Send runs the rdmasend command with args (args[0] is the program name)
+// and returns its exit code.
+func Send(args []string) int {
+	app := &cli.App{
+		Name:      "rdmasend",
+		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
+		UsageText: "rdmasend [flags] HOST[:PORT] < input",
+		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
+after the receiver has verified the length and CRC32C of the whole stream and
+written every byte to its output.
+
+EXAMPLES:
+   rdmasend node2 < backup.tar                 # node2 runs: rdmarecv > backup.tar
+   zfs send pool/fs@snap | rdmasend -p node2   # with a progress bar
+   rdmasend --wait 30s --key-file ~/.rdmapipe.key 10.0.0.2:18801 < weights.bin
+   rdmasend --transport tcp -v node2 < file    # force TCP; print a summary
+
+` + exitCodesHelp,
+		Flags: append(commonFlags(),
+			&cli.DurationFlag{Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
+			&cli.StringFlag{Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
+		),
+		HideHelpCommand: true,
+		OnUsageError:    onUsageError,
+		Action:          sendAction,
+	}
+	return runApp(app, args)
+}
+
+// sendAction is rdmasend's body.
+func sendAction(c *cli.Context) error {
+	if c.NArg() != 1 {
+		return usagef("expected exactly one HOST[:PORT] argument, got %d (see --help)", c.NArg())
+	}
+	o, err := parseOptions(c, os.Getenv)
+	if err != nil {
+		return err
+	}
+	size, err := inputSize(c.String("size"), os.Stdin)
+	if err != nil {
+		return err
+	}
+	addr := hostPort(c.Args().First(), o.port)
+	ctx, stop := signalContext()
+	defer stop()
+
+	if o.progress {
+		bar := newProgress(os.Stderr, size, "sending")
+		o.cfg.Progress = func(n int64) { _ = bar.Set64(n) }
+		defer bar.Finish()
+	}
+	d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
+	st, err := sendWithRetry(ctx, d, addr, c.Duration("wait"), os.Stdin, o.cfg)
+	return finish(o, "send", st, err)
+}
+
+// sendWithRetry connects to addr and sends r, retrying for up to wait while
+// the receiver is not up yet or busy with another stream. Retrying is safe:
+// nothing is read from r before the receiver has welcomed the sender.
+func sendWithRetry(ctx context.Context, d *dialer, addr string, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
+	deadline := time.Now().Add(wait)
+	for {
+		attempt, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 15*time.Second))
+		conn, err := d.dial(attempt, addr)
+		cancel()
+		var st pipe.Stats
+		dialed := err == nil
+		if dialed {
+			st, err = pipe.Send(ctx, conn, r, cfg)
+			conn.Close()
+			if err == nil {
+				return st, nil
+			}
+		}
+		k := pipe.KindOf(err)
+		retry := ctx.Err() == nil && (k == pipe.KindBusy || !dialed && k == pipe.KindSetup)
+		if !retry || time.Now().After(deadline) {
+			if wait > 0 && retry {
+				return st, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)
+			}
+			return st, err
+		}
+		select {
+		case <-time.After(250 * time.Millisecond):
+		case <-ctx.Done():
+			return st, err
+		}
+	}
+}
+
+// inputSize returns the stream size for the progress bar: --size if given,
+// else the size of stdin when it is a regular file, else -1.
+func inputSize(flag string, stdin *os.File) (int64, error) {
+	if flag != "" {
+		n, err := parseSize(flag)
+		if err != nil {
+			return 0, usagef("--size: %v", err)
+		}
+		return n, nil
+	}
+	if fi, err := stdin.Stat(); err == nil && fi.Mode().IsRegular() {
+		return fi.Size(), nil
+	}
+	return -1, nil
+}

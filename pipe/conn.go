@@ -1,0 +1,92 @@
+// Package pipe is the rdmapipe streaming engine: it moves a byte stream from
+// an io.Reader on one host to an io.Writer on another over a Conn, a small
+// interface with the semantics of an RDMA reliable-connected queue pair.
+//
+// Credits, framing, end-of-stream, abort, authentication and the stream
+// checksum live here, once. Transports (TCP, RDMA verbs, in-memory) only move
+// messages between buffers; see the sub-packages of pipe/transport.
+package pipe
+
+import (
+	"context"
+	"errors"
+)
+
+// Op says which kind of work request a Completion reports.
+type Op uint8
+
+const (
+	// OpSend reports that a PostSend finished: its send buffer may be reused.
+	OpSend Op = iota + 1
+	// OpRecv reports that a message arrived in a posted receive buffer.
+	OpRecv
+)
+
+// Completion reports one finished work request.
+type Completion struct {
+	Op  Op  // OpSend or OpRecv
+	Buf int // index of the send or receive buffer
+	Len int // bytes received (OpRecv); bytes sent (OpSend)
+}
+
+// Conn is a reliable, ordered, message-oriented connection between a sender
+// and a receiver, shaped like an RDMA RC queue pair:
+//
+//   - Each side owns SendBufs() send buffers and RecvBufs() receive buffers,
+//     allocated (and, for RDMA, registered) once when the connection is made.
+//   - A message arrives only in a receive buffer its receiver posted before;
+//     when a Conn is returned all of its receive buffers are already posted.
+//     Messages arrive in the order they were sent and are never merged.
+//   - PostSend and PostRecv queue work and return at once; the work's end is
+//     reported later by Poll. SendControl sends a small message (at most
+//     MaxControl bytes) from transport-owned memory and reports nothing.
+//
+// PostSend, PostRecv and SendControl may be called concurrently with Poll,
+// but Poll must be called from one goroutine at a time.
+type Conn interface {
+	// SendBuf returns send buffer i. Its length is the buffer's capacity.
+	SendBuf(i int) []byte
+	// RecvBuf returns receive buffer i. Its length is the buffer's capacity.
+	RecvBuf(i int) []byte
+	// SendBufs returns how many send buffers the connection has.
+	SendBufs() int
+	// RecvBufs returns how many receive buffers the connection has.
+	RecvBufs() int
+
+	// PostSend queues the first n bytes of send buffer i as one message.
+	PostSend(i, n int) error
+	// SendControl sends p (at most MaxControl bytes) as one message. The
+	// caller may reuse p as soon as SendControl returns.
+	SendControl(p []byte) error
+	// PostRecv makes receive buffer i available for the next message.
+	PostRecv(i int) error
+
+	// Poll waits until at least one work request has finished, stores up to
+	// len(cs) completions in cs and returns how many it stored. It returns
+	// an error when ctx ends or the connection has failed or closed.
+	Poll(ctx context.Context, cs []Completion) (int, error)
+
+	// Info describes the connection for summaries and statistics.
+	Info() Info
+	// Close waits briefly for queued sends to leave, then tears the
+	// connection down and frees its buffers. It unblocks a pending Poll.
+	Close() error
+}
+
+// MaxControl is the largest message SendControl accepts, and the size of
+// the receive buffers a sender posts for the receiver's control messages.
+const MaxControl = 256
+
+// Info describes an established connection.
+type Info struct {
+	Transport string // "tcp", "rdma" or "mem"
+	Device    string // RDMA device name, empty for other transports
+	Port      int    // RDMA port number, 0 for other transports
+	Local     string // local address
+	Remote    string // peer address
+	Chunk     int    // negotiated data payload per message, in bytes
+	Depth     int    // negotiated credits: data messages in flight
+}
+
+// ErrClosed is returned by Poll after Close.
+var ErrClosed = errors.New("connection closed")

@@ -1,0 +1,367 @@
+package pipe_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"hash/crc32"
+	"io"
+	"math/rand/v2"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+)
+
+// lockedBuffer is a bytes.Buffer safe to read while a receiver may still be
+// writing to it (after a failed stream).
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) Bytes() []byte {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return bytes.Clone(l.b.Bytes())
+}
+
+// result is how one stream ended on both sides.
+type result struct {
+	send, recv       pipe.Stats
+	sendErr, recvErr error
+	sender, receiver *memconn.Conn
+	out              *lockedBuffer
+}
+
+// stream runs a sender and a receiver over a memconn pair.
+type stream struct {
+	proposal, local pipe.Params
+	faults          memconn.Faults
+	sendCfg         pipe.Config
+	recvCfg         pipe.Config
+	out             io.Writer // defaults to a lockedBuffer
+}
+
+func (s stream) run(t *testing.T, ctx context.Context, in io.Reader) result {
+	t.Helper()
+	if s.proposal == (pipe.Params{}) {
+		s.proposal = pipe.NewParams(4096, 4)
+	}
+	if s.local == (pipe.Params{}) {
+		s.local = s.proposal
+	}
+	sc, rc, err := memconn.Pair(s.proposal, s.local, s.faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res := result{sender: sc, receiver: rc, out: &lockedBuffer{}}
+	out := s.out
+	if out == nil {
+		out = res.out
+	}
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		res.send, res.sendErr = pipe.Send(ctx, sc, in, s.sendCfg)
+		sc.Close()
+	}()
+	go func() {
+		defer wg.Done()
+		res.recv, res.recvErr = pipe.Receive(ctx, rc, out, s.recvCfg)
+		rc.Close()
+	}()
+	wg.Wait()
+	return res
+}
+
+// checkCredits fails the test if either end saw a credit violation or the
+// sender had more data messages in flight than the negotiated depth.
+func (r result) checkCredits(t *testing.T, depth int) {
+	t.Helper()
+	ss, rs := r.sender.Stats(), r.receiver.Stats()
+	if ss.Violations != 0 || rs.Violations != 0 {
+		t.Errorf("credit violations: sender end %d, receiver end %d", ss.Violations, rs.Violations)
+	}
+	if ss.MaxDataInFlight > depth {
+		t.Errorf("sender had %d data messages in flight, depth is %d", ss.MaxDataInFlight, depth)
+	}
+	if ss.MaxInFlight > r.receiver.RecvBufs() {
+		t.Errorf("sender had %d messages in flight, the receiver posted %d buffers", ss.MaxInFlight, r.receiver.RecvBufs())
+	}
+}
+
+func randomBytes(n int, seed uint64) []byte {
+	b := make([]byte, n)
+	rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8)}).Read(b)
+	return b
+}
+
+func TestStreamSizes(t *testing.T) {
+	const chunk = 4096
+	cases := []struct {
+		name  string
+		size  int
+		chunk int
+	}{
+		{"empty", 0, chunk},
+		{"one byte", 1, chunk},
+		{"chunk-1", chunk - 1, chunk},
+		{"chunk", chunk, chunk},
+		{"chunk+1", chunk + 1, chunk},
+		{"3chunk+7", 3*chunk + 7, chunk},
+		{"64MiB", 64 << 20, 1 << 20},
+		{"1-byte chunks", 1000, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			in := randomBytes(tc.size, uint64(tc.size))
+			s := stream{proposal: pipe.NewParams(tc.chunk, 4)}
+			r := s.run(t, context.Background(), bytes.NewReader(in))
+			if r.sendErr != nil || r.recvErr != nil {
+				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+			}
+			if got := r.out.Bytes(); !bytes.Equal(got, in) {
+				t.Fatalf("received %d bytes, want %d identical ones", len(got), len(in))
+			}
+			want := crc32.Checksum(in, crc32.MakeTable(crc32.Castagnoli))
+			if r.send.CRC != want || r.recv.CRC != want || r.send.Bytes != int64(len(in)) || r.recv.Bytes != int64(len(in)) {
+				t.Errorf("stats: sent %d bytes crc %08x, received %d crc %08x; want %d %08x",
+					r.send.Bytes, r.send.CRC, r.recv.Bytes, r.recv.CRC, len(in), want)
+			}
+			r.checkCredits(t, 4)
+		})
+	}
+}
+
+func TestNegotiatedParams(t *testing.T) {
+	in := randomBytes(100000, 1)
+	s := stream{proposal: pipe.NewParams(8192, 8), local: pipe.NewParams(1000, 3)}
+	r := s.run(t, context.Background(), bytes.NewReader(in))
+	if r.sendErr != nil || r.recvErr != nil {
+		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+	}
+	for _, info := range []pipe.Info{r.send.Info, r.recv.Info} {
+		if info.Chunk != 1000 || info.Depth != 3 {
+			t.Errorf("%s negotiated chunk %d depth %d, want 1000 and 3", info.Local, info.Chunk, info.Depth)
+		}
+	}
+	if r.send.Messages != 100 {
+		t.Errorf("sent %d data messages, want 100 of 1000 bytes", r.send.Messages)
+	}
+	if !bytes.Equal(r.out.Bytes(), in) {
+		t.Fatal("data differs")
+	}
+	r.checkCredits(t, 3)
+}
+
+// Messages from the sender are numbered from 1: the authentication message,
+// then data, then the end of the stream. From the receiver: hello, welcome,
+// then credits.
+func TestFaults(t *testing.T) {
+	in := randomBytes(10*4096, 2)
+	cases := []struct {
+		name               string
+		faults             memconn.Faults
+		sendKind, recvKind pipe.Kind
+		recvSays, sendSays string
+	}{
+		{"delay", memconn.Faults{Delay: time.Millisecond}, 0, 0, "", ""},
+		{"data message dropped", memconn.Faults{DropAt: 4}, pipe.KindIntegrity, pipe.KindIntegrity, "lost or reordered", "receiver aborted"},
+		{"end message dropped", memconn.Faults{DropAt: 12}, pipe.KindIntegrity, pipe.KindIntegrity, "messages were lost", "receiver aborted"},
+		{"data corrupted", memconn.Faults{CorruptAt: 5}, pipe.KindIntegrity, pipe.KindIntegrity, "CRC32C mismatch", "CRC32C mismatch"},
+		{"cut mid-stream", memconn.Faults{CutAt: 6}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
+		{"credits cut", memconn.Faults{Reverse: &memconn.Faults{CutAt: 4}}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
+		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, pipe.KindAborted, pipe.KindAborted, "no word from the sender", "no word from the sender"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			// The receiver gives up first, so that the sender hears why.
+			s := stream{faults: tc.faults, sendCfg: pipe.Config{Timeout: 2 * time.Second}, recvCfg: pipe.Config{Timeout: 700 * time.Millisecond}}
+			r := s.run(t, context.Background(), bytes.NewReader(in))
+			checkErr(t, "sender", r.sendErr, tc.sendKind, tc.sendSays)
+			checkErr(t, "receiver", r.recvErr, tc.recvKind, tc.recvSays)
+			if r.recvErr == nil && !bytes.Equal(r.out.Bytes(), in) {
+				t.Error("the receiver succeeded with different data")
+			}
+			if tc.faults.DropAt == 0 {
+				r.checkCredits(t, 4)
+			}
+		})
+	}
+}
+
+// checkErr checks that err is nil when kind is 0, else an error of kind
+// whose text contains says.
+func checkErr(t *testing.T, who string, err error, kind pipe.Kind, says string) {
+	t.Helper()
+	if kind == 0 {
+		if err != nil {
+			t.Errorf("%s: unexpected error %v", who, err)
+		}
+		return
+	}
+	if err == nil {
+		t.Errorf("%s: no error, want %v", who, kind)
+		return
+	}
+	if got := pipe.KindOf(err); got != kind {
+		t.Errorf("%s: error kind %v, want %v: %v", who, got, kind, err)
+	}
+	if !strings.Contains(err.Error(), says) {
+		t.Errorf("%s: error %q does not say %q", who, err, says)
+	}
+}
+
+func TestKeys(t *testing.T) {
+	cases := []struct {
+		name               string
+		sendKey, recvKey   string
+		kind               pipe.Kind
+		sendSays, recvSays string
+	}{
+		{"no keys", "", "", 0, "", ""},
+		{"same key", "k1", "k1", 0, "", ""},
+		{"wrong key", "k1", "k2", pipe.KindAuth, "key is wrong", "key is wrong"},
+		{"sender has none", "", "k1", pipe.KindAuth, "requires a shared key", "requires a shared key"},
+		{"receiver has none", "k1", "", pipe.KindAuth, "receiver has none", "receiver has none"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			s := stream{sendCfg: pipe.Config{Key: []byte(tc.sendKey)}, recvCfg: pipe.Config{Key: []byte(tc.recvKey)}}
+			r := s.run(t, context.Background(), strings.NewReader("payload"))
+			checkErr(t, "sender", r.sendErr, tc.kind, tc.sendSays)
+			checkErr(t, "receiver", r.recvErr, tc.kind, tc.recvSays)
+			if tc.kind != 0 && len(r.out.Bytes()) != 0 {
+				t.Errorf("unauthenticated data was written: %q", r.out.Bytes())
+			}
+		})
+	}
+}
+
+// TestInteractive checks that what the sender has read goes out at once
+// when its input stalls, rather than waiting for a full chunk.
+func TestInteractive(t *testing.T) {
+	inR, inW := io.Pipe()
+	outR, outW := io.Pipe()
+	done := make(chan result, 1)
+	go func() { done <- stream{out: outW}.run(t, context.Background(), inR) }()
+	for _, line := range []string{"first\n", "second\n"} {
+		inW.Write([]byte(line))
+		buf := make([]byte, len(line))
+		if _, err := io.ReadFull(outR, buf); err != nil || string(buf) != line {
+			t.Fatalf("read %q (%v), want %q", buf, err, line)
+		}
+	}
+	inW.Close()
+	go io.Copy(io.Discard, outR)
+	r := <-done
+	if r.sendErr != nil || r.recvErr != nil {
+		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+	}
+}
+
+type failingWriter struct{ after int }
+
+func (w *failingWriter) Write(p []byte) (int, error) {
+	if w.after < len(p) {
+		return 0, errors.New("disk on fire")
+	}
+	w.after -= len(p)
+	return len(p), nil
+}
+
+type failingReader struct{ r io.Reader }
+
+func (f failingReader) Read(p []byte) (int, error) {
+	n, err := f.r.Read(p)
+	if err == io.EOF {
+		return n, errors.New("input device gone")
+	}
+	return n, err
+}
+
+func TestIOFailures(t *testing.T) {
+	in := randomBytes(20*4096, 3)
+	t.Run("output fails", func(t *testing.T) {
+		r := stream{out: &failingWriter{after: 3 * 4096}}.run(t, context.Background(), bytes.NewReader(in))
+		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "disk on fire")
+		checkErr(t, "sender", r.sendErr, pipe.KindAborted, "receiver aborted: write output: disk on fire")
+	})
+	t.Run("input fails", func(t *testing.T) {
+		r := stream{}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
+		checkErr(t, "sender", r.sendErr, pipe.KindAborted, "input device gone")
+		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "sender aborted: read input")
+	})
+}
+
+func TestCancel(t *testing.T) {
+	inR, inW := io.Pipe()
+	defer inW.Close()
+	ctx, cancel := context.WithCancelCause(context.Background())
+	done := make(chan result, 1)
+	go func() {
+		sc, rc, err := memconn.Pair(pipe.NewParams(4096, 4), pipe.NewParams(4096, 4), memconn.Faults{})
+		if err != nil {
+			panic(err)
+		}
+		var res result
+		var wg sync.WaitGroup
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res.recv, res.recvErr = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
+		}()
+		res.send, res.sendErr = pipe.Send(ctx, sc, inR, pipe.Config{})
+		wg.Wait()
+		done <- res
+	}()
+	inW.Write([]byte("some"))
+	time.Sleep(50 * time.Millisecond)
+	cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted by test"))
+	r := <-done
+	checkErr(t, "sender", r.sendErr, pipe.KindAborted, "interrupted by test")
+	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "sender aborted: interrupted by test")
+}
+
+// TestHeartbeats checks that an idle but live stream outlasts the timeout.
+func TestHeartbeats(t *testing.T) {
+	inR, inW := io.Pipe()
+	go func() {
+		inW.Write([]byte("before"))
+		time.Sleep(time.Second)
+		inW.Write([]byte(" after"))
+		inW.Close()
+	}()
+	cfg := pipe.Config{Timeout: 300 * time.Millisecond}
+	r := stream{sendCfg: cfg, recvCfg: cfg}.run(t, context.Background(), inR)
+	if r.sendErr != nil || r.recvErr != nil {
+		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+	}
+	if got := string(r.out.Bytes()); got != "before after" {
+		t.Fatalf("received %q", got)
+	}
+}
+
+func TestRefuse(t *testing.T) {
+	sc, rc, err := memconn.Pair(pipe.NewParams(4096, 4), pipe.NewParams(4096, 4), memconn.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sc.Close()
+	if err := pipe.Refuse(rc, pipe.KindBusy, "busy right now"); err != nil {
+		t.Fatal(err)
+	}
+	_, err = pipe.Send(context.Background(), sc, strings.NewReader("x"), pipe.Config{})
+	checkErr(t, "sender", err, pipe.KindBusy, "busy right now")
+}

@@ -1,0 +1,118 @@
+package pipe
+
+import (
+	"encoding/binary"
+	"fmt"
+)
+
+// Version is the wire protocol version. Peers with different versions refuse
+// each other at connect time.
+const Version = 1
+
+// Default stream parameters. They are the flags' defaults; see README.md for
+// the measurements behind them.
+const (
+	DefaultChunk = 1 << 20
+	DefaultDepth = 4
+)
+
+// Limits on the stream parameters a peer may ask for.
+const (
+	MinChunk = 1
+	MaxChunk = 64 << 20
+	MinDepth = 2
+	MaxDepth = 128
+)
+
+// ParamsLen is the encoded size of Params.
+const ParamsLen = 16
+
+var paramsMagic = [4]byte{'R', 'D', 'P', 'P'}
+
+// Params are the stream parameters the two peers agree on when a transport
+// connects: the sender proposes its own, the receiver answers with the
+// result of Negotiate, and both sides size their buffers from that answer.
+type Params struct {
+	Version uint16 // wire protocol version
+	Chunk   int    // data payload bytes per message
+	Depth   int    // credits: data messages that may be in flight
+}
+
+// NewParams returns Params for this protocol version.
+func NewParams(chunk, depth int) Params {
+	return Params{Version: Version, Chunk: chunk, Depth: depth}
+}
+
+// Validate reports whether p is within the protocol's limits.
+func (p Params) Validate() error {
+	if p.Chunk < MinChunk || p.Chunk > MaxChunk {
+		return fmt.Errorf("chunk size %d out of range [%d, %d]", p.Chunk, MinChunk, MaxChunk)
+	}
+	if p.Depth < MinDepth || p.Depth > MaxDepth {
+		return fmt.Errorf("depth %d out of range [%d, %d]", p.Depth, MinDepth, MaxDepth)
+	}
+	return nil
+}
+
+// Negotiate returns the parameters a receiver configured with local accepts
+// for a sender proposing remote: the smaller chunk and the smaller depth, so
+// that neither side uses more memory than its own flags allow.
+func Negotiate(local, remote Params) (Params, error) {
+	if remote.Version != Version {
+		return Params{}, &Error{Kind: KindSetup, Op: "negotiate",
+			Err: fmt.Errorf("peer speaks protocol version %d, this build speaks %d: use the same rdmapipe release on both hosts", remote.Version, Version)}
+	}
+	if err := remote.Validate(); err != nil {
+		return Params{}, &Error{Kind: KindSetup, Op: "negotiate", Err: fmt.Errorf("peer proposed bad parameters: %w", err)}
+	}
+	return Params{Version: Version, Chunk: min(local.Chunk, remote.Chunk), Depth: min(local.Depth, remote.Depth)}, nil
+}
+
+// MarshalBinary encodes p in ParamsLen bytes (also used as RDMA CM private data).
+func (p Params) MarshalBinary() ([]byte, error) {
+	b := make([]byte, ParamsLen)
+	copy(b, paramsMagic[:])
+	binary.LittleEndian.PutUint16(b[4:], p.Version)
+	binary.LittleEndian.PutUint32(b[8:], uint32(p.Chunk))
+	binary.LittleEndian.PutUint32(b[12:], uint32(p.Depth))
+	return b, nil
+}
+
+// UnmarshalBinary decodes Params encoded by MarshalBinary.
+func (p *Params) UnmarshalBinary(b []byte) error {
+	if len(b) < ParamsLen || [4]byte(b[:4]) != paramsMagic {
+		return fmt.Errorf("peer is not an rdmapipe endpoint (bad connection parameters)")
+	}
+	p.Version = binary.LittleEndian.Uint16(b[4:])
+	p.Chunk = int(binary.LittleEndian.Uint32(b[8:]))
+	p.Depth = int(binary.LittleEndian.Uint32(b[12:]))
+	return nil
+}
+
+// Layout says how many buffers of which size one side of a connection needs.
+type Layout struct {
+	SendBufs, SendSize int
+	RecvBufs, RecvSize int
+}
+
+// SenderLayout is the buffer layout of the sending side for p (a sender may
+// size itself from its proposal, which is never smaller than the answer):
+// one send buffer per credit, and enough small receive buffers for every
+// credit return and control message the receiver may have in flight.
+func SenderLayout(p Params) Layout {
+	return Layout{SendBufs: p.Depth, SendSize: max(HeaderLen+p.Chunk, MaxControl),
+		RecvBufs: p.Depth + controlSlack, RecvSize: MaxControl}
+}
+
+// ReceiverLayout is the buffer layout of the receiving side for negotiated
+// p: one receive buffer per credit plus one spare for the sender's
+// authentication, heartbeat and abort messages; it sends only control
+// messages. Buffers are never smaller than MaxControl, so that control
+// messages fit even when the chunk is tiny.
+func ReceiverLayout(p Params) Layout {
+	return Layout{RecvBufs: p.Depth + 1, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
+}
+
+// controlSlack is how many receive buffers a sender posts beyond one per
+// credit, for the receiver's hello, welcome, heartbeat, done and abort.
+const controlSlack = 4

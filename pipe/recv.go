@@ -1,0 +1,269 @@
+package pipe
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// Receive writes the stream arriving on c to w, verifies its length and
+// checksum, and confirms it to the sender. It returns nil only when every
+// byte the sender read arrived intact and was written to w. On failure it
+// tells the sender why (unless the sender is the one that gave up) and
+// returns an *Error. Receive does not close c.
+//
+// A writer goroutine writes buffer k to w while buffer k+1 arrives; it then
+// re-posts the buffer and returns its credit with a single-byte message.
+func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error) {
+	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
+	st, err := r.run(ctx)
+	if err != nil && !r.peerGaveUp {
+		_ = c.SendControl(abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))
+	}
+	return st, err
+}
+
+// Refuse tells the sender that connected on c why it is not served, with
+// an abort of kind k, and closes c.
+func Refuse(c Conn, k Kind, reason string) error {
+	err := c.SendControl(abortMessage([]byte{msgAbort}, k, reason))
+	return errors.Join(err, c.Close())
+}
+
+// receiver is the state of one Receive.
+type receiver struct {
+	*session
+	w          io.Writer
+	written    atomic.Int64 // bytes written to w
+	messages   atomic.Int64 // data messages written
+	crc        uint32       // of the bytes written; read only after the writer is done
+	peerGaveUp bool         // the sender aborted or vanished: no abort message back
+}
+
+// arrival is a received message handed to the writer goroutine.
+type arrival struct {
+	buf, len int
+	end      bool
+}
+
+func (r *receiver) run(ctx context.Context) (Stats, error) {
+	st := Stats{Info: r.c.Info()}
+	if err := r.handshake(ctx); err != nil {
+		return st, err
+	}
+	start := time.Now()
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	arrivals := make(chan arrival, r.c.RecvBufs())
+	go func() {
+		err := r.write(arrivals)
+		if err == nil {
+			err = errFinished
+		}
+		cancel(err)
+	}()
+	go r.heartbeat(ctx, func() []byte { return []byte{0} })
+
+	err := r.receive(ctx, arrivals)
+	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
+	if errors.Is(err, errFinished) {
+		err = nil
+	}
+	if err != nil {
+		// The writer may be blocked on output for good: do not wait for it.
+		cancel(err)
+		return st, err
+	}
+	st.CRC = r.crc
+	return st, nil
+}
+
+// handshake sends the hello, checks the sender's proof of the key (if any)
+// and answers with the welcome.
+func (r *receiver) handshake(ctx context.Context) error {
+	nonce, err := newNonce()
+	if err != nil {
+		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
+	}
+	haveKey := len(r.cfg.Key) > 0
+	hello := []byte{msgHello, 0}
+	if haveKey {
+		hello[1] = flagKey
+	}
+	hello = append(hello, nonce[:]...)
+	if err := r.c.SendControl(hello); err != nil {
+		return wrap(KindSetup, "send hello", err)
+	}
+	auth, err := r.next(ctx)
+	if err != nil {
+		return err
+	}
+	if auth[0] != msgAuth || len(auth) < authLen {
+		return Errorf(KindSetup, "handshake", "unexpected message %q of %d bytes from the sender: is it an rdmapipe sender of the same version?", auth[0], len(auth))
+	}
+	theirFlags := auth[HeaderLen]
+	theirNonce, mac := auth[HeaderLen+1:HeaderLen+1+nonceLen], auth[HeaderLen+1+nonceLen:authLen]
+	switch {
+	case haveKey && theirFlags&flagKey == 0:
+		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key (--key-file or RDMAPIPE_KEY)")
+	case !haveKey && theirFlags&flagKey != 0:
+		return Errorf(KindAuth, "authenticate", "the sender has a key but this receiver has none")
+	case haveKey && !validProof(r.cfg.Key, senderLabel, nonce[:], theirNonce, mac):
+		return Errorf(KindAuth, "authenticate", "the sender's key is wrong")
+	}
+	welcome := make([]byte, 2+macLen)
+	welcome[0] = msgWelcome
+	if haveKey {
+		welcome[1] = flagKey
+		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, theirNonce, nonce[:]))
+	}
+	if err := r.c.SendControl(welcome); err != nil {
+		return wrap(KindSetup, "send welcome", err)
+	}
+	return nil
+}
+
+// next waits for one handshake message from the sender, copies it out and
+// re-posts its buffer. An abort from the sender ends the wait.
+func (r *receiver) next(ctx context.Context) ([]byte, error) {
+	for {
+		cs, err := r.poll(ctx)
+		if err != nil {
+			r.peerGaveUp = true
+			return nil, err
+		}
+		for i, c := range cs {
+			if c.Op != OpRecv {
+				continue
+			}
+			msg := append([]byte(nil), r.c.RecvBuf(c.Buf)[:c.Len]...)
+			r.repost(c.Buf)
+			typ, _, err := parseHeader(msg)
+			switch {
+			case err != nil:
+				return nil, wrap(KindSetup, "handshake", err)
+			case typ == msgBeat:
+				continue
+			case typ == msgAbort:
+				r.peerGaveUp = true
+				return nil, r.peerAbort(msg[HeaderLen:])
+			}
+			r.keep(cs[i+1:])
+			return msg, nil
+		}
+	}
+}
+
+// errFinished is the writer's way to end the receive loop once it has
+// verified and confirmed the end of the stream.
+var errFinished = errors.New("stream finished")
+
+// receive handles completions: data and the end of the stream go to the
+// writer in order; heartbeats are re-posted at once; an abort ends the
+// stream. It runs until ctx ends, which the writer does with errFinished
+// once it has confirmed the end of the stream.
+func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
+	var seq uint32
+	for {
+		cs, err := r.poll(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.peerGaveUp = true
+				return r.truncated(err)
+			}
+			return err
+		}
+		for _, c := range cs {
+			if c.Op != OpRecv {
+				continue
+			}
+			typ, got, err := parseHeader(r.c.RecvBuf(c.Buf)[:c.Len])
+			if err != nil {
+				return wrap(KindIntegrity, "receive", err)
+			}
+			switch typ {
+			case msgBeat:
+				if got != seq {
+					return Errorf(KindIntegrity, "receive", "the sender has sent %d messages but %d arrived: messages were lost", got, seq)
+				}
+				r.repost(c.Buf)
+				continue
+			case msgAbort:
+				r.peerGaveUp = true
+				return r.peerAbort(r.c.RecvBuf(c.Buf)[HeaderLen:c.Len])
+			case msgData, msgEnd:
+			default:
+				return Errorf(KindIntegrity, "receive", "unknown message type %q from the sender", typ)
+			}
+			seq++
+			if got != seq {
+				return Errorf(KindIntegrity, "receive", "message %d arrived where %d was expected: messages were lost or reordered", got, seq)
+			}
+			if typ == msgEnd && c.Len < endLen {
+				return Errorf(KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
+			}
+			arrivals <- arrival{buf: c.Buf, len: c.Len, end: typ == msgEnd}
+		}
+	}
+}
+
+// truncated describes a connection that failed before the end of the stream.
+func (r *receiver) truncated(err error) error {
+	return wrap(KindAborted, fmt.Sprintf("stream truncated after %d bytes", r.written.Load()), err)
+}
+
+// write writes each arrival's payload to w, re-posts its buffer and returns
+// the credit; at the end of the stream it verifies the byte count and the
+// checksum and confirms the stream to the sender.
+func (r *receiver) write(arrivals <-chan arrival) error {
+	credit := []byte{1}
+	for a := range arrivals {
+		msg := r.c.RecvBuf(a.buf)[:a.len]
+		if a.end {
+			return r.finish(msg)
+		}
+		payload := msg[HeaderLen:]
+		if _, err := r.w.Write(payload); err != nil {
+			return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", err, r.written.Load())}
+		}
+		r.crc = crc32.Update(r.crc, castagnoli, payload)
+		r.messages.Add(1)
+		n := r.written.Add(int64(len(payload)))
+		if r.cfg.Progress != nil {
+			r.cfg.Progress(n)
+		}
+		if err := r.c.PostRecv(a.buf); err != nil {
+			return wrap(KindAborted, "post receive", err)
+		}
+		if err := r.c.SendControl(credit); err != nil {
+			return wrap(KindAborted, "return credit", err)
+		}
+	}
+	return nil
+}
+
+// finish checks the end-of-stream message against what was written and
+// confirms the stream to the sender.
+func (r *receiver) finish(end []byte) error {
+	wantBytes := int64(binary.LittleEndian.Uint64(end[HeaderLen:]))
+	wantCRC := binary.LittleEndian.Uint32(end[HeaderLen+8:])
+	written := r.written.Load()
+	if wantBytes != written {
+		return Errorf(KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
+	}
+	if wantCRC != r.crc {
+		return Errorf(KindIntegrity, "verify stream", "CRC32C mismatch: the sender's is %08x, the data received gives %08x", wantCRC, r.crc)
+	}
+	done := make([]byte, 9)
+	done[0] = msgDone
+	binary.LittleEndian.PutUint64(done[1:], uint64(written))
+	if err := r.c.SendControl(done); err != nil {
+		return wrap(KindAborted, "confirm end of stream", err)
+	}
+	return nil
+}

@@ -1,0 +1,307 @@
+package pipe
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"hash/crc32"
+	"io"
+	"sync/atomic"
+	"time"
+)
+
+// Send streams r to the receiver at the other end of c and returns when the
+// receiver has confirmed that it wrote every byte, or on the first failure.
+// On failure it tells the receiver why (unless the receiver is the one that
+// gave up) and returns an *Error. Send does not close c.
+//
+// A reader goroutine fills send buffer k+1 from r while buffer k is on the
+// wire; this goroutine handles completions and credits.
+func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
+	s := &sender{session: newSession(c, cfg, "receiver"), r: r}
+	st, err := s.run(ctx)
+	if err != nil && !s.peerGaveUp {
+		msg := make([]byte, HeaderLen, MaxControl)
+		putHeader(msg, msgAbort, 0)
+		_ = c.SendControl(abortMessage(msg, KindOf(err), err.Error()))
+	}
+	return st, err
+}
+
+// sender is the state of one Send.
+type sender struct {
+	*session
+	r          io.Reader
+	chunk      int
+	free       chan int      // send buffers ready to be filled
+	credits    chan struct{} // one token per receive buffer the receiver has posted for us
+	sent       atomic.Int64  // bytes handed to the wire by the reader goroutine
+	messages   atomic.Int64  // data messages handed to the wire
+	posted     atomic.Uint32 // sequence number of the last message posted
+	crc        uint32        // of the bytes sent; read only after the reader is done
+	peerGaveUp bool          // the receiver aborted or failed: no abort message back
+}
+
+func (s *sender) run(ctx context.Context) (Stats, error) {
+	info := s.c.Info()
+	st := Stats{Info: info}
+	if err := s.handshake(ctx); err != nil {
+		return st, err
+	}
+	start := time.Now()
+	s.chunk = info.Chunk
+	s.free = make(chan int, s.c.SendBufs())
+	for i := 0; i < min(s.c.SendBufs(), info.Depth); i++ {
+		s.free <- i
+	}
+	s.credits = make(chan struct{}, info.Depth)
+	for range info.Depth {
+		s.credits <- struct{}{}
+	}
+
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	readDone := make(chan struct{})
+	go func() {
+		defer close(readDone)
+		if err := s.read(ctx); err != nil {
+			cancel(err)
+		}
+	}()
+	go s.heartbeat(ctx, s.beat)
+
+	err := s.complete(ctx, readDone)
+	st.Bytes, st.Messages, st.Elapsed = s.sent.Load(), s.messages.Load(), time.Since(start)
+	if err != nil {
+		// The reader may be blocked on input for good: do not wait for it.
+		cancel(err)
+		return st, err
+	}
+	st.CRC = s.crc
+	return st, nil
+}
+
+// beat returns the sender's heartbeat. It carries the sequence number of
+// the last message posted before it, so that the receiver notices lost
+// messages even when nothing else follows them.
+func (s *sender) beat() []byte {
+	b := make([]byte, HeaderLen)
+	putHeader(b, msgBeat, s.posted.Load())
+	return b
+}
+
+// handshake waits for the receiver's hello, proves the key (if any) and
+// waits for the receiver's welcome.
+func (s *sender) handshake(ctx context.Context) error {
+	hello, err := s.controlMessage(ctx, msgHello, 1+nonceLen)
+	if err != nil {
+		return err
+	}
+	theirFlags, theirNonce := hello[1], hello[2:2+nonceLen]
+	haveKey := len(s.cfg.Key) > 0
+	switch {
+	case theirFlags&flagKey != 0 && !haveKey:
+		return Errorf(KindAuth, "authenticate", "the receiver requires a shared key: pass --key-file or set RDMAPIPE_KEY")
+	case theirFlags&flagKey == 0 && haveKey:
+		return Errorf(KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
+	}
+	nonce, err := newNonce()
+	if err != nil {
+		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
+	}
+	msg := make([]byte, authLen)
+	putHeader(msg, msgAuth, 0)
+	if haveKey {
+		msg[HeaderLen] = flagKey
+		copy(msg[HeaderLen+1:], nonce[:])
+		copy(msg[HeaderLen+1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
+	}
+	if err := s.c.SendControl(msg); err != nil {
+		return wrap(KindSetup, "send authentication", err)
+	}
+	welcome, err := s.controlMessage(ctx, msgWelcome, 1+macLen)
+	if err != nil {
+		return err
+	}
+	if haveKey && !validProof(s.cfg.Key, receiverLabel, nonce[:], theirNonce, welcome[2:2+macLen]) {
+		return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key")
+	}
+	return nil
+}
+
+// controlMessage waits for a control message of type typ with at least
+// size bytes after the type byte, copies it out and re-posts its buffer. An
+// abort from the receiver ends the wait with the receiver's reason.
+func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte, error) {
+	for {
+		cs, err := s.poll(ctx)
+		if err != nil {
+			s.peerGaveUp = true
+			return nil, err
+		}
+		for i, c := range cs {
+			if c.Op != OpRecv {
+				continue
+			}
+			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
+			s.repost(c.Buf)
+			switch {
+			case len(msg) == 1:
+				continue // an early heartbeat
+			case msg[0] == msgAbort:
+				s.peerGaveUp = true
+				return nil, s.peerAbort(msg[1:])
+			case msg[0] != typ || len(msg) < 1+size:
+				return nil, Errorf(KindSetup, "handshake", "unexpected message %q of %d bytes from the receiver: is it an rdmapipe receiver of the same version?", msg[0], len(msg))
+			}
+			s.keep(cs[i+1:])
+			return msg, nil
+		}
+	}
+}
+
+// complete handles completions until the receiver confirms the whole
+// stream: finished sends free their buffers, credit messages return credits.
+func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
+	for {
+		cs, err := s.poll(ctx)
+		if err != nil {
+			if ctx.Err() == nil {
+				s.peerGaveUp = true
+			}
+			return err
+		}
+		for _, c := range cs {
+			if c.Op == OpSend {
+				s.free <- c.Buf
+				continue
+			}
+			msg := s.c.RecvBuf(c.Buf)[:c.Len]
+			done, err := s.control(msg, readDone)
+			if err != nil {
+				return err
+			}
+			if done {
+				return nil
+			}
+			s.repost(c.Buf)
+		}
+	}
+}
+
+// control handles one message from the receiver and reports whether it
+// confirmed the end of the stream.
+func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
+	switch {
+	case len(msg) == 1:
+		for range msg[0] {
+			select {
+			case s.credits <- struct{}{}:
+			default:
+				return false, Errorf(KindInternal, "credit", "the receiver returned more credits than it granted")
+			}
+		}
+		return false, nil
+	case len(msg) == 0:
+		return false, Errorf(KindInternal, "receive", "empty message from the receiver")
+	case msg[0] == msgAbort:
+		s.peerGaveUp = true
+		return false, s.peerAbort(msg[1:])
+	case msg[0] == msgDone && len(msg) >= 9:
+		select {
+		case <-readDone:
+		default:
+			return false, Errorf(KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
+		}
+		if got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load(); got != sent {
+			return false, Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
+		}
+		return true, nil
+	}
+	return false, Errorf(KindInternal, "receive", "unexpected message %q of %d bytes from the receiver", msg[0], len(msg))
+}
+
+// read fills send buffers from r and posts them, one credit each, then
+// posts the end-of-stream message with the byte count and checksum.
+func (s *sender) read(ctx context.Context) error {
+	var seq uint32
+	for {
+		i, err := s.take(ctx)
+		if err != nil {
+			return err
+		}
+		buf := s.c.SendBuf(i)
+		n, eof, rerr := fillFrom(s.r, buf[HeaderLen:HeaderLen+s.chunk])
+		typ := msgData
+		if n == 0 && eof {
+			typ = msgEnd
+		}
+		if n == 0 && !eof && rerr == nil {
+			s.free <- i
+			continue
+		}
+		if rerr != nil && n == 0 {
+			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
+		}
+		seq++
+		putHeader(buf, typ, seq)
+		size := HeaderLen + n
+		if typ == msgEnd {
+			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
+			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
+			size = endLen
+		} else {
+			s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
+			s.sent.Add(int64(n))
+			s.messages.Add(1)
+		}
+		if err := s.c.PostSend(i, size); err != nil {
+			return wrap(KindAborted, "send", err)
+		}
+		s.posted.Store(seq)
+		if typ == msgEnd {
+			return nil
+		}
+		if s.cfg.Progress != nil {
+			s.cfg.Progress(s.sent.Load())
+		}
+		if rerr != nil {
+			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
+		}
+	}
+}
+
+// take waits for a free send buffer and a credit to send it with.
+func (s *sender) take(ctx context.Context) (int, error) {
+	var i int
+	select {
+	case i = <-s.free:
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+	select {
+	case <-s.credits:
+		return i, nil
+	case <-ctx.Done():
+		return 0, context.Cause(ctx)
+	}
+}
+
+// fillFrom reads from r into p until p is full, r ends, or r has nothing
+// more ready to read, so that interactive input is sent as it comes
+// instead of waiting for a full chunk.
+func fillFrom(r io.Reader, p []byte) (n int, eof bool, err error) {
+	for n < len(p) {
+		m, err := r.Read(p[n:])
+		n += m
+		switch {
+		case err == io.EOF:
+			return n, true, nil
+		case err != nil:
+			return n, false, fmt.Errorf("read: %w", err)
+		case n > 0 && !moreReady(r):
+			return n, false, nil
+		}
+	}
+	return n, false, nil
+}

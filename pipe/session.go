@@ -1,0 +1,144 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"time"
+)
+
+// Config holds what both ends of a stream may set.
+type Config struct {
+	// Key is the shared secret both peers must hold; empty means none.
+	Key []byte
+	// Timeout is how long a peer may stay silent before the stream is
+	// given up; 0 means wait forever. While a stream is open each side
+	// sends a heartbeat every Timeout/3, so only a dead or hung peer (or
+	// network) is silent that long.
+	Timeout time.Duration
+	// Progress, if set, is called with the stream's byte count so far
+	// after each chunk.
+	Progress func(bytes int64)
+}
+
+// Stats describe a finished (or failed) stream.
+type Stats struct {
+	Bytes    int64         // payload bytes read (sender) or written (receiver)
+	Messages int64         // data messages
+	CRC      uint32        // CRC32C (Castagnoli) of the payload
+	Elapsed  time.Duration // from the end of the handshake to the end of the stream
+	Info     Info          // the connection's description
+}
+
+// castagnoli is the CRC32C table; the stream checksum is CRC32C.
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// pollBatch is how many completions one Poll may return.
+const pollBatch = 64
+
+// session is what a sender and a receiver share: the connection, the
+// configuration, and the bookkeeping for the idle timeout.
+type session struct {
+	c     Conn
+	cfg   Config
+	peer  string // "sender" or "receiver": the other side, for messages
+	cs    []Completion
+	heard time.Time // when the peer was last heard from
+	// backlog holds completions a handshake step did not get to; the next
+	// poll returns them first.
+	backlog []Completion
+	// repostErr is the first failure to re-post a receive buffer in the
+	// current batch; see repost.
+	repostErr error
+}
+
+func newSession(c Conn, cfg Config, peer string) *session {
+	return &session{c: c, cfg: cfg, peer: peer, cs: make([]Completion, pollBatch), heard: time.Now()}
+}
+
+// poll waits for completions, ending with an error if ctx ends, the
+// connection fails, or the peer stays silent longer than the idle timeout.
+func (s *session) poll(ctx context.Context) ([]Completion, error) {
+	if s.repostErr != nil {
+		return nil, s.repostErr
+	}
+	if len(s.backlog) > 0 {
+		cs := s.backlog
+		s.backlog = nil
+		return cs, nil
+	}
+	pctx := ctx
+	if s.cfg.Timeout > 0 {
+		var cancel context.CancelFunc
+		pctx, cancel = context.WithDeadline(ctx, s.heard.Add(s.cfg.Timeout))
+		defer cancel()
+	}
+	n, err := s.c.Poll(pctx, s.cs)
+	if err != nil {
+		switch {
+		case ctx.Err() != nil:
+			return nil, s.cancelled(ctx)
+		case pctx.Err() != nil:
+			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
+		}
+		return nil, wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+	}
+	for _, c := range s.cs[:n] {
+		if c.Op == OpRecv {
+			s.heard = time.Now()
+			break
+		}
+	}
+	return s.cs[:n], nil
+}
+
+// keep saves the completions of a batch that were not handled for the
+// next poll.
+func (s *session) keep(rest []Completion) {
+	s.backlog = append([]Completion(nil), rest...)
+}
+
+// repost makes receive buffer i available again. A failure (the connection
+// broke) is reported by the next poll, so that the messages already in the
+// batch, such as the peer's last words, are still handled.
+func (s *session) repost(i int) {
+	if err := s.c.PostRecv(i); err != nil && s.repostErr == nil {
+		s.repostErr = wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+	}
+}
+
+// cancelled turns the end of ctx into an error: the cause if one was given
+// (a signal, a failed reader or writer), else an interruption.
+func (s *session) cancelled(ctx context.Context) error {
+	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
+		return cause
+	}
+	return Errorf(KindAborted, "", "interrupted")
+}
+
+// heartbeat sends msg() every Timeout/3 until ctx ends, so that the peer's
+// idle timeout fires only when this side is really gone.
+func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
+	if s.cfg.Timeout <= 0 {
+		return
+	}
+	t := time.NewTicker(s.cfg.Timeout / 3)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if s.c.SendControl(msg()) != nil {
+				return
+			}
+		}
+	}
+}
+
+// peerAbort is the error for an abort message from the peer.
+func (s *session) peerAbort(body []byte) error {
+	k, reason := parseAbort(body)
+	return &Error{Kind: k, Op: s.peer + " aborted", Err: errors.New(reason)}
+}

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# Installs the packages rdmapipe needs to build (cgo against rdma-core) when
+# they are missing. Debian/Ubuntu: apt-get; on RHEL-like systems install
+# rdma-core-devel and gcc yourself.
+set -euo pipefail
+pkgs=(gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev "$@")
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+if ! command -v apt-get >/dev/null; then
+  echo "deps: missing ${missing[*]}: install rdma-core development files (e.g. rdma-core-devel) and gcc" >&2
+  exit 1
+fi
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+echo "deps: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+# A fresh machine has no package lists: update once when an install is needed.
+$sudo apt-get update -qq >/dev/null
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

@@ -1,0 +1,267 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// slowInput returns a pipe to feed a sender by hand: the test writes to w
+// and closes it when it wants the input to end.
+func slowInput(t *testing.T) (r, w *os.File) {
+	t.Helper()
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { r.Close(); w.Close() })
+	return r, w
+}
+
+// waitFor polls cond until it holds or the limit passes.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// fileSize returns the size of the file at path, 0 if it does not exist.
+func fileSize(path string) int64 {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return 0
+	}
+	return fi.Size()
+}
+
+// TestReceiverOutputClosed runs `rdmarecv | head -c 10`: the receiver's
+// stdout closes early, so the stream is aborted and the sender says why.
+func TestReceiverOutputClosed(t *testing.T) {
+	port := freePort(t)
+	in, _ := randomFile(t, 64<<20, 3)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, port, outW)
+	outW.Close()
+	head := make([]byte, 10)
+	s := send(t, port, openFile(t, in))
+	if _, err := io.ReadFull(outR, head); err != nil {
+		t.Fatal(err)
+	}
+	outR.Close()
+	code, stderr := r.wait(time.Minute)
+	expect(t, "rdmarecv", code, stderr, 4, "broken pipe")
+	code, stderr = s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 4, "receiver", "broken pipe")
+}
+
+// TestSenderKilled kills the sender mid-stream: the receiver must exit
+// non-zero and say the stream was cut short.
+func TestSenderKilled(t *testing.T) {
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), "--timeout", "20s")
+	inR, inW := slowInput(t)
+	s := send(t, port, inR, "--timeout", "20s")
+	inW.Write(bytes.Repeat([]byte("x"), 100000))
+	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	s.cmd.Process.Signal(syscall.SIGKILL)
+	s.wait(10 * time.Second)
+	code, stderr := r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 4, "truncated after 100000 bytes")
+}
+
+// TestReceiverKilled kills the receiver mid-stream: the sender must exit
+// non-zero and say so.
+func TestReceiverKilled(t *testing.T) {
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), "--timeout", "20s")
+	inR, inW := slowInput(t)
+	s := send(t, port, inR, "--timeout", "20s")
+	inW.Write(bytes.Repeat([]byte("y"), 100000))
+	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	r.cmd.Process.Signal(syscall.SIGKILL)
+	r.wait(10 * time.Second)
+	inW.Write(bytes.Repeat([]byte("y"), 100000))
+	code, stderr := s.wait(30 * time.Second)
+	expect(t, "rdmasend", code, stderr, 4, "receiver")
+}
+
+// TestInterrupt sends SIGINT to the sender mid-stream: both sides abort
+// and the receiver says the sender was interrupted.
+func TestInterrupt(t *testing.T) {
+	port := freePort(t)
+	r := recv(t, port, io.Discard)
+	inR, inW := slowInput(t)
+	s := send(t, port, inR)
+	inW.Write([]byte("partial"))
+	time.Sleep(500 * time.Millisecond)
+	s.cmd.Process.Signal(syscall.SIGINT)
+	code, stderr := s.wait(30 * time.Second)
+	expect(t, "rdmasend", code, stderr, 4, "interrupted")
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 4, "sender aborted", "interrupted")
+}
+
+// TestKeys checks the shared-key handshake in every combination.
+func TestKeys(t *testing.T) {
+	dir := t.TempDir()
+	keyA, keyB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
+	os.WriteFile(keyA, []byte("correct horse battery staple\n"), 0o600)
+	os.WriteFile(keyB, []byte("another secret\n"), 0o600)
+	cases := []struct {
+		name             string
+		recvKey, sendKey string
+		code             int
+		recvSays         string
+		sendSays         string
+	}{
+		{"same key", keyA, keyA, 0, "", ""},
+		{"wrong key", keyA, keyB, 6, "key is wrong", "key is wrong"},
+		{"sender without key", keyA, "", 6, "no key", "requires a shared key"},
+		{"receiver without key", "", keyA, 6, "has a key", "receiver has none"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			var out strings.Builder
+			var rargs, sargs []string
+			if tc.recvKey != "" {
+				rargs = []string{"--key-file", tc.recvKey}
+			}
+			if tc.sendKey != "" {
+				sargs = []string{"--key-file", tc.sendKey}
+			}
+			r := recv(t, port, &out, rargs...)
+			s := send(t, port, strings.NewReader("secret data\n"), sargs...)
+			code, stderr := s.wait(time.Minute)
+			expect(t, "rdmasend", code, stderr, tc.code, tc.sendSays)
+			code, stderr = r.wait(30 * time.Second)
+			expect(t, "rdmarecv", code, stderr, tc.code, tc.recvSays)
+			if tc.code != 0 && out.Len() != 0 {
+				t.Errorf("the receiver wrote %q without authentication", out.String())
+			}
+		})
+	}
+}
+
+// TestBusyPort starts a receiver on a port that is taken.
+func TestBusyPort(t *testing.T) {
+	port := freePort(t)
+	first := recv(t, port, io.Discard)
+	if suite.transport == "tcp" {
+		waitFor(t, 10*time.Second, "the first receiver", func() bool {
+			c, err := net.Dial("tcp", net.JoinHostPort(suite.host, itoa(int64(port))))
+			if err == nil {
+				c.Close()
+			}
+			return err == nil
+		})
+	} else {
+		time.Sleep(time.Second)
+	}
+	second := recv(t, port, io.Discard)
+	code, stderr := second.wait(30 * time.Second)
+	expect(t, "second rdmarecv", code, stderr, 3, "in use")
+	first.cmd.Process.Kill()
+}
+
+// TestNothingListening dials a port nobody listens on with --wait 2s.
+func TestNothingListening(t *testing.T) {
+	port := freePort(t)
+	began := time.Now()
+	s := start(t, "rdmasend", strings.NewReader("x"), io.Discard, append(flags(port, "--wait", "2s"), suite.host)...)
+	code, stderr := s.wait(time.Minute)
+	took := time.Since(began)
+	expect(t, "rdmasend", code, stderr, 3, "gave up after waiting 2s")
+	if took < 1900*time.Millisecond || took > 15*time.Second {
+		t.Errorf("rdmasend gave up after %v, want about 2s", took)
+	}
+}
+
+// TestKeepListening serves two senders one after another and refuses a
+// third that connects while a stream is in progress.
+func TestKeepListening(t *testing.T) {
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), "-k")
+	inR, inW := slowInput(t)
+	first := send(t, port, inR)
+	inW.WriteString("one\n")
+	waitFor(t, 30*time.Second, "the first stream", func() bool { return fileSize(out) == 4 })
+	busy := start(t, "rdmasend", strings.NewReader("intruder\n"), io.Discard, append(flags(port), suite.host)...)
+	code, stderr := busy.wait(time.Minute)
+	expect(t, "concurrent rdmasend", code, stderr, 3, "busy")
+	inW.WriteString("two\n")
+	inW.Close()
+	code, stderr = first.wait(time.Minute)
+	expect(t, "first rdmasend", code, stderr, 0)
+	second := send(t, port, strings.NewReader("three\n"))
+	code, stderr = second.wait(time.Minute)
+	expect(t, "second rdmasend", code, stderr, 0)
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv -k", code, stderr, 0)
+	if b, _ := os.ReadFile(out); string(b) != "one\ntwo\nthree\n" {
+		t.Fatalf("output %q, want the two streams one after the other", b)
+	}
+}
+
+// TestUsage checks that bad command lines exit 2 with a message.
+func TestUsage(t *testing.T) {
+	cases := []struct {
+		bin  string
+		args []string
+		says string
+	}{
+		{"rdmasend", nil, "expected exactly one HOST"},
+		{"rdmasend", []string{"--no-such-flag", "h"}, "no-such-flag"},
+		{"rdmasend", []string{"--chunk-size", "lots", "h"}, "not a size"},
+		{"rdmasend", []string{"--transport", "carrier-pigeon", "h"}, "must be auto, rdma or tcp"},
+		{"rdmarecv", []string{"--depth", "1"}, "depth 1 out of range"},
+		{"rdmarecv", []string{"extra"}, "takes no arguments"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.bin+" "+strings.Join(tc.args, " "), func(t *testing.T) {
+			p := start(t, tc.bin, nil, io.Discard, tc.args...)
+			code, stderr := p.wait(30 * time.Second)
+			expect(t, tc.bin, code, stderr, 2, tc.says)
+		})
+	}
+}
+
+// TestNoRDMA asks for RDMA where there is none: the dedicated exit code.
+func TestNoRDMA(t *testing.T) {
+	if suite.transport == "rdma" {
+		t.Skip("this environment has RDMA")
+	}
+	if _, err := os.Stat("/sys/class/infiniband"); err == nil {
+		if entries, _ := os.ReadDir("/sys/class/infiniband"); len(entries) > 0 {
+			t.Skip("this host has RDMA devices")
+		}
+	}
+	port := freePort(t)
+	for _, bin := range []string{"rdmasend", "rdmarecv"} {
+		args := []string{"--transport", "rdma", "--port", itoa(int64(port))}
+		if bin == "rdmasend" {
+			args = append(args, "127.0.0.1")
+		}
+		p := start(t, bin, strings.NewReader("x"), io.Discard, args...)
+		code, stderr := p.wait(30 * time.Second)
+		expect(t, bin, code, stderr, 7, "RDMA")
+	}
+}

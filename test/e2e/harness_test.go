@@ -1,0 +1,247 @@
+// Package e2e runs the built rdmasend and rdmarecv binaries end to end.
+//
+// The same tests run on the host over TCP on loopback (the default) and
+// inside the SoftRoCE VM over real verbs (test/softroce/run-suite.sh sets
+// RDMAPIPE_E2E_TRANSPORT=rdma, RDMAPIPE_E2E_HOST to the rxe address and
+// RDMAPIPE_BIN to prebuilt binaries, since nothing is compiled in the VM).
+package e2e
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// env is the environment the suite runs in.
+type env struct {
+	transport string // --transport value: tcp or rdma
+	host      string // address the receiver listens on and the sender dials
+	bin       string // directory holding rdmasend and rdmarecv
+	bigSize   int64  // size of the large random stream
+}
+
+var suite env
+
+func TestMain(m *testing.M) {
+	suite = env{
+		transport: getenv("RDMAPIPE_E2E_TRANSPORT", "tcp"),
+		host:      getenv("RDMAPIPE_E2E_HOST", "127.0.0.1"),
+		bin:       os.Getenv("RDMAPIPE_BIN"),
+		bigSize:   256 << 20,
+	}
+	if s := os.Getenv("RDMAPIPE_E2E_BIG_MIB"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "RDMAPIPE_E2E_BIG_MIB=%q: %v\n", s, err)
+			os.Exit(2)
+		}
+		suite.bigSize = int64(n) << 20
+	}
+	if suite.bin == "" {
+		dir, err := os.MkdirTemp("", "rdmapipe-e2e-bin")
+		if err != nil {
+			fmt.Fprintln(os.Stderr, err)
+			os.Exit(2)
+		}
+		build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/rdmasend", "../../cmd/rdmarecv")
+		build.Stdout, build.Stderr = os.Stderr, os.Stderr
+		if err := build.Run(); err != nil {
+			fmt.Fprintln(os.Stderr, "building the binaries:", err)
+			os.Exit(2)
+		}
+		suite.bin = dir
+		code := m.Run()
+		os.RemoveAll(dir)
+		os.Exit(code)
+	}
+	os.Exit(m.Run())
+}
+
+func getenv(name, def string) string {
+	if v := os.Getenv(name); v != "" {
+		return v
+	}
+	return def
+}
+
+// proc is a started rdmasend or rdmarecv.
+type proc struct {
+	t      *testing.T
+	cmd    *exec.Cmd
+	stderr bytes.Buffer
+	done   chan struct{}
+	code   int
+}
+
+// start runs binary name with args; stdin and stdout are what the caller
+// wires up (nil: /dev/null and discard).
+func start(t *testing.T, name string, stdin io.Reader, stdout io.Writer, args ...string) *proc {
+	t.Helper()
+	p := &proc{t: t, cmd: exec.Command(filepath.Join(suite.bin, name), args...), done: make(chan struct{})}
+	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, &p.stderr
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.code = exitCode(err)
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+	})
+	return p
+}
+
+func exitCode(err error) int {
+	if err == nil {
+		return 0
+	}
+	if ee, ok := err.(*exec.ExitError); ok {
+		if ws, ok := ee.Sys().(syscall.WaitStatus); ok && ws.Signaled() {
+			return 128 + int(ws.Signal())
+		}
+		return ee.ExitCode()
+	}
+	return -1
+}
+
+// wait waits up to limit for the process to exit and returns its exit code
+// and stderr.
+func (p *proc) wait(limit time.Duration) (int, string) {
+	p.t.Helper()
+	select {
+	case <-p.done:
+		return p.code, p.stderr.String()
+	case <-time.After(limit):
+		p.cmd.Process.Kill()
+		<-p.done
+		p.t.Fatalf("%s did not exit within %v; stderr:\n%s", p.cmd.Path, limit, p.stderr.String())
+		return 0, ""
+	}
+}
+
+// flags are the flags every invocation gets: the transport and port.
+func flags(port int, extra ...string) []string {
+	return append([]string{"--transport", suite.transport, "--port", strconv.Itoa(port)}, extra...)
+}
+
+// recv starts a receiver on port writing to out.
+func recv(t *testing.T, port int, out io.Writer, extra ...string) *proc {
+	return start(t, "rdmarecv", nil, out, append(flags(port, "--bind", suite.host), extra...)...)
+}
+
+// send starts a sender to port reading in; it waits for the receiver.
+func send(t *testing.T, port int, in io.Reader, extra ...string) *proc {
+	args := append(flags(port, "--wait", "20s"), extra...)
+	return start(t, "rdmasend", in, io.Discard, append(args, suite.host)...)
+}
+
+// freePort returns a port nothing listens on now.
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// randomFile writes n deterministic pseudo-random bytes to a temp file and
+// returns its path and sha256.
+func randomFile(t *testing.T, n int64, seed uint64) (string, [32]byte) {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "input")
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 7})
+	if _, err := io.CopyN(io.MultiWriter(f, h), src, n); err != nil {
+		t.Fatal(err)
+	}
+	return path, [32]byte(h.Sum(nil))
+}
+
+// fileSum returns the sha256 and size of a file.
+func fileSum(t *testing.T, path string) ([32]byte, int64) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	n, err := io.Copy(h, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil)), n
+}
+
+// openFile opens path for reading, closed at the end of the test.
+func openFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// createFile creates path for writing, closed at the end of the test.
+func createFile(t *testing.T, path string) *os.File {
+	t.Helper()
+	f, err := os.Create(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { f.Close() })
+	return f
+}
+
+// stats reads a --stats-json file.
+func stats(t *testing.T, path string) map[string]any {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	return m
+}
+
+// expect checks an exit code and that stderr mentions every one of words.
+func expect(t *testing.T, who string, code int, stderr string, want int, words ...string) {
+	t.Helper()
+	if code != want {
+		t.Errorf("%s exited %d, want %d; stderr:\n%s", who, code, want, stderr)
+	}
+	for _, w := range words {
+		if !strings.Contains(strings.ToLower(stderr), strings.ToLower(w)) {
+			t.Errorf("%s stderr does not mention %q:\n%s", who, w, stderr)
+		}
+	}
+}
+
+func itoa(n int64) string { return strconv.FormatInt(n, 10) }

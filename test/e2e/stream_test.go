@@ -1,0 +1,170 @@
+package e2e
+
+import (
+	"bufio"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// modes are the completion modes to run the data tests in: RDMA has an
+// event-driven default and --busy-poll; TCP has one mode.
+func modes() map[string][]string {
+	if suite.transport == "rdma" {
+		return map[string][]string{"events": nil, "busy-poll": {"--busy-poll"}}
+	}
+	return map[string][]string{"default": nil}
+}
+
+// TestSizes streams files around the chunk size and checks the bytes.
+func TestSizes(t *testing.T) {
+	const chunk = 64 << 10
+	sizes := []int64{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 7}
+	for mode, extra := range modes() {
+		for _, n := range sizes {
+			t.Run(mode+"/"+itoa(n), func(t *testing.T) {
+				in, want := randomFile(t, n, uint64(n))
+				streamFile(t, in, want, n, append([]string{"--chunk-size", "64K"}, extra...)...)
+			})
+		}
+	}
+}
+
+// TestBigStream streams a large random file with the default settings.
+func TestBigStream(t *testing.T) {
+	in, want := randomFile(t, suite.bigSize, 42)
+	for mode, extra := range modes() {
+		t.Run(mode, func(t *testing.T) { streamFile(t, in, want, suite.bigSize, extra...) })
+	}
+}
+
+// streamFile sends the file at in and checks that the receiver wrote
+// exactly n bytes with sha256 want, both sides exiting 0.
+func streamFile(t *testing.T, in string, want [32]byte, n int64, extra ...string) {
+	t.Helper()
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), extra...)
+	s := send(t, port, openFile(t, in), extra...)
+	code, stderr := s.wait(5 * time.Minute)
+	expect(t, "rdmasend", code, stderr, 0)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 0)
+	got, size := fileSum(t, out)
+	if size != n || got != want {
+		t.Fatalf("received %d bytes with sha256 %x, want %d bytes with %x", size, got, n, want)
+	}
+}
+
+// TestEcho sends a short string through real pipes.
+func TestEcho(t *testing.T) {
+	port := freePort(t)
+	var out strings.Builder
+	r := recv(t, port, &out)
+	s := send(t, port, strings.NewReader("hello, fabric\n"))
+	code, stderr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 0)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 0)
+	if out.String() != "hello, fabric\n" {
+		t.Fatalf("received %q", out.String())
+	}
+}
+
+// TestInteractive checks that a line reaches the receiver's output while
+// the sender's input is still open: a stalled input does not wait for a
+// full chunk.
+func TestInteractive(t *testing.T) {
+	port := freePort(t)
+	outR, outW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	inR, inW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := recv(t, port, outW)
+	s := send(t, port, inR)
+	outW.Close()
+	inR.Close()
+	lines := make(chan string, 2)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+		close(lines)
+	}()
+	inW.WriteString("first\n")
+	select {
+	case l := <-lines:
+		if l != "first" {
+			t.Fatalf("got %q, want first", l)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("the first line did not arrive while the sender's input stayed open")
+	}
+	inW.WriteString("second\n")
+	inW.Close()
+	if l := <-lines; l != "second" {
+		t.Fatalf("got %q, want second", l)
+	}
+	code, stderr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 0)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 0)
+}
+
+// TestRelay chains A -> B -> C with `rdmarecv | rdmasend` in the middle.
+func TestRelay(t *testing.T) {
+	in, want := randomFile(t, 16<<20+3, 9)
+	portB, portC := freePort(t), freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	c := recv(t, portC, createFile(t, out))
+	midR, midW, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	b1 := recv(t, portB, midW)
+	b2 := send(t, portC, midR)
+	midW.Close()
+	midR.Close()
+	a := send(t, portB, openFile(t, in))
+	for _, p := range []struct {
+		name string
+		p    *proc
+	}{{"A rdmasend", a}, {"B rdmarecv", b1}, {"B rdmasend", b2}, {"C rdmarecv", c}} {
+		code, stderr := p.p.wait(5 * time.Minute)
+		expect(t, p.name, code, stderr, 0)
+	}
+	if got, n := fileSum(t, out); got != want {
+		t.Fatalf("C received %d bytes with a different sha256", n)
+	}
+}
+
+// TestAutoTransport checks which transport --transport auto picks: RDMA
+// where a device reaches the peer, else TCP.
+func TestAutoTransport(t *testing.T) {
+	port := freePort(t)
+	dir := t.TempDir()
+	sj, rj := filepath.Join(dir, "send.json"), filepath.Join(dir, "recv.json")
+	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)
+	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)
+	code, stderr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 0)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, stderr, 0)
+	for _, path := range []string{sj, rj} {
+		m := stats(t, path)
+		if m["transport"] != suite.transport || m["ok"] != true || m["bytes"] != float64(5) {
+			t.Errorf("%s: transport %v ok %v bytes %v, want %s true 5", filepath.Base(path), m["transport"], m["ok"], m["bytes"], suite.transport)
+		}
+		if suite.transport == "rdma" && m["device"] == "" {
+			t.Errorf("%s names no RDMA device: %v", filepath.Base(path), m)
+		}
+	}
+}
