@@ -187,7 +187,7 @@ func TestFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The receiver gives up first, so that the sender hears why.
-			s := stream{faults: tc.faults, sendCfg: pipe.Config{Timeout: 2 * time.Second}, recvCfg: pipe.Config{Timeout: 700 * time.Millisecond}}
+			s := stream{faults: tc.faults, sendCfg: pipe.Config{Timeout: 1500 * time.Millisecond}, recvCfg: pipe.Config{Timeout: time.Second}}
 			r := s.run(t, context.Background(), bytes.NewReader(in))
 			checkErr(t, "sender", r.sendErr, tc.sendKind, tc.sendSays)
 			checkErr(t, "receiver", r.recvErr, tc.recvKind, tc.recvSays)
@@ -339,11 +339,11 @@ func TestHeartbeats(t *testing.T) {
 	inR, inW := io.Pipe()
 	go func() {
 		inW.Write([]byte("before"))
-		time.Sleep(time.Second)
+		time.Sleep(2 * time.Second)
 		inW.Write([]byte(" after"))
 		inW.Close()
 	}()
-	cfg := pipe.Config{Timeout: 300 * time.Millisecond}
+	cfg := pipe.Config{Timeout: 600 * time.Millisecond}
 	r := stream{sendCfg: cfg, recvCfg: cfg}.run(t, context.Background(), inR)
 	if r.sendErr != nil || r.recvErr != nil {
 		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)

@@ -42,7 +42,6 @@ type receiver struct {
 	written    atomic.Int64 // bytes written to w
 	messages   atomic.Int64 // data messages written
 	crc        uint32       // of the bytes written; read only after the writer is done
-	peerGaveUp bool         // the sender aborted or vanished: no abort message back
 }
 
 // arrival is a received message handed to the writer goroutine.
@@ -134,7 +133,6 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 	for {
 		cs, err := r.poll(ctx)
 		if err != nil {
-			r.peerGaveUp = true
 			return nil, err
 		}
 		for i, c := range cs {
@@ -150,7 +148,6 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			case typ == msgBeat:
 				continue
 			case typ == msgAbort:
-				r.peerGaveUp = true
 				return nil, r.peerAbort(msg[HeaderLen:])
 			}
 			r.keep(cs[i+1:])
@@ -172,8 +169,7 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 	for {
 		cs, err := r.poll(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				r.peerGaveUp = true
+			if r.peerGaveUp {
 				return r.truncated(err)
 			}
 			return err
@@ -194,7 +190,6 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 				r.repost(c.Buf)
 				continue
 			case msgAbort:
-				r.peerGaveUp = true
 				return r.peerAbort(r.c.RecvBuf(c.Buf)[HeaderLen:c.Len])
 			case msgData, msgEnd:
 			default:

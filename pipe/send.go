@@ -38,8 +38,8 @@ type sender struct {
 	sent       atomic.Int64  // bytes handed to the wire by the reader goroutine
 	messages   atomic.Int64  // data messages handed to the wire
 	posted     atomic.Uint32 // sequence number of the last message posted
+	ended      atomic.Bool   // the end-of-stream message is being posted
 	crc        uint32        // of the bytes sent; read only after the reader is done
-	peerGaveUp bool          // the receiver aborted or failed: no abort message back
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -136,7 +136,6 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 	for {
 		cs, err := s.poll(ctx)
 		if err != nil {
-			s.peerGaveUp = true
 			return nil, err
 		}
 		for i, c := range cs {
@@ -149,7 +148,6 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 			case len(msg) == 1:
 				continue // an early heartbeat
 			case msg[0] == msgAbort:
-				s.peerGaveUp = true
 				return nil, s.peerAbort(msg[1:])
 			case msg[0] != typ || len(msg) < 1+size:
 				return nil, Errorf(KindSetup, "handshake", "unexpected message %q of %d bytes from the receiver: is it an rdmapipe receiver of the same version?", msg[0], len(msg))
@@ -166,9 +164,6 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 	for {
 		cs, err := s.poll(ctx)
 		if err != nil {
-			if ctx.Err() == nil {
-				s.peerGaveUp = true
-			}
 			return err
 		}
 		for _, c := range cs {
@@ -205,14 +200,12 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 	case len(msg) == 0:
 		return false, Errorf(KindInternal, "receive", "empty message from the receiver")
 	case msg[0] == msgAbort:
-		s.peerGaveUp = true
 		return false, s.peerAbort(msg[1:])
 	case msg[0] == msgDone && len(msg) >= 9:
-		select {
-		case <-readDone:
-		default:
+		if !s.ended.Load() {
 			return false, Errorf(KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
+		<-readDone // the reader returns right after posting the end
 		if got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load(); got != sent {
 			return false, Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 		}
@@ -250,6 +243,7 @@ func (s *sender) read(ctx context.Context) error {
 			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
 			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
 			size = endLen
+			s.ended.Store(true)
 		} else {
 			s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
 			s.sent.Add(int64(n))

@@ -14,8 +14,9 @@ type Config struct {
 	Key []byte
 	// Timeout is how long a peer may stay silent before the stream is
 	// given up; 0 means wait forever. While a stream is open each side
-	// sends a heartbeat every Timeout/3, so only a dead or hung peer (or
-	// network) is silent that long.
+	// sends a heartbeat every second (every Timeout/4 if that is shorter),
+	// so only a dead or hung peer (or network) is silent that long, as long
+	// as the peer's Timeout is over a second too.
 	Timeout time.Duration
 	// Progress, if set, is called with the stream's byte count so far
 	// after each chunk.
@@ -51,6 +52,9 @@ type session struct {
 	// repostErr is the first failure to re-post a receive buffer in the
 	// current batch; see repost.
 	repostErr error
+	// peerGaveUp is set when the peer aborted or the connection failed:
+	// then there is no one to send an abort message to.
+	peerGaveUp bool
 }
 
 func newSession(c Conn, cfg Config, peer string) *session {
@@ -82,6 +86,7 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 		case pctx.Err() != nil:
 			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
 		}
+		s.peerGaveUp = true
 		return nil, wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
 	}
 	for _, c := range s.cs[:n] {
@@ -104,6 +109,7 @@ func (s *session) keep(rest []Completion) {
 // batch, such as the peer's last words, are still handled.
 func (s *session) repost(i int) {
 	if err := s.c.PostRecv(i); err != nil && s.repostErr == nil {
+		s.peerGaveUp = true
 		s.repostErr = wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
 	}
 }
@@ -117,13 +123,18 @@ func (s *session) cancelled(ctx context.Context) error {
 	return Errorf(KindAborted, "", "interrupted")
 }
 
-// heartbeat sends msg() every Timeout/3 until ctx ends, so that the peer's
-// idle timeout fires only when this side is really gone.
+// maxBeat is the longest interval between heartbeats.
+const maxBeat = time.Second
+
+// heartbeat sends msg() every maxBeat (or Timeout/4 if shorter) until ctx
+// ends, so that the peer's idle timeout fires only when this side is really
+// gone. A side without a timeout still beats: its peer may have one.
 func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
-	if s.cfg.Timeout <= 0 {
-		return
+	every := maxBeat
+	if s.cfg.Timeout > 0 {
+		every = min(every, s.cfg.Timeout/4)
 	}
-	t := time.NewTicker(s.cfg.Timeout / 3)
+	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
@@ -139,6 +150,7 @@ func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
 
 // peerAbort is the error for an abort message from the peer.
 func (s *session) peerAbort(body []byte) error {
+	s.peerGaveUp = true
 	k, reason := parseAbort(body)
 	return &Error{Kind: k, Op: s.peer + " aborted", Err: errors.New(reason)}
 }

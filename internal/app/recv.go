@@ -63,7 +63,9 @@ func recvAction(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
 	incoming := make(chan pipe.Conn)
-	go acceptLoop(ctx, l, incoming)
+	actx, stopAccepting := context.WithCancel(ctx)
+	defer stopAccepting() // before l.Close, so that the accept loop ends quietly
+	go acceptLoop(actx, l, incoming)
 
 	keep := c.Bool("keep-listening")
 	var last error

@@ -30,7 +30,7 @@ type dialer struct {
 func (d *dialer) dial(ctx context.Context, addr string) (pipe.Conn, error) {
 	switch d.o.transport {
 	case "tcp":
-		return tcp.Dial(ctx, addr, d.o.params)
+		return tcp.Dialer{}.Dial(ctx, addr, d.o.params)
 	case "rdma":
 		if err := rdma.Available(); err != nil {
 			return nil, err
@@ -51,7 +51,7 @@ func (d *dialer) dial(ctx context.Context, addr string) (pipe.Conn, error) {
 		fmt.Fprintf(d.notice, "%s: no RDMA path to %s (%v); using TCP\n", d.name, addr, err)
 		d.noticed = true
 	}
-	return tcp.Dial(ctx, addr, d.o.params)
+	return tcp.Dialer{}.Dial(ctx, addr, d.o.params)
 }
 
 // listen starts listening on bind with the transport the options ask for.
@@ -60,12 +60,12 @@ func listen(ctx context.Context, o options, bind string, notice io.Writer, name 
 	addr := net.JoinHostPort(bind, strconv.Itoa(o.port))
 	switch o.transport {
 	case "tcp":
-		return tcp.Listen(ctx, addr, o.params)
+		return asListener(tcp.Listen(ctx, addr, o.params))
 	case "rdma":
 		if err := rdma.Available(); err != nil {
 			return nil, err
 		}
-		return rdma.Listen(ctx, addr, o.params, o.rdmaOpts())
+		return asListener(rdma.Listen(ctx, addr, o.params, o.rdmaOpts()))
 	}
 	tl, err := tcp.Listen(ctx, addr, o.params)
 	if err != nil {
@@ -80,6 +80,15 @@ func listen(ctx context.Context, o options, bind string, notice io.Writer, name 
 	}
 	fmt.Fprintf(notice, "%s: not listening on RDMA (%v); TCP only\n", name, err)
 	return tl, nil
+}
+
+// asListener returns l as a pipe.Listener, or a nil one (not an interface
+// holding a nil pointer) on error.
+func asListener[L pipe.Listener](l L, err error) (pipe.Listener, error) {
+	if err != nil {
+		return nil, err
+	}
+	return l, nil
 }
 
 // hostPort adds the default port to a HOST argument that has none.

@@ -12,16 +12,18 @@ import (
 	"time"
 )
 
-// slowInput returns a pipe to feed a sender by hand: the test writes to w
-// and closes it when it wants the input to end.
-func slowInput(t *testing.T) (r, w *os.File) {
+// slowInput starts a sender to port whose input the test feeds by hand:
+// it writes to the returned pipe and closes it to end the input.
+func slowInput(t *testing.T, port int, extra ...string) (*proc, *os.File) {
 	t.Helper()
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { r.Close(); w.Close() })
-	return r, w
+	t.Cleanup(func() { w.Close() })
+	p := send(t, port, r, extra...)
+	r.Close() // the sender holds the only read end: writes fail once it is gone
+	return p, w
 }
 
 // waitFor polls cond until it holds or the limit passes.
@@ -74,8 +76,7 @@ func TestSenderKilled(t *testing.T) {
 	port := freePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "--timeout", "20s")
-	inR, inW := slowInput(t)
-	s := send(t, port, inR, "--timeout", "20s")
+	s, inW := slowInput(t, port, "--timeout", "20s")
 	inW.Write(bytes.Repeat([]byte("x"), 100000))
 	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
 	s.cmd.Process.Signal(syscall.SIGKILL)
@@ -90,8 +91,7 @@ func TestReceiverKilled(t *testing.T) {
 	port := freePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "--timeout", "20s")
-	inR, inW := slowInput(t)
-	s := send(t, port, inR, "--timeout", "20s")
+	s, inW := slowInput(t, port, "--timeout", "20s")
 	inW.Write(bytes.Repeat([]byte("y"), 100000))
 	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
 	r.cmd.Process.Signal(syscall.SIGKILL)
@@ -106,8 +106,7 @@ func TestReceiverKilled(t *testing.T) {
 func TestInterrupt(t *testing.T) {
 	port := freePort(t)
 	r := recv(t, port, io.Discard)
-	inR, inW := slowInput(t)
-	s := send(t, port, inR)
+	s, inW := slowInput(t, port)
 	inW.Write([]byte("partial"))
 	time.Sleep(500 * time.Millisecond)
 	s.cmd.Process.Signal(syscall.SIGINT)
@@ -132,7 +131,7 @@ func TestKeys(t *testing.T) {
 	}{
 		{"same key", keyA, keyA, 0, "", ""},
 		{"wrong key", keyA, keyB, 6, "key is wrong", "key is wrong"},
-		{"sender without key", keyA, "", 6, "no key", "requires a shared key"},
+		{"sender without key", keyA, "", 6, "requires a shared key", "requires a shared key"},
 		{"receiver without key", "", keyA, 6, "has a key", "receiver has none"},
 	}
 	for _, tc := range cases {
@@ -199,8 +198,7 @@ func TestKeepListening(t *testing.T) {
 	port := freePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "-k")
-	inR, inW := slowInput(t)
-	first := send(t, port, inR)
+	first, inW := slowInput(t, port)
 	inW.WriteString("one\n")
 	waitFor(t, 30*time.Second, "the first stream", func() bool { return fileSize(out) == 4 })
 	busy := start(t, "rdmasend", strings.NewReader("intruder\n"), io.Discard, append(flags(port), suite.host)...)

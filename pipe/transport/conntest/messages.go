@@ -1,0 +1,246 @@
+package conntest
+
+import (
+	"bytes"
+	"encoding/binary"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// testNegotiate checks the negotiated parameters and the buffer layouts.
+func testNegotiate(t *testing.T, mk MakePair) {
+	tests := []struct {
+		name            string
+		proposal, local pipe.Params
+		want            pipe.Params
+	}{
+		{"receiver smaller", pipe.NewParams(8192, 8), pipe.NewParams(4096, 4), pipe.NewParams(4096, 4)},
+		{"sender smaller", pipe.NewParams(1024, 2), pipe.NewParams(4096, 4), pipe.NewParams(1024, 2)},
+		{"mixed", pipe.NewParams(4096, 2), pipe.NewParams(1024, 16), pipe.NewParams(1024, 2)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s, r, err := mk(t, tt.proposal, tt.local)
+			if err != nil {
+				t.Fatalf("connect: %v", err)
+			}
+			defer s.Close()
+			defer r.Close()
+			for _, end := range []struct {
+				name string
+				c    pipe.Conn
+				l    pipe.Layout
+			}{{"sender", s, pipe.SenderLayout(tt.proposal)}, {"receiver", r, pipe.ReceiverLayout(tt.want)}} {
+				info := end.c.Info()
+				if info.Chunk != tt.want.Chunk || info.Depth != tt.want.Depth {
+					t.Errorf("%s: Info chunk %d depth %d, want %d %d", end.name, info.Chunk, info.Depth, tt.want.Chunk, tt.want.Depth)
+				}
+				if info.Transport == "" || info.Local == "" || info.Remote == "" {
+					t.Errorf("%s: incomplete Info %+v", end.name, info)
+				}
+				checkLayout(t, end.name, end.c, end.l)
+			}
+		})
+	}
+}
+
+// checkLayout checks that c has the buffers l asks for.
+func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
+	t.Helper()
+	if c.SendBufs() != l.SendBufs || c.RecvBufs() != l.RecvBufs {
+		t.Fatalf("%s: %d send and %d receive buffers, want %d and %d", name, c.SendBufs(), c.RecvBufs(), l.SendBufs, l.RecvBufs)
+	}
+	for i := range l.SendBufs {
+		if len(c.SendBuf(i)) != l.SendSize {
+			t.Errorf("%s: send buffer %d holds %d bytes, want %d", name, i, len(c.SendBuf(i)), l.SendSize)
+		}
+	}
+	for i := range l.RecvBufs {
+		if len(c.RecvBuf(i)) != l.RecvSize {
+			t.Errorf("%s: receive buffer %d holds %d bytes, want %d", name, i, len(c.RecvBuf(i)), l.RecvSize)
+		}
+	}
+}
+
+// testSizes sends messages of the extreme sizes and checks both
+// completions and the bytes.
+func testSizes(t *testing.T, mk MakePair) {
+	s, r := connect(t, mk)
+	for _, n := range []int{0, 1, pipe.HeaderLen, full(r) - 1, full(r)} {
+		want := pattern(n, n)
+		send(t, s, 0, want)
+		got := collect(t, r, 1)[0]
+		if got.Op != pipe.OpRecv || got.Len != n {
+			t.Fatalf("%d bytes: receiver got %+v", n, got)
+		}
+		if !bytes.Equal(r.RecvBuf(got.Buf)[:n], want) {
+			t.Fatalf("%d bytes: wrong bytes arrived", n)
+		}
+		if err := r.PostRecv(got.Buf); err != nil {
+			t.Fatal(err)
+		}
+		if c := collect(t, s, 1)[0]; c != (pipe.Completion{Op: pipe.OpSend, Buf: 0, Len: n}) {
+			t.Fatalf("%d bytes: sender got %+v", n, c)
+		}
+	}
+}
+
+// testControlSizes sends control messages of the extreme sizes both ways.
+func testControlSizes(t *testing.T, mk MakePair) {
+	s, r := connect(t, mk)
+	for _, dir := range []struct {
+		name     string
+		from, to pipe.Conn
+	}{{"to sender", r, s}, {"to receiver", s, r}} {
+		for _, n := range []int{0, 1, pipe.MaxControl} {
+			want := pattern(n, n)
+			if err := dir.from.SendControl(want); err != nil {
+				t.Fatal(err)
+			}
+			got := collect(t, dir.to, 1)[0]
+			if got.Op != pipe.OpRecv || got.Len != n || !bytes.Equal(dir.to.RecvBuf(got.Buf)[:n], want) {
+				t.Fatalf("%s, %d bytes: got %+v %x", dir.name, n, got, dir.to.RecvBuf(got.Buf)[:got.Len])
+			}
+			if err := dir.to.PostRecv(got.Buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// orderCount is how many messages testOrder streams.
+const orderCount = 300
+
+// testOrder streams messages of varying sizes under credit flow control,
+// with the receiver re-posting buffers and returning credits from another
+// goroutine than its Poll, and checks that every message arrives once and
+// in order.
+func testOrder(t *testing.T, mk MakePair) {
+	s, r := connect(t, mk)
+	size := func(k int) int { return 4 + k*97%(full(r)-3) }
+	done := make(chan struct{})
+	go receiveInOrder(t, r, size, done)
+
+	credits, sent := r.RecvBufs(), 0
+	var free []int
+	for i := range s.SendBufs() {
+		free = append(free, i)
+	}
+	for sent < orderCount {
+		for credits > 0 && len(free) > 0 && sent < orderCount {
+			msg := pattern(sent, size(sent))
+			binary.LittleEndian.PutUint32(msg, uint32(sent))
+			send(t, s, free[0], msg)
+			free, credits, sent = free[1:], credits-1, sent+1
+		}
+		for _, c := range collect(t, s, 1) {
+			if c.Op == pipe.OpSend {
+				free = append(free, c.Buf)
+				continue
+			}
+			credits++
+			if err := s.PostRecv(c.Buf); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	<-done
+}
+
+// receiveInOrder is testOrder's receiver. It checks orderCount messages,
+// handing each buffer to a second goroutine that re-posts it and returns a
+// credit, and closes done when it has finished.
+func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- struct{}) {
+	defer close(done)
+	repost := make(chan int, r.RecvBufs())
+	reposted := make(chan struct{})
+	go func() {
+		defer close(reposted)
+		for i := range repost {
+			if err := r.PostRecv(i); err != nil {
+				t.Error(err)
+				return
+			}
+			if err := r.SendControl([]byte{1}); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	defer func() { close(repost); <-reposted }()
+	for k := 0; k < orderCount; {
+		cs := make([]pipe.Completion, 4)
+		n, err := r.Poll(t.Context(), cs)
+		if err != nil {
+			t.Errorf("receiver poll after %d messages: %v", k, err)
+			return
+		}
+		for _, c := range cs[:n] {
+			want := pattern(k, size(k))
+			binary.LittleEndian.PutUint32(want, uint32(k))
+			if c.Op != pipe.OpRecv || !bytes.Equal(r.RecvBuf(c.Buf)[:c.Len], want) {
+				t.Errorf("message %d: got %+v, not the bytes sent", k, c)
+				return
+			}
+			repost <- c.Buf
+			k++
+		}
+	}
+}
+
+// testRecvReuse checks that re-posted receive buffers are filled oldest
+// post first, and that their old contents are replaced.
+func testRecvReuse(t *testing.T, mk MakePair) {
+	s, r := connect(t, mk)
+	n := r.RecvBufs()
+	for k := range n {
+		send(t, s, k, pattern(k, 100))
+	}
+	first := collect(t, r, n)
+	collect(t, s, n)
+	seen := map[int]bool{}
+	for _, c := range first {
+		if seen[c.Buf] {
+			t.Fatalf("receive buffer %d filled twice without a PostRecv: %v", c.Buf, first)
+		}
+		seen[c.Buf] = true
+	}
+	for k := n - 1; k >= 0; k-- {
+		if err := r.PostRecv(first[k].Buf); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range n {
+		send(t, s, k, pattern(n+k, 50))
+	}
+	for k, c := range collect(t, r, n) {
+		if want := first[n-1-k].Buf; c.Buf != want {
+			t.Errorf("message %d landed in buffer %d, want %d (the oldest posted)", k, c.Buf, want)
+		}
+		if !bytes.Equal(r.RecvBuf(c.Buf)[:c.Len], pattern(n+k, 50)) {
+			t.Errorf("message %d: wrong bytes", k)
+		}
+	}
+}
+
+// testControlCopied checks that SendControl copies its argument and
+// reports no completion.
+func testControlCopied(t *testing.T, mk MakePair) {
+	s, r := connect(t, mk)
+	for _, dir := range []struct {
+		name     string
+		from, to pipe.Conn
+	}{{"to sender", r, s}, {"to receiver", s, r}} {
+		p := pattern(1, 40)
+		if err := dir.from.SendControl(p); err != nil {
+			t.Fatal(err)
+		}
+		clear(p)
+		got := collect(t, dir.to, 1)[0]
+		if !bytes.Equal(dir.to.RecvBuf(got.Buf)[:got.Len], pattern(1, 40)) {
+			t.Errorf("%s: the message changed with the caller's slice", dir.name)
+		}
+		quiet(t, dir.from)
+	}
+}

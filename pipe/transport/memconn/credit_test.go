@@ -1,0 +1,114 @@
+package memconn
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// TestCreditViolation checks that a message with no receive buffer posted
+// for it fails both ends and is counted.
+func TestCreditViolation(t *testing.T) {
+	s, r := pair(t, Faults{})
+	n := r.RecvBufs()
+	for k := range n + 1 {
+		if err := s.PostSend(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, c := range []*Conn{r, s} {
+		var err error
+		for err == nil {
+			_, err = poll(c, time.Second)
+		}
+		if !strings.Contains(err.Error(), "no posted receive buffer") || pipe.KindOf(err) != pipe.KindInternal {
+			t.Errorf("%s: %v", c.Info().Local, err)
+		}
+	}
+	if st := r.Stats(); st.Violations != 1 || st.Received != n {
+		t.Errorf("receiver stats %+v, want 1 violation after %d messages", st, n)
+	}
+	if st := s.Stats(); st.Violations != 0 || st.MaxDataInFlight != n+1 {
+		t.Errorf("sender stats %+v, want %d data messages in flight", st, n+1)
+	}
+}
+
+// TestOversizeViolation checks that a message too large for the receive
+// buffers is a counted violation.
+func TestOversizeViolation(t *testing.T) {
+	s, r := pair(t, Faults{})
+	if err := s.PostSend(0, len(r.RecvBuf(0))+1); err != nil {
+		t.Fatal(err)
+	}
+	_, err := poll(r, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "does not fit") {
+		t.Errorf("receiver: %v", err)
+	}
+	if r.Stats().Violations != 1 {
+		t.Errorf("receiver stats %+v", r.Stats())
+	}
+}
+
+// TestInFlight checks the in-flight counts: a message stays in flight until
+// the receiver re-posts the buffer it landed in.
+func TestInFlight(t *testing.T) {
+	s, r := pair(t, Faults{})
+	steps := []struct {
+		name       string
+		do         func() error
+		data, msgs int // in flight after the step
+	}{
+		{"data", func() error { return s.PostSend(0, 1) }, 1, 1},
+		{"control", func() error { return s.SendControl([]byte{1}) }, 1, 2},
+		{"data again", func() error { return s.PostSend(1, 1) }, 2, 3},
+		{"re-post all", func() error { return repost(r, 3) }, 0, 0},
+		{"data after", func() error { return s.PostSend(2, 1) }, 1, 1},
+	}
+	maxData, maxMsgs := 0, 0
+	for _, st := range steps {
+		if err := st.do(); err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		maxData, maxMsgs = max(maxData, st.data), max(maxMsgs, st.msgs)
+		got := s.Stats()
+		if got.MaxDataInFlight != maxData || got.MaxInFlight != maxMsgs {
+			t.Errorf("after %s: %+v, want max %d data and %d messages in flight", st.name, got, maxData, maxMsgs)
+		}
+	}
+	if st := s.Stats(); st.Sent != 4 || st.Received != 0 {
+		t.Errorf("sender stats %+v", st)
+	}
+}
+
+// repost polls r for n messages and re-posts their buffers.
+func repost(r *Conn, n int) error {
+	for n > 0 {
+		cs, err := poll(r, time.Second)
+		if err != nil {
+			return err
+		}
+		for _, c := range cs {
+			if err := r.PostRecv(c.Buf); err != nil {
+				return err
+			}
+			n--
+		}
+	}
+	return nil
+}
+
+// TestPeerClosedError checks the error after the peer closes.
+func TestPeerClosedError(t *testing.T) {
+	s, r := pair(t, Faults{})
+	_ = s.Close()
+	_, err := poll(r, time.Second)
+	if err == nil || err.Error() != "receive from mem:sender: peer closed the connection" || errors.Is(err, pipe.ErrClosed) {
+		t.Errorf("poll: %v", err)
+	}
+	if s.Info().Transport != "mem" || s.Info().Remote != "mem:receiver" {
+		t.Errorf("info %+v", s.Info())
+	}
+}

@@ -1,0 +1,107 @@
+package memconn
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// deliverLoop delivers this end's messages to the peer in order, each when
+// it is due, until the end fails, or until it is closed and has delivered
+// everything queued.
+func (c *Conn) deliverLoop() {
+	defer close(c.delivered)
+	for {
+		m, ok := c.next()
+		if !ok {
+			return
+		}
+		time.Sleep(time.Until(m.due))
+		c.mu.Lock()
+		c.deliver(m)
+		c.mu.Unlock()
+	}
+}
+
+// next waits for the next message to deliver. It returns false when there
+// is none and there will be none.
+func (c *Conn) next() (message, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for {
+		switch {
+		case c.err != nil:
+			return message{}, false
+		case len(c.out) > 0:
+			m := c.out[0]
+			c.out = c.out[1:]
+			return m, true
+		case c.closed:
+			return message{}, false
+		}
+		c.mu.Unlock()
+		<-c.kick
+		c.mu.Lock()
+	}
+}
+
+// deliver copies m into the peer's oldest posted receive buffer, applying
+// the faults, and reports it to both ends. The caller holds c.mu.
+func (c *Conn) deliver(m message) {
+	r := c.peer
+	if c.err != nil || r.err != nil || r.closed {
+		return
+	}
+	h := holdsData
+	if m.buf < 0 {
+		h = holdsControl
+	}
+	switch {
+	case c.faults.CutAt > 0 && m.seq >= c.faults.CutAt:
+		c.breakLink(pipe.KindAborted, fmt.Errorf("connection lost: the peer vanished (fault injected at message %d)", m.seq))
+		return
+	case m.seq == c.faults.DropAt:
+		c.landed(h, -1)
+		c.sent(m)
+		return
+	case len(r.posted) == 0:
+		r.stats.Violations++
+		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d arrived with no posted receive buffer: the engine sent without a credit", m.seq))
+		return
+	case m.n > len(r.recvBufs[0]):
+		r.stats.Violations++
+		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[0])))
+		return
+	}
+	i := r.posted[0]
+	r.posted = r.posted[1:]
+	dst := r.recvBufs[i][:m.n]
+	if m.buf < 0 {
+		copy(dst, m.ctrl)
+	} else {
+		copy(dst, c.sendBufs[m.buf])
+	}
+	if m.seq == c.faults.CorruptAt && m.n > 0 {
+		dst[m.n-1] ^= 1
+	}
+	r.holds[i] = h
+	r.stats.Received++
+	r.comps = append(r.comps, pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: m.n})
+	signal(r.wake)
+	c.sent(m)
+}
+
+// sent reports m's send completion, if it was a PostSend.
+func (c *Conn) sent(m message) {
+	if m.buf >= 0 {
+		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpSend, Buf: m.buf, Len: m.n})
+		signal(c.wake)
+	}
+}
+
+// breakLink fails both ends with err, of kind k.
+func (c *Conn) breakLink(k pipe.Kind, err error) {
+	c.fail(&pipe.Error{Kind: k, Op: "send to " + c.peer.name, Err: err})
+	c.peer.fail(&pipe.Error{Kind: k, Op: "receive from " + c.name, Err: err})
+}

@@ -1,0 +1,88 @@
+package memconn
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// PostSend queues the first n bytes of send buffer i as one message; they
+// are copied when the message arrives. The buffer must not be posted again
+// until Poll has reported it.
+func (c *Conn) PostSend(i, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if i < 0 || i >= len(c.sendBufs) || n < 0 || n > len(c.sendBufs[i]) {
+		return fmt.Errorf("post send to %s: no room for %d bytes in send buffer %d of %d", c.peer.name, n, i, len(c.sendBufs))
+	}
+	if c.sendBusy[i] {
+		return fmt.Errorf("post send to %s: send buffer %d is already posted", c.peer.name, i)
+	}
+	c.sendBusy[i] = true
+	c.dataInFlight++
+	c.stats.MaxDataInFlight = max(c.stats.MaxDataInFlight, c.dataInFlight)
+	c.queue(message{buf: i, n: n})
+	return nil
+}
+
+// SendControl copies p (at most pipe.MaxControl bytes) and queues it as
+// one message.
+func (c *Conn) SendControl(p []byte) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if len(p) > pipe.MaxControl {
+		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.peer.name, len(p), pipe.MaxControl)
+	}
+	c.queue(message{buf: -1, n: len(p), ctrl: append([]byte{}, p...)})
+	return nil
+}
+
+// queue numbers m and hands it to deliverLoop.
+func (c *Conn) queue(m message) {
+	c.stats.Sent++
+	m.seq = c.stats.Sent
+	m.due = time.Now().Add(c.faults.Delay)
+	c.inFlight++
+	c.stats.MaxInFlight = max(c.stats.MaxInFlight, c.inFlight)
+	c.out = append(c.out, m)
+	signal(c.kick)
+}
+
+// PostRecv makes receive buffer i available for the next message. The
+// buffer must not be posted again until Poll has reported it.
+func (c *Conn) PostRecv(i int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if i < 0 || i >= len(c.recvBufs) {
+		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.peer.name, i, len(c.recvBufs))
+	}
+	if c.recvBusy[i] {
+		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.peer.name, i)
+	}
+	c.recvBusy[i] = true
+	c.peer.landed(c.holds[i], -1)
+	c.holds[i] = holdsNothing
+	c.posted = append(c.posted, i)
+	return nil
+}
+
+// landed adds d to this end's in-flight counts for a message that the peer
+// holds as h.
+func (c *Conn) landed(h holding, d int) {
+	if h != holdsNothing {
+		c.inFlight += d
+	}
+	if h == holdsData {
+		c.dataInFlight += d
+	}
+}

@@ -1,0 +1,217 @@
+package rdma
+
+/*
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"syscall"
+	"unsafe"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// resolveTimeoutMs bounds rdma_cm's address and route resolution.
+const resolveTimeoutMs = 2000
+
+// Dialer connects senders to receivers over RDMA. It implements pipe.Dialer.
+type Dialer struct {
+	Options
+}
+
+// Dial connects to the receiver listening at addr ("host:port"; a host name
+// is tried address by address) and proposes proposal. The returned Conn has
+// pipe.SenderLayout(proposal) buffers, all receives posted, and its Info
+// reports the receiver's answer. Dial fails with kind pipe.KindNoRDMA when
+// the host has no RDMA device or addr is not reachable through one, and
+// with pipe.KindSetup for other failures (rejected, unreachable, ctx ended).
+func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+	op := "connect " + addr
+	if err := proposal.Validate(); err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
+	}
+	if err := probe(); err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindNoRDMA, Op: op, Err: err}
+	}
+	aps, err := resolve(ctx, addr, false)
+	if err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+	}
+	var first error
+	for _, ap := range aps {
+		dop := op
+		if ap.String() != addr {
+			dop = fmt.Sprintf("%s (%s)", op, ap)
+		}
+		c, err := d.dial(ctx, ap, proposal, dop)
+		if err == nil {
+			return c, nil
+		}
+		if pipe.KindOf(err) != pipe.KindNoRDMA {
+			return nil, err
+		}
+		if first == nil {
+			first = err
+		}
+	}
+	return nil, first
+}
+
+// dial connects to one address.
+func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Params, op string) (*Conn, error) {
+	cm, err := newEventChannel()
+	if err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+	}
+	var id *C.struct_rdma_cm_id
+	if rc := C.rp_create_id(cm.ch, &id); rc != 0 {
+		cm.destroy()
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: fmt.Errorf("rdma_create_id: %w", errno(rc))}
+	}
+	c := newConn(cm, id, ap.String(), d.Options)
+	fail := func(k pipe.Kind, err error) (*Conn, error) {
+		c.free()
+		return nil, &pipe.Error{Kind: k, Op: op, Err: err}
+	}
+
+	dst, err := sockaddr(ap)
+	if err != nil {
+		return fail(pipe.KindSetup, err)
+	}
+	if rc := C.rp_resolve_addr(id, dst, resolveTimeoutMs); rc != 0 {
+		err := errno(rc)
+		if noDevice(err) {
+			return fail(pipe.KindNoRDMA, fmt.Errorf("no RDMA device for this address (rdma_resolve_addr: %w)", err))
+		}
+		return fail(pipe.KindSetup, fmt.Errorf("rdma_resolve_addr: %w", err))
+	}
+	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ADDR_RESOLVED, proposal); err != nil {
+		return fail(pipe.KindOf(err), err)
+	}
+	if err := checkDevice(id, d.Options, ap.String()); err != nil {
+		return fail(pipe.KindSetup, err)
+	}
+	if rc, err := C.rdma_resolve_route(id, resolveTimeoutMs); rc != 0 {
+		if noDevice(err) {
+			return fail(pipe.KindNoRDMA, fmt.Errorf("no RDMA route to this address (rdma_resolve_route: %w)", err))
+		}
+		return fail(pipe.KindSetup, fmt.Errorf("rdma_resolve_route: %w", err))
+	}
+	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
+		return fail(pipe.KindOf(err), err)
+	}
+	if err := c.setup(pipe.SenderLayout(proposal)); err != nil {
+		return fail(pipe.KindSetup, err)
+	}
+
+	// The dialer never issues RDMA reads or atomics; one of each keeps
+	// iWARP stacks that insist on non-zero values happy.
+	var resp, init C.int
+	if rc := C.rp_rd_atom(id, &resp, &init); rc != 0 {
+		return fail(pipe.KindSetup, fmt.Errorf("ibv_query_device: %w", errno(rc)))
+	}
+	priv, _ := proposal.MarshalBinary()
+	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
+		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
+			// iWARP connects a TCP socket here, synchronously.
+			return fail(pipe.KindSetup, fmt.Errorf("connection refused by peer (nothing listening?): rdma_connect: %w", err))
+		}
+		return fail(pipe.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
+	}
+	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	if err != nil {
+		return fail(pipe.KindOf(err), err)
+	}
+	var ans pipe.Params
+	if err := ans.UnmarshalBinary(privateData(&ev)); err != nil {
+		return fail(pipe.KindSetup, err)
+	}
+	if ans.Version != proposal.Version || ans.Validate() != nil || ans.Chunk > proposal.Chunk || ans.Depth > proposal.Depth {
+		return fail(pipe.KindSetup, fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
+			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth))
+	}
+	c.start(ans)
+	return c, nil
+}
+
+// expect waits for the next CM event of c's id during setup and returns it
+// if it has type want, else an *pipe.Error (without Op) saying what
+// happened instead. proposal explains a rejection.
+func (c *Conn) expect(ctx context.Context, want C.int, proposal pipe.Params) (event, error) {
+	ev, err := c.cm.next(ctx)
+	if err != nil {
+		return ev, &pipe.Error{Kind: pipe.KindSetup, Err: err}
+	}
+	if C.int(ev._type) == want {
+		return ev, nil
+	}
+	kind, err := pipe.KindSetup, eventError(&ev, proposal)
+	if (ev._type == C.RDMA_CM_EVENT_ADDR_ERROR || ev._type == C.RDMA_CM_EVENT_ROUTE_ERROR) && noDevice(statusError(ev.status)) {
+		kind = pipe.KindNoRDMA
+	}
+	return ev, &pipe.Error{Kind: kind, Err: err}
+}
+
+// eventError explains a CM event that ends a connection attempt.
+func eventError(ev *event, proposal pipe.Params) error {
+	status := statusError(ev.status)
+	switch ev._type {
+	case C.RDMA_CM_EVENT_ADDR_ERROR:
+		switch {
+		case noDevice(status):
+			return fmt.Errorf("no RDMA device for this address (address resolution: %w)", status)
+		case errors.Is(status, syscall.ETIMEDOUT):
+			return fmt.Errorf("address resolution timed out: host down or not on this RDMA network (%w)", status)
+		}
+		return fmt.Errorf("address resolution failed: %w", status)
+	case C.RDMA_CM_EVENT_ROUTE_ERROR:
+		if noDevice(status) {
+			return fmt.Errorf("no RDMA route to this address (route resolution: %w)", status)
+		}
+		return fmt.Errorf("route resolution failed: %w", status)
+	case C.RDMA_CM_EVENT_UNREACHABLE:
+		return fmt.Errorf("peer unreachable: no answer from its connection manager (%w)", status)
+	case C.RDMA_CM_EVENT_REJECTED:
+		return rejectError(privateData(ev), proposal)
+	case C.RDMA_CM_EVENT_CONNECT_ERROR:
+		if errors.Is(status, syscall.ECONNREFUSED) {
+			return fmt.Errorf("connection refused by peer (nothing listening?): %w", status)
+		}
+		return fmt.Errorf("connection error: %w", status)
+	case C.RDMA_CM_EVENT_DISCONNECTED:
+		return errors.New("peer disconnected during setup")
+	case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return errors.New("RDMA device removed")
+	}
+	return fmt.Errorf("unexpected %s (%w)", eventName(ev), status)
+}
+
+// statusError turns a CM event status (-errno, or a positive
+// transport-specific reason) into an error.
+func statusError(status C.int) error {
+	if status < 0 {
+		return syscall.Errno(-status)
+	}
+	return fmt.Errorf("status %d", status)
+}
+
+// rejectError explains a rejection. An rdmapipe receiver rejects with its
+// own Params as private data; anything else (a port nobody listens on
+// answers with a CM-level reject) has none.
+func rejectError(priv []byte, proposal pipe.Params) error {
+	var theirs pipe.Params
+	if theirs.UnmarshalBinary(priv) != nil {
+		return errors.New("rejected by peer (nothing listening?)")
+	}
+	if theirs.Version != proposal.Version {
+		return fmt.Errorf("rejected by receiver: it speaks protocol version %d, this side proposed version %d: use the same rdmapipe release on both hosts",
+			theirs.Version, proposal.Version)
+	}
+	return fmt.Errorf("rejected by receiver (its limits: chunk %d, depth %d): it could not set up the connection, see its log",
+		theirs.Chunk, theirs.Depth)
+}

@@ -1,0 +1,824 @@
+package rdma
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// The tests below that need RDMA run only where RXE_IP is set: inside the
+// SoftRoCE VM (test/softroce), which sets RXE_DEV=rxe0 and RXE_IP=10.0.3.1.
+
+// rxeIP returns the address of the test RDMA device or skips the test.
+func rxeIP(t testing.TB) string {
+	ip := os.Getenv("RXE_IP")
+	if ip == "" {
+		t.Skip("RXE_IP not set: RDMA tests run in the SoftRoCE VM (test/softroce)")
+	}
+	return ip
+}
+
+func timeout(t testing.TB, d time.Duration) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// listenRXE listens on RXE_IP at a port chosen by rdma_cm.
+func listenRXE(t testing.TB, local pipe.Params, opt Options) *Listener {
+	l, err := Listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), local, opt)
+	if err != nil {
+		t.Fatalf("Listen: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// pair connects a sender proposing proposal to a receiver configured with
+// local and returns both ends.
+func pair(t testing.TB, local, proposal pipe.Params, opt Options) (snd, rcv pipe.Conn) {
+	l := listenRXE(t, local, opt)
+	ctx := timeout(t, 20*time.Second)
+	type result struct {
+		c   pipe.Conn
+		err error
+	}
+	accepted := make(chan result, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		accepted <- result{c, err}
+	}()
+	snd, err := Dialer{opt}.Dial(ctx, l.Addr(), proposal)
+	r := <-accepted
+	if err != nil || r.err != nil {
+		t.Fatalf("Dial: %v; Accept: %v", err, r.err)
+	}
+	t.Cleanup(func() { snd.Close(); r.c.Close() })
+	return snd, r.c
+}
+
+// poll waits for one completion.
+func poll(t testing.TB, c pipe.Conn) pipe.Completion {
+	t.Helper()
+	cs := make([]pipe.Completion, 1)
+	n, err := c.Poll(timeout(t, 10*time.Second), cs)
+	if err != nil || n != 1 {
+		t.Fatalf("Poll: %d, %v", n, err)
+	}
+	return cs[0]
+}
+
+func fill(b []byte, seed int) {
+	for i := range b {
+		b[i] = byte(seed*7 + i*13)
+	}
+}
+
+func TestAvailableNoRDMA(t *testing.T) {
+	if os.Getenv("RXE_DEV") != "" {
+		t.Skip("RXE_DEV is set: this host has RDMA")
+	}
+	err := Available()
+	if err == nil {
+		t.Skip("this host has an RDMA device")
+	}
+	if pipe.KindOf(err) != pipe.KindNoRDMA || !strings.Contains(err.Error(), "RDMA") {
+		t.Fatalf("Available() = %v (kind %v), want a KindNoRDMA error", err, pipe.KindOf(err))
+	}
+	t.Logf("Available: %v", err)
+}
+
+func TestAvailable(t *testing.T) {
+	if os.Getenv("RXE_DEV") == "" {
+		t.Skip("RXE_DEV not set")
+	}
+	if err := Available(); err != nil {
+		t.Fatalf("Available() = %v", err)
+	}
+}
+
+// TestNoRDMA checks that addresses without an RDMA device fail with
+// KindNoRDMA, the signal for falling back to TCP.
+func TestNoRDMA(t *testing.T) {
+	vm := os.Getenv("RXE_DEV") != ""
+	p := pipe.NewParams(4096, 4)
+	tests := []struct {
+		name   string
+		vmToo  bool // also in the VM, where rxe0 exists but not on loopback
+		listen bool
+		addr   string
+	}{
+		{"dial ip", false, false, "10.0.3.1:18800"},
+		{"dial name", false, false, "localhost:18800"},
+		{"listen any", false, true, ":0"},
+		{"dial loopback", true, false, "127.0.0.1:18800"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if vm && !tt.vmToo {
+				t.Skip("this host has RDMA")
+			}
+			ctx := timeout(t, 10*time.Second)
+			var err error
+			if tt.listen {
+				var l *Listener
+				if l, err = Listen(ctx, tt.addr, p, DefaultOptions()); err == nil {
+					l.Close()
+				}
+			} else {
+				var c pipe.Conn
+				if c, err = (Dialer{DefaultOptions()}).Dial(ctx, tt.addr, p); err == nil {
+					c.Close()
+				}
+			}
+			if pipe.KindOf(err) != pipe.KindNoRDMA {
+				t.Fatalf("got %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+// TestNoRDMAInterface checks the case --transport auto falls back for on
+// a host with RDMA: an address on an interface without an RDMA device. It
+// adds a dummy interface, so it runs only as root with SoftRoCE (the VM).
+func TestNoRDMAInterface(t *testing.T) {
+	rxeIP(t)
+	if !strings.HasPrefix(os.Getenv("RXE_DEV"), "rxe") || os.Geteuid() != 0 {
+		t.Skip("needs root and SoftRoCE to add a test interface")
+	}
+	const ifname, ip = "rdmatest0", "10.0.4.1"
+	for _, args := range [][]string{
+		{"link", "add", ifname, "type", "dummy"},
+		{"addr", "add", ip + "/24", "dev", ifname},
+		{"link", "set", ifname, "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Skipf("ip %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	defer exec.Command("ip", "link", "del", ifname).Run()
+	p := pipe.NewParams(4096, 4)
+	ctx := timeout(t, 10*time.Second)
+	l, err := Listen(ctx, ip+":0", p, DefaultOptions())
+	if err == nil {
+		l.Close()
+	}
+	if pipe.KindOf(err) != pipe.KindNoRDMA {
+		t.Errorf("Listen = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+	}
+	t.Logf("listen: %v", err)
+	_, err = Dialer{DefaultOptions()}.Dial(ctx, ip+":18800", p)
+	if pipe.KindOf(err) != pipe.KindNoRDMA {
+		t.Errorf("Dial = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+	}
+	t.Logf("dial: %v", err)
+}
+
+// TestListenAny listens on all addresses and dials the RDMA address, over
+// IPv4 and, if the RDMA interface has one, its IPv6 link-local address.
+func TestListenAny(t *testing.T) {
+	ip := rxeIP(t)
+	p := pipe.NewParams(4096, 4)
+	l, err := Listen(timeout(t, 5*time.Second), ":0", p, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	_, port, _ := net.SplitHostPort(l.Addr())
+	t.Logf("listening on %s", l.Addr())
+	addrs := []string{net.JoinHostPort(ip, port)}
+	if ll := linkLocal(ip); ll != "" {
+		addrs = append(addrs, net.JoinHostPort(ll, port))
+	}
+	for _, addr := range addrs {
+		t.Run(addr, func(t *testing.T) {
+			ctx := timeout(t, 10*time.Second)
+			accErr := make(chan error, 1)
+			go func() {
+				c, err := l.Accept(ctx)
+				if err == nil {
+					t.Logf("accepted %+v", c.Info())
+					c.Close()
+				}
+				accErr <- err
+			}()
+			c, err := Dialer{DefaultOptions()}.Dial(ctx, addr, p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			c.Close()
+			if err := <-accErr; err != nil {
+				t.Fatal(err)
+			}
+		})
+	}
+}
+
+// linkLocal returns the IPv6 link-local address, with zone, of the
+// interface that has ip, or "".
+func linkLocal(ip string) string {
+	ifs, _ := net.Interfaces()
+	for _, ifi := range ifs {
+		addrs, _ := ifi.Addrs()
+		var has bool
+		var ll string
+		for _, a := range addrs {
+			if n, ok := a.(*net.IPNet); ok {
+				has = has || n.IP.String() == ip
+				if n.IP.IsLinkLocalUnicast() && n.IP.To4() == nil {
+					ll = n.IP.String() + "%" + ifi.Name
+				}
+			}
+		}
+		if has {
+			return ll
+		}
+	}
+	return ""
+}
+
+func TestExchange(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
+			opt := DefaultOptions()
+			opt.BusyPoll = busy
+			p := pipe.NewParams(64<<10, 4)
+			snd, rcv := pair(t, p, p, opt)
+			full := len(snd.SendBuf(0))
+			if len(rcv.RecvBuf(0)) != full {
+				t.Fatalf("receive buffer %d bytes, send buffer %d", len(rcv.RecvBuf(0)), full)
+			}
+			for _, n := range []int{0, 1, 100, full - 1, full} {
+				buf := n % snd.SendBufs()
+				fill(snd.SendBuf(buf)[:n], n)
+				if err := snd.PostSend(buf, n); err != nil {
+					t.Fatal(err)
+				}
+				r := poll(t, rcv)
+				if r.Op != pipe.OpRecv || r.Len != n {
+					t.Fatalf("receiver got %+v, want a %d-byte receive", r, n)
+				}
+				want := make([]byte, n)
+				fill(want, n)
+				if !bytes.Equal(rcv.RecvBuf(r.Buf)[:n], want) {
+					t.Fatalf("%d-byte message damaged", n)
+				}
+				if err := rcv.PostRecv(r.Buf); err != nil {
+					t.Fatal(err)
+				}
+				if s := poll(t, snd); s != (pipe.Completion{Op: pipe.OpSend, Buf: buf, Len: n}) {
+					t.Fatalf("sender got %+v, want send of buffer %d, %d bytes", s, buf, n)
+				}
+			}
+		})
+	}
+}
+
+// stream sends count messages of varying size from snd to rcv the way the
+// engine does: at most Depth in flight, the receiver returning one credit
+// per message with SendControl after reposting its buffer.
+func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
+	errc := make(chan error, 1)
+	go func() {
+		errc <- func() error {
+			cs := make([]pipe.Completion, 8)
+			ctx := context.Background()
+			for got := 0; got < count; {
+				n, err := rcv.Poll(ctx, cs)
+				if err != nil {
+					return err
+				}
+				for _, c := range cs[:n] {
+					if c.Op != pipe.OpRecv {
+						return fmt.Errorf("receiver got %+v", c)
+					}
+					b := rcv.RecvBuf(c.Buf)[:c.Len]
+					if want := size(got); c.Len != want || (want >= 8 && int(b[0])|int(b[1])<<8|int(b[2])<<16 != got) {
+						return fmt.Errorf("message %d: %d bytes, want %d", got, c.Len, want)
+					}
+					got++
+					if err := rcv.PostRecv(c.Buf); err != nil {
+						return err
+					}
+					if err := rcv.SendControl([]byte{1}); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		}()
+	}()
+
+	ctx := timeout(t, 120*time.Second)
+	free := make([]int, snd.SendBufs())
+	for i := range free {
+		free[i] = i
+	}
+	credits := snd.SendBufs()
+	cs := make([]pipe.Completion, 8)
+	for sent, acked := 0, 0; acked < count; {
+		for sent < count && credits > 0 && len(free) > 0 {
+			buf := free[len(free)-1]
+			free = free[:len(free)-1]
+			n := size(sent)
+			if n >= 8 {
+				b := snd.SendBuf(buf)
+				b[0], b[1], b[2] = byte(sent), byte(sent>>8), byte(sent>>16)
+			}
+			if err := snd.PostSend(buf, n); err != nil {
+				t.Fatal(err)
+			}
+			sent++
+			credits--
+		}
+		n, err := snd.Poll(ctx, cs)
+		if err != nil {
+			t.Fatalf("sender Poll after %d sent, %d acked: %v", sent, acked, err)
+		}
+		for _, c := range cs[:n] {
+			switch c.Op {
+			case pipe.OpSend:
+				free = append(free, c.Buf)
+				acked++
+			case pipe.OpRecv:
+				credits += int(snd.RecvBuf(c.Buf)[0])
+				if err := snd.PostRecv(c.Buf); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestManyInOrder(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
+			opt := DefaultOptions()
+			opt.BusyPoll = busy
+			p := pipe.NewParams(4096, 4)
+			snd, rcv := pair(t, p, p, opt)
+			size := len(snd.SendBuf(0))
+			stream(t, snd, rcv, 3000, func(i int) int { return 8 + i*97%(size-7) })
+		})
+	}
+}
+
+// iwarp reports whether the test device is an iWARP device (node type RNIC).
+func iwarp() bool {
+	b, _ := os.ReadFile("/sys/class/infiniband/" + os.Getenv("RXE_DEV") + "/node_type")
+	return strings.Contains(string(b), "RNIC")
+}
+
+func TestControl(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	snd, rcv := pair(t, p, p, DefaultOptions())
+	if err := rcv.SendControl(make([]byte, pipe.MaxControl+1)); pipe.KindOf(err) != pipe.KindInternal {
+		t.Fatalf("oversized SendControl: %v", err)
+	}
+	// Far more control messages than control buffers (16): SendControl
+	// must wait for free buffers. On InfiniBand and RoCE also far more than
+	// the sender has receives posted (Depth+4): late receives must only
+	// delay the receiver (RNR retry). iWARP has no RNR retry, a message
+	// without a posted receive ends the connection, so there the test
+	// keeps within the posted receives, as the engine's credits do.
+	const count = 200
+	window := count
+	if iwarp() {
+		window = snd.RecvBufs()
+	}
+	posted := make(chan struct{}, window)
+	for range window {
+		posted <- struct{}{}
+	}
+	size := func(i int) int { return 1 + i*37%pipe.MaxControl }
+	errc := make(chan error, 1)
+	go func() {
+		for i := range count {
+			<-posted
+			msg := make([]byte, size(i))
+			fill(msg, i)
+			if err := rcv.SendControl(msg); err != nil {
+				errc <- err
+				return
+			}
+		}
+		errc <- nil
+	}()
+	for i := range count {
+		c := poll(t, snd)
+		want := make([]byte, size(i))
+		fill(want, i)
+		if c.Op != pipe.OpRecv || !bytes.Equal(snd.RecvBuf(c.Buf)[:c.Len], want) {
+			t.Fatalf("control message %d: got %+v", i, c)
+		}
+		if i%10 == 0 {
+			time.Sleep(time.Millisecond) // let the receiver run out of posted buffers
+		}
+		if err := snd.PostRecv(c.Buf); err != nil {
+			t.Fatal(err)
+		}
+		select {
+		case posted <- struct{}{}:
+		default:
+		}
+	}
+	if err := <-errc; err != nil {
+		t.Fatal(err)
+	}
+	// Control completions are never reported to the receiver.
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if n, err := rcv.Poll(ctx, make([]pipe.Completion, 4)); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("receiver Poll = %d, %v; want a timeout", n, err)
+	}
+}
+
+func TestNegotiation(t *testing.T) {
+	tests := []struct {
+		name            string
+		local, proposal pipe.Params
+		want            pipe.Params
+	}{
+		{"receiver smaller", pipe.NewParams(4096, 8), pipe.NewParams(65536, 4), pipe.NewParams(4096, 4)},
+		{"sender smaller", pipe.NewParams(1<<20, 16), pipe.NewParams(1000, 2), pipe.NewParams(1000, 2)},
+		{"equal", pipe.NewParams(8192, 3), pipe.NewParams(8192, 3), pipe.NewParams(8192, 3)},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			snd, rcv := pair(t, tt.local, tt.proposal, DefaultOptions())
+			for _, c := range []pipe.Conn{snd, rcv} {
+				if i := c.Info(); i.Chunk != tt.want.Chunk || i.Depth != tt.want.Depth {
+					t.Errorf("Info chunk %d depth %d, want %d %d", i.Chunk, i.Depth, tt.want.Chunk, tt.want.Depth)
+				}
+			}
+			sl, rl := pipe.SenderLayout(tt.proposal), pipe.ReceiverLayout(tt.want)
+			if snd.SendBufs() != sl.SendBufs || len(snd.SendBuf(0)) != sl.SendSize ||
+				snd.RecvBufs() != sl.RecvBufs || len(snd.RecvBuf(0)) != sl.RecvSize {
+				t.Errorf("sender buffers do not match %+v", sl)
+			}
+			if rcv.SendBufs() != 0 || rcv.RecvBufs() != rl.RecvBufs || len(rcv.RecvBuf(0)) != rl.RecvSize {
+				t.Errorf("receiver buffers do not match %+v", rl)
+			}
+			stream(t, snd, rcv, 50, func(int) int { return pipe.HeaderLen + tt.want.Chunk })
+		})
+	}
+}
+
+func TestVersionMismatch(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	l := listenRXE(t, p, DefaultOptions())
+	ctx := timeout(t, 10*time.Second)
+	accErr := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(ctx)
+		accErr <- err
+	}()
+	bad := p
+	bad.Version = pipe.Version + 1
+	_, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), bad)
+	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "protocol version") {
+		t.Fatalf("Dial = %v, want a KindSetup error about the protocol version", err)
+	}
+	t.Logf("dialer: %v", err)
+	err = <-accErr
+	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "protocol version") {
+		t.Fatalf("Accept = %v, want a KindSetup error about the protocol version", err)
+	}
+	t.Logf("listener: %v", err)
+
+	// The listener keeps serving.
+	go func() {
+		c, err := l.Accept(ctx)
+		if err == nil {
+			defer c.Close()
+		}
+		accErr <- err
+	}()
+	c, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.Close()
+	if err := <-accErr; err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestDialErrors(t *testing.T) {
+	ip := rxeIP(t)
+	p := pipe.NewParams(4096, 4)
+	otherDev := DefaultOptions()
+	otherDev.Device = "mlx5_9"
+	badPort := DefaultOptions()
+	badPort.IBPort = 7
+	badGID := DefaultOptions()
+	badGID.GIDIndex = 0 // RoCE: the link-local GID, rdma_cm uses the IPv4 one; iWARP: no GIDs
+	tests := []struct {
+		name string
+		opt  Options
+		addr string
+		want string
+	}{
+		{"nothing listening", DefaultOptions(), net.JoinHostPort(ip, "18899"), "by peer (nothing listening?)"},
+		{"device", otherDev, net.JoinHostPort(ip, "18899"), "not on the requested device mlx5_9"},
+		{"port", badPort, net.JoinHostPort(ip, "18899"), "not on the requested port 7"},
+		{"gid", badGID, net.JoinHostPort(ip, "18899"), "GID index 0"},
+		{"no port", DefaultOptions(), ip, "missing port"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Dialer{tt.opt}.Dial(timeout(t, 10*time.Second), tt.addr, p)
+			if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Dial = %v (kind %v), want a KindSetup error containing %q", err, pipe.KindOf(err), tt.want)
+			}
+			t.Logf("%v", err)
+		})
+	}
+}
+
+func TestInfo(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	snd, rcv := pair(t, p, p, DefaultOptions())
+	si, ri := snd.Info(), rcv.Info()
+	dev := os.Getenv("RXE_DEV")
+	for _, i := range []pipe.Info{si, ri} {
+		if i.Transport != "rdma" || i.Device != dev || i.Port != 1 || i.Chunk != 4096 || i.Depth != 4 {
+			t.Errorf("Info = %+v", i)
+		}
+	}
+	if si.Local != ri.Remote || si.Remote != ri.Local || !strings.HasPrefix(si.Remote, rxeIP(t)+":") {
+		t.Errorf("addresses do not match: sender %+v, receiver %+v", si, ri)
+	}
+	t.Logf("sender %+v", si)
+}
+
+func TestPeerClose(t *testing.T) {
+	for _, who := range []string{"sender", "receiver"} {
+		t.Run(who+" closes", func(t *testing.T) {
+			p := pipe.NewParams(4096, 4)
+			snd, rcv := pair(t, p, p, DefaultOptions())
+			closer, other := snd, rcv
+			if who == "receiver" {
+				closer, other = rcv, snd
+			}
+			done := make(chan error, 1)
+			go func() {
+				_, err := other.Poll(context.Background(), make([]pipe.Completion, 4))
+				done <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			start := time.Now()
+			if err := closer.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "peer disconnected") {
+					t.Fatalf("Poll = %v, want a KindAborted peer-disconnected error", err)
+				}
+				t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
+			case <-time.After(5 * time.Second):
+				t.Fatal("Poll still blocked 5 s after the peer closed")
+			}
+		})
+	}
+}
+
+func TestCloseUnblocksPoll(t *testing.T) {
+	for _, busy := range []bool{false, true} {
+		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
+			opt := DefaultOptions()
+			opt.BusyPoll = busy
+			p := pipe.NewParams(4096, 4)
+			snd, _ := pair(t, p, p, opt)
+			done := make(chan error, 1)
+			go func() {
+				_, err := snd.Poll(context.Background(), make([]pipe.Completion, 4))
+				done <- err
+			}()
+			time.Sleep(100 * time.Millisecond)
+			if err := snd.Close(); err != nil {
+				t.Fatal(err)
+			}
+			select {
+			case err := <-done:
+				if !errors.Is(err, pipe.ErrClosed) {
+					t.Fatalf("Poll = %v, want pipe.ErrClosed", err)
+				}
+			case <-time.After(3 * time.Second):
+				t.Fatal("Close did not unblock Poll")
+			}
+			if err := snd.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+			if _, err := snd.Poll(context.Background(), make([]pipe.Completion, 1)); !errors.Is(err, pipe.ErrClosed) {
+				t.Fatalf("Poll after Close = %v", err)
+			}
+			if err := snd.PostSend(0, 1); !errors.Is(err, pipe.ErrClosed) {
+				t.Fatalf("PostSend after Close = %v", err)
+			}
+		})
+	}
+}
+
+func TestPollContext(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	snd, _ := pair(t, p, p, DefaultOptions())
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(100*time.Millisecond, cancel)
+	if _, err := snd.Poll(ctx, make([]pipe.Completion, 1)); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Poll = %v, want context.Canceled", err)
+	}
+	// The connection still works afterwards.
+	if err := snd.SendControl([]byte{1}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestListenerClose(t *testing.T) {
+	l := listenRXE(t, pipe.NewParams(4096, 4), DefaultOptions())
+	done := make(chan error, 1)
+	go func() {
+		_, err := l.Accept(context.Background())
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	if err := l.Close(); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if !errors.Is(err, net.ErrClosed) {
+			t.Fatalf("Accept = %v, want net.ErrClosed", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Close did not unblock Accept")
+	}
+}
+
+// TestHelperProcess is the child process of the tests below.
+func TestHelperProcess(t *testing.T) {
+	mode := os.Getenv("RDMA_TEST_CHILD")
+	if mode == "" {
+		t.Skip("helper for other tests")
+	}
+	ctx := timeout(t, 30*time.Second)
+	p := pipe.NewParams(1<<20, 4)
+	switch mode {
+	case "dial":
+		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("connected", c.Info().Local)
+		time.Sleep(time.Minute)
+	case "memlock-dial":
+		_, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		fmt.Printf("result kind=%d %v\n", pipe.KindOf(err), err)
+	case "memlock-accept":
+		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("listening", l.Addr())
+		_, err = l.Accept(ctx)
+		fmt.Printf("result kind=%d %v\n", pipe.KindOf(err), err)
+	}
+	os.Exit(0)
+}
+
+// child starts this test binary as a helper process, optionally under a
+// wrapper command, and returns it with its stdout.
+func child(t *testing.T, mode, addr string, wrapper ...string) (*exec.Cmd, *bufio.Reader) {
+	args := append(wrapper, os.Args[0], "-test.run=^TestHelperProcess$")
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Env = append(os.Environ(), "RDMA_TEST_CHILD="+mode, "RDMA_TEST_ADDR="+addr)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cmd.Process.Kill(); cmd.Wait() })
+	return cmd, bufio.NewReader(out)
+}
+
+// expectLine reads lines from r until one starts with prefix.
+func expectLine(t *testing.T, r *bufio.Reader, prefix string) string {
+	for {
+		line, err := r.ReadString('\n')
+		if strings.HasPrefix(line, prefix) {
+			return strings.TrimSpace(strings.TrimPrefix(line, prefix))
+		}
+		if err != nil {
+			t.Fatalf("child ended without %q: %v", prefix, err)
+		}
+	}
+}
+
+func TestPeerKilled(t *testing.T) {
+	p := pipe.NewParams(1<<20, 4)
+	l := listenRXE(t, p, DefaultOptions())
+	cmd, out := child(t, "dial", l.Addr())
+	c, err := l.Accept(timeout(t, 20*time.Second))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	expectLine(t, out, "connected")
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Poll(context.Background(), make([]pipe.Completion, 4))
+		done <- err
+	}()
+	time.Sleep(100 * time.Millisecond)
+	start := time.Now()
+	cmd.Process.Signal(syscall.SIGKILL)
+	select {
+	case err := <-done:
+		if pipe.KindOf(err) != pipe.KindAborted {
+			t.Fatalf("Poll = %v, want a KindAborted error", err)
+		}
+		t.Logf("Poll returned %v after the kill: %v", time.Since(start).Round(time.Millisecond), err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("Poll still blocked 10 s after the peer was killed")
+	}
+}
+
+// TestMemlock runs each side in a child process without CAP_IPC_LOCK and
+// with a 64 KiB locked-memory limit: registering its buffers must fail
+// with an error explaining how to raise the limit.
+func TestMemlock(t *testing.T) {
+	ip := rxeIP(t)
+	wrapper := []string{"setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
+		"prlimit", "--memlock=65536:65536", "--"}
+	for _, name := range []string{"setpriv", "prlimit"} {
+		if _, err := exec.LookPath(name); err != nil {
+			t.Skipf("%s not found", name)
+		}
+	}
+	check := func(t *testing.T, out *bufio.Reader) {
+		res := expectLine(t, out, "result ")
+		if !strings.HasPrefix(res, fmt.Sprintf("kind=%d ", pipe.KindSetup)) || !strings.Contains(res, "ulimit -l") ||
+			!strings.Contains(res, "LimitMEMLOCK") || !strings.Contains(res, "limits.conf") {
+			t.Fatalf("child: %s", res)
+		}
+		t.Logf("child: %s", res)
+	}
+	t.Run("dial", func(t *testing.T) {
+		_, out := child(t, "memlock-dial", net.JoinHostPort(ip, "18898"), wrapper...)
+		check(t, out)
+	})
+	t.Run("accept", func(t *testing.T) {
+		_, out := child(t, "memlock-accept", "", wrapper...)
+		addr := expectLine(t, out, "listening ")
+		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, pipe.NewParams(1<<20, 4))
+		if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "could not set up") {
+			t.Fatalf("Dial = %v, want a rejection by a receiver that could not set up", err)
+		}
+		t.Logf("dialer: %v", err)
+		check(t, out)
+	})
+}
+
+// BenchmarkThroughput streams 256 MiB in 1 MiB messages with depth 4
+// between two Conns in this process. Compare with
+// `ib_send_bw -R -d rxe0 -s 1048576` in the same VM run.
+func BenchmarkThroughput(b *testing.B) {
+	const total = 256 << 20
+	for _, busy := range []bool{false, true} {
+		b.Run(fmt.Sprintf("busypoll=%v", busy), func(b *testing.B) {
+			opt := DefaultOptions()
+			opt.BusyPoll = busy
+			p := pipe.NewParams(1<<20, 4)
+			snd, rcv := pair(b, p, p, opt)
+			msg := len(snd.SendBuf(0))
+			count := total / msg
+			b.SetBytes(int64(count * msg))
+			b.ResetTimer()
+			for range b.N {
+				stream(b, snd, rcv, count, func(int) int { return msg })
+			}
+			b.ReportMetric(float64(count*msg)*float64(b.N)/b.Elapsed().Seconds()/(1<<20), "MiB/s")
+		})
+	}
+}

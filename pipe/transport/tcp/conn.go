@@ -1,0 +1,173 @@
+// Package tcp is the TCP transport of rdmapipe: a pipe.Conn over one TCP
+// connection, with each message framed as a 4-byte little-endian length
+// followed by its bytes.
+//
+// A writer goroutine sends queued messages in order, several per writev
+// system call; a reader goroutine reads each message straight into the
+// oldest posted receive buffer, waiting for a PostRecv if none is posted
+// (as an RDMA queue pair retries on "receiver not ready").
+package tcp
+
+import (
+	"bufio"
+	"net"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// frameHeaderLen is the size of the length that precedes each message.
+const frameHeaderLen = 4
+
+// closeTimeout bounds how long Close waits for queued sends to be written.
+const closeTimeout = 2 * time.Second
+
+// readBufferSize is the size of the reader's buffer. Small messages (credits,
+// control) are read many per system call; bytes of large ones beyond what
+// is buffered are read directly into the receive buffer.
+const readBufferSize = 16 << 10
+
+// Conn is a pipe.Conn over TCP. Its buffers are plain memory, allocated once.
+type Conn struct {
+	nc     net.Conn
+	info   pipe.Info
+	remote string
+
+	sendBufs, recvBufs [][]byte
+	ctrlBufs           [][]byte      // transport-owned memory for SendControl
+	sendBusy           []atomic.Bool // posted and not yet reported by Poll
+	recvBusy           []atomic.Bool
+
+	queue    chan work // messages for the writer, in order
+	ctrlFree chan int  // indices of free ctrlBufs
+	posted   chan int  // posted receive buffers, oldest first
+	comps    chan pipe.Completion
+	closing  chan struct{} // closed by Close: the writer flushes and stops
+	written  chan struct{} // closed when the writer has stopped
+	done     chan struct{} // closed when the connection has failed or closed
+	failOnce sync.Once
+	err      error // why done was closed; set before closing done
+	closed   atomic.Bool
+	closeMu  sync.Mutex
+	wg       sync.WaitGroup
+
+	br  *bufio.Reader
+	hdr [frameHeaderLen]byte // the reader's frame header
+
+	vec   net.Buffers // the writer's gather list
+	nb    net.Buffers // what writev consumes; a field so it does not escape per call
+	hdrs  []byte      // the writer's frame headers
+	batch []work
+}
+
+// work is one message queued for the writer: send buffer buf, or control
+// buffer buf if ctrl, holding n bytes.
+type work struct {
+	buf, n int
+	ctrl   bool
+}
+
+// newConn makes a Conn over nc with buffers for layout l and the negotiated
+// params p, whose peer has peerRecvBufs receive buffers, and starts its
+// reader and writer.
+func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn {
+	if tc, ok := nc.(*net.TCPConn); ok {
+		// Go enables TCP_NODELAY by default; say so in case that changes.
+		// Socket buffer sizes are left to the kernel's autotuning: setting
+		// them disables it and caps them at net.core.[rw]mem_max.
+		_ = tc.SetNoDelay(true)
+	}
+	ctrl := peerRecvBufs
+	mem := make([]byte, l.SendBufs*l.SendSize+l.RecvBufs*l.RecvSize+ctrl*pipe.MaxControl)
+	c := &Conn{
+		nc:       nc,
+		remote:   nc.RemoteAddr().String(),
+		sendBufs: carve(&mem, l.SendBufs, l.SendSize),
+		recvBufs: carve(&mem, l.RecvBufs, l.RecvSize),
+		ctrlBufs: carve(&mem, ctrl, pipe.MaxControl),
+		sendBusy: make([]atomic.Bool, l.SendBufs),
+		recvBusy: make([]atomic.Bool, l.RecvBufs),
+		queue:    make(chan work, l.SendBufs+ctrl),
+		ctrlFree: make(chan int, ctrl),
+		posted:   make(chan int, l.RecvBufs),
+		comps:    make(chan pipe.Completion, l.SendBufs+l.RecvBufs),
+		closing:  make(chan struct{}),
+		written:  make(chan struct{}),
+		done:     make(chan struct{}),
+		br:       bufio.NewReaderSize(nc, readBufferSize),
+		vec:      make(net.Buffers, 0, 2*(l.SendBufs+ctrl)),
+		hdrs:     make([]byte, frameHeaderLen*(l.SendBufs+ctrl)),
+		batch:    make([]work, 0, l.SendBufs+ctrl),
+	}
+	c.info = pipe.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
+	for i := range ctrl {
+		c.ctrlFree <- i
+	}
+	for i := range l.RecvBufs {
+		c.recvBusy[i].Store(true)
+		c.posted <- i
+	}
+	c.wg.Add(2)
+	go c.readLoop()
+	go c.writeLoop()
+	return c
+}
+
+// carve cuts n buffers of size bytes off the front of *mem.
+func carve(mem *[]byte, n, size int) [][]byte {
+	bufs := make([][]byte, n)
+	for i := range bufs {
+		bufs[i] = (*mem)[:size:size]
+		*mem = (*mem)[size:]
+	}
+	return bufs
+}
+
+// SendBuf returns send buffer i.
+func (c *Conn) SendBuf(i int) []byte { return c.sendBufs[i] }
+
+// RecvBuf returns receive buffer i.
+func (c *Conn) RecvBuf(i int) []byte { return c.recvBufs[i] }
+
+// SendBufs returns how many send buffers the connection has.
+func (c *Conn) SendBufs() int { return len(c.sendBufs) }
+
+// RecvBufs returns how many receive buffers the connection has.
+func (c *Conn) RecvBufs() int { return len(c.recvBufs) }
+
+// Info describes the connection.
+func (c *Conn) Info() pipe.Info { return c.info }
+
+// fail records err as the reason the connection ended, unless one was
+// recorded before, and tears the socket down so that the peer notices.
+func (c *Conn) fail(err error) {
+	c.failOnce.Do(func() {
+		c.err = err
+		close(c.done)
+		_ = c.nc.Close()
+	})
+}
+
+// Close waits up to two seconds for queued sends to be written, then closes
+// the connection and waits for its goroutines. It unblocks a pending Poll,
+// which returns pipe.ErrClosed. Close may be called more than once.
+func (c *Conn) Close() error {
+	c.closeMu.Lock()
+	defer c.closeMu.Unlock()
+	if c.closed.Swap(true) {
+		return nil
+	}
+	close(c.closing)
+	t := time.NewTimer(closeTimeout)
+	select {
+	case <-c.written:
+	case <-c.done:
+	case <-t.C:
+	}
+	t.Stop()
+	c.fail(pipe.ErrClosed)
+	c.wg.Wait()
+	return nil
+}

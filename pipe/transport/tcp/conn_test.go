@@ -1,0 +1,53 @@
+package tcp
+
+import (
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
+)
+
+func TestConn(t *testing.T) {
+	conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
+		return makePair(t, proposal, local)
+	})
+}
+
+// makePair connects a sender to a receiver over loopback.
+func makePair(t testing.TB, proposal, local pipe.Params) (sender, receiver pipe.Conn, err error) {
+	t.Helper()
+	l, err := Listen(t.Context(), "127.0.0.1:0", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return dialAccept(t, l, l.Addr(), proposal)
+}
+
+// dialAccept dials addr while l accepts. It returns both ends, or the
+// dialer's error; the listener must fail too when the dialer does.
+func dialAccept(t testing.TB, l *Listener, addr string, proposal pipe.Params) (sender, receiver pipe.Conn, err error) {
+	t.Helper()
+	type accepted struct {
+		c   pipe.Conn
+		err error
+	}
+	ch := make(chan accepted, 1)
+	go func() {
+		c, err := l.Accept(t.Context())
+		ch <- accepted{c, err}
+	}()
+	s, err := Dial(t.Context(), addr, proposal)
+	a := <-ch
+	switch {
+	case err != nil && a.err == nil:
+		_ = a.c.Close()
+		t.Fatalf("dial failed (%v) but accept succeeded", err)
+	case err != nil:
+		return nil, nil, err
+	case a.err != nil:
+		_ = s.Close()
+		t.Fatalf("accept: %v", a.err)
+	}
+	return s, a.c, nil
+}

@@ -1,0 +1,152 @@
+package tcp
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// rawSender connects to a new listener by hand, completes the handshake and
+// returns the raw connection with the receiver's Conn.
+func rawSender(t *testing.T) (net.Conn, pipe.Conn) {
+	t.Helper()
+	l, err := Listen(t.Context(), "127.0.0.1:0", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = nc.Close() })
+	b, _ := proposal.MarshalBinary()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	r, err := l.Accept(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Close() })
+	if _, err := io.ReadFull(nc, b); err != nil {
+		t.Fatal(err)
+	}
+	return nc, r
+}
+
+// pollError polls c until it fails and returns the error.
+func pollError(t *testing.T, c pipe.Conn) error {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	cs := make([]pipe.Completion, 8)
+	for {
+		if _, err := c.Poll(ctx, cs); err != nil {
+			return err
+		}
+	}
+}
+
+// TestBrokenFrames checks the receiver's errors for frames it cannot take.
+func TestBrokenFrames(t *testing.T) {
+	size := pipe.ReceiverLayout(local).RecvSize
+	tests := []struct {
+		name  string
+		frame func() []byte
+		kind  pipe.Kind
+		want  string
+	}{
+		{"oversize", func() []byte { return frame(size+1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", size+1, size)},
+		{"cut header", func() []byte { return frame(10, 0)[:2] }, pipe.KindAborted, "peer closed the connection"},
+		{"cut payload", func() []byte { return frame(100, 10) }, pipe.KindAborted, "peer closed the connection in the middle of a message"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			nc, r := rawSender(t)
+			if _, err := nc.Write(tt.frame()); err != nil {
+				t.Fatal(err)
+			}
+			_ = nc.(*net.TCPConn).CloseWrite()
+			err := pollError(t, r)
+			if pipe.KindOf(err) != tt.kind || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "read from "+nc.LocalAddr().String()) {
+				t.Errorf("poll: %v (%v), want %v: read from %s: ...%s", err, pipe.KindOf(err), tt.kind, nc.LocalAddr(), tt.want)
+			}
+		})
+	}
+}
+
+// frame returns the header of an n-byte message followed by have bytes.
+func frame(n, have int) []byte {
+	b := make([]byte, frameHeaderLen+have)
+	binary.LittleEndian.PutUint32(b, uint32(n))
+	return b
+}
+
+// TestPeerClosed checks the error when the peer closes the connection.
+func TestPeerClosed(t *testing.T) {
+	s, r, err := makePair(t, proposal, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	_ = r.Close()
+	err = pollError(t, s)
+	if want := "read from " + r.Info().Local + ": peer closed the connection"; err.Error() != want || pipe.KindOf(err) != pipe.KindAborted {
+		t.Errorf("poll: %q, want %q", err, want)
+	}
+	if err := s.PostSend(0, 1); err == nil || errors.Is(err, pipe.ErrClosed) {
+		t.Errorf("post send on a failed connection: %v", err)
+	}
+}
+
+// TestWaitsForPostRecv checks that a message for which no receive buffer is
+// posted waits for one, like an RDMA receiver-not-ready retry.
+func TestWaitsForPostRecv(t *testing.T) {
+	s, r, err := makePair(t, proposal, local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	defer r.Close()
+	n := r.RecvBufs()
+	for k := range n + 1 {
+		copy(s.SendBuf(k), []byte{byte(k)})
+		if err := s.PostSend(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+	defer cancel()
+	cs := make([]pipe.Completion, n+1)
+	got := 0
+	for got < n {
+		k, err := r.Poll(ctx, cs[got:n])
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += k
+	}
+	short, cancelShort := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancelShort()
+	if k, err := r.Poll(short, cs[n:]); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("message %d arrived with no buffer posted: %d, %v", n, k, err)
+	}
+	if err := r.PostRecv(cs[2].Buf); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Poll(ctx, cs[n:]); err != nil {
+		t.Fatal(err)
+	}
+	if c := cs[n]; c.Buf != cs[2].Buf || r.RecvBuf(c.Buf)[0] != byte(n) {
+		t.Errorf("waiting message arrived as %+v holding %d", c, r.RecvBuf(c.Buf)[0])
+	}
+}

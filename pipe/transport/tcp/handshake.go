@@ -1,0 +1,34 @@
+package tcp
+
+import (
+	"context"
+	"net"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// handshakeTimeout bounds a listener's half of the connect handshake, so
+// that a peer that connects and then says nothing cannot hold up Accept. A
+// dialer waits twice as long: the listener may first be busy with such a
+// peer.
+var handshakeTimeout = 10 * time.Second
+
+// guard bounds the I/O on nc by timeout and interrupts it when ctx ends,
+// until the returned function is called. That function clears the deadline
+// and returns the end of ctx as an error if ctx ended meanwhile.
+func guard(ctx context.Context, nc net.Conn, timeout time.Duration) func() error {
+	_ = nc.SetDeadline(time.Now().Add(timeout))
+	stop := context.AfterFunc(ctx, func() { _ = nc.SetDeadline(time.Unix(1, 0)) })
+	return func() error {
+		if !stop() {
+			return ctx.Err()
+		}
+		return nc.SetDeadline(time.Time{})
+	}
+}
+
+// interrupted is the error for an operation cut short by the end of ctx.
+func interrupted(op string, err error) error {
+	return &pipe.Error{Kind: pipe.KindAborted, Op: op, Err: err}
+}

@@ -1,0 +1,73 @@
+package tcp
+
+import (
+	"fmt"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// PostSend queues the first n bytes of send buffer i as one message. The
+// buffer must not be posted again until Poll has reported it.
+func (c *Conn) PostSend(i, n int) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if i < 0 || i >= len(c.sendBufs) || n < 0 || n > len(c.sendBufs[i]) {
+		return fmt.Errorf("post send to %s: no room for %d bytes in send buffer %d of %d", c.remote, n, i, len(c.sendBufs))
+	}
+	if !c.sendBusy[i].CompareAndSwap(false, true) {
+		return fmt.Errorf("post send to %s: send buffer %d is already posted", c.remote, i)
+	}
+	c.queue <- work{buf: i, n: n}
+	return nil
+}
+
+// SendControl copies p (at most pipe.MaxControl bytes) and queues it as one
+// message. It waits only while as many control messages as the peer has
+// receive buffers are still unwritten, that is while the peer is not reading.
+func (c *Conn) SendControl(p []byte) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if len(p) > pipe.MaxControl {
+		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.remote, len(p), pipe.MaxControl)
+	}
+	var slot int
+	select {
+	case slot = <-c.ctrlFree:
+	case <-c.done:
+		return c.usable()
+	}
+	n := copy(c.ctrlBufs[slot], p)
+	c.queue <- work{buf: slot, n: n, ctrl: true}
+	return nil
+}
+
+// PostRecv makes receive buffer i available for the next message. The
+// buffer must not be posted again until Poll has reported it.
+func (c *Conn) PostRecv(i int) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if i < 0 || i >= len(c.recvBufs) {
+		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.remote, i, len(c.recvBufs))
+	}
+	if !c.recvBusy[i].CompareAndSwap(false, true) {
+		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.remote, i)
+	}
+	c.posted <- i
+	return nil
+}
+
+// usable returns nil while work may be posted, else why not.
+func (c *Conn) usable() error {
+	if c.closed.Load() {
+		return pipe.ErrClosed
+	}
+	select {
+	case <-c.done:
+		return c.err
+	default:
+		return nil
+	}
+}

@@ -1,0 +1,51 @@
+package tcp
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// readLoop reads messages into posted receive buffers, oldest first, and
+// reports each as an OpRecv completion, until the connection fails.
+func (c *Conn) readLoop() {
+	defer c.wg.Done()
+	size := 0
+	if len(c.recvBufs) > 0 {
+		size = len(c.recvBufs[0])
+	}
+	for {
+		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+			c.fail(c.readError(err, "peer closed the connection"))
+			return
+		}
+		n := int(binary.LittleEndian.Uint32(c.hdr[:]))
+		if n > size {
+			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote,
+				Err: fmt.Errorf("peer sent a %d-byte message but receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, size)})
+			return
+		}
+		var i int
+		select {
+		case i = <-c.posted:
+		case <-c.done:
+			return
+		}
+		if _, err := io.ReadFull(c.br, c.recvBufs[i][:n]); err != nil {
+			c.fail(c.readError(err, "peer closed the connection in the middle of a message"))
+			return
+		}
+		c.comps <- pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: n}
+	}
+}
+
+// readError describes a failed read; eof says what an end of file means.
+func (c *Conn) readError(err error, eof string) error {
+	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
+		err = errors.New(eof)
+	}
+	return &pipe.Error{Kind: pipe.KindAborted, Op: "read from " + c.remote, Err: err}
+}

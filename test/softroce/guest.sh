@@ -1,0 +1,70 @@
+#!/bin/bash
+# guest.sh - runs inside the VM (host userland, after switch_root): sets up SoftRoCE, runs
+# the user's command, reports its exit status through the run dir. vm-run.sh copies this
+# file into the run dir; its only argument is that dir.
+#
+# Run dir protocol (all files written by vm-run.sh on the host, except the last three):
+#   vars       shell assignments: VMRUN_TOKEN, PATH, RXE_WORK, forwarded VM_ENV variables
+#   cmd        bash script: cd to the host's current directory, then the command
+#   modprobe   kernel usermode-helper modprobe pointing at the unpacked kernel tree
+#   exit-code  (guest) the command's exit status
+#   setup-error (guest) why the command was not run, if it was not
+#   dmesg      (guest) the kernel log at the end of the run
+#
+# stdout/stderr go to hvc0, a virtio console that qemu connects to vm-run.sh (the kernel's
+# own console is ttyS0, logged to a file). Lines that contain VMRUN_TOKEN are harness
+# lines; vm-run.sh routes them to the host's stderr and everything between the "begin" and
+# "end" lines (the command's output) to its stdout.
+RUN=$1
+# shellcheck source=/dev/null
+. "$RUN/vars"
+
+say() { echo "$VMRUN_TOKEN $(cut -d' ' -f1 /proc/uptime)s $*"; }
+setup_fail() {
+  say "setup failed: $*"
+  echo "$*" > "$RUN/setup-error"
+  dmesg > "$RUN/dmesg" 2>&1
+  exit 1
+}
+
+export HOME=/tmp TERM=dumb LANG=C.UTF-8
+ulimit -l unlimited   # verbs memory registration pins pages
+ulimit -n 65536
+# devtmpfs has no /dev/fd links; bash process substitution and /dev/stdin need them
+ln -sf /proc/self/fd /dev/fd
+ln -sf /proc/self/fd/0 /dev/stdin
+ln -sf /proc/self/fd/1 /dev/stdout
+ln -sf /proc/self/fd/2 /dev/stderr
+# Output goes through a tty so programs keep line buffering, but without the tty's
+# LF -> CRLF translation: the host gets the bytes the command wrote.
+if [ -c /dev/hvc0 ]; then
+  exec >/dev/hvc0 2>&1
+else
+  echo "guest.sh: no /dev/hvc0 (virtio_console not loaded?); output goes to the kernel console"
+fi
+stty -onlcr -echo 2>/dev/null <&1
+
+# SoftRoCE on a dummy interface. rdma_cm cannot connect to 127.0.0.1 over rxe, so the
+# tests use 10.0.3.1: two processes in this VM reach each other through it.
+ip link set lo up || setup_fail "ip link set lo up"
+ip link set dummy0 up || setup_fail "no dummy0 (dummy module not loaded?)"
+ip addr add 10.0.3.1/24 dev dummy0 || setup_fail "ip addr add 10.0.3.1/24 dev dummy0"
+rdma link add rxe0 type rxe netdev dummy0 || setup_fail "rdma link add rxe0 type rxe netdev dummy0"
+# the port follows the netdev's state; wait (briefly) until it is ACTIVE
+for _ in $(seq 50); do
+  rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break
+  sleep 0.1
+done
+rdma link show rxe0/1 | grep -q 'state ACTIVE' || setup_fail "rxe0 port not ACTIVE: $(rdma link show rxe0/1 2>&1)"
+export RXE_DEV=rxe0 RXE_IP=10.0.3.1 RXE_WORK
+
+say "rxe0 ready on dummy0 $RXE_IP (root: $(cat /run/vm-root-mode 2>/dev/null), $(nproc) CPUs)"
+say "begin"
+# stdin is /dev/null: the host's stdin is not forwarded, and a command reading the console
+# would otherwise wait forever
+bash "$RUN/cmd" </dev/null
+rc=$?
+say "end: exit status $rc"
+dmesg > "$RUN/dmesg" 2>&1
+echo "$rc" > "$RUN/exit-code"
+sync
