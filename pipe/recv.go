@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -38,10 +39,10 @@ func Refuse(c Conn, k Kind, reason string) error {
 // receiver is the state of one Receive.
 type receiver struct {
 	*session
-	w          io.Writer
-	written    atomic.Int64 // bytes written to w
-	messages   atomic.Int64 // data messages written
-	crc        uint32       // of the bytes written; read only after the writer is done
+	w        io.Writer
+	written  atomic.Int64 // bytes written to w
+	messages atomic.Int64 // data messages written
+	crc      uint32       // of the bytes written; read only after the writer is done
 }
 
 // arrival is a received message handed to the writer goroutine.
@@ -57,29 +58,31 @@ func (r *receiver) run(ctx context.Context) (Stats, error) {
 	}
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(ctx)
+	var beats sync.WaitGroup
+	beats.Go(func() { r.heartbeat(ctx, func() []byte { return []byte{0} }) })
+	defer beats.Wait()
 	defer cancel(nil)
 	arrivals := make(chan arrival, r.c.RecvBufs())
+	writeDone := make(chan struct{})
 	go func() {
-		err := r.write(arrivals)
+		defer close(writeDone)
+		err := r.write(ctx, arrivals)
 		if err == nil {
 			err = errFinished
 		}
 		cancel(err)
 	}()
-	go r.heartbeat(ctx, func() []byte { return []byte{0} })
 
 	err := r.receive(ctx, arrivals)
+	close(arrivals)
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	if errors.Is(err, errFinished) {
-		err = nil
+		<-writeDone
+		st.CRC = r.crc
+		return st, nil
 	}
-	if err != nil {
-		// The writer may be blocked on output for good: do not wait for it.
-		cancel(err)
-		return st, err
-	}
-	st.CRC = r.crc
-	return st, nil
+	cancel(err)
+	return st, settle(err, writeDone)
 }
 
 // handshake sends the hello, checks the sender's proof of the key (if any)
@@ -184,7 +187,9 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			}
 			switch typ {
 			case msgBeat:
-				if got != seq {
+				// The beat carries the last sequence number posted before
+				// it, so it can only be behind what arrived, never ahead.
+				if int32(got-seq) > 0 {
 					return Errorf(KindIntegrity, "receive", "the sender has sent %d messages but %d arrived: messages were lost", got, seq)
 				}
 				r.repost(c.Buf)
@@ -215,9 +220,12 @@ func (r *receiver) truncated(err error) error {
 // write writes each arrival's payload to w, re-posts its buffer and returns
 // the credit; at the end of the stream it verifies the byte count and the
 // checksum and confirms the stream to the sender.
-func (r *receiver) write(arrivals <-chan arrival) error {
+func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 	credit := []byte{1}
 	for a := range arrivals {
+		if ctx.Err() != nil {
+			return nil // the stream is over: leave the buffers alone
+		}
 		msg := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
 			return r.finish(msg)
@@ -225,6 +233,9 @@ func (r *receiver) write(arrivals <-chan arrival) error {
 		payload := msg[HeaderLen:]
 		if _, err := r.w.Write(payload); err != nil {
 			return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", err, r.written.Load())}
+		}
+		if ctx.Err() != nil {
+			return nil
 		}
 		r.crc = crc32.Update(r.crc, castagnoli, payload)
 		r.messages.Add(1)

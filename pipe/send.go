@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"hash/crc32"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 )
@@ -31,15 +32,15 @@ func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 // sender is the state of one Send.
 type sender struct {
 	*session
-	r          io.Reader
-	chunk      int
-	free       chan int      // send buffers ready to be filled
-	credits    chan struct{} // one token per receive buffer the receiver has posted for us
-	sent       atomic.Int64  // bytes handed to the wire by the reader goroutine
-	messages   atomic.Int64  // data messages handed to the wire
-	posted     atomic.Uint32 // sequence number of the last message posted
-	ended      atomic.Bool   // the end-of-stream message is being posted
-	crc        uint32        // of the bytes sent; read only after the reader is done
+	r        io.Reader
+	chunk    int
+	free     chan int      // send buffers ready to be filled
+	credits  chan struct{} // one token per receive buffer the receiver has posted for us
+	sent     atomic.Int64  // bytes handed to the wire by the reader goroutine
+	messages atomic.Int64  // data messages handed to the wire
+	posted   atomic.Uint32 // sequence number of the last message posted
+	ended    atomic.Bool   // the end-of-stream message is being posted
+	crc      uint32        // of the bytes sent; read only after the reader is done
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -60,6 +61,9 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
+	var beats sync.WaitGroup
+	beats.Go(func() { s.heartbeat(ctx, s.beat) })
+	defer beats.Wait()
 	defer cancel(nil)
 	readDone := make(chan struct{})
 	go func() {
@@ -68,14 +72,12 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 			cancel(err)
 		}
 	}()
-	go s.heartbeat(ctx, s.beat)
 
 	err := s.complete(ctx, readDone)
 	st.Bytes, st.Messages, st.Elapsed = s.sent.Load(), s.messages.Load(), time.Since(start)
 	if err != nil {
-		// The reader may be blocked on input for good: do not wait for it.
 		cancel(err)
-		return st, err
+		return st, settle(err, readDone)
 	}
 	st.CRC = s.crc
 	return st, nil
@@ -225,6 +227,9 @@ func (s *sender) read(ctx context.Context) error {
 		}
 		buf := s.c.SendBuf(i)
 		n, eof, rerr := fillFrom(s.r, buf[HeaderLen:HeaderLen+s.chunk])
+		if ctx.Err() != nil {
+			return context.Cause(ctx) // the stream is over: leave the buffer alone
+		}
 		typ := msgData
 		if n == 0 && eof {
 			typ = msgEnd

@@ -154,3 +154,30 @@ func (s *session) peerAbort(body []byte) error {
 	k, reason := parseAbort(body)
 	return &Error{Kind: k, Op: s.peer + " aborted", Err: errors.New(reason)}
 }
+
+// ErrStuck is joined to a stream's error when its input reader or output
+// writer is still blocked in a system call on the connection's buffers
+// after the stream failed. The caller must then not Close the connection
+// (that would unmap memory the kernel may still read or write) and should
+// exit the process instead.
+var ErrStuck = errors.New("input or output still blocked")
+
+// workerGrace is how long a failed stream waits for its reader or writer.
+const workerGrace = 2 * time.Second
+
+// settle waits (up to workerGrace) for a failed stream's reader or writer
+// to finish with the connection's buffers, and returns err, marked with
+// ErrStuck if it did not.
+func settle(err error, done <-chan struct{}) error {
+	select {
+	case <-done:
+		return err
+	case <-time.After(workerGrace):
+		return stuckError{err}
+	}
+}
+
+// stuckError is a stream error marked with ErrStuck; its text is err's.
+type stuckError struct{ error }
+
+func (e stuckError) Unwrap() []error { return []error{e.error, ErrStuck} }

@@ -3,6 +3,7 @@ package app
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -12,6 +13,7 @@ import (
 // on the same port, for --transport auto) and hands them out one by one.
 type multiListener struct {
 	ls      []pipe.Listener
+	names   []string // the listeners' transports, for Addr
 	conns   chan accepted
 	stop    context.CancelFunc
 	closing sync.Once
@@ -23,10 +25,11 @@ type accepted struct {
 	err error
 }
 
-// newMultiListener starts accepting on every listener in ls.
-func newMultiListener(ls []pipe.Listener) *multiListener {
+// newMultiListener starts accepting on every listener in ls; names are
+// their transports' names.
+func newMultiListener(ls []pipe.Listener, names []string) *multiListener {
 	ctx, stop := context.WithCancel(context.Background())
-	m := &multiListener{ls: ls, conns: make(chan accepted), stop: stop}
+	m := &multiListener{ls: ls, names: names, conns: make(chan accepted), stop: stop}
 	for _, l := range ls {
 		go m.serve(ctx, l)
 	}
@@ -63,14 +66,11 @@ func (m *multiListener) Accept(ctx context.Context) (pipe.Conn, error) {
 
 // Addr returns the addresses of all the listeners.
 func (m *multiListener) Addr() string {
-	s := ""
+	addrs := make([]string, len(m.ls))
 	for i, l := range m.ls {
-		if i > 0 {
-			s += " "
-		}
-		s += l.Addr()
+		addrs[i] = m.names[i] + " " + l.Addr()
 	}
-	return s
+	return strings.Join(addrs, " and ")
 }
 
 // Close stops every listener.

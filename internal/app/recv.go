@@ -87,12 +87,15 @@ func recvAction(c *cli.Context) error {
 			bar = b
 		}
 		st, err := pipe.Receive(ctx, conn, os.Stdout, cfg)
-		conn.Close()
+		stuck := errors.Is(err, pipe.ErrStuck)
+		if !stuck { // else the process exits with the buffers mapped
+			conn.Close()
+		}
 		if bar != nil {
 			_ = bar.Finish()
 		}
 		err = finish(o, "recv", st, err)
-		if !keep || ctx.Err() != nil || errors.Is(err, syscall.EPIPE) {
+		if !keep || stuck || ctx.Err() != nil || errors.Is(err, syscall.EPIPE) {
 			return err
 		}
 		if err != nil {

@@ -2,6 +2,7 @@ package app
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -81,7 +82,9 @@ func sendWithRetry(ctx context.Context, d *dialer, addr string, wait time.Durati
 		dialed := err == nil
 		if dialed {
 			st, err = pipe.Send(ctx, conn, r, cfg)
-			conn.Close()
+			if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
+				conn.Close()
+			}
 			if err == nil {
 				return st, nil
 			}

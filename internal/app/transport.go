@@ -67,19 +67,25 @@ func listen(ctx context.Context, o options, bind string, notice io.Writer, name 
 		}
 		return asListener(rdma.Listen(ctx, addr, o.params, o.rdmaOpts()))
 	}
-	tl, err := tcp.Listen(ctx, addr, o.params)
-	if err != nil {
-		return nil, err
-	}
-	err = rdma.Available()
+	// RDMA first: once TCP accepts, RDMA is up too, so a sender in auto mode
+	// that retries never settles for TCP while RDMA is still starting.
+	var rl *rdma.Listener
+	err := rdma.Available()
 	if err == nil {
-		var rl *rdma.Listener
-		if rl, err = rdma.Listen(ctx, addr, o.params, o.rdmaOpts()); err == nil {
-			return newMultiListener([]pipe.Listener{rl, tl}), nil
-		}
+		rl, err = rdma.Listen(ctx, addr, o.params, o.rdmaOpts())
 	}
-	fmt.Fprintf(notice, "%s: not listening on RDMA (%v); TCP only\n", name, err)
-	return tl, nil
+	tl, terr := tcp.Listen(ctx, addr, o.params)
+	if terr != nil {
+		if rl != nil {
+			rl.Close()
+		}
+		return nil, terr
+	}
+	if err != nil {
+		fmt.Fprintf(notice, "%s: not listening on RDMA (%v); TCP only\n", name, err)
+		return tl, nil
+	}
+	return newMultiListener([]pipe.Listener{rl, tl}, []string{"rdma", "tcp"}), nil
 }
 
 // asListener returns l as a pipe.Listener, or a nil one (not an interface

@@ -105,10 +105,11 @@ func TestReceiverKilled(t *testing.T) {
 // and the receiver says the sender was interrupted.
 func TestInterrupt(t *testing.T) {
 	port := freePort(t)
-	r := recv(t, port, io.Discard)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out))
 	s, inW := slowInput(t, port)
 	inW.Write([]byte("partial"))
-	time.Sleep(500 * time.Millisecond)
+	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 7 })
 	s.cmd.Process.Signal(syscall.SIGINT)
 	code, stderr := s.wait(30 * time.Second)
 	expect(t, "rdmasend", code, stderr, 4, "interrupted")

@@ -154,14 +154,14 @@ func TestAutoTransport(t *testing.T) {
 	sj, rj := filepath.Join(dir, "send.json"), filepath.Join(dir, "recv.json")
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)
 	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)
-	code, stderr := s.wait(time.Minute)
-	expect(t, "rdmasend", code, stderr, 0)
-	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv", code, stderr, 0)
+	code, sendErr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, sendErr, 0)
+	code, recvErr := r.wait(30 * time.Second)
+	expect(t, "rdmarecv", code, recvErr, 0)
 	for _, path := range []string{sj, rj} {
 		m := stats(t, path)
 		if m["transport"] != suite.transport || m["ok"] != true || m["bytes"] != float64(5) {
-			t.Errorf("%s: transport %v ok %v bytes %v, want %s true 5", filepath.Base(path), m["transport"], m["ok"], m["bytes"], suite.transport)
+			t.Errorf("%s: transport %v ok %v bytes %v, want %s true 5; stderr:\n%s\n%s", filepath.Base(path), m["transport"], m["ok"], m["bytes"], suite.transport, sendErr, recvErr)
 		}
 		if suite.transport == "rdma" && m["device"] == "" {
 			t.Errorf("%s names no RDMA device: %v", filepath.Base(path), m)
