@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"syscall"
 	"time"
@@ -30,11 +31,13 @@ EXAMPLES:
    rdmarecv | zfs receive pool/fs
    rdmarecv | gzip -d | rdmasend node3        # relay to the next host
    rdmarecv -k --bind 10.0.0.2 >> all.log     # serve senders one after another
+   rdmarecv --bench                           # the other end of rdmasend --bench
 
 `, DefaultPort) + exitCodesHelp,
 		Flags: append(commonFlags(),
 			&cli.StringFlag{Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
 			&cli.BoolFlag{Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.BoolFlag{Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
@@ -52,6 +55,12 @@ func recvAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	keep := c.Bool("keep-listening")
+	var out io.Writer = os.Stdout
+	if c.Bool("bench") {
+		keep, out = true, io.Discard
+		o.params.Chunk = max(o.params.Chunk, BenchMaxChunk)
+	}
 	ctx, stop := signalContext()
 	defer stop()
 	l, err := listen(ctx, o, c.String("bind"), os.Stderr, "rdmarecv")
@@ -67,7 +76,6 @@ func recvAction(c *cli.Context) error {
 	defer stopAccepting() // before l.Close, so that the accept loop ends quietly
 	go acceptLoop(actx, l, incoming)
 
-	keep := c.Bool("keep-listening")
 	var last error
 	for {
 		var conn pipe.Conn
@@ -86,7 +94,7 @@ func recvAction(c *cli.Context) error {
 			cfg.Progress = func(n int64) { _ = b.Set64(n) }
 			bar = b
 		}
-		st, err := pipe.Receive(ctx, conn, os.Stdout, cfg)
+		st, err := pipe.Receive(ctx, conn, out, cfg)
 		stuck := errors.Is(err, pipe.ErrStuck)
 		if !stuck { // else the process exits with the buffers mapped
 			conn.Close()

@@ -29,11 +29,15 @@ EXAMPLES:
    zfs send pool/fs@snap | rdmasend -p node2   # with a progress bar
    rdmasend --wait 30s --key-file ~/.rdmapipe.key 10.0.0.2:18801 < weights.bin
    rdmasend --transport tcp -v node2 < file    # force TCP; print a summary
+   rdmasend --bench node2                      # node2 runs: rdmarecv --bench
 
 ` + exitCodesHelp,
 		Flags: append(commonFlags(),
 			&cli.DurationFlag{Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
 			&cli.StringFlag{Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
+			&cli.BoolFlag{Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
+			&cli.DurationFlag{Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
+			&cli.StringFlag{Name: "bench-json", Usage: "with --bench: also write the results as JSON to `FILE`"},
 		),
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
@@ -58,6 +62,13 @@ func sendAction(c *cli.Context) error {
 	addr := hostPort(c.Args().First(), o.port)
 	ctx, stop := signalContext()
 	defer stop()
+	if c.Bool("bench") {
+		if c.Duration("bench-time") <= 0 {
+			return usagef("--bench-time must be positive")
+		}
+		d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
+		return bench(ctx, d, addr, o, c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
+	}
 
 	if o.progress {
 		bar := newProgress(os.Stderr, size, "sending")
