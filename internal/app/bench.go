@@ -46,13 +46,13 @@ type benchReport struct {
 }
 
 // bench runs the sweep against addr and prints a table on out.
-func bench(ctx context.Context, d *dialer, addr string, o options, perSize time.Duration, jsonPath string, out io.Writer) error {
+func bench(ctx context.Context, d *dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
 	warmup := perSize / 5
 	rep := benchReport{Remote: addr, Depth: o.params.Depth, Warmup: warmup.Seconds(), Duration: perSize.Seconds()}
 	fmt.Fprintf(out, "%10s %10s %10s %9s %12s %12s\n", "size", "chunk", "MB/s", "Gb/s", "msg/s", "CPU s/GB")
 	for size := 1; size <= BenchMaxChunk; size *= 2 {
 		d.o.params.Chunk = size
-		row, info, err := benchOne(ctx, d, addr, o.cfg, warmup, perSize)
+		row, info, err := benchOne(ctx, d, addr, o.cfg, wait, warmup, perSize)
 		if err != nil {
 			return fmt.Errorf("bench at %s messages: %w", formatSize(int64(size)), err)
 		}
@@ -76,17 +76,11 @@ func bench(ctx context.Context, d *dialer, addr string, o options, perSize time.
 	return nil
 }
 
-// benchOne measures one message size on a fresh connection.
-func benchOne(ctx context.Context, d *dialer, addr string, cfg pipe.Config, warmup, measure time.Duration) (benchRow, pipe.Info, error) {
-	attempt, cancel := context.WithTimeout(ctx, 30*time.Second)
-	conn, err := d.dial(attempt, addr)
-	cancel()
-	if err != nil {
-		return benchRow{}, pipe.Info{}, err
-	}
-	defer conn.Close()
+// benchOne measures one message size on a fresh connection, waiting up to
+// wait for the receiver to be up and free.
+func benchOne(ctx context.Context, d *dialer, addr string, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, pipe.Info, error) {
 	src := &benchSource{warmup: warmup, measure: measure}
-	st, err := pipe.Send(ctx, conn, src, cfg)
+	st, err := sendWithRetry(ctx, d, addr, wait, src, cfg)
 	if err != nil {
 		return benchRow{}, st.Info, err
 	}

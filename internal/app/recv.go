@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -72,9 +73,10 @@ func recvAction(c *cli.Context) error {
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
 	incoming := make(chan pipe.Conn)
+	var serving atomic.Bool
 	actx, stopAccepting := context.WithCancel(ctx)
 	defer stopAccepting() // before l.Close, so that the accept loop ends quietly
-	go acceptLoop(actx, l, incoming)
+	go acceptLoop(actx, l, incoming, &serving)
 
 	var last error
 	for {
@@ -95,6 +97,7 @@ func recvAction(c *cli.Context) error {
 			bar = b
 		}
 		st, err := pipe.Receive(ctx, conn, out, cfg)
+		serving.Store(false)
 		stuck := errors.Is(err, pipe.ErrStuck)
 		if !stuck { // else the process exits with the buffers mapped
 			conn.Close()
@@ -113,9 +116,9 @@ func recvAction(c *cli.Context) error {
 	}
 }
 
-// acceptLoop hands each sender that connects to the receive loop when it is
-// idle, and refuses senders that connect while a stream is being received.
-func acceptLoop(ctx context.Context, l pipe.Listener, incoming chan<- pipe.Conn) {
+// acceptLoop hands each sender that connects to the receive loop, and
+// refuses senders that connect while a stream is being received (serving).
+func acceptLoop(ctx context.Context, l pipe.Listener, incoming chan<- pipe.Conn, serving *atomic.Bool) {
 	for {
 		conn, err := l.Accept(ctx)
 		if err != nil {
@@ -126,10 +129,15 @@ func acceptLoop(ctx context.Context, l pipe.Listener, incoming chan<- pipe.Conn)
 			time.Sleep(100 * time.Millisecond)
 			continue
 		}
+		if serving.Swap(true) {
+			go pipe.Refuse(conn, pipe.KindBusy, "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
+			continue
+		}
 		select {
 		case incoming <- conn:
-		default:
-			go pipe.Refuse(conn, pipe.KindBusy, "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
+		case <-ctx.Done():
+			conn.Close()
+			return
 		}
 	}
 }

@@ -67,7 +67,7 @@ func sendAction(c *cli.Context) error {
 			return usagef("--bench-time must be positive")
 		}
 		d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
-		return bench(ctx, d, addr, o, c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
+		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
 	}
 
 	if o.progress {

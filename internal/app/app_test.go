@@ -1,0 +1,134 @@
+package app
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+func TestParseSize(t *testing.T) {
+	cases := []struct {
+		in   string
+		want int64
+		ok   bool
+	}{
+		{"65536", 65536, true},
+		{"64K", 64 << 10, true},
+		{"64KiB", 64 << 10, true},
+		{"1m", 1 << 20, true},
+		{"1MB", 1 << 20, true},
+		{"2G", 2 << 30, true},
+		{" 8M ", 8 << 20, true},
+		{"0", 0, true},
+		{"", 0, false},
+		{"lots", 0, false},
+		{"-1", 0, false},
+		{"1.5M", 0, false},
+		{"99999999999T", 0, false},
+	}
+	for _, tc := range cases {
+		got, err := parseSize(tc.in)
+		if (err == nil) != tc.ok || got != tc.want {
+			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestLoadKey(t *testing.T) {
+	dir := t.TempDir()
+	keyFile := filepath.Join(dir, "key")
+	os.WriteFile(keyFile, []byte("s3cret\n"), 0o600)
+	empty := filepath.Join(dir, "empty")
+	os.WriteFile(empty, []byte("\n"), 0o600)
+	cases := []struct {
+		name            string
+		file, flag, env string
+		want            string
+		says            string
+	}{
+		{"none", "", "", "", "", ""},
+		{"file, newline trimmed", keyFile, "", "", "s3cret", ""},
+		{"flag", "", "k", "", "k", ""},
+		{"env", "", "", "e", "e", ""},
+		{"two ways", keyFile, "", "e", "", "one way only"},
+		{"missing file", filepath.Join(dir, "nope"), "", "", "", "no such file"},
+		{"empty file", empty, "", "", "", "is empty"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := loadKey(tc.file, tc.flag, tc.env)
+			if tc.says != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.says) || ExitCode(err) != ExitUsage {
+					t.Fatalf("err = %v (exit %d), want a usage error saying %q", err, ExitCode(err), tc.says)
+				}
+				return
+			}
+			if err != nil || string(got) != tc.want {
+				t.Fatalf("got %q, %v; want %q", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestExitCode(t *testing.T) {
+	cases := []struct {
+		err  error
+		want int
+	}{
+		{nil, ExitOK},
+		{errors.New("plain"), ExitInternal},
+		{usagef("bad"), ExitUsage},
+		{pipe.Errorf(pipe.KindSetup, "connect", "refused"), ExitSetup},
+		{pipe.Errorf(pipe.KindBusy, "", "busy"), ExitSetup},
+		{pipe.Errorf(pipe.KindAborted, "", "cut"), ExitAborted},
+		{pipe.Errorf(pipe.KindIntegrity, "", "crc"), ExitIntegrity},
+		{pipe.Errorf(pipe.KindAuth, "", "key"), ExitAuth},
+		{pipe.Errorf(pipe.KindNoRDMA, "", "no device"), ExitNoRDMA},
+		{errors.Join(pipe.Errorf(pipe.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
+	}
+	for _, tc := range cases {
+		if got := ExitCode(tc.err); got != tc.want {
+			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+func TestHostPort(t *testing.T) {
+	cases := []struct{ in, want string }{
+		{"node2", "node2:18800"},
+		{"node2:9000", "node2:9000"},
+		{"10.0.0.2", "10.0.0.2:18800"},
+		{"::1", "[::1]:18800"},
+		{"[fe80::1%eth0]:7000", "[fe80::1%eth0]:7000"},
+	}
+	for _, tc := range cases {
+		if got := hostPort(tc.in, DefaultPort); got != tc.want {
+			t.Errorf("hostPort(%q) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestSummary(t *testing.T) {
+	st := pipe.Stats{Bytes: 3 << 20, Elapsed: 1e9,
+		Info: pipe.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
+	s := newSummary("send", st, nil)
+	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 a -> b, chunk 1 MiB x 4"
+	if got := s.line(); got != want {
+		t.Errorf("line() = %q, want %q", got, want)
+	}
+	path := filepath.Join(t.TempDir(), "s.json")
+	failed := newSummary("recv", st, pipe.Errorf(pipe.KindIntegrity, "", "crc"))
+	if err := failed.writeJSON(path); err != nil {
+		t.Fatal(err)
+	}
+	b, _ := os.ReadFile(path)
+	for _, w := range []string{`"ok": false`, `"exit_code": 5`, `"transport": "rdma"`, `"device": "mlx5_0"`} {
+		if !strings.Contains(string(b), w) {
+			t.Errorf("stats JSON lacks %s:\n%s", w, b)
+		}
+	}
+}
