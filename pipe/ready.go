@@ -7,23 +7,28 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// moreReady reports whether r, if it is a file descriptor, has input ready
-// to read without blocking. Readers that are not file descriptors are
-// taken to have nothing more ready, so each of their reads is sent at once.
-func moreReady(r io.Reader) bool {
+// readyCheck returns a function that reports whether r has input ready to
+// read without blocking, when r is a file descriptor. Readers that are not
+// file descriptors are taken to have nothing more ready, so each of their
+// reads is sent at once. The check allocates nothing per call.
+func readyCheck(r io.Reader) func() bool {
 	sc, ok := r.(syscall.Conn)
 	if !ok {
-		return false
+		return func() bool { return false }
 	}
 	raw, err := sc.SyscallConn()
 	if err != nil {
-		return false
+		return func() bool { return false }
 	}
+	fds := make([]unix.PollFd, 1)
 	ready := false
-	_ = raw.Control(func(fd uintptr) {
-		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLIN}}
+	probe := func(fd uintptr) {
+		fds[0] = unix.PollFd{Fd: int32(fd), Events: unix.POLLIN}
 		n, err := unix.Poll(fds, 0)
 		ready = err == nil && n > 0
-	})
-	return ready
+	}
+	return func() bool {
+		ready = false
+		return raw.Control(probe) == nil && ready
+	}
 }

@@ -22,6 +22,7 @@ import (
 // re-posts the buffer and returns its credit with a single-byte message.
 func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error) {
 	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
+	defer r.release()
 	st, err := r.run(ctx)
 	if err != nil && !r.peerGaveUp {
 		_ = c.SendControl(abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))

@@ -20,6 +20,7 @@ import (
 // wire; this goroutine handles completions and credits.
 func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := &sender{session: newSession(c, cfg, "receiver"), r: r}
+	defer s.release()
 	st, err := s.run(ctx)
 	if err != nil && !s.peerGaveUp {
 		msg := make([]byte, HeaderLen, MaxControl)
@@ -220,13 +221,14 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 // posts the end-of-stream message with the byte count and checksum.
 func (s *sender) read(ctx context.Context) error {
 	var seq uint32
+	more := readyCheck(s.r)
 	for {
 		i, err := s.take(ctx)
 		if err != nil {
 			return err
 		}
 		buf := s.c.SendBuf(i)
-		n, eof, rerr := fillFrom(s.r, buf[HeaderLen:HeaderLen+s.chunk])
+		n, eof, rerr := fillFrom(s.r, more, buf[HeaderLen:HeaderLen+s.chunk])
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
@@ -287,9 +289,9 @@ func (s *sender) take(ctx context.Context) (int, error) {
 }
 
 // fillFrom reads from r into p until p is full, r ends, or r has nothing
-// more ready to read, so that interactive input is sent as it comes
-// instead of waiting for a full chunk.
-func fillFrom(r io.Reader, p []byte) (n int, eof bool, err error) {
+// more ready to read (more reports false), so that interactive input is
+// sent as it comes instead of waiting for a full chunk.
+func fillFrom(r io.Reader, more func() bool, p []byte) (n int, eof bool, err error) {
 	for n < len(p) {
 		m, err := r.Read(p[n:])
 		n += m
@@ -298,7 +300,7 @@ func fillFrom(r io.Reader, p []byte) (n int, eof bool, err error) {
 			return n, true, nil
 		case err != nil:
 			return n, false, fmt.Errorf("read: %w", err)
-		case n > 0 && !moreReady(r):
+		case n > 0 && !more():
 			return n, false, nil
 		}
 	}

@@ -52,6 +52,11 @@ type session struct {
 	// repostErr is the first failure to re-post a receive buffer in the
 	// current batch; see repost.
 	repostErr error
+	// idle is the idle-timeout context made from idleParent; stopIdle
+	// releases it. See idleContext.
+	idle       context.Context
+	idleParent context.Context
+	stopIdle   context.CancelFunc
 	// peerGaveUp is set when the peer aborted or the connection failed:
 	// then there is no one to send an abort message to.
 	peerGaveUp bool
@@ -72,22 +77,24 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 		s.backlog = nil
 		return cs, nil
 	}
-	pctx := ctx
-	if s.cfg.Timeout > 0 {
-		var cancel context.CancelFunc
-		pctx, cancel = context.WithDeadline(ctx, s.heard.Add(s.cfg.Timeout))
-		defer cancel()
-	}
-	n, err := s.c.Poll(pctx, s.cs)
-	if err != nil {
+	var n int
+	for {
+		pctx := s.idleContext(ctx)
+		var err error
+		n, err = s.c.Poll(pctx, s.cs)
+		if err == nil {
+			break
+		}
 		switch {
 		case ctx.Err() != nil:
 			return nil, s.cancelled(ctx)
-		case pctx.Err() != nil:
+		case pctx.Err() == nil:
+			s.peerGaveUp = true
+			return nil, wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+		case time.Since(s.heard) >= s.cfg.Timeout:
 			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
 		}
-		s.peerGaveUp = true
-		return nil, wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+		s.idle = nil // the peer was heard since the deadline was set: renew it
 	}
 	for _, c := range s.cs[:n] {
 		if c.Op == OpRecv {
@@ -111,6 +118,30 @@ func (s *session) repost(i int) {
 	if err := s.c.PostRecv(i); err != nil && s.repostErr == nil {
 		s.peerGaveUp = true
 		s.repostErr = wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+	}
+}
+
+// idleContext returns ctx limited by the idle timeout. To keep the hot path
+// free of allocations it is renewed only when it expires (see poll), so its
+// deadline can be up to one Timeout early; poll then checks the real one.
+func (s *session) idleContext(ctx context.Context) context.Context {
+	if s.cfg.Timeout <= 0 {
+		return ctx
+	}
+	if s.idle == nil || s.idleParent != ctx {
+		if s.stopIdle != nil {
+			s.stopIdle()
+		}
+		s.idle, s.stopIdle = context.WithDeadline(ctx, s.heard.Add(s.cfg.Timeout))
+		s.idleParent = ctx
+	}
+	return s.idle
+}
+
+// release frees the idle-timeout context.
+func (s *session) release() {
+	if s.stopIdle != nil {
+		s.stopIdle()
 	}
 }
 
