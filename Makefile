@@ -7,13 +7,14 @@ BIN     := bin
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build test test-unit test-e2e test-rdma demo bench clean
+.PHONY: help deps build test test-unit test-rdma demo demo-rdma bench clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
 	@echo "make test       everything: vet, unit tests, end-to-end over TCP, and the SoftRoCE VM suite"
 	@echo "make test-unit  vet and the fast tests only (no VM)"
 	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
+	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build bin/rdmasend and bin/rdmarecv"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -36,6 +37,9 @@ test-rdma: build
 
 demo: build
 	./scripts/demo.sh
+
+demo-rdma: build
+	test/softroce/vm-run.sh bash -c 'HOST=$$RXE_IP TRANSPORT=rdma SIZE=$${SIZE:-64M} ./scripts/demo.sh'
 
 clean:
 	rm -rf $(BIN) .cache

@@ -3,7 +3,6 @@ package pipe
 import (
 	"context"
 	"encoding/binary"
-	"fmt"
 	"hash/crc32"
 	"io"
 	"sync"
@@ -221,14 +220,14 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 // posts the end-of-stream message with the byte count and checksum.
 func (s *sender) read(ctx context.Context) error {
 	var seq uint32
-	more := readyCheck(s.r)
+	in := newInput(s.r)
 	for {
 		i, err := s.take(ctx)
 		if err != nil {
 			return err
 		}
 		buf := s.c.SendBuf(i)
-		n, eof, rerr := fillFrom(s.r, more, buf[HeaderLen:HeaderLen+s.chunk])
+		n, eof, rerr := in.fill(ctx, buf[HeaderLen:HeaderLen+s.chunk])
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
@@ -286,23 +285,4 @@ func (s *sender) take(ctx context.Context) (int, error) {
 	case <-ctx.Done():
 		return 0, context.Cause(ctx)
 	}
-}
-
-// fillFrom reads from r into p until p is full, r ends, or r has nothing
-// more ready to read (more reports false), so that interactive input is
-// sent as it comes instead of waiting for a full chunk.
-func fillFrom(r io.Reader, more func() bool, p []byte) (n int, eof bool, err error) {
-	for n < len(p) {
-		m, err := r.Read(p[n:])
-		n += m
-		switch {
-		case err == io.EOF:
-			return n, true, nil
-		case err != nil:
-			return n, false, fmt.Errorf("read: %w", err)
-		case n > 0 && !more():
-			return n, false, nil
-		}
-	}
-	return n, false, nil
 }

@@ -101,20 +101,37 @@ func TestReceiverKilled(t *testing.T) {
 	expect(t, "rdmasend", code, stderr, 4, "receiver")
 }
 
-// TestInterrupt sends SIGINT to the sender mid-stream: both sides abort
-// and the receiver says the sender was interrupted.
+// TestInterrupt signals one side mid-stream: it aborts the stream, tells
+// the other side, and both exit with the aborted code.
 func TestInterrupt(t *testing.T) {
-	port := freePort(t)
-	out := filepath.Join(t.TempDir(), "output")
-	r := recv(t, port, createFile(t, out))
-	s, inW := slowInput(t, port)
-	inW.Write([]byte("partial"))
-	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 7 })
-	s.cmd.Process.Signal(syscall.SIGINT)
-	code, stderr := s.wait(30 * time.Second)
-	expect(t, "rdmasend", code, stderr, 4, "interrupted")
-	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv", code, stderr, 4, "sender aborted", "interrupted")
+	cases := []struct {
+		name    string
+		sig     syscall.Signal
+		victim  string // "send" or "recv"
+		peerSay string
+	}{
+		{"sender SIGINT", syscall.SIGINT, "send", "sender aborted: interrupted by interrupt"},
+		{"receiver SIGTERM", syscall.SIGTERM, "recv", "receiver aborted: interrupted by terminated"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			out := filepath.Join(t.TempDir(), "output")
+			r := recv(t, port, createFile(t, out))
+			s, inW := slowInput(t, port)
+			inW.Write([]byte("partial"))
+			waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 7 })
+			victim, peer := s, r
+			if tc.victim == "recv" {
+				victim, peer = r, s
+			}
+			victim.cmd.Process.Signal(tc.sig)
+			code, stderr := victim.wait(30 * time.Second)
+			expect(t, tc.name, code, stderr, 4, "interrupted")
+			code, stderr = peer.wait(30 * time.Second)
+			expect(t, "its peer", code, stderr, 4, tc.peerSay)
+		})
+	}
 }
 
 // TestKeys checks the shared-key handshake in every combination.
