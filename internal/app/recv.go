@@ -62,6 +62,7 @@ func recvAction(c *cli.Context) error {
 		keep, out = true, io.Discard
 		o.params.Chunk = max(o.params.Chunk, BenchMaxChunk)
 	}
+	growPipe(os.Stdout, o.params.Chunk)
 	ctx, stop := signalContext()
 	defer stop()
 	l, err := listen(ctx, o, c.String("bind"), os.Stderr, "rdmarecv")

@@ -75,6 +75,7 @@ func sendAction(c *cli.Context) error {
 		o.cfg.Progress = func(n int64) { _ = bar.Set64(n) }
 		defer bar.Finish()
 	}
+	growPipe(os.Stdin, o.params.Chunk)
 	d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
 	st, err := sendWithRetry(ctx, d, addr, c.Duration("wait"), os.Stdin, o.cfg)
 	return finish(o, "send", st, err)
