@@ -231,37 +231,31 @@ func (s *sender) read(ctx context.Context) error {
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
-		typ := msgData
-		if n == 0 && eof {
-			typ = msgEnd
-		}
-		if n == 0 && !eof && rerr == nil {
-			s.free <- i
-			continue
-		}
-		if rerr != nil && n == 0 {
+		if n == 0 && !eof {
 			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
 		}
 		seq++
-		putHeader(buf, typ, seq)
-		size := HeaderLen + n
-		if typ == msgEnd {
+		if n == 0 {
+			putHeader(buf, msgEnd, seq)
 			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
 			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
-			size = endLen
 			s.ended.Store(true)
-		} else {
-			s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
-			s.sent.Add(int64(n))
-			s.messages.Add(1)
+			if err := s.c.PostSend(i, endLen); err != nil {
+				return wrap(KindAborted, "send", err)
+			}
+			s.posted.Store(seq)
+			return nil
 		}
-		if err := s.c.PostSend(i, size); err != nil {
+		putHeader(buf, msgData, seq)
+		if err := s.c.PostSend(i, HeaderLen+n); err != nil {
 			return wrap(KindAborted, "send", err)
 		}
 		s.posted.Store(seq)
-		if typ == msgEnd {
-			return nil
-		}
+		// The checksum runs while the buffer is on the wire: both only read
+		// it, and it is not refilled before this goroutine takes it again.
+		s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
+		s.sent.Add(int64(n))
+		s.messages.Add(1)
 		if s.cfg.Progress != nil {
 			s.cfg.Progress(s.sent.Load())
 		}
