@@ -205,16 +205,21 @@ int rp_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
 // RDMA read/atomic limits; retry_count 7 and rnr_retry_count 7 (infinite)
 // make a receiver that is momentarily out of posted buffers delay the
 // sender instead of failing the connection.
+static void conn_param(struct rdma_conn_param *p, const void *priv, int len, int resp, int init)
+{
+	memset(p, 0, sizeof *p);
+	p->private_data = priv;
+	p->private_data_len = len;
+	p->responder_resources = resp;
+	p->initiator_depth = init;
+	p->retry_count = 7;
+	p->rnr_retry_count = 7;
+}
+
 int rp_connect(struct rdma_cm_id *id, const void *priv, int len, int depth)
 {
 	struct rdma_conn_param p;
-	memset(&p, 0, sizeof p);
-	p.private_data = priv;
-	p.private_data_len = len;
-	p.responder_resources = depth;
-	p.initiator_depth = depth;
-	p.retry_count = 7;
-	p.rnr_retry_count = 7;
+	conn_param(&p, priv, len, depth, depth);
 	return rdma_connect(id, &p) ? -errno : 0;
 }
 
@@ -222,13 +227,7 @@ int rp_connect(struct rdma_cm_id *id, const void *priv, int len, int depth)
 int rp_accept(struct rdma_cm_id *id, const void *priv, int len, int resp, int init)
 {
 	struct rdma_conn_param p;
-	memset(&p, 0, sizeof p);
-	p.private_data = priv;
-	p.private_data_len = len;
-	p.responder_resources = resp;
-	p.initiator_depth = init;
-	p.retry_count = 7;
-	p.rnr_retry_count = 7;
+	conn_param(&p, priv, len, resp, init);
 	return rdma_accept(id, &p) ? -errno : 0;
 }
 
