@@ -201,10 +201,10 @@ int rp_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
 	}
 }
 
-// rp_connect starts the active side's connection. depth is used for both
-// RDMA read/atomic limits; retry_count 7 and rnr_retry_count 7 (infinite)
-// make a receiver that is momentarily out of posted buffers delay the
-// sender instead of failing the connection.
+// conn_param fills the connection parameters both sides use: private data,
+// RDMA read/atomic limits, and retry_count 7 and rnr_retry_count 7
+// (infinite), which make a receiver that is momentarily out of posted
+// buffers delay the sender instead of failing the connection.
 static void conn_param(struct rdma_conn_param *p, const void *priv, int len, int resp, int init)
 {
 	memset(p, 0, sizeof *p);
@@ -216,6 +216,8 @@ static void conn_param(struct rdma_conn_param *p, const void *priv, int len, int
 	p->rnr_retry_count = 7;
 }
 
+// rp_connect starts the active side's connection; depth is used for both
+// RDMA read/atomic limits.
 int rp_connect(struct rdma_cm_id *id, const void *priv, int len, int depth)
 {
 	struct rdma_conn_param p;
