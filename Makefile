@@ -16,6 +16,7 @@ help:
 	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build bin/rdmasend and bin/rdmarecv"
+	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
 # the Go modules.
@@ -37,6 +38,10 @@ test-rdma: build
 
 demo: build
 	./scripts/demo.sh
+
+# not part of `make test`: prints markdown tables and writes bench/results/latest.md
+bench: build
+	./bench/run.sh
 
 demo-rdma: build
 	test/softroce/vm-run.sh bash -c 'HOST=$$RXE_IP TRANSPORT=rdma SIZE=$${SIZE:-64M} ./scripts/demo.sh'

@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# bench/run.sh - rdmapipe's benchmark (`make bench`, after `make build`). Prints one
+# markdown table per environment, every figure the median of RUNS runs, with ratios against
+# the peers measured in the same run, then the project's targets with pass/miss:
+#   1. host, TCP loopback: rdmasend/rdmarecv --transport tcp vs socat -u and nc, SIZE bytes
+#      from `head -c SIZE /dev/zero |` into `> /dev/null` (and `| wc -c`);
+#   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma vs
+#      ib_send_bw -R (1 MiB messages, polling and -e events), rcopy, and socat over the
+#      guest's kernel TCP, VM_SIZE bytes, both ends on $RXE_IP.
+# The report goes to stdout and to bench/results/latest.md; progress lines go to stderr;
+# the raw per-run measurements are kept in bench/results/latest-{host,vm}.tsv. Runs that
+# fail (exit status, byte count) are left out of the medians and listed under the table.
+#
+# env:
+#   RUNS       runs per tool and environment (default 5)
+#   SIZE       bytes per host run (default 1G; K/M/G suffixes are binary)
+#   VM_SIZE    bytes per VM run (default 256M, at least 8M; rxe under TCG moves ~40-50 MB/s,
+#              and the VM holds the rcopy source and destination in its 2 GiB of RAM: <= 512M)
+#   BENCH_HOST 0 skips the host part      BENCH_VM   0 skips the VM part
+#   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh), e.g.
+#              VM_TOOLS="rdmapipe rdmapipe-busy ib_send_bw" to add rdmapipe --busy-poll
+#   VM_TIMEOUT seconds before the VM is killed (default: from RUNS and VM_SIZE)
+#   BENCH_REPORT  where the report goes (default bench/results/latest.md; the raw
+#              measurements go beside it, as NAME-host.tsv and NAME-vm.tsv)
+#   RXE_WORK   the VM's shared work dir (default .cache/softroce; see test/softroce/README.md)
+# Quick mode: RUNS=1 SIZE=256M VM_SIZE=32M bench/run.sh
+set -euo pipefail
+cd "$(dirname "$0")/.."
+REPO=$PWD
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
+
+RUNS=${RUNS:-5}
+SIZE=${SIZE:-1G}
+VM_SIZE=${VM_SIZE:-256M}
+BENCH_HOST=${BENCH_HOST:-1}
+BENCH_VM=${BENCH_VM:-1}
+HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc socat socat-wc nc}
+# rdmapipe-busy (--busy-poll on both sides) is left out by default: ~20 s per 256 MiB run
+VM_TOOLS=${VM_TOOLS:-pipe rdmapipe rdmapipe-wc ib_send_bw ib_send_bw-e rcopy socat}
+export RXE_WORK=${RXE_WORK:-$REPO/.cache/softroce}
+[[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "bench: RUNS must be a positive number" >&2; exit 2; }
+HOST_BYTES=$(to_bytes "$SIZE")
+VM_BYTES=$(to_bytes "$VM_SIZE")
+if [ "$VM_BYTES" -lt $((8 * 1048576)) ]; then   # ib_send_bw runs at least 5 messages of 1 MiB
+  echo "bench: VM_SIZE must be at least 8M" >&2; exit 2
+fi
+
+REPORT=${BENCH_REPORT:-$REPO/bench/results/latest.md}
+OUT=$RXE_WORK/bench             # shared with the VM: binaries, raw results
+mkdir -p "$(dirname "$REPORT")" "$OUT"
+bench_init "$(mktemp -d /tmp/rdmapipe-bench.XXXXXX)"
+# shellcheck disable=SC2317  # called through the trap
+cleanup() {
+  kill_all_bg
+  rm -rf "$SCRATCH"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+# The host's tools (scripts/deps.sh installs what is missing; the VM's own packages,
+# perftest and rdmacm-utils among them, come with test/softroce/deps.sh).
+scripts/deps.sh time socat netcat-openbsd iproute2
+for f in bin/rdmasend bin/rdmarecv; do
+  [ -x "$f" ] || { echo "bench: $f missing: run make build (or make bench)" >&2; exit 1; }
+done
+# A snapshot of the binaries, so that a concurrent `make build` cannot change them mid-run;
+# in $RXE_WORK, where the VM sees them too.
+BENCH_BIN=$OUT/bin
+rm -rf "$BENCH_BIN"; mkdir -p "$BENCH_BIN"
+cp bin/rdmasend bin/rdmarecv "$BENCH_BIN/"
+rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta"
+
+# ---- 1. host: TCP loopback ----------------------------------------------------------------
+if [ "$BENCH_HOST" != 0 ]; then
+  echo "bench: host, TCP loopback: $RUNS x $SIZE per tool: $HOST_TOOLS" >&2
+  BENCH_TSV=$OUT/host.tsv
+  : > "$BENCH_TSV"
+  ADDR=127.0.0.1 RP_TRANSPORT=tcp RP_LISTEN=tcp
+  TT=$((60 + HOST_BYTES / 5000000))
+  # shellcheck disable=SC2086  # HOST_TOOLS is a list
+  bench_env host "$HOST_BYTES" "$RUNS" $HOST_TOOLS
+fi
+
+# ---- 2. the SoftRoCE VM ---------------------------------------------------------------------
+VM_STATUS=skipped
+if [ "$BENCH_VM" != 0 ]; then
+  if [ "$(id -u)" != 0 ]; then
+    VM_STATUS="not run: the SoftRoCE VM needs root"
+    echo "bench: $VM_STATUS" >&2
+  else
+    ntools=$(wc -w <<<"$VM_TOOLS")
+    # generous: boot, plus every run at 5 MB/s with 15 s of set-up
+    vm_timeout=${VM_TIMEOUT:-$((120 + ntools * (RUNS + 1) * (VM_BYTES / 5000000 + 15)))}
+    echo "bench: SoftRoCE VM: $RUNS x $VM_SIZE per tool: $VM_TOOLS (VM_TIMEOUT $vm_timeout s)" >&2
+    st=0
+    # the guest's output is progress only: to stderr, with the harness's own lines
+    VM_TIMEOUT=$vm_timeout test/softroce/vm-run.sh env \
+      BENCH_OUT="$OUT" BENCH_BIN="$BENCH_BIN" RUNS="$RUNS" VM_BYTES="$VM_BYTES" VM_TOOLS="$VM_TOOLS" \
+      "$REPO/bench/vm-guest.sh" >&2 || st=$?
+    if [ "$st" = 0 ]; then
+      VM_STATUS=ok
+    else
+      VM_STATUS="failed (vm-run.sh exit status $st; see $RXE_WORK/last-output.log)"
+      echo "bench: the VM part $VM_STATUS" >&2
+    fi
+  fi
+fi
+
+# ---- 3. report --------------------------------------------------------------------------------
+commit=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+# read-only: no optional index refresh
+if [ -n "$(GIT_OPTIONAL_LOCKS=0 git status --porcelain --untracked-files=no 2>/dev/null)" ]; then
+  commit=$commit-dirty
+fi
+vm_meta() { sed -n "s/^$1=//p" "$OUT/vm-meta" 2>/dev/null; }
+ver() { dpkg-query -W -f '${Version}' "$1" 2>/dev/null || echo "?"; }
+
+report() {
+  echo "# rdmapipe benchmark"
+  echo
+  echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
+  echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), kernel $(uname -r)"
+  echo "- Go: $(go version 2>/dev/null | sed 's/^go version //' || echo '?'); rdmapipe commit $commit"
+  echo "- peers: socat $(ver socat), netcat-openbsd $(ver netcat-openbsd), perftest $(ver perftest), rdmacm-utils $(ver rdmacm-utils)"
+  echo "- RUNS=$RUNS (every figure is the median of the successful runs), host SIZE=$SIZE, VM_SIZE=$VM_SIZE"
+  if [ "$VM_STATUS" = ok ]; then
+    echo "- VM: qemu TCG, $(vm_meta nproc) vCPUs, $(vm_meta mem_mib) MiB, guest kernel $(vm_meta kernel), rxe0 on dummy0, active MTU $(vm_meta mtu)"
+  else
+    echo "- VM: $VM_STATUS"
+  fi
+  echo "- MB = 10^6 bytes, GiB = 2^30 bytes. MB/s: bytes / wall time from the sender's start until both sides have exited."
+  echo "  CPU: user+sys seconds of the tool alone (GNU time), per GiB moved; RSS: peak resident set (GNU time %M)."
+  echo "  The sender and the receiver share the machine's $(nproc) CPUs (the VM's 2 vCPUs in the VM)."
+  echo
+  local files=()
+  if [ -s "$OUT/host.tsv" ]; then files+=("$OUT/host.tsv"); fi
+  if [ -s "$OUT/vm.tsv" ]; then files+=("$OUT/vm.tsv"); fi
+  if [ ${#files[@]} = 0 ]; then
+    echo "No measurements."
+  else
+    awk -F'\t' -v host_size="$SIZE" -v vm_size="$VM_SIZE" -f bench/report.awk "${files[@]}"
+  fi
+}
+
+report | tee "$REPORT.tmp"
+mv "$REPORT.tmp" "$REPORT"
+for e in host vm; do
+  if [ -s "$OUT/$e.tsv" ]; then cp "$OUT/$e.tsv" "${REPORT%.md}-$e.tsv"; else rm -f "${REPORT%.md}-$e.tsv"; fi
+done
+echo "bench: written to $REPORT" >&2
