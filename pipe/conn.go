@@ -85,7 +85,7 @@ type Info struct {
 	Local     string // local address
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes
-	Depth     int    // negotiated credits: data messages in flight
+	Depth     int    // negotiated buffers per side (Depth-1 data messages in flight)
 }
 
 // ErrClosed is returned by Poll after Close.

@@ -20,7 +20,7 @@ const (
 const (
 	MinChunk = 1
 	MaxChunk = 64 << 20
-	MinDepth = 2
+	MinDepth = 3
 	MaxDepth = 128
 )
 
@@ -35,13 +35,19 @@ var paramsMagic = [4]byte{'R', 'D', 'P', 'P'}
 type Params struct {
 	Version uint16 // wire protocol version
 	Chunk   int    // data payload bytes per message
-	Depth   int    // credits: data messages that may be in flight
+	Depth   int    // buffers per side; Credits() of them carry data at once
 }
 
 // NewParams returns Params for this protocol version.
 func NewParams(chunk, depth int) Params {
 	return Params{Version: Version, Chunk: chunk, Depth: depth}
 }
+
+// Credits returns how many data messages may be in flight: one receive
+// buffer fewer than Depth, because the receiver keeps one posted for the
+// sender's authentication, heartbeat and abort messages, which must get
+// through even while every data buffer is full.
+func (p Params) Credits() int { return p.Depth - 1 }
 
 // Validate reports whether p is within the protocol's limits.
 func (p Params) Validate() error {
@@ -97,20 +103,23 @@ type Layout struct {
 
 // SenderLayout is the buffer layout of the sending side for p (a sender may
 // size itself from its proposal, which is never smaller than the answer):
-// one send buffer per credit, and enough small receive buffers for every
-// credit return and control message the receiver may have in flight.
+// Depth send buffers (one more than the credits, so that input is read
+// into a buffer while the others are on the wire), and enough small receive
+// buffers for every credit return and control message the receiver may
+// have in flight.
 func SenderLayout(p Params) Layout {
 	return Layout{SendBufs: p.Depth, SendSize: max(HeaderLen+p.Chunk, MaxControl),
 		RecvBufs: p.Depth + controlSlack, RecvSize: MaxControl}
 }
 
 // ReceiverLayout is the buffer layout of the receiving side for negotiated
-// p: one receive buffer per credit plus one spare for the sender's
+// p: Depth receive buffers, one per credit plus one spare for the sender's
 // authentication, heartbeat and abort messages; it sends only control
-// messages. Buffers are never smaller than MaxControl, so that control
-// messages fit even when the chunk is tiny.
+// messages. So each side pins Chunk x Depth (plus headers). Buffers are
+// never smaller than MaxControl, so that control messages fit even when
+// the chunk is tiny.
 func ReceiverLayout(p Params) Layout {
-	return Layout{RecvBufs: p.Depth + 1, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
+	return Layout{RecvBufs: p.Depth, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per

@@ -44,6 +44,7 @@ type receiver struct {
 	written  atomic.Int64 // bytes written to w
 	messages atomic.Int64 // data messages written
 	crc      uint32       // of the bytes written; read only after the writer is done
+	endSeen  bool         // the end-of-stream message went to the writer
 }
 
 // arrival is a received message handed to the writer goroutine.
@@ -52,13 +53,13 @@ type arrival struct {
 	end      bool
 }
 
-func (r *receiver) run(ctx context.Context) (Stats, error) {
+func (r *receiver) run(parent context.Context) (Stats, error) {
 	st := Stats{Info: r.c.Info()}
-	if err := r.handshake(ctx); err != nil {
+	if err := r.handshake(parent); err != nil {
 		return st, err
 	}
 	start := time.Now()
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(parent)
 	var beats sync.WaitGroup
 	beats.Go(func() { r.heartbeat(ctx, func() []byte { return []byte{0} }) })
 	defer beats.Wait()
@@ -76,6 +77,16 @@ func (r *receiver) run(ctx context.Context) (Stats, error) {
 
 	err := r.receive(ctx, arrivals)
 	close(arrivals)
+	if r.endSeen && r.peerGaveUp && parent.Err() == nil {
+		// The whole stream arrived before the connection went (the sender
+		// hangs up as soon as it has the confirmation, which can beat the
+		// writer's own "finished" here): the writer's verdict decides.
+		select {
+		case <-writeDone:
+			err = context.Cause(ctx)
+		case <-parent.Done():
+		}
+	}
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	if errors.Is(err, errFinished) {
 		<-writeDone
@@ -208,7 +219,8 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if typ == msgEnd && c.Len < endLen {
 				return Errorf(KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
-			arrivals <- arrival{buf: c.Buf, len: c.Len, end: typ == msgEnd}
+			r.endSeen = typ == msgEnd
+			arrivals <- arrival{buf: c.Buf, len: c.Len, end: r.endSeen}
 		}
 	}
 }
@@ -245,10 +257,10 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 			r.cfg.Progress(n)
 		}
 		if err := r.c.PostRecv(a.buf); err != nil {
-			return wrap(KindAborted, "post receive", err)
+			return r.truncated(err)
 		}
 		if err := r.c.SendControl(credit); err != nil {
-			return wrap(KindAborted, "return credit", err)
+			return r.truncated(err)
 		}
 	}
 	return nil
@@ -269,8 +281,8 @@ func (r *receiver) finish(end []byte) error {
 	done := make([]byte, 9)
 	done[0] = msgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
-	if err := r.c.SendControl(done); err != nil {
-		return wrap(KindAborted, "confirm end of stream", err)
-	}
+	// Everything arrived intact and is written: if the confirmation cannot
+	// be sent (the sender is gone), the sender fails, not this side.
+	_ = r.c.SendControl(done)
 	return nil
 }

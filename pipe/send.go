@@ -55,8 +55,9 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	for i := 0; i < min(s.c.SendBufs(), info.Depth); i++ {
 		s.free <- i
 	}
-	s.credits = make(chan struct{}, info.Depth)
-	for range info.Depth {
+	credits := NewParams(info.Chunk, info.Depth).Credits()
+	s.credits = make(chan struct{}, credits)
+	for range credits {
 		s.credits <- struct{}{}
 	}
 

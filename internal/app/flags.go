@@ -41,7 +41,7 @@ func commonFlags() []cli.Flag {
 		&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
 		&cli.StringFlag{Name: "chunk-size", Aliases: []string{"c"}, Value: "1M", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
-		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, Value: pipe.DefaultDepth, Usage: "messages in flight (buffers per side); the smaller of the two sides' values is used"},
+		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, Value: pipe.DefaultDepth, Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
 		&cli.StringFlag{Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
 		&cli.StringFlag{Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},

@@ -16,8 +16,8 @@ func testNegotiate(t *testing.T, mk MakePair) {
 		want            pipe.Params
 	}{
 		{"receiver smaller", pipe.NewParams(8192, 8), pipe.NewParams(4096, 4), pipe.NewParams(4096, 4)},
-		{"sender smaller", pipe.NewParams(1024, 2), pipe.NewParams(4096, 4), pipe.NewParams(1024, 2)},
-		{"mixed", pipe.NewParams(4096, 2), pipe.NewParams(1024, 16), pipe.NewParams(1024, 2)},
+		{"sender smaller", pipe.NewParams(1024, 3), pipe.NewParams(4096, 4), pipe.NewParams(1024, 3)},
+		{"mixed", pipe.NewParams(4096, 3), pipe.NewParams(1024, 16), pipe.NewParams(1024, 3)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

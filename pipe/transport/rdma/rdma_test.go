@@ -455,7 +455,7 @@ func TestNegotiation(t *testing.T) {
 		want            pipe.Params
 	}{
 		{"receiver smaller", pipe.NewParams(4096, 8), pipe.NewParams(65536, 4), pipe.NewParams(4096, 4)},
-		{"sender smaller", pipe.NewParams(1<<20, 16), pipe.NewParams(1000, 2), pipe.NewParams(1000, 2)},
+		{"sender smaller", pipe.NewParams(1<<20, 16), pipe.NewParams(1000, 3), pipe.NewParams(1000, 3)},
 		{"equal", pipe.NewParams(8192, 3), pipe.NewParams(8192, 3), pipe.NewParams(8192, 3)},
 	}
 	for _, tt := range tests {
