@@ -291,7 +291,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 		if c.opt.BusyPoll {
 			if spin%busyCheck == 0 {
 				if err := c.stopped(); err != nil {
-					return 0, err
+					return c.last(cs, err)
 				}
 				if err := ctx.Err(); err != nil {
 					return 0, err
@@ -301,7 +301,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 			continue
 		}
 		if err := c.stopped(); err != nil {
-			return 0, err
+			return c.last(cs, err)
 		}
 		// Arm the channel, then poll once more: a completion that arrived
 		// before arming raises no event.
@@ -313,9 +313,23 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 			return n, nil
 		}
 		if err := c.cqW.wait(ctx, c.stopped, c.cqEvent); err != nil {
-			return 0, err
+			if ctx.Err() != nil {
+				return 0, err
+			}
+			return c.last(cs, err)
 		}
 	}
+}
+
+// last returns the completions that reached the CQ before the connection
+// failed with err (the peer's last message, say, which can land just as its
+// disconnect is noticed: the CM event and the CQ are not ordered), and err
+// once there are none left.
+func (c *Conn) last(cs []pipe.Completion, err error) (int, error) {
+	if n := c.reap(cs); n > 0 {
+		return n, nil
+	}
+	return 0, err
 }
 
 // cqEvent takes one event from the completion channel, if there is one.
