@@ -242,14 +242,14 @@ func (s *sender) read(ctx context.Context) error {
 			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
 			s.ended.Store(true)
 			if err := s.c.PostSend(i, endLen); err != nil {
-				return wrap(KindAborted, "send", err)
+				return s.lost(err)
 			}
 			s.posted.Store(seq)
 			return nil
 		}
 		putHeader(buf, msgData, seq)
 		if err := s.c.PostSend(i, HeaderLen+n); err != nil {
-			return wrap(KindAborted, "send", err)
+			return s.lost(err)
 		}
 		s.posted.Store(seq)
 		// The checksum runs while the buffer is on the wire: both only read

@@ -49,9 +49,6 @@ type session struct {
 	// backlog holds completions a handshake step did not get to; the next
 	// poll returns them first.
 	backlog []Completion
-	// repostErr is the first failure to re-post a receive buffer in the
-	// current batch; see repost.
-	repostErr error
 	// idle is the idle-timeout context made from idleParent; stopIdle
 	// releases it. See idleContext.
 	idle       context.Context
@@ -69,9 +66,6 @@ func newSession(c Conn, cfg Config, peer string) *session {
 // poll waits for completions, ending with an error if ctx ends, the
 // connection fails, or the peer stays silent longer than the idle timeout.
 func (s *session) poll(ctx context.Context) ([]Completion, error) {
-	if s.repostErr != nil {
-		return nil, s.repostErr
-	}
 	if len(s.backlog) > 0 {
 		cs := s.backlog
 		s.backlog = nil
@@ -90,7 +84,7 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 			return nil, s.cancelled(ctx)
 		case pctx.Err() == nil:
 			s.peerGaveUp = true
-			return nil, wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+			return nil, s.lost(err)
 		case time.Since(s.heard) >= s.cfg.Timeout:
 			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
 		}
@@ -111,14 +105,17 @@ func (s *session) keep(rest []Completion) {
 	s.backlog = append([]Completion(nil), rest...)
 }
 
-// repost makes receive buffer i available again. A failure (the connection
-// broke) is reported by the next poll, so that the messages already in the
-// batch, such as the peer's last words, are still handled.
+// lost describes a failure of the connection to the peer.
+func (s *session) lost(err error) error {
+	return wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+}
+
+// repost makes receive buffer i available again. It fails only when the
+// connection broke, and then the transport's Poll reports that after the
+// completions already queued, such as the peer's last words, which must
+// still be handled: so the error is left to Poll.
 func (s *session) repost(i int) {
-	if err := s.c.PostRecv(i); err != nil && s.repostErr == nil {
-		s.peerGaveUp = true
-		s.repostErr = wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
-	}
+	_ = s.c.PostRecv(i)
 }
 
 // idleContext returns ctx limited by the idle timeout. To keep the hot path

@@ -150,6 +150,26 @@ func (c *Conn) fail(err error) {
 	})
 }
 
+// lastWords is how long a failed write leaves the reader to deliver what
+// the peer sent before it went.
+const lastWords = 500 * time.Millisecond
+
+// failSoon fails the connection with err after lastWords, unless the reader
+// fails it first. A write fails when the peer has gone (often with a reset
+// because it closed with our data unread), and what it sent before going,
+// such as an abort message that says why, is still to be read and reported.
+func (c *Conn) failSoon(err error) {
+	go func() {
+		t := time.NewTimer(lastWords)
+		defer t.Stop()
+		select {
+		case <-c.done:
+		case <-t.C:
+			c.fail(err)
+		}
+	}()
+}
+
 // Close waits up to two seconds for queued sends to be written, then closes
 // the connection and waits for its goroutines. It unblocks a pending Poll,
 // which returns pipe.ErrClosed. Close may be called more than once.

@@ -63,7 +63,7 @@ fill:
 	}
 	c.nb = vec
 	if _, err := c.nb.WriteTo(c.nc); err != nil {
-		c.fail(&pipe.Error{Kind: pipe.KindAborted, Op: "write to " + c.remote, Err: err})
+		c.failSoon(&pipe.Error{Kind: pipe.KindAborted, Op: "write to " + c.remote, Err: err})
 		return false
 	}
 	for _, w := range batch {
