@@ -158,6 +158,9 @@ func TestAutoTransport(t *testing.T) {
 	expect(t, "rdmasend", code, sendErr, 0)
 	code, recvErr := r.wait(30 * time.Second)
 	expect(t, "rdmarecv", code, recvErr, 0)
+	if n := strings.Count(sendErr, "using TCP"); suite.transport == "tcp" && n != 1 {
+		t.Errorf("auto fell back to TCP with %d notices, want one line:\n%s", n, sendErr)
+	}
 	for _, path := range []string{sj, rj} {
 		m := stats(t, path)
 		if m["transport"] != suite.transport || m["ok"] != true || m["bytes"] != float64(5) {
