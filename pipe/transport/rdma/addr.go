@@ -13,6 +13,8 @@ import (
 	"net/netip"
 	"strconv"
 	"unsafe"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // resolve turns "host:port" into the addresses to try. An empty host
@@ -103,3 +105,20 @@ func addrString(sa *C.struct_sockaddr) string {
 // localAddr and peerAddr return the addresses of an rdma_cm id.
 func localAddr(id *C.struct_rdma_cm_id) string { return addrString(C.rdma_get_local_addr(id)) }
 func peerAddr(id *C.struct_rdma_cm_id) string  { return addrString(C.rdma_get_peer_addr(id)) }
+
+// prepare does what Dial and Listen (listen) both do first for operation
+// op: check the parameters (KindUsage), that there is an RDMA device
+// (KindNoRDMA), and resolve addr (KindSetup).
+func prepare(ctx context.Context, op, addr string, p pipe.Params, listen bool) ([]netip.AddrPort, error) {
+	if err := p.Validate(); err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
+	}
+	if err := probe(); err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindNoRDMA, Op: op, Err: err}
+	}
+	aps, err := resolve(ctx, addr, listen)
+	if err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+	}
+	return aps, nil
+}

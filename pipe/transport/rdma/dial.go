@@ -32,15 +32,9 @@ type Dialer struct {
 // with pipe.KindSetup for other failures (rejected, unreachable, ctx ended).
 func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
 	op := "connect " + addr
-	if err := proposal.Validate(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
-	}
-	if err := probe(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindNoRDMA, Op: op, Err: err}
-	}
-	aps, err := resolve(ctx, addr, false)
+	aps, err := prepare(ctx, op, addr, proposal, false)
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, err
 	}
 	var first error
 	for _, ap := range aps {

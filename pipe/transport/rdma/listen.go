@@ -46,15 +46,9 @@ type Listener struct {
 // RDMA device.
 func Listen(ctx context.Context, addr string, local pipe.Params, opt Options) (*Listener, error) {
 	op := "listen " + addr
-	if err := local.Validate(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
-	}
-	if err := probe(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindNoRDMA, Op: op, Err: err}
-	}
-	aps, err := resolve(ctx, addr, true)
+	aps, err := prepare(ctx, op, addr, local, true)
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, err
 	}
 	cm, err := newEventChannel()
 	if err != nil {
