@@ -57,7 +57,7 @@ type Conn interface {
 	PostSend(i, n int) error
 	// SendControl sends p (at most MaxControl bytes) as one message. The
 	// caller may reuse p as soon as SendControl returns.
-	SendControl(p []byte) error
+	SendControl(ctx context.Context, p []byte) error
 	// PostRecv makes receive buffer i available for the next message.
 	PostRecv(i int) error
 

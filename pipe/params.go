@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 1
+const Version = 2
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
@@ -29,6 +29,9 @@ const ParamsLen = 16
 
 var paramsMagic = [4]byte{'R', 'D', 'P', 'P'}
 
+// paramsBusy is the flag bit of Params.Busy in byte 6 of the encoding.
+const paramsBusy = 1
+
 // Params are the stream parameters the two peers agree on when a transport
 // connects: the sender proposes its own, the receiver answers with the
 // result of Negotiate, and both sides size their buffers from that answer.
@@ -36,6 +39,9 @@ type Params struct {
 	Version uint16 // wire protocol version
 	Chunk   int    // data payload bytes per message
 	Depth   int    // buffers per side; Credits() of them carry data at once
+	// Busy is set in a receiver's refusal of a connect request while it
+	// serves another stream (see Listener.SetBusy): the sender may retry.
+	Busy bool
 }
 
 // NewParams returns Params for this protocol version.
@@ -74,13 +80,18 @@ func Negotiate(local, remote Params) (Params, error) {
 	return Params{Version: Version, Chunk: min(local.Chunk, remote.Chunk), Depth: min(local.Depth, remote.Depth)}, nil
 }
 
-// MarshalBinary encodes p in ParamsLen bytes (also used as RDMA CM private data).
+// MarshalBinary encodes p in ParamsLen bytes (also used as RDMA CM private
+// data): "RDPP", version u16, flags u8, zero u8, chunk u32, depth u32, all
+// little-endian.
 func (p Params) MarshalBinary() ([]byte, error) {
 	b := make([]byte, ParamsLen)
 	copy(b, paramsMagic[:])
 	binary.LittleEndian.PutUint16(b[4:], p.Version)
 	binary.LittleEndian.PutUint32(b[8:], uint32(p.Chunk))
 	binary.LittleEndian.PutUint32(b[12:], uint32(p.Depth))
+	if p.Busy {
+		b[6] |= paramsBusy
+	}
 	return b, nil
 }
 
@@ -92,6 +103,7 @@ func (p *Params) UnmarshalBinary(b []byte) error {
 	p.Version = binary.LittleEndian.Uint16(b[4:])
 	p.Chunk = int(binary.LittleEndian.Uint32(b[8:]))
 	p.Depth = int(binary.LittleEndian.Uint32(b[12:]))
+	p.Busy = b[6]&paramsBusy != 0
 	return nil
 }
 

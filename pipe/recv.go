@@ -25,7 +25,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 	defer r.release()
 	st, err := r.run(ctx)
 	if err != nil && !r.peerGaveUp {
-		_ = c.SendControl(abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))
+		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))
 	}
 	return st, err
 }
@@ -33,7 +33,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 // Refuse tells the sender that connected on c why it is not served, with
 // an abort of kind k, and closes c.
 func Refuse(c Conn, k Kind, reason string) error {
-	err := c.SendControl(abortMessage([]byte{msgAbort}, k, reason))
+	err := lastWords(c, abortMessage([]byte{msgAbort}, k, reason))
 	return errors.Join(err, c.Close())
 }
 
@@ -110,7 +110,7 @@ func (r *receiver) handshake(ctx context.Context) error {
 		hello[1] = flagKey
 	}
 	hello = append(hello, nonce[:]...)
-	if err := r.c.SendControl(hello); err != nil {
+	if err := r.c.SendControl(ctx, hello); err != nil {
 		return wrap(KindSetup, "send hello", err)
 	}
 	auth, err := r.next(ctx)
@@ -136,7 +136,7 @@ func (r *receiver) handshake(ctx context.Context) error {
 		welcome[1] = flagKey
 		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, theirNonce, nonce[:]))
 	}
-	if err := r.c.SendControl(welcome); err != nil {
+	if err := r.c.SendControl(ctx, welcome); err != nil {
 		return wrap(KindSetup, "send welcome", err)
 	}
 	return nil
@@ -241,7 +241,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		}
 		msg := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
-			return r.finish(msg)
+			return r.finish(ctx, msg)
 		}
 		payload := msg[HeaderLen:]
 		if _, err := r.w.Write(payload); err != nil {
@@ -259,14 +259,14 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		// These fail only when the connection broke; the receive loop
 		// hears of that from Poll and decides whether the stream is whole.
 		_ = r.c.PostRecv(a.buf)
-		_ = r.c.SendControl(credit)
+		_ = r.c.SendControl(ctx, credit)
 	}
 	return nil
 }
 
 // finish checks the end-of-stream message against what was written and
 // confirms the stream to the sender.
-func (r *receiver) finish(end []byte) error {
+func (r *receiver) finish(ctx context.Context, end []byte) error {
 	wantBytes := int64(binary.LittleEndian.Uint64(end[HeaderLen:]))
 	wantCRC := binary.LittleEndian.Uint32(end[HeaderLen+8:])
 	written := r.written.Load()
@@ -281,6 +281,6 @@ func (r *receiver) finish(end []byte) error {
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.
-	_ = r.c.SendControl(done)
+	_ = r.c.SendControl(ctx, done)
 	return nil
 }

@@ -24,7 +24,7 @@ func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 	if err != nil && !s.peerGaveUp {
 		msg := make([]byte, HeaderLen, MaxControl)
 		putHeader(msg, msgAbort, 0)
-		_ = c.SendControl(abortMessage(msg, KindOf(err), err.Error()))
+		lastWords(c, abortMessage(msg, KindOf(err), err.Error()))
 	}
 	return st, err
 }
@@ -119,7 +119,7 @@ func (s *sender) handshake(ctx context.Context) error {
 		copy(msg[HeaderLen+1:], nonce[:])
 		copy(msg[HeaderLen+1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
 	}
-	if err := s.c.SendControl(msg); err != nil {
+	if err := s.c.SendControl(ctx, msg); err != nil {
 		return wrap(KindSetup, "send authentication", err)
 	}
 	welcome, err := s.controlMessage(ctx, msgWelcome, 1+macLen)

@@ -169,7 +169,7 @@ func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if s.c.SendControl(msg()) != nil {
+			if s.c.SendControl(ctx, msg()) != nil {
 				return
 			}
 		}
@@ -209,3 +209,15 @@ func settle(err error, done <-chan struct{}) error {
 type stuckError struct{ error }
 
 func (e stuckError) Unwrap() []error { return []error{e.error, ErrStuck} }
+
+// lastWordsTimeout bounds how long a failing side waits to hand its abort
+// message to the transport: the peer may be the reason it fails.
+const lastWordsTimeout = time.Second
+
+// lastWords sends a final message (an abort) to the peer, waiting at most
+// lastWordsTimeout for room to send it.
+func lastWords(c Conn, msg []byte) error {
+	ctx, cancel := context.WithTimeout(context.Background(), lastWordsTimeout)
+	defer cancel()
+	return c.SendControl(ctx, msg)
+}

@@ -15,6 +15,11 @@ type Dialer interface {
 // with ReceiverLayout.
 type Listener interface {
 	Accept(ctx context.Context) (Conn, error)
+	// SetBusy says whether the receiver is serving a stream. While it is,
+	// the listener refuses connect requests as busy (Params.Busy in the
+	// refusal, an error of kind KindBusy at the dialer) before it
+	// allocates or registers anything for them.
+	SetBusy(busy bool)
 	// Addr returns the address the listener is bound to.
 	Addr() string
 	// Close stops listening and unblocks Accept.

@@ -64,6 +64,13 @@ func (m *multiListener) Accept(ctx context.Context) (pipe.Conn, error) {
 	}
 }
 
+// SetBusy passes the receiver's state on to every listener.
+func (m *multiListener) SetBusy(busy bool) {
+	for _, l := range m.ls {
+		l.SetBusy(busy)
+	}
+}
+
 // Addr returns the addresses of all the listeners.
 func (m *multiListener) Addr() string {
 	addrs := make([]string, len(m.ls))

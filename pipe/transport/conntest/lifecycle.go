@@ -40,7 +40,7 @@ func testBadRequests(t *testing.T, mk MakePair) {
 		{"receive buffer -1", func() error { return r.PostRecv(-1) }},
 		{"receive buffer past the end", func() error { return r.PostRecv(r.RecvBufs()) }},
 		{"receive buffer already posted", func() error { return r.PostRecv(0) }},
-		{"control too long", func() error { return s.SendControl(make([]byte, pipe.MaxControl+1)) }},
+		{"control too long", func() error { return s.SendControl(context.Background(), make([]byte, pipe.MaxControl+1)) }},
 		{"poll into nothing", func() error { _, err := s.Poll(t.Context(), nil); return err }},
 		{"send buffer already posted", func() error {
 			if err := s.PostSend(1, 1); err != nil {
@@ -66,7 +66,7 @@ func testPeerClose(t *testing.T, mk MakePair) {
 			if closer == "receiver" {
 				from, to = r, s
 			}
-			if err := from.SendControl([]byte("bye")); err != nil {
+			if err := from.SendControl(context.Background(), []byte("bye")); err != nil {
 				t.Fatal(err)
 			}
 			if err := from.Close(); err != nil {
@@ -133,7 +133,7 @@ func testCloseUnblocksPoll(t *testing.T, mk MakePair) {
 			if _, err := c.Poll(context.Background(), make([]pipe.Completion, 1)); !errors.Is(err, pipe.ErrClosed) {
 				t.Errorf("poll after close: %v, want ErrClosed", err)
 			}
-			if c.SendControl([]byte{1}) == nil || c.PostRecv(0) == nil {
+			if c.SendControl(context.Background(), []byte{1}) == nil || c.PostRecv(0) == nil {
 				t.Error("work posted after close")
 			}
 			if c.SendBufs() > 0 && c.PostSend(0, 1) == nil {

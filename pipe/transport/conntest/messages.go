@@ -2,6 +2,7 @@ package conntest
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"testing"
 
@@ -95,7 +96,7 @@ func testControlSizes(t *testing.T, mk MakePair) {
 	}{{"to sender", r, s}, {"to receiver", s, r}} {
 		for _, n := range []int{0, 1, pipe.MaxControl} {
 			want := pattern(n, n)
-			if err := dir.from.SendControl(want); err != nil {
+			if err := dir.from.SendControl(context.Background(), want); err != nil {
 				t.Fatal(err)
 			}
 			got := collect(t, dir.to, 1)[0]
@@ -162,7 +163,7 @@ func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- s
 				t.Error(err)
 				return
 			}
-			if err := r.SendControl([]byte{1}); err != nil {
+			if err := r.SendControl(context.Background(), []byte{1}); err != nil {
 				t.Error(err)
 				return
 			}
@@ -233,7 +234,7 @@ func testControlCopied(t *testing.T, mk MakePair) {
 		from, to pipe.Conn
 	}{{"to sender", r, s}, {"to receiver", s, r}} {
 		p := pattern(1, 40)
-		if err := dir.from.SendControl(p); err != nil {
+		if err := dir.from.SendControl(context.Background(), p); err != nil {
 			t.Fatal(err)
 		}
 		clear(p)

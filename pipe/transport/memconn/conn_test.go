@@ -98,7 +98,7 @@ func TestFaults(t *testing.T) {
 				from, to = r, s
 			}
 			for k := byte(1); k <= 4; k++ {
-				if err := from.SendControl([]byte{0, k}); err != nil && tt.err == "" {
+				if err := from.SendControl(context.Background(), []byte{0, k}); err != nil && tt.err == "" {
 					t.Fatal(err)
 				}
 			}
@@ -154,7 +154,7 @@ func TestDelay(t *testing.T) {
 	s, r := pair(t, Faults{Delay: delay})
 	start := time.Now()
 	for k := byte(1); k <= 3; k++ {
-		if err := s.SendControl([]byte{k}); err != nil {
+		if err := s.SendControl(context.Background(), []byte{k}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -1,6 +1,7 @@
 package memconn
 
 import (
+	"context"
 	"errors"
 	"strings"
 	"testing"
@@ -62,7 +63,7 @@ func TestInFlight(t *testing.T) {
 		data, msgs int // in flight after the step
 	}{
 		{"data", func() error { return s.PostSend(0, 1) }, 1, 1},
-		{"control", func() error { return s.SendControl([]byte{1}) }, 1, 2},
+		{"control", func() error { return s.SendControl(context.Background(), []byte{1}) }, 1, 2},
 		{"data again", func() error { return s.PostSend(1, 1) }, 2, 3},
 		{"re-post all", func() error { return repost(r, 3) }, 0, 0},
 		{"data after", func() error { return s.PostSend(2, 1) }, 1, 1},

@@ -1,6 +1,7 @@
 package memconn
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -31,7 +32,10 @@ func (c *Conn) PostSend(i, n int) error {
 
 // SendControl copies p (at most pipe.MaxControl bytes) and queues it as
 // one message.
-func (c *Conn) SendControl(p []byte) error {
+func (c *Conn) SendControl(ctx context.Context, p []byte) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if err := c.usable(); err != nil {

@@ -35,8 +35,9 @@ const (
 	busyCheck = 64
 	// closeTimeout bounds how long Close waits for queued sends.
 	closeTimeout = 2 * time.Second
-	// controlTimeout bounds how long SendControl waits for a free buffer.
-	controlTimeout = 10 * time.Second
+	// ctrlWaitMax is the longest pause between two looks for a free
+	// control buffer.
+	ctrlWaitMax = 10 * time.Millisecond
 	// bufAlign is the alignment of every buffer in the region.
 	bufAlign = 64
 	// hugePage is the huge page size tried for large regions.
@@ -199,11 +200,13 @@ func (c *Conn) postRecv(i int) C.int {
 	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
 }
 
-// SendControl sends p from one of a small ring of registered buffers (inline
-// when it fits). If every control buffer is in flight it polls the
-// completion queue itself until one is free, keeping other completions for
-// Poll, and fails after a while if none frees.
-func (c *Conn) SendControl(p []byte) error {
+// SendControl sends p from one of a ring of registered buffers (inline
+// when it fits). If every control buffer is in flight (the peer is not
+// taking messages: paused, or its receives are all in use) it reaps
+// completions itself until one is free, keeping other completions for
+// Poll. It waits as long as ctx lives and the connection stands: a message
+// is either queued or SendControl returns an error, never dropped.
+func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if len(p) > pipe.MaxControl {
 		return pipe.Errorf(pipe.KindInternal, "send control message to "+c.peer, "%d bytes exceed the limit of %d", len(p), pipe.MaxControl)
 	}
@@ -212,7 +215,7 @@ func (c *Conn) SendControl(p []byte) error {
 	if err := c.stopped(); err != nil {
 		return err
 	}
-	slot, err := c.takeSlot()
+	slot, err := c.takeSlot(ctx)
 	if err != nil {
 		return err
 	}
@@ -224,15 +227,17 @@ func (c *Conn) SendControl(p []byte) error {
 	}
 	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.lkey, inl); rc != 0 {
 		c.freeSlot(slot)
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
+		err := fmt.Errorf("ibv_post_send: %w", errno(rc))
+		c.fail(err.Error())
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer, Err: err}
 	}
 	return nil
 }
 
-// takeSlot returns a free control buffer, reaping completions while none is.
-func (c *Conn) takeSlot() (int, error) {
-	var deadline time.Time
-	for {
+// takeSlot returns a free control buffer, reaping completions while none
+// is, until ctx ends or the connection stops.
+func (c *Conn) takeSlot(ctx context.Context) (int, error) {
+	for wait := time.Microsecond; ; wait = min(2*wait, ctrlWaitMax) {
 		c.ctrlMu.Lock()
 		if n := len(c.ctrlFree); n > 0 {
 			slot := c.ctrlFree[n-1]
@@ -244,16 +249,15 @@ func (c *Conn) takeSlot() (int, error) {
 		if err := c.stopped(); err != nil {
 			return 0, err
 		}
+		if err := ctx.Err(); err != nil {
+			return 0, &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer,
+				Err: fmt.Errorf("all %d control buffers still in flight: peer not receiving (%w)", ctrlSlots, err)}
+		}
 		if c.drain() > 0 {
+			wait = time.Microsecond
 			continue
 		}
-		if deadline.IsZero() {
-			deadline = time.Now().Add(controlTimeout)
-		} else if time.Now().After(deadline) {
-			return 0, pipe.Errorf(pipe.KindAborted, "send control message to "+c.peer,
-				"all %d control buffers still in flight after %v: peer not receiving", ctrlSlots, controlTimeout)
-		}
-		time.Sleep(20 * time.Microsecond)
+		time.Sleep(wait)
 	}
 }
 

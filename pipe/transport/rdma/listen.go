@@ -11,6 +11,7 @@ import (
 	"net"
 	"net/netip"
 	"sync"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -22,6 +23,7 @@ const backlog = 16
 // Listener accepts RDMA connections from senders. It implements
 // pipe.Listener.
 type Listener struct {
+	busy  atomic.Bool // see SetBusy
 	cm    *eventChannel
 	ids   []*C.struct_rdma_cm_id // listening ids, all on cm
 	local pipe.Params
@@ -127,6 +129,10 @@ func (l *Listener) free() error {
 	l.cm.destroy()
 	return err
 }
+
+// SetBusy says whether the receiver is serving a stream; while it is,
+// connect requests are refused as busy (see pipe.Listener).
+func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
 // Addr returns the address the listener is bound to, with the port chosen.
 func (l *Listener) Addr() string { return l.addr }

@@ -312,7 +312,7 @@ func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 					if err := rcv.PostRecv(c.Buf); err != nil {
 						return err
 					}
-					if err := rcv.SendControl([]byte{1}); err != nil {
+					if err := rcv.SendControl(context.Background(), []byte{1}); err != nil {
 						return err
 					}
 				}
@@ -387,7 +387,7 @@ func iwarp() bool {
 func TestControl(t *testing.T) {
 	p := pipe.NewParams(4096, 4)
 	snd, rcv := pair(t, p, p, DefaultOptions())
-	if err := rcv.SendControl(make([]byte, pipe.MaxControl+1)); pipe.KindOf(err) != pipe.KindInternal {
+	if err := rcv.SendControl(context.Background(), make([]byte, pipe.MaxControl+1)); pipe.KindOf(err) != pipe.KindInternal {
 		t.Fatalf("oversized SendControl: %v", err)
 	}
 	// Far more control messages than control buffers (16): SendControl
@@ -412,7 +412,7 @@ func TestControl(t *testing.T) {
 			<-posted
 			msg := make([]byte, size(i))
 			fill(msg, i)
-			if err := rcv.SendControl(msg); err != nil {
+			if err := rcv.SendControl(context.Background(), msg); err != nil {
 				errc <- err
 				return
 			}
@@ -645,7 +645,7 @@ func TestPollContext(t *testing.T) {
 		t.Fatalf("Poll = %v, want context.Canceled", err)
 	}
 	// The connection still works afterwards.
-	if err := snd.SendControl([]byte{1}); err != nil {
+	if err := snd.SendControl(context.Background(), []byte{1}); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -3,6 +3,7 @@ package tcp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
 	"strings"
@@ -64,11 +65,11 @@ func TestVersionMismatch(t *testing.T) {
 	p := proposal
 	p.Version = pipe.Version + 1
 	_, err = Dial(t.Context(), l.Addr(), p)
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "the receiver speaks protocol version 1 and this sender 2") {
+	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("the receiver speaks protocol version %d and this sender %d", pipe.Version, pipe.Version+1)) {
 		t.Errorf("dial: %v", err)
 	}
 	err = <-accepted
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "peer speaks protocol version 2") {
+	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("peer speaks protocol version %d", pipe.Version+1)) {
 		t.Errorf("accept: %v", err)
 	}
 	s, r, err := dialAccept(t, l, l.Addr(), proposal)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -13,6 +14,7 @@ import (
 
 // Listener accepts senders over TCP. It implements pipe.Listener.
 type Listener struct {
+	busy   atomic.Bool // see SetBusy
 	ln     *net.TCPListener
 	addr   string
 	local  pipe.Params
@@ -43,6 +45,10 @@ func Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, err
 	closed, cancel := context.WithCancel(context.Background())
 	return &Listener{ln: tl, addr: tl.Addr().String(), local: local, closed: closed, close: cancel}, nil
 }
+
+// SetBusy says whether the receiver is serving a stream; while it is,
+// connect requests are refused as busy (see pipe.Listener).
+func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
 // Addr returns the address the listener is bound to.
 func (l *Listener) Addr() string { return l.addr }

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"context"
 	"fmt"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -25,7 +26,7 @@ func (c *Conn) PostSend(i, n int) error {
 // SendControl copies p (at most pipe.MaxControl bytes) and queues it as one
 // message. It waits only while as many control messages as the peer has
 // receive buffers are still unwritten, that is while the peer is not reading.
-func (c *Conn) SendControl(p []byte) error {
+func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
@@ -37,6 +38,8 @@ func (c *Conn) SendControl(p []byte) error {
 	case slot = <-c.ctrlFree:
 	case <-c.done:
 		return c.usable()
+	case <-ctx.Done():
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control to " + c.remote, Err: ctx.Err()}
 	}
 	n := copy(c.ctrlBufs[slot], p)
 	c.queue <- work{buf: slot, n: n, ctrl: true}

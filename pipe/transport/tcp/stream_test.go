@@ -48,7 +48,7 @@ func (l *loop) receive() {
 			for _, c := range cs[:k] {
 				got++
 				if err = l.r.PostRecv(c.Buf); err == nil {
-					err = l.r.SendControl(credit)
+					err = l.r.SendControl(context.Background(), credit)
 				}
 			}
 		}
