@@ -72,3 +72,8 @@ func wrap(k Kind, op string, err error) error {
 	}
 	return &Error{Kind: k, Op: op, Err: err}
 }
+
+// ErrLocal is joined to setup errors caused by this host rather than by the
+// peer (too little locked memory, no memory, no device resources): a
+// receiver that meets one cannot serve any sender until it is fixed.
+var ErrLocal = errors.New("local resources")
