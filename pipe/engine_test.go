@@ -182,7 +182,7 @@ func TestFaults(t *testing.T) {
 		{"data corrupted", memconn.Faults{CorruptAt: 5}, pipe.KindIntegrity, pipe.KindIntegrity, "CRC32C mismatch", "CRC32C mismatch"},
 		{"cut mid-stream", memconn.Faults{CutAt: 6}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
 		{"credits cut", memconn.Faults{Reverse: &memconn.Faults{CutAt: 4}}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
-		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, pipe.KindAborted, pipe.KindAborted, "no word from the sender", "no word from the sender"},
+		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, pipe.KindSetup, pipe.KindAborted, "no word from the sender", "receiver refused the connection: \"wait for sender: no word from the sender"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -296,12 +296,12 @@ func TestIOFailures(t *testing.T) {
 	t.Run("output fails", func(t *testing.T) {
 		r := stream{out: &failingWriter{after: 3 * 4096}}.run(t, context.Background(), bytes.NewReader(in))
 		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "disk on fire")
-		checkErr(t, "sender", r.sendErr, pipe.KindAborted, "receiver aborted: write output: disk on fire")
+		checkErr(t, "sender", r.sendErr, pipe.KindAborted, `receiver aborted: "write output: disk on fire`)
 	})
 	t.Run("input fails", func(t *testing.T) {
 		r := stream{}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
 		checkErr(t, "sender", r.sendErr, pipe.KindAborted, "input device gone")
-		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "sender aborted: read input")
+		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, `sender aborted: "read input`)
 	})
 }
 
@@ -331,7 +331,7 @@ func TestCancel(t *testing.T) {
 	cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted by test"))
 	r := <-done
 	checkErr(t, "sender", r.sendErr, pipe.KindAborted, "interrupted by test")
-	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "sender aborted: interrupted by test")
+	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, `sender aborted: "interrupted by test"`)
 }
 
 // TestHeartbeats checks that an idle but live stream outlasts the timeout.

@@ -3,6 +3,7 @@ package pipe
 import (
 	"encoding/binary"
 	"fmt"
+	"strconv"
 )
 
 // The wire format. Messages from the sender land in the receiver's chunk
@@ -13,11 +14,14 @@ import (
 //
 //	sender -> receiver           receiver -> sender
 //	'D' data: payload            1 byte: credits
-//	'E' end: bytes u64, crc u32  'H' hello: flags, nonce[32]
-//	'A' abort: kind, reason      'W' welcome: flags, mac[32]
-//	'K' auth: flags, nonce, mac  'F' finished: bytes u64
-//	'B' heartbeat: seq of last   'A' abort: kind, reason
+//	'E' end: bytes u64, crc u32, 'H' hello: flags, nonce[32]
+//	    [stream tag[32]]         'W' welcome: flags, mac[32]
+//	'A' abort: kind, reason      'F' finished: bytes u64, [mac[32]]
+//	'K' auth: flags, nonce, mac  'A' abort: kind, reason
+//	'B' heartbeat: seq of last
 //	    message sent
+//
+// The bracketed fields are there only with a shared key (see auth.go).
 const HeaderLen = 8
 
 // Message types.
@@ -40,7 +44,8 @@ const (
 const (
 	nonceLen = 32
 	macLen   = 32
-	endLen   = HeaderLen + 12
+	endLen   = HeaderLen + 12 // without the stream tag
+	doneLen  = 1 + 8          // without the MAC
 	authLen  = HeaderLen + 1 + nonceLen + macLen
 )
 
@@ -70,10 +75,39 @@ func abortMessage(prefix []byte, k Kind, reason string) []byte {
 }
 
 // parseAbort decodes the kind and reason of an abort message body (what
-// abortMessage appended to its prefix).
+// abortMessage appended to its prefix). The reason is the peer's text,
+// quoted so that no byte of it reaches a terminal raw.
 func parseAbort(body []byte) (Kind, string) {
 	if len(body) == 0 {
 		return KindAborted, "no reason given"
 	}
-	return Kind(body[0]), string(body[1:])
+	body = body[:min(len(body), MaxControl)]
+	return Kind(body[0]), strconv.Quote(string(body[1:]))
+}
+
+// peerKind is the kind of failure an abort of kind k from the peer means
+// here. Before the handshake has authenticated the peer, an abort can only
+// say that the connection was not set up (or the peer is busy, or refused
+// the key); after it, the peer aborted the stream or found it damaged.
+func peerKind(k Kind, authenticated bool) Kind {
+	if !authenticated {
+		switch k {
+		case KindBusy, KindAuth:
+			return k
+		}
+		return KindSetup
+	}
+	if k == KindIntegrity {
+		return k
+	}
+	return KindAborted
+}
+
+// describe quotes the start of a message from the peer for an error.
+func describe(msg []byte) string {
+	const most = 16
+	if len(msg) > most {
+		return fmt.Sprintf("%q... (%d bytes)", msg[:most], len(msg))
+	}
+	return fmt.Sprintf("%q (%d bytes)", msg, len(msg))
 }

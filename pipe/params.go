@@ -49,11 +49,16 @@ func NewParams(chunk, depth int) Params {
 	return Params{Version: Version, Chunk: chunk, Depth: depth}
 }
 
-// Credits returns how many data messages may be in flight: one receive
-// buffer fewer than Depth, because the receiver keeps one posted for the
-// sender's authentication, heartbeat and abort messages, which must get
-// through even while every data buffer is full.
+// Credits returns how many data messages may be in flight: Depth-1, so
+// that the sender fills one buffer while the others are on the wire.
 func (p Params) Credits() int { return p.Depth - 1 }
+
+// spareRecvs is how many receive buffers a receiver posts beyond one per
+// credit, for the sender's authentication, heartbeat and abort messages,
+// which must get through even while every data buffer is full: a heartbeat
+// and an abort can be on the wire at once, and iWARP has no "receiver not
+// ready" retry to fall back on.
+const spareRecvs = 2
 
 // Validate reports whether p is within the protocol's limits.
 func (p Params) Validate() error {
@@ -125,13 +130,13 @@ func SenderLayout(p Params) Layout {
 }
 
 // ReceiverLayout is the buffer layout of the receiving side for negotiated
-// p: Depth receive buffers, one per credit plus one spare for the sender's
-// authentication, heartbeat and abort messages; it sends only control
-// messages. So each side pins Chunk x Depth (plus headers). Buffers are
-// never smaller than MaxControl, so that control messages fit even when
-// the chunk is tiny.
+// p: one receive buffer per credit plus spareRecvs for the sender's control
+// messages; it sends only control messages. So the receiver pins
+// Chunk x (Depth+1) and the sender Chunk x Depth (plus headers). Buffers
+// are never smaller than MaxControl, so that control messages fit even
+// when the chunk is tiny.
 func ReceiverLayout(p Params) Layout {
-	return Layout{RecvBufs: p.Depth, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
+	return Layout{RecvBufs: p.Credits() + spareRecvs, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per

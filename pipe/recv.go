@@ -2,6 +2,7 @@ package pipe
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -23,7 +24,11 @@ import (
 func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error) {
 	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
 	defer r.release()
-	st, err := r.run(ctx)
+	var st Stats
+	err := guard(func() (err error) {
+		st, err = r.run(ctx)
+		return err
+	})
 	if err != nil && !r.peerGaveUp {
 		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))
 	}
@@ -50,6 +55,7 @@ type receiver struct {
 // arrival is a received message handed to the writer goroutine.
 type arrival struct {
 	buf, len int
+	seq      uint32
 	end      bool
 }
 
@@ -61,14 +67,14 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	var beats sync.WaitGroup
-	beats.Go(func() { r.heartbeat(ctx, func() []byte { return []byte{0} }) })
+	beats.Go(func() { r.heartbeat(ctx, func() []byte { return []byte{0} }, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
 	arrivals := make(chan arrival, r.c.RecvBufs())
 	writeDone := make(chan struct{})
 	go func() {
 		defer close(writeDone)
-		err := r.write(ctx, arrivals)
+		err := guard(func() error { return r.write(ctx, arrivals) })
 		if err == nil {
 			err = errFinished
 		}
@@ -97,9 +103,12 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	return st, settle(err, writeDone)
 }
 
-// handshake sends the hello, checks the sender's proof of the key (if any)
-// and answers with the welcome.
-func (r *receiver) handshake(ctx context.Context) error {
+// handshake sends the hello, checks the sender's proof of the key (if any),
+// claims the receiver for this sender (Config.Claim) and answers with the
+// welcome, all within the handshake timeout.
+func (r *receiver) handshake(parent context.Context) error {
+	ctx, cancel := r.handshakeContext(parent, "the sender did not complete the rdmapipe handshake")
+	defer cancel()
 	nonce, err := newNonce()
 	if err != nil {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
@@ -118,7 +127,7 @@ func (r *receiver) handshake(ctx context.Context) error {
 		return err
 	}
 	if auth[0] != msgAuth || len(auth) < authLen {
-		return Errorf(KindSetup, "handshake", "unexpected message %q of %d bytes from the sender: is it an rdmapipe sender of the same version?", auth[0], len(auth))
+		return Errorf(KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(auth))
 	}
 	theirFlags := auth[HeaderLen]
 	theirNonce, mac := auth[HeaderLen+1:HeaderLen+1+nonceLen], auth[HeaderLen+1+nonceLen:authLen]
@@ -130,20 +139,26 @@ func (r *receiver) handshake(ctx context.Context) error {
 	case haveKey && !validProof(r.cfg.Key, senderLabel, nonce[:], theirNonce, mac):
 		return Errorf(KindAuth, "authenticate", "the sender's key is wrong")
 	}
+	if r.cfg.Claim != nil && !r.cfg.Claim() {
+		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
+	}
 	welcome := make([]byte, 2+macLen)
 	welcome[0] = msgWelcome
 	if haveKey {
 		welcome[1] = flagKey
 		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, theirNonce, nonce[:]))
+		r.mac = newStreamMAC(streamKey(r.cfg.Key, nonce[:], theirNonce))
 	}
 	if err := r.c.SendControl(ctx, welcome); err != nil {
 		return wrap(KindSetup, "send welcome", err)
 	}
+	r.authenticated = true
 	return nil
 }
 
 // next waits for one handshake message from the sender, copies it out and
-// re-posts its buffer. An abort from the sender ends the wait.
+// re-posts its buffer. Heartbeats are skipped (the handshake timeout
+// bounds the wait); an abort from the sender ends it.
 func (r *receiver) next(ctx context.Context) ([]byte, error) {
 	for {
 		cs, err := r.poll(ctx)
@@ -159,7 +174,7 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			typ, _, err := parseHeader(msg)
 			switch {
 			case err != nil:
-				return nil, wrap(KindSetup, "handshake", err)
+				return nil, wrap(KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
 			case typ == msgBeat:
 				continue
 			case typ == msgAbort:
@@ -219,8 +234,11 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if typ == msgEnd && c.Len < endLen {
 				return Errorf(KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
+			if typ == msgEnd && r.mac != nil && c.Len < endLen+macLen {
+				return Errorf(KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
+			}
 			r.endSeen = typ == msgEnd
-			arrivals <- arrival{buf: c.Buf, len: c.Len, end: r.endSeen}
+			arrivals <- arrival{buf: c.Buf, len: c.Len, seq: got, end: r.endSeen}
 		}
 	}
 }
@@ -241,7 +259,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		}
 		msg := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
-			return r.finish(ctx, msg)
+			return r.finish(ctx, msg, a.seq)
 		}
 		payload := msg[HeaderLen:]
 		if _, err := r.w.Write(payload); err != nil {
@@ -251,32 +269,45 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 			return nil
 		}
 		r.crc = crc32.Update(r.crc, castagnoli, payload)
+		r.mac.add(a.seq, payload)
 		r.messages.Add(1)
 		n := r.written.Add(int64(len(payload)))
 		if r.cfg.Progress != nil {
 			r.cfg.Progress(n)
 		}
-		// These fail only when the connection broke; the receive loop
-		// hears of that from Poll and decides whether the stream is whole.
-		_ = r.c.PostRecv(a.buf)
-		_ = r.c.SendControl(ctx, credit)
+		// A failed re-post means the connection broke: the receive loop
+		// hears of that from Poll, after what arrived before it.
+		r.repost(a.buf)
+		if err := r.c.SendControl(ctx, credit); err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			return r.lost(fmt.Errorf("return a credit: %w", err))
+		}
 	}
 	return nil
 }
 
 // finish checks the end-of-stream message against what was written and
 // confirms the stream to the sender.
-func (r *receiver) finish(ctx context.Context, end []byte) error {
+func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	wantBytes := int64(binary.LittleEndian.Uint64(end[HeaderLen:]))
 	wantCRC := binary.LittleEndian.Uint32(end[HeaderLen+8:])
 	written := r.written.Load()
+	done := make([]byte, doneLen, doneLen+macLen)
+	if r.mac != nil {
+		tag := r.mac.end(seq, written, r.crc)
+		if !hmac.Equal(end[endLen:endLen+macLen], tag) {
+			return Errorf(KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
+		}
+		done = append(done, r.mac.done(written, tag)...)
+	}
 	if wantBytes != written {
 		return Errorf(KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
 	}
 	if wantCRC != r.crc {
 		return Errorf(KindIntegrity, "verify stream", "CRC32C mismatch: the sender's is %08x, the data received gives %08x", wantCRC, r.crc)
 	}
-	done := make([]byte, 9)
 	done[0] = msgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	// Everything arrived intact and is written: if the confirmation cannot

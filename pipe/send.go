@@ -2,6 +2,7 @@ package pipe
 
 import (
 	"context"
+	"crypto/hmac"
 	"encoding/binary"
 	"hash/crc32"
 	"io"
@@ -20,7 +21,11 @@ import (
 func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := &sender{session: newSession(c, cfg, "receiver"), r: r}
 	defer s.release()
-	st, err := s.run(ctx)
+	var st Stats
+	err := guard(func() (err error) {
+		st, err = s.run(ctx)
+		return err
+	})
 	if err != nil && !s.peerGaveUp {
 		msg := make([]byte, HeaderLen, MaxControl)
 		putHeader(msg, msgAbort, 0)
@@ -41,6 +46,7 @@ type sender struct {
 	posted   atomic.Uint32 // sequence number of the last message posted
 	ended    atomic.Bool   // the end-of-stream message is being posted
 	crc      uint32        // of the bytes sent; read only after the reader is done
+	tag      []byte        // the stream MAC's tag (with a key); set with ended
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -63,13 +69,13 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var beats sync.WaitGroup
-	beats.Go(func() { s.heartbeat(ctx, s.beat) })
+	beats.Go(func() { s.heartbeat(ctx, s.beat, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		if err := s.read(ctx); err != nil {
+		if err := guard(func() error { return s.read(ctx) }); err != nil {
 			cancel(err)
 		}
 	}()
@@ -94,8 +100,10 @@ func (s *sender) beat() []byte {
 }
 
 // handshake waits for the receiver's hello, proves the key (if any) and
-// waits for the receiver's welcome.
-func (s *sender) handshake(ctx context.Context) error {
+// waits for the receiver's welcome, all within the handshake timeout.
+func (s *sender) handshake(parent context.Context) error {
+	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?")
+	defer cancel()
 	hello, err := s.controlMessage(ctx, msgHello, 1+nonceLen)
 	if err != nil {
 		return err
@@ -126,9 +134,13 @@ func (s *sender) handshake(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if haveKey && !validProof(s.cfg.Key, receiverLabel, nonce[:], theirNonce, welcome[2:2+macLen]) {
-		return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key")
+	if haveKey {
+		if !validProof(s.cfg.Key, receiverLabel, nonce[:], theirNonce, welcome[2:2+macLen]) {
+			return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key")
+		}
+		s.mac = newStreamMAC(streamKey(s.cfg.Key, theirNonce, nonce[:]))
 	}
+	s.authenticated = true
 	return nil
 }
 
@@ -148,12 +160,12 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
 			s.repost(c.Buf)
 			switch {
-			case len(msg) == 1:
+			case len(msg) == 1 && msg[0] == 0:
 				continue // an early heartbeat
-			case msg[0] == msgAbort:
+			case len(msg) > 0 && msg[0] == msgAbort:
 				return nil, s.peerAbort(msg[1:])
-			case msg[0] != typ || len(msg) < 1+size:
-				return nil, Errorf(KindSetup, "handshake", "unexpected message %q of %d bytes from the receiver: is it an rdmapipe receiver of the same version?", msg[0], len(msg))
+			case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
+				return nil, Errorf(KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", describe(msg))
 			}
 			s.keep(cs[i+1:])
 			return msg, nil
@@ -196,25 +208,42 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 			select {
 			case s.credits <- struct{}{}:
 			default:
-				return false, Errorf(KindInternal, "credit", "the receiver returned more credits than it granted")
+				return false, Errorf(KindIntegrity, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
 			}
 		}
 		return false, nil
 	case len(msg) == 0:
-		return false, Errorf(KindInternal, "receive", "empty message from the receiver")
+		return false, Errorf(KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == msgAbort:
 		return false, s.peerAbort(msg[1:])
-	case msg[0] == msgDone && len(msg) >= 9:
+	case msg[0] == msgDone:
 		if !s.ended.Load() {
 			return false, Errorf(KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
 		<-readDone // the reader returns right after posting the end
-		if got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load(); got != sent {
-			return false, Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
-		}
-		return true, nil
+		return true, s.confirmed(msg)
 	}
-	return false, Errorf(KindInternal, "receive", "unexpected message %q of %d bytes from the receiver", msg[0], len(msg))
+	return false, Errorf(KindIntegrity, "receive", "unexpected message %s from the receiver", describe(msg))
+}
+
+// confirmed checks the receiver's confirmation of the whole stream: its
+// byte count and, with a key, its MAC.
+func (s *sender) confirmed(msg []byte) error {
+	want := doneLen
+	if s.mac != nil {
+		want += macLen
+	}
+	if len(msg) < want {
+		return Errorf(KindIntegrity, "finish", "short confirmation from the receiver (%d bytes)", len(msg))
+	}
+	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
+	if s.mac != nil && !hmac.Equal(msg[doneLen:doneLen+macLen], s.mac.done(got, s.tag)) {
+		return Errorf(KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
+	}
+	if got != sent {
+		return Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
+	}
+	return nil
 }
 
 // read fills send buffers from r and posts them, one credit each, then
@@ -240,8 +269,13 @@ func (s *sender) read(ctx context.Context) error {
 			putHeader(buf, msgEnd, seq)
 			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
 			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
+			size := endLen
+			if s.mac != nil {
+				s.tag = s.mac.end(seq, s.sent.Load(), s.crc)
+				size += copy(buf[endLen:], s.tag)
+			}
 			s.ended.Store(true)
-			if err := s.c.PostSend(i, endLen); err != nil {
+			if err := s.c.PostSend(i, size); err != nil {
 				return s.lost(err)
 			}
 			s.posted.Store(seq)
@@ -255,6 +289,7 @@ func (s *sender) read(ctx context.Context) error {
 		// The checksum runs while the buffer is on the wire: both only read
 		// it, and it is not refilled before this goroutine takes it again.
 		s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
+		s.mac.add(seq, buf[HeaderLen:HeaderLen+n])
 		s.sent.Add(int64(n))
 		s.messages.Add(1)
 		if s.cfg.Progress != nil {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"runtime/debug"
 	"time"
 )
 
@@ -18,9 +19,32 @@ type Config struct {
 	// so only a dead or hung peer (or network) is silent that long, as long
 	// as the peer's Timeout is over a second too.
 	Timeout time.Duration
+	// HandshakeTimeout bounds the handshake (hello, key proofs, welcome)
+	// after the transport connected; 0 means DefaultHandshakeTimeout. A
+	// peer that is not rdmapipe, or that connects and says nothing, is
+	// given up after it.
+	HandshakeTimeout time.Duration
 	// Progress, if set, is called with the stream's byte count so far
 	// after each chunk.
 	Progress func(bytes int64)
+	// Claim, if set, is called by Receive once the sender has completed
+	// the handshake, before the receiver welcomes it: returning false
+	// refuses the sender as busy. A receiver that handshakes with several
+	// senders at once serves the first one it claims.
+	Claim func() bool
+}
+
+// DefaultHandshakeTimeout is the handshake bound when Config sets none.
+const DefaultHandshakeTimeout = 10 * time.Second
+
+// handshakeContext returns ctx bounded by the handshake timeout, ending
+// with a setup error that says what was not heard in time.
+func (s *session) handshakeContext(ctx context.Context, what string) (context.Context, context.CancelFunc) {
+	d := s.cfg.HandshakeTimeout
+	if d <= 0 {
+		d = DefaultHandshakeTimeout
+	}
+	return context.WithTimeoutCause(ctx, d, Errorf(KindSetup, "handshake", "%s within %v", what, d))
 }
 
 // Stats describe a finished (or failed) stream.
@@ -57,6 +81,11 @@ type session struct {
 	// peerGaveUp is set when the peer aborted or the connection failed:
 	// then there is no one to send an abort message to.
 	peerGaveUp bool
+	// authenticated is set once the handshake has completed: from then
+	// on the peer's aborts are trusted to say what happened to the stream.
+	authenticated bool
+	// mac authenticates the stream's data when there is a key.
+	mac *streamMAC
 }
 
 func newSession(c Conn, cfg Config, peer string) *session {
@@ -156,8 +185,9 @@ const maxBeat = time.Second
 
 // heartbeat sends msg() every maxBeat (or Timeout/4 if shorter) until ctx
 // ends, so that the peer's idle timeout fires only when this side is really
-// gone. A side without a timeout still beats: its peer may have one.
-func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
+// gone. A side without a timeout still beats: its peer may have one. A
+// heartbeat that cannot be sent fails the stream through fail.
+func (s *session) heartbeat(ctx context.Context, msg func() []byte, fail func(error)) {
 	every := maxBeat
 	if s.cfg.Timeout > 0 {
 		every = min(every, s.cfg.Timeout/4)
@@ -169,18 +199,39 @@ func (s *session) heartbeat(ctx context.Context, msg func() []byte) {
 		case <-ctx.Done():
 			return
 		case <-t.C:
-			if s.c.SendControl(ctx, msg()) != nil {
+			if err := s.c.SendControl(ctx, msg()); err != nil {
+				if ctx.Err() == nil {
+					fail(s.lost(err))
+				}
 				return
 			}
 		}
 	}
 }
 
-// peerAbort is the error for an abort message from the peer.
+// peerAbort is the error for an abort message from the peer. Its reason
+// is quoted; before the handshake completed it is marked unauthenticated
+// and can only make the stream a setup, busy or key failure (see peerKind).
 func (s *session) peerAbort(body []byte) error {
 	s.peerGaveUp = true
 	k, reason := parseAbort(body)
-	return &Error{Kind: k, Op: s.peer + " aborted", Err: errors.New(reason)}
+	op := s.peer + " aborted"
+	if !s.authenticated {
+		op = s.peer + " refused the connection"
+	}
+	return &Error{Kind: peerKind(k, s.authenticated), Op: op, Err: errors.New(reason)}
+}
+
+// guard runs f and turns a panic in it into an internal error, so that a
+// bug in a stream's goroutine fails that stream with exit code 1 instead of
+// crashing the process with the runtime's code 2.
+func guard(f func() error) (err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			err = Errorf(KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack())
+		}
+	}()
+	return f()
 }
 
 // ErrStuck is joined to a stream's error when its input reader or output
