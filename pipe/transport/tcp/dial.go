@@ -6,80 +6,136 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
-// Dialer connects senders over TCP. It implements pipe.Dialer.
-type Dialer struct{}
+// DefaultDialHandshake is how long a dialer waits by default for the
+// receiver's answer to its proposal.
+const DefaultDialHandshake = 10 * time.Second
+
+// maxQuoted is how many of a stranger's bytes an error message quotes.
+const maxQuoted = 32
+
+// Dialer connects senders over TCP. It implements pipe.Dialer. Its zero
+// value uses the defaults.
+type Dialer struct {
+	// HandshakeTimeout bounds the wait for the receiver's answer once the
+	// TCP connection stands, so that a peer that is not an rdmapipe
+	// receiver (which may never answer) is reported in time. Zero means
+	// DefaultDialHandshake. The TCP connect itself is bounded by the
+	// context only.
+	HandshakeTimeout time.Duration
+}
 
 var _ pipe.Dialer = Dialer{}
 
-// Dial is the function Dial as a pipe.Dialer method.
-func (Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
-	c, err := Dial(ctx, addr, proposal)
+// Dial connects to the receiver listening on addr (host:port), proposes
+// proposal and returns a sender's Conn sized by pipe.SenderLayout(proposal)
+// whose Info reports the parameters the receiver answered. Errors are
+// *pipe.Error values of kind KindSetup (KindUsage for a bad proposal,
+// KindBusy when the receiver serves another stream, KindAborted when ctx
+// ends).
+func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+	c, err := d.dial(ctx, addr, proposal)
 	if err != nil {
 		return nil, err
 	}
 	return c, nil
 }
 
-// Dial connects to the receiver listening on addr (host:port), proposes
-// proposal and returns a sender's Conn sized by pipe.SenderLayout(proposal)
-// whose Info reports the parameters the receiver answered. Errors are
-// *pipe.Error values of kind KindSetup (KindUsage for a bad proposal,
-// KindAborted when ctx ends).
+// Dial is Dialer.Dial with the default Dialer, returning the *Conn.
 func Dial(ctx context.Context, addr string, proposal pipe.Params) (*Conn, error) {
+	return Dialer{}.dial(ctx, addr, proposal)
+}
+
+// dial is Dial, returning the *Conn.
+func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*Conn, error) {
 	op := "connect " + addr
 	if err := proposal.Validate(); err != nil {
 		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
 	}
-	var d net.Dialer
-	nc, err := d.DialContext(ctx, "tcp", addr)
+	timeout := d.HandshakeTimeout
+	if timeout <= 0 {
+		timeout = DefaultDialHandshake
+	}
+	var nd net.Dialer
+	nc, err := nd.DialContext(ctx, "tcp", addr)
 	if err != nil {
 		if ctx.Err() != nil {
 			return nil, interrupted(op, ctx.Err())
 		}
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
-	end := guard(ctx, nc, 2*handshakeTimeout)
-	p, err := propose(nc, proposal)
+	end := guard(ctx, nc, timeout)
+	p, err := propose(nc, proposal, timeout)
 	if cerr := end(); cerr != nil {
 		_ = nc.Close()
 		return nil, interrupted(op, cerr)
 	}
 	if err != nil {
 		_ = nc.Close()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		kind := pipe.KindSetup
+		if errors.Is(err, errBusy) {
+			kind = pipe.KindBusy
+		}
+		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
 	}
 	return newConn(nc, pipe.SenderLayout(proposal), p, pipe.ReceiverLayout(p).RecvBufs), nil
 }
 
-// propose sends proposal over nc and returns the receiver's answer.
-func propose(nc net.Conn, proposal pipe.Params) (pipe.Params, error) {
+// errBusy is the cause of a busy receiver's refusal.
+var errBusy = errors.New("receiver busy with another stream: retry later (rdmasend --wait retries)")
+
+// propose sends proposal over nc and returns the receiver's answer; timeout
+// is the deadline already set on nc, for the error message.
+func propose(nc net.Conn, proposal pipe.Params, timeout time.Duration) (pipe.Params, error) {
 	b, _ := proposal.MarshalBinary()
 	_, err := nc.Write(b)
+	n := 0
 	if err == nil {
-		_, err = io.ReadFull(nc, b)
+		n, err = io.ReadFull(nc, b)
+	}
+	got := ""
+	if n > 0 {
+		got = fmt.Sprintf(" (it answered %s)", quote(b[:n]))
 	}
 	var ne net.Error
 	switch {
+	case err == nil:
+		return parseReply(b, proposal)
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return pipe.Params{}, errors.New("the peer hung up during the handshake: is it an rdmapipe receiver?")
+		return pipe.Params{}, fmt.Errorf("the peer closed the connection without an rdmapipe handshake answer%s: is an rdmapipe receiver listening there?", got)
 	case errors.As(err, &ne) && ne.Timeout():
-		return pipe.Params{}, fmt.Errorf("no handshake answer within %v: is the peer an rdmapipe receiver?", 2*handshakeTimeout)
-	case err != nil:
-		return pipe.Params{}, err
+		return pipe.Params{}, fmt.Errorf("no rdmapipe handshake answer within %v%s: is an rdmapipe receiver listening there?", timeout, got)
+	default:
+		return pipe.Params{}, fmt.Errorf("rdmapipe handshake: %w", err)
 	}
+}
+
+// parseReply decodes the receiver's answer b (pipe.ParamsLen bytes) to
+// proposal. A busy receiver's answer gives errBusy.
+func parseReply(b []byte, proposal pipe.Params) (pipe.Params, error) {
 	var reply pipe.Params
-	if err := reply.UnmarshalBinary(b); err != nil {
-		return pipe.Params{}, err
+	if len(b) != pipe.ParamsLen || reply.UnmarshalBinary(b) != nil {
+		return pipe.Params{}, fmt.Errorf("the peer is not an rdmapipe receiver (it answered %s)", quote(b))
 	}
 	switch {
 	case reply.Version != proposal.Version:
 		return pipe.Params{}, fmt.Errorf("the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
+	case reply.Busy:
+		return pipe.Params{}, errBusy
 	case reply.Validate() != nil || reply.Chunk > proposal.Chunk || reply.Depth > proposal.Depth:
 		return pipe.Params{}, fmt.Errorf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, reply.Chunk, reply.Depth)
 	}
 	return reply, nil
+}
+
+// quote returns b quoted with %q, cut to maxQuoted bytes.
+func quote(b []byte) string {
+	if len(b) > maxQuoted {
+		return fmt.Sprintf("%q...", b[:maxQuoted])
+	}
+	return fmt.Sprintf("%q", b)
 }

@@ -8,12 +8,6 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
-// handshakeTimeout bounds a listener's half of the connect handshake, so
-// that a peer that connects and then says nothing cannot hold up Accept. A
-// dialer waits twice as long: the listener may first be busy with such a
-// peer.
-var handshakeTimeout = 10 * time.Second
-
 // guard bounds the I/O on nc by timeout and interrupts it when ctx ends,
 // until the returned function is called. That function clears the deadline
 // and returns the end of ctx as an error if ctx ended meanwhile.

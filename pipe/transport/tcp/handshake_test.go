@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -80,63 +81,268 @@ func TestVersionMismatch(t *testing.T) {
 	_ = r.Close()
 }
 
-// TestAcceptSkipsStrangers checks that Accept skips connections that are
-// not rdmapipe senders and accepts the sender behind them.
+// TestAcceptSkipsStrangers checks that connections that are not rdmapipe
+// senders neither hold up the sender behind them nor reach Accept. The
+// handshake timeout is an hour, so a listener that handshakes one
+// connection after another would hang here. Strangers that send garbage or
+// hang up are closed at once; silent ones when the listener closes.
 func TestAcceptSkipsStrangers(t *testing.T) {
-	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
-	handshakeTimeout = 500 * time.Millisecond
 	tests := []struct {
-		name string
-		talk func(net.Conn)
+		name      string
+		strangers int
+		talk      func(net.Conn)
+		atOnce    bool // closed by the listener before Close
 	}{
-		{"garbage", func(c net.Conn) { _, _ = io.WriteString(c, "GET / HTTP/1.0\r\n\r\n") }},
-		{"short", func(c net.Conn) { _, _ = io.WriteString(c, "RDPP") }},
-		{"hang up", func(c net.Conn) { _ = c.Close() }},
-		{"silent", func(net.Conn) {}},
+		{"garbage", 1, func(c net.Conn) { _, _ = io.WriteString(c, "GET / HTTP/1.0\r\n\r\n") }, true},
+		{"hang up", 1, func(c net.Conn) { _ = c.(*net.TCPConn).CloseWrite() }, true},
+		{"short", 1, func(c net.Conn) { _, _ = io.WriteString(c, "RDPP") }, false},
+		{"silent", 1, func(net.Conn) {}, false},
+		{"three silent", 3, func(net.Conn) {}, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			l, err := Listen(t.Context(), "127.0.0.1:0", local)
+			l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer l.Close()
-			stranger, err := net.Dial("tcp", l.Addr())
-			if err != nil {
-				t.Fatal(err)
+			var strangers []net.Conn
+			for range tt.strangers {
+				c, err := net.Dial("tcp", l.Addr())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer c.Close()
+				tt.talk(c)
+				strangers = append(strangers, c)
 			}
-			defer stranger.Close()
-			tt.talk(stranger)
 			s, r, err := dialAccept(t, l, l.Addr(), proposal)
 			if err != nil {
-				t.Fatalf("the sender behind a stranger: %v", err)
+				t.Fatalf("the sender behind the strangers: %v", err)
+			}
+			if s.Info().Local != r.Info().Remote {
+				t.Errorf("Accept returned %s, want the sender %s", r.Info().Remote, s.Info().Local)
 			}
 			_ = s.Close()
 			_ = r.Close()
-			_ = stranger.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := stranger.Read(make([]byte, 1)); err == nil || errors.Is(err, context.DeadlineExceeded) {
-				t.Errorf("the stranger's connection is still open: %v", err)
+			if tt.atOnce {
+				for _, c := range strangers {
+					assertClosed(t, c)
+				}
+			}
+			if err := l.Close(); err != nil {
+				t.Errorf("close: %v", err)
+			}
+			for _, c := range strangers {
+				assertClosed(t, c)
 			}
 		})
 	}
 }
 
+// assertClosed checks that the listener closed c without writing to it.
+func assertClosed(t *testing.T, c net.Conn) {
+	t.Helper()
+	_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+	n, err := c.Read(make([]byte, 64))
+	var ne net.Error
+	switch {
+	case n > 0:
+		t.Errorf("the listener wrote %d bytes to %s", n, c.LocalAddr())
+	case errors.As(err, &ne) && ne.Timeout():
+		t.Errorf("the connection from %s is still open", c.LocalAddr())
+	case err == nil:
+		t.Errorf("read from %s: no error and no bytes", c.LocalAddr())
+	}
+}
+
+// waitFor waits until cond holds, for at most 10 seconds.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited 10s for %s", what)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// TestHandshakeTimeout checks that the listener closes a connection that
+// does not complete its proposal within the handshake timeout.
+func TestHandshakeTimeout(t *testing.T) {
+	tests := []struct {
+		name string
+		talk func(net.Conn)
+	}{
+		{"silent", func(net.Conn) {}},
+		{"short", func(c net.Conn) { _, _ = io.WriteString(c, "RDPP\x02\x00") }},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			l, err := ListenConfig{HandshakeTimeout: 50 * time.Millisecond}.Listen(t.Context(), "127.0.0.1:0", local)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			c, err := net.Dial("tcp", l.Addr())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer c.Close()
+			tt.talk(c)
+			assertClosed(t, c)
+			waitFor(t, "the handshake to end", func() bool { return len(l.slots) == 0 })
+		})
+	}
+}
+
+// TestHandshakeLimit checks that a listener with maxHandshakes handshakes
+// in progress closes new connections at once, and serves senders again
+// when one of the handshakes ends.
+func TestHandshakeLimit(t *testing.T) {
+	l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	strangers := make([]net.Conn, maxHandshakes)
+	for i := range strangers {
+		if strangers[i], err = net.Dial("tcp", l.Addr()); err != nil {
+			t.Fatal(err)
+		}
+		defer strangers[i].Close()
+	}
+	waitFor(t, "every stranger's handshake to start", func() bool { return len(l.slots) == maxHandshakes })
+	extra, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer extra.Close()
+	assertClosed(t, extra)
+	if _, err := Dial(t.Context(), l.Addr(), proposal); pipe.KindOf(err) != pipe.KindSetup {
+		t.Errorf("dial beyond the limit: %v (%v), want a setup failure", err, pipe.KindOf(err))
+	}
+	_ = strangers[0].Close()
+	waitFor(t, "a handshake to end", func() bool { return len(l.slots) < maxHandshakes })
+	s, r, err := dialAccept(t, l, l.Addr(), proposal)
+	if err != nil {
+		t.Fatalf("dial below the limit: %v", err)
+	}
+	_ = s.Close()
+	_ = r.Close()
+}
+
+// TestListenerBusy checks that a busy listener answers a valid proposal
+// with its own parameters and the busy flag, closes the connection without
+// allocating its buffers (neither side does: the parameters ask for 64 MiB
+// per side), that the dialer reports it as KindBusy, that Accept never sees
+// it, and that the listener serves senders again when no longer busy.
+func TestListenerBusy(t *testing.T) {
+	big := pipe.NewParams(16<<20, 4)
+	l, err := Listen(t.Context(), "127.0.0.1:0", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	l.SetBusy(true)
+
+	t.Run("raw answer", func(t *testing.T) {
+		c, err := net.Dial("tcp", l.Addr())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer c.Close()
+		b, _ := proposal.MarshalBinary()
+		if _, err := c.Write(b); err != nil {
+			t.Fatal(err)
+		}
+		_ = c.SetReadDeadline(time.Now().Add(10 * time.Second))
+		if _, err := io.ReadFull(c, b); err != nil {
+			t.Fatal(err)
+		}
+		var got pipe.Params
+		if err := got.UnmarshalBinary(b); err != nil {
+			t.Fatal(err)
+		}
+		if want := (pipe.Params{Version: pipe.Version, Chunk: big.Chunk, Depth: big.Depth, Busy: true}); got != want {
+			t.Errorf("busy answer %+v, want %+v", got, want)
+		}
+		assertClosed(t, c)
+	})
+
+	t.Run("dial", func(t *testing.T) {
+		before := allocated()
+		_, err := Dial(t.Context(), l.Addr(), big)
+		if grew := allocated() - before; grew > 1<<20 {
+			t.Errorf("a busy refusal allocated %d bytes", grew)
+		}
+		want := "connect " + l.Addr() + ": receiver busy with another stream: retry later (rdmasend --wait retries)"
+		if pipe.KindOf(err) != pipe.KindBusy || err == nil || err.Error() != want {
+			t.Errorf("dial: %v (%v), want %v: %s", err, pipe.KindOf(err), pipe.KindBusy, want)
+		}
+	})
+
+	l.SetBusy(false)
+	before := allocated()
+	s, r, err := dialAccept(t, l, l.Addr(), big)
+	if err != nil {
+		t.Fatalf("dial after busy: %v", err)
+	}
+	defer s.Close()
+	defer r.Close()
+	if grew := allocated() - before; grew < 2*4*16<<20 {
+		t.Errorf("a connection allocated only %d bytes: the allocation check above proves nothing", grew)
+	}
+	if s.Info().Local != r.Info().Remote {
+		t.Errorf("Accept returned %s, want the sender %s", r.Info().Remote, s.Info().Local)
+	}
+}
+
+// allocated returns how many bytes the process has allocated so far.
+func allocated() uint64 {
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.TotalAlloc
+}
+
 // TestDialStrangers checks how Dial fails against things that are not
-// rdmapipe receivers.
+// rdmapipe receivers, or receivers that refuse.
 func TestDialStrangers(t *testing.T) {
-	defer func(d time.Duration) { handshakeTimeout = d }(handshakeTimeout)
-	handshakeTimeout = 100 * time.Millisecond
+	answer := func(p pipe.Params) func(net.Conn) {
+		return func(c net.Conn) { b, _ := p.MarshalBinary(); _, _ = c.Write(b) }
+	}
+	say := func(s string) func(net.Conn) { return func(c net.Conn) { _, _ = io.WriteString(c, s) } }
+	hangUp := func(c net.Conn) { _ = c.Close() }
 	tests := []struct {
 		name    string
 		answer  func(net.Conn)
-		timeout time.Duration
+		timeout time.Duration // of the context
 		kind    pipe.Kind
-		want    string
+		want    string // after "connect ADDR: "
 	}{
-		{"garbage", func(c net.Conn) { _, _ = io.WriteString(c, "SSH-2.0-OpenSSH_9.6 0123456789\r\n") }, 0, pipe.KindSetup, "not an rdmapipe endpoint"},
-		{"hang up", func(c net.Conn) { _ = c.Close() }, 0, pipe.KindSetup, "hung up during the handshake"},
-		{"silent", func(net.Conn) {}, 0, pipe.KindSetup, "no handshake answer within 200ms"},
-		{"silent past the deadline", func(net.Conn) {}, 50 * time.Millisecond, pipe.KindAborted, "deadline exceeded"},
+		{"ssh", say("SSH-2.0-OpenSSH_9.6 0123456789\r\n"), 0, pipe.KindSetup,
+			`the peer is not an rdmapipe receiver (it answered "SSH-2.0-OpenSSH_")`},
+		{"binary", say(strings.Repeat("\xff\x00", 20)), 0, pipe.KindSetup,
+			`the peer is not an rdmapipe receiver (it answered "\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00")`},
+		{"hang up", hangUp, 0, pipe.KindSetup,
+			"the peer closed the connection without an rdmapipe handshake answer: is an rdmapipe receiver listening there?"},
+		{"short then hang up", func(c net.Conn) { say("RDP")(c); hangUp(c) }, 0, pipe.KindSetup,
+			`the peer closed the connection without an rdmapipe handshake answer (it answered "RDP"): is an rdmapipe receiver listening there?`},
+		{"silent", func(net.Conn) {}, 0, pipe.KindSetup,
+			"no rdmapipe handshake answer within 100ms: is an rdmapipe receiver listening there?"},
+		{"short then silent", say("HTTP/1.1"), 0, pipe.KindSetup,
+			`no rdmapipe handshake answer within 100ms (it answered "HTTP/1.1"): is an rdmapipe receiver listening there?`},
+		{"silent past the deadline", func(net.Conn) {}, 50 * time.Millisecond, pipe.KindAborted,
+			"context deadline exceeded"},
+		{"busy", answer(pipe.Params{Version: pipe.Version, Chunk: 1, Depth: 3, Busy: true}), 0, pipe.KindBusy,
+			"receiver busy with another stream: retry later (rdmasend --wait retries)"},
+		{"other version", answer(pipe.Params{Version: pipe.Version + 1}), 0, pipe.KindSetup,
+			fmt.Sprintf("the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", pipe.Version+1, pipe.Version)},
+		{"bigger chunk", answer(pipe.NewParams(2*proposal.Chunk, proposal.Depth)), 0, pipe.KindSetup,
+			fmt.Sprintf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, 2*proposal.Chunk, proposal.Depth)},
+		{"refusal", answer(pipe.Params{Version: pipe.Version}), 0, pipe.KindSetup,
+			fmt.Sprintf("the receiver refused chunk %d, depth %d (it answered chunk 0, depth 0)", proposal.Chunk, proposal.Depth)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -145,7 +351,9 @@ func TestDialStrangers(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ln.Close()
+			done := make(chan struct{})
 			go func() {
+				defer close(done)
 				c, err := ln.Accept()
 				if err != nil {
 					return
@@ -153,7 +361,7 @@ func TestDialStrangers(t *testing.T) {
 				defer c.Close()
 				_, _ = io.ReadFull(c, make([]byte, pipe.ParamsLen))
 				tt.answer(c)
-				time.Sleep(time.Second)
+				_, _ = io.Copy(io.Discard, c) // until the dialer hangs up
 			}()
 			ctx := t.Context()
 			if tt.timeout > 0 {
@@ -161,11 +369,28 @@ func TestDialStrangers(t *testing.T) {
 				ctx, cancel = context.WithTimeout(ctx, tt.timeout)
 				defer cancel()
 			}
-			_, err = Dial(ctx, ln.Addr().String(), proposal)
-			if pipe.KindOf(err) != tt.kind || !strings.Contains(err.Error(), tt.want) {
-				t.Errorf("dial: %v (%v), want %v containing %q", err, pipe.KindOf(err), tt.kind, tt.want)
+			addr := ln.Addr().String()
+			_, err = Dialer{HandshakeTimeout: 100 * time.Millisecond}.Dial(ctx, addr, proposal)
+			if want := "connect " + addr + ": " + tt.want; pipe.KindOf(err) != tt.kind || err == nil || err.Error() != want {
+				t.Errorf("dial: %v (%v)\nwant %v: %s", err, pipe.KindOf(err), tt.kind, want)
 			}
+			<-done
 		})
+	}
+}
+
+// TestQuote checks that error messages quote at most maxQuoted bytes.
+func TestQuote(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"", `""`},
+		{"RDP\n", `"RDP\n"`},
+		{strings.Repeat("a", maxQuoted), `"` + strings.Repeat("a", maxQuoted) + `"`},
+		{strings.Repeat("\x00", maxQuoted+1), `"` + strings.Repeat(`\x00`, maxQuoted) + `"...`},
+	}
+	for _, tt := range tests {
+		if got := quote([]byte(tt.in)); got != tt.want {
+			t.Errorf("quote(%q) = %s, want %s", tt.in, got, tt.want)
+		}
 	}
 }
 
@@ -201,10 +426,10 @@ func refusingAddr(t *testing.T) string {
 }
 
 // TestAcceptEnds checks that Accept returns when its context ends, that the
-// listener still works after that, and that Close ends Accept even while it
-// waits for a silent peer's handshake.
+// listener still works after that, and that Close ends Accept and every
+// handshake in progress, and returns only when they have ended.
 func TestAcceptEnds(t *testing.T) {
-	l, err := Listen(t.Context(), "127.0.0.1:0", local)
+	l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -225,22 +450,48 @@ func TestAcceptEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
+	waitFor(t, "the stranger's handshake to start", func() bool { return len(l.slots) == 1 })
 	accepted := make(chan error, 1)
 	go func() {
 		_, err := l.Accept(t.Context())
 		accepted <- err
 	}()
-	time.Sleep(50 * time.Millisecond)
-	_ = l.Close()
+	if err := l.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if n := len(l.slots); n != 0 {
+		t.Errorf("close returned with %d handshakes in progress", n)
+	}
+	assertClosed(t, stranger)
 	select {
 	case err := <-accepted:
 		if !errors.Is(err, pipe.ErrClosed) || pipe.KindOf(err) != pipe.KindSetup {
 			t.Errorf("accept on a closed listener: %v", err)
 		}
-	case <-time.After(time.Second):
-		t.Fatal("close did not interrupt a handshake with a silent peer")
+	case <-time.After(10 * time.Second):
+		t.Fatal("close did not end a pending accept")
 	}
 	if _, err := l.Accept(t.Context()); !errors.Is(err, pipe.ErrClosed) {
 		t.Errorf("accept after close: %v", err)
+	}
+}
+
+// TestCloseDropsFinished checks that Close closes a connection whose
+// handshake finished but that no Accept took: its sender sees it end.
+func TestCloseDropsFinished(t *testing.T) {
+	l, err := Listen(t.Context(), "127.0.0.1:0", local)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := Dial(t.Context(), l.Addr(), proposal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if err := l.Close(); err != nil {
+		t.Errorf("close: %v", err)
+	}
+	if err := pollError(t, s); pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "peer closed the connection") {
+		t.Errorf("poll: %v (%v), want the peer closed the connection", err, pipe.KindOf(err))
 	}
 }

@@ -2,163 +2,237 @@ package tcp
 
 import (
 	"context"
-	"errors"
-	"fmt"
 	"io"
 	"net"
+	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
+// DefaultListenHandshake is how long a listener waits by default for a new
+// connection's proposal, so that a peer that connects and then says
+// nothing holds only its own handshake, and only that long.
+const DefaultListenHandshake = 5 * time.Second
+
+// maxHandshakes bounds the handshakes a listener has in progress, including
+// finished ones that wait for Accept. Connections beyond it are closed at
+// once.
+const maxHandshakes = 64
+
+// ListenConfig holds the options for listening. Its zero value uses the
+// defaults.
+type ListenConfig struct {
+	// HandshakeTimeout bounds how long a new connection may take to send
+	// its proposal and read the answer. Zero means DefaultListenHandshake.
+	HandshakeTimeout time.Duration
+}
+
 // Listener accepts senders over TCP. It implements pipe.Listener.
+//
+// A goroutine accepts TCP connections and runs the handshake of each in a
+// goroutine of its own, so that a slow or silent peer does not hold up
+// the others; Accept returns the finished handshakes.
 type Listener struct {
-	busy   atomic.Bool // see SetBusy
-	ln     *net.TCPListener
-	addr   string
-	local  pipe.Params
+	busy    atomic.Bool // see SetBusy
+	ln      *net.TCPListener
+	addr    string
+	local   pipe.Params
+	timeout time.Duration // see ListenConfig.HandshakeTimeout
+
+	ready  chan accepted   // finished handshakes, for Accept
+	slots  chan struct{}   // one token per handshake in progress
 	closed context.Context // ends when Close is called
 	close  context.CancelFunc
+	wg     sync.WaitGroup // the accepting goroutine and the handshakes
+}
+
+// accepted is one result for Accept: a connection or an error.
+type accepted struct {
+	c   *Conn
+	err error
 }
 
 var _ pipe.Listener = (*Listener)(nil)
 
-// errNotSender marks a connection from something that is not an rdmapipe
-// sender, which Accept skips.
-var errNotSender = errors.New("not an rdmapipe sender")
+// Listen listens on addr with the default ListenConfig.
+func Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, error) {
+	return ListenConfig{}.Listen(ctx, addr, local)
+}
 
 // Listen listens on addr (host:port; an empty host means every address) for
-// senders, with local as the receiver's own parameters. Errors are
-// *pipe.Error values of kind KindSetup (KindUsage for bad parameters).
-func Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, error) {
+// senders, with local as the receiver's own parameters, and starts
+// accepting connections. Errors are *pipe.Error values of kind KindSetup
+// (KindUsage for bad parameters).
+func (lc ListenConfig) Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, error) {
 	op := "listen on " + addr
 	if err := local.Validate(); err != nil {
 		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
 	}
-	var lc net.ListenConfig
-	ln, err := lc.Listen(ctx, "tcp", addr)
+	var nlc net.ListenConfig
+	ln, err := nlc.Listen(ctx, "tcp", addr)
 	if err != nil {
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
 	tl := ln.(*net.TCPListener)
+	l := newListener(local, lc.HandshakeTimeout)
+	l.ln, l.addr = tl, tl.Addr().String()
+	l.wg.Add(1)
+	go l.acceptLoop()
+	return l, nil
+}
+
+// newListener returns a Listener without a socket: the state that
+// handshakes need.
+func newListener(local pipe.Params, timeout time.Duration) *Listener {
+	if timeout <= 0 {
+		timeout = DefaultListenHandshake
+	}
 	closed, cancel := context.WithCancel(context.Background())
-	return &Listener{ln: tl, addr: tl.Addr().String(), local: local, closed: closed, close: cancel}, nil
+	return &Listener{local: local, timeout: timeout, ready: make(chan accepted),
+		slots: make(chan struct{}, maxHandshakes), closed: closed, close: cancel}
 }
 
 // SetBusy says whether the receiver is serving a stream; while it is,
-// connect requests are refused as busy (see pipe.Listener).
+// valid proposals are answered as busy (pipe.Params.Busy) and their
+// connections closed before anything is allocated for them.
 func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
 // Addr returns the address the listener is bound to.
 func (l *Listener) Addr() string { return l.addr }
 
-// Close stops listening and unblocks Accept, even in the middle of a
-// handshake.
+// Close stops listening, ends every handshake in progress, closes the
+// connections whose handshake finished but that no Accept took, and
+// unblocks Accept. It returns when all of that is done.
 func (l *Listener) Close() error {
 	l.close()
-	return l.ln.Close()
+	err := l.ln.Close()
+	l.wg.Wait()
+	return err
 }
 
-// Accept waits for a sender, negotiates its parameters against the
-// listener's and returns a receiver's Conn sized by pipe.ReceiverLayout.
+// Accept waits for a sender whose handshake finished and returns its
+// receiver's Conn, sized by pipe.ReceiverLayout.
 //
 // Connections from anything that is not an rdmapipe sender (it sends
-// something else, or nothing within 10 seconds, or hangs up) are closed and
-// skipped: Accept goes on waiting. A sender whose proposal the listener
-// refuses (another protocol version) is told why, and Accept returns a
-// *pipe.Error of kind KindSetup; the listener stays open, so the caller may
-// Accept again. After Close, Accept returns an error wrapping
-// pipe.ErrClosed; when ctx ends, one of kind KindAborted.
+// something else, or nothing within the handshake timeout, or hangs up),
+// and senders refused as busy, are closed and skipped: Accept goes on
+// waiting. A sender whose proposal the listener refuses (another protocol
+// version, bad parameters) is told why, and Accept returns a *pipe.Error of
+// kind KindSetup; the listener stays open, so the caller may Accept again.
+// After Close, Accept returns an error wrapping pipe.ErrClosed; when ctx
+// ends, one of kind KindAborted.
 func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.closed, cancel)()
-	for {
-		c, err := l.next(ctx)
-		switch {
-		case err == nil:
-			return c, nil
-		case l.closed.Err() != nil:
-			return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: pipe.ErrClosed}
-		case !errors.Is(err, errNotSender):
-			return nil, err
-		}
-	}
-}
-
-// next accepts one connection and answers its handshake.
-func (l *Listener) next(ctx context.Context) (*Conn, error) {
-	nc, err := l.accept(ctx)
-	if err != nil {
-		return nil, err
-	}
-	return l.handshake(ctx, nc)
-}
-
-// accept waits for a TCP connection or the end of ctx.
-func (l *Listener) accept(ctx context.Context) (net.Conn, error) {
 	op := "accept on " + l.addr
-	interrupt := make(chan struct{})
-	stop := context.AfterFunc(ctx, func() {
-		_ = l.ln.SetDeadline(time.Unix(1, 0))
-		close(interrupt)
-	})
-	nc, err := l.ln.Accept()
-	if !stop() {
-		<-interrupt
-		_ = l.ln.SetDeadline(time.Time{})
-		if nc != nil {
-			_ = nc.Close()
+	if l.closed.Err() != nil {
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: pipe.ErrClosed}
+	}
+	select {
+	case a := <-l.ready:
+		if a.err != nil {
+			return nil, a.err
 		}
+		return a.c, nil
+	case <-ctx.Done():
 		return nil, interrupted(op, ctx.Err())
+	case <-l.closed.Done():
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: pipe.ErrClosed}
 	}
-	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+}
+
+// acceptLoop accepts TCP connections until Close and starts a handshake
+// for each, or closes it at once when maxHandshakes are in progress.
+func (l *Listener) acceptLoop() {
+	defer l.wg.Done()
+	for {
+		nc, err := l.ln.Accept()
+		if l.closed.Err() != nil {
+			if nc != nil {
+				_ = nc.Close()
+			}
+			return
+		}
+		if err != nil {
+			// Such as too many open files: tell Accept, which paces us.
+			l.deliver(accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}})
+			continue
+		}
+		select {
+		case l.slots <- struct{}{}:
+		default:
+			_ = nc.Close()
+			continue
+		}
+		l.wg.Add(1)
+		go func() {
+			defer l.wg.Done()
+			defer func() { <-l.slots }()
+			if a, ok := l.handshake(nc); ok {
+				l.deliver(a)
+			}
+		}()
 	}
-	return nc, nil
+}
+
+// deliver hands a to Accept, or drops it (closing its connection) when the
+// listener closes first.
+func (l *Listener) deliver(a accepted) {
+	select {
+	case l.ready <- a:
+	case <-l.closed.Done():
+		if a.c != nil {
+			_ = a.c.Close()
+		}
+	}
 }
 
 // handshake reads the sender's proposal from nc and answers it. It returns
-// an error wrapping errNotSender for a peer that is not an rdmapipe sender.
-func (l *Listener) handshake(ctx context.Context, nc net.Conn) (*Conn, error) {
+// the connection, or the refusal Accept reports, with ok true; or ok false
+// when the connection was skipped and closed (not an rdmapipe sender, busy,
+// listener closed).
+func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 	op := "accept from " + nc.RemoteAddr().String()
-	end := guard(ctx, nc, handshakeTimeout)
-	p, refused, err := l.answer(nc)
-	if cerr := end(); cerr != nil {
-		_ = nc.Close()
-		return nil, interrupted(op, cerr)
+	end := guard(l.closed, nc, l.timeout)
+	p, reply, refused, err := l.answer(nc)
+	if err == nil {
+		_, err = nc.Write(reply)
 	}
-	if refused != nil || err != nil {
-		_ = nc.Close()
+	if cerr := end(); cerr != nil {
+		err = cerr
 	}
 	switch {
+	case err != nil || p.Busy:
+		_ = nc.Close()
+		return accepted{}, false
 	case refused != nil:
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: refused}
-	case err != nil:
-		return nil, fmt.Errorf("%s: %w: %v", op, errNotSender, err)
+		_ = nc.Close()
+		return accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: refused}}, true
 	}
-	return newConn(nc, pipe.ReceiverLayout(p), p, pipe.SenderLayout(p).RecvBufs), nil
+	return accepted{c: newConn(nc, pipe.ReceiverLayout(p), p, pipe.SenderLayout(p).RecvBufs)}, true
 }
 
-// answer reads a proposal from nc, negotiates and writes the answer. It
-// returns the negotiated parameters, or why the proposal was refused, or an
-// I/O or decoding error.
-func (l *Listener) answer(nc net.Conn) (p pipe.Params, refused, err error) {
+// answer reads a proposal from r and returns the reply to write: the
+// negotiated parameters p, or a busy answer (p.Busy set), or why the
+// proposal was refused. err is a read or decoding error: the peer is not
+// an rdmapipe sender, and gets no reply.
+func (l *Listener) answer(r io.Reader) (p pipe.Params, reply []byte, refused, err error) {
 	b := make([]byte, pipe.ParamsLen)
-	if _, err := io.ReadFull(nc, b); err != nil {
-		return p, nil, err
+	if _, err := io.ReadFull(r, b); err != nil {
+		return p, nil, nil, err
 	}
 	var proposal pipe.Params
 	if err := proposal.UnmarshalBinary(b); err != nil {
-		return p, nil, err
+		return p, nil, nil, err
 	}
 	p, refused = pipe.Negotiate(l.local, proposal)
-	// A refusal carries the listener's protocol version and no parameters.
-	reply, _ := pipe.Params{Version: pipe.Version}.MarshalBinary()
-	if refused == nil {
-		reply, _ = p.MarshalBinary()
+	switch {
+	case refused != nil:
+		// A refusal carries the listener's protocol version and no parameters.
+		p = pipe.Params{Version: pipe.Version}
+	case l.busy.Load():
+		p = pipe.Params{Version: pipe.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
 	}
-	_, err = nc.Write(reply)
-	return p, refused, err
+	reply, _ = p.MarshalBinary()
+	return p, reply, refused, nil
 }

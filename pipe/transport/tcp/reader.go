@@ -22,10 +22,9 @@ func (c *Conn) readLoop() {
 			c.fail(c.readError(err, "peer closed the connection"))
 			return
 		}
-		n := int(binary.LittleEndian.Uint32(c.hdr[:]))
-		if n > size {
-			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote,
-				Err: fmt.Errorf("peer sent a %d-byte message but receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, size)})
+		n, err := frameLen(c.hdr, size)
+		if err != nil {
+			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote, Err: err})
 			return
 		}
 		var i int
@@ -40,6 +39,18 @@ func (c *Conn) readLoop() {
 		}
 		c.comps <- pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: n}
 	}
+}
+
+// frameLen decodes a frame header and checks the length against size, the
+// capacity of the receive buffers. The comparison is made before any
+// conversion to int, so that no length can turn negative or index past a
+// buffer.
+func frameLen(hdr [frameHeaderLen]byte, size int) (int, error) {
+	n := binary.LittleEndian.Uint32(hdr[:])
+	if uint64(n) > uint64(size) {
+		return 0, fmt.Errorf("peer sent a %d-byte message but receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, size)
+	}
+	return int(n), nil
 }
 
 // readError describes a failed read; eof says what an end of file means.
