@@ -46,13 +46,14 @@ type benchReport struct {
 }
 
 // bench runs the sweep against addr and prints a table on out.
-func bench(ctx context.Context, d *dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
+func bench(ctx context.Context, d pipe.Dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
 	warmup := perSize / 5
 	rep := benchReport{Remote: addr, Depth: o.params.Depth, Warmup: warmup.Seconds(), Duration: perSize.Seconds()}
 	fmt.Fprintf(out, "%10s %10s %10s %9s %12s %12s\n", "size", "chunk", "MB/s", "Gb/s", "msg/s", "CPU s/GB")
 	for size := 1; size <= BenchMaxChunk; size *= 2 {
-		d.o.params.Chunk = size
-		row, info, err := benchOne(ctx, d, addr, o.cfg, wait, warmup, perSize)
+		p := o.params
+		p.Chunk = size
+		row, info, err := benchOne(ctx, d, addr, p, o.cfg, wait, warmup, perSize)
 		if err != nil {
 			return fmt.Errorf("bench at %s messages: %w", formatSize(int64(size)), err)
 		}
@@ -78,9 +79,9 @@ func bench(ctx context.Context, d *dialer, addr string, o options, wait, perSize
 
 // benchOne measures one message size on a fresh connection, waiting up to
 // wait for the receiver to be up and free.
-func benchOne(ctx context.Context, d *dialer, addr string, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, pipe.Info, error) {
+func benchOne(ctx context.Context, d pipe.Dialer, addr string, p pipe.Params, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, pipe.Info, error) {
 	src := &benchSource{warmup: warmup, measure: measure}
-	st, err := sendWithRetry(ctx, d, addr, wait, src, cfg)
+	st, err := sendWithRetry(ctx, d, addr, p, wait, src, cfg)
 	if err != nil {
 		return benchRow{}, st.Info, err
 	}

@@ -1,18 +1,11 @@
 package app
 
 import (
-	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"sync/atomic"
-	"syscall"
-	"time"
 
 	"github.com/urfave/cli/v2"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // Recv runs the rdmarecv command with args (args[0] is the program name)
@@ -73,72 +66,6 @@ func recvAction(c *cli.Context) error {
 	if o.verbose {
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
-	incoming := make(chan pipe.Conn)
-	var serving atomic.Bool
-	actx, stopAccepting := context.WithCancel(ctx)
-	defer stopAccepting() // before l.Close, so that the accept loop ends quietly
-	go acceptLoop(actx, l, incoming, &serving)
-
-	var last error
-	for {
-		var conn pipe.Conn
-		select {
-		case conn = <-incoming:
-		case <-ctx.Done():
-			if keep {
-				return last
-			}
-			return context.Cause(ctx)
-		}
-		cfg := o.cfg
-		var bar interface{ Finish() error }
-		if o.progress {
-			b := newProgress(os.Stderr, -1, "receiving")
-			cfg.Progress = func(n int64) { _ = b.Set64(n) }
-			bar = b
-		}
-		st, err := pipe.Receive(ctx, conn, out, cfg)
-		serving.Store(false)
-		stuck := errors.Is(err, pipe.ErrStuck)
-		if !stuck { // else the process exits with the buffers mapped
-			conn.Close()
-		}
-		if bar != nil {
-			_ = bar.Finish()
-		}
-		err = finish(o, "recv", st, err)
-		if !keep || stuck || ctx.Err() != nil || errors.Is(err, syscall.EPIPE) {
-			return err
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "rdmarecv: %v (waiting for the next sender)\n", err)
-			last = err
-		}
-	}
-}
-
-// acceptLoop hands each sender that connects to the receive loop, and
-// refuses senders that connect while a stream is being received (serving).
-func acceptLoop(ctx context.Context, l pipe.Listener, incoming chan<- pipe.Conn, serving *atomic.Bool) {
-	for {
-		conn, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			fmt.Fprintf(os.Stderr, "rdmarecv: refused a connection: %v\n", err)
-			time.Sleep(100 * time.Millisecond)
-			continue
-		}
-		if serving.Swap(true) {
-			go pipe.Refuse(conn, pipe.KindBusy, "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
-			continue
-		}
-		select {
-		case incoming <- conn:
-		case <-ctx.Done():
-			conn.Close()
-			return
-		}
-	}
+	srv := &server{l: l, o: o, out: out, keep: keep, log: os.Stderr}
+	return srv.run(ctx)
 }

@@ -66,7 +66,7 @@ func sendAction(c *cli.Context) error {
 		if c.Duration("bench-time") <= 0 {
 			return usagef("--bench-time must be positive")
 		}
-		d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
+		d := newDialer(o, os.Stderr, "rdmasend")
 		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
 	}
 
@@ -76,19 +76,19 @@ func sendAction(c *cli.Context) error {
 		defer bar.Finish()
 	}
 	growPipe(os.Stdin, o.params.Chunk)
-	d := &dialer{o: o, notice: os.Stderr, name: "rdmasend"}
-	st, err := sendWithRetry(ctx, d, addr, c.Duration("wait"), os.Stdin, o.cfg)
+	d := newDialer(o, os.Stderr, "rdmasend")
+	st, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
 	return finish(o, "send", st, err)
 }
 
 // sendWithRetry connects to addr and sends r, retrying for up to wait while
 // the receiver is not up yet or busy with another stream. Retrying is safe:
 // nothing is read from r before the receiver has welcomed the sender.
-func sendWithRetry(ctx context.Context, d *dialer, addr string, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
+func sendWithRetry(ctx context.Context, d pipe.Dialer, addr string, p pipe.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		attempt, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 15*time.Second))
-		conn, err := d.dial(attempt, addr)
+		conn, err := d.Dial(attempt, addr, p)
 		cancel()
 		var st pipe.Stats
 		dialed := err == nil

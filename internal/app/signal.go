@@ -6,6 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -24,7 +26,7 @@ func signalContext() (ctx context.Context, stop func()) {
 	go func() {
 		select {
 		case s := <-sigs:
-			cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted by %v", s))
+			cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted (%s)", unix.SignalName(s.(syscall.Signal))))
 		case <-done:
 			return
 		}

@@ -1,0 +1,75 @@
+// Package auto is the transport of --transport auto: a dialer that tries
+// RDMA first, for a bounded time, and falls back to TCP, and a listener
+// that accepts on RDMA and TCP at once on the same port.
+package auto
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
+)
+
+// DefaultRDMATimeout bounds the RDMA attempt of a Dial when the Dialer sets
+// no RDMATimeout. rdma_cm answers a refused or rejected connect at once; a
+// peer host without RDMA does not answer at all, and rdma_cm would retry
+// for far longer than a user waits before TCP is tried.
+const DefaultRDMATimeout = 3 * time.Second
+
+// Dialer connects over RDMA when a device can reach the receiver and the
+// receiver answers on RDMA, else over TCP. It implements pipe.Dialer.
+type Dialer struct {
+	RDMA rdma.Options
+	TCP  tcp.Dialer
+	// RDMATimeout bounds the RDMA attempt; TCP then has the rest of the
+	// Dial's context to itself. 0 means DefaultRDMATimeout.
+	RDMATimeout time.Duration
+	// Notice, if set, is told once (the first time) that TCP is used and
+	// why RDMA was not.
+	Notice io.Writer
+	// Name prefixes the notice, e.g. "rdmasend".
+	Name string
+
+	once sync.Once
+}
+
+// Dial connects to addr with proposal. Failures that TCP cannot cure (a
+// wrong key, a busy receiver) end it without trying TCP.
+func (d *Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+	err := rdma.Available()
+	if err == nil {
+		timeout := d.RDMATimeout
+		if timeout <= 0 {
+			timeout = DefaultRDMATimeout
+		}
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		var c pipe.Conn
+		c, err = rdma.Dialer{Options: d.RDMA}.Dial(actx, addr, proposal)
+		cancel()
+		if err == nil {
+			return c, nil
+		}
+		if ctx.Err() != nil {
+			return nil, err
+		}
+		if k := pipe.KindOf(err); k == pipe.KindAuth || k == pipe.KindBusy {
+			return nil, err
+		}
+		if actx.Err() != nil {
+			err = fmt.Errorf("no RDMA answer within %v", timeout)
+		}
+	}
+	d.once.Do(func() {
+		if d.Notice != nil {
+			fmt.Fprintf(d.Notice, "%s: no RDMA path to %s (%v); using TCP\n", d.Name, addr, err)
+		}
+	})
+	return d.TCP.Dial(ctx, addr, proposal)
+}
+
+var _ pipe.Dialer = (*Dialer)(nil)
