@@ -3,7 +3,6 @@ package e2e
 import (
 	"bytes"
 	"io"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -110,8 +109,8 @@ func TestInterrupt(t *testing.T) {
 		victim  string // "send" or "recv"
 		peerSay string
 	}{
-		{"sender SIGINT", syscall.SIGINT, "send", "sender aborted: interrupted by interrupt"},
-		{"receiver SIGTERM", syscall.SIGTERM, "recv", "receiver aborted: interrupted by terminated"},
+		{"sender SIGINT", syscall.SIGINT, "send", `sender aborted: "interrupted (SIGINT)"`},
+		{"receiver SIGTERM", syscall.SIGTERM, "recv", `receiver aborted: "interrupted (SIGTERM)"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -176,28 +175,22 @@ func TestKeys(t *testing.T) {
 	}
 }
 
-// TestBusyPort starts a receiver on a port that is taken.
+// TestBusyPort starts a receiver on a port that is taken: the second one
+// starts once the first says it is listening.
 func TestBusyPort(t *testing.T) {
 	port := freePort(t)
-	first := recv(t, port, io.Discard)
-	if suite.transport == "tcp" {
-		waitFor(t, 10*time.Second, "the first receiver", func() bool {
-			c, err := net.Dial("tcp", net.JoinHostPort(suite.host, itoa(int64(port))))
-			if err == nil {
-				c.Close()
-			}
-			return err == nil
-		})
-	} else {
-		time.Sleep(time.Second)
-	}
+	first := recv(t, port, io.Discard, "-v")
+	first.waitStderr(30*time.Second, listening)
 	second := recv(t, port, io.Discard)
 	code, stderr := second.wait(30 * time.Second)
 	expect(t, "second rdmarecv", code, stderr, 3, "in use")
 	first.cmd.Process.Kill()
 }
 
-// TestNothingListening dials a port nobody listens on with --wait 2s.
+// TestNothingListening dials a port nobody listens on with --wait 2s: the
+// sender retries for the whole --wait (it may not give up earlier), then
+// exits with the setup code. How much later it gives up depends on the
+// machine; the wait limit only guards against a hang.
 func TestNothingListening(t *testing.T) {
 	port := freePort(t)
 	began := time.Now()
@@ -205,8 +198,9 @@ func TestNothingListening(t *testing.T) {
 	code, stderr := s.wait(time.Minute)
 	took := time.Since(began)
 	expect(t, "rdmasend", code, stderr, 3, "gave up after waiting 2s")
-	if took < 1900*time.Millisecond || took > 15*time.Second {
-		t.Errorf("rdmasend gave up after %v, want about 2s", took)
+	t.Logf("rdmasend gave up after %v", took)
+	if took < 2*time.Second {
+		t.Errorf("rdmasend gave up after %v, before its --wait of 2s", took)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -64,9 +65,12 @@ func TestMain(m *testing.M) {
 		suite.bin = dir
 		code := m.Run()
 		os.RemoveAll(dir)
+		removeShared()
 		os.Exit(code)
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	removeShared()
+	os.Exit(code)
 }
 
 func getenv(name, def string) string {
@@ -76,27 +80,47 @@ func getenv(name, def string) string {
 	return def
 }
 
+// syncBuffer is a bytes.Buffer that a process writes while the test reads.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
 // proc is a started rdmasend or rdmarecv.
 type proc struct {
 	t      *testing.T
+	name   string
 	cmd    *exec.Cmd
-	stderr bytes.Buffer
+	stderr syncBuffer
 	done   chan struct{}
-	code   int
+	code   int       // exit code, valid once done is closed
+	ended  time.Time // when the exit was seen, valid once done is closed
 }
 
 // start runs binary name with args; stdin and stdout are what the caller
 // wires up (nil: /dev/null and discard).
 func start(t *testing.T, name string, stdin io.Reader, stdout io.Writer, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, cmd: exec.Command(filepath.Join(suite.bin, name), args...), done: make(chan struct{})}
+	p := &proc{t: t, name: name, cmd: exec.Command(filepath.Join(suite.bin, name), args...), done: make(chan struct{})}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
 	}
 	go func() {
 		err := p.cmd.Wait()
-		p.code = exitCode(err)
+		p.code, p.ended = exitCode(err), time.Now()
 		close(p.done)
 	}()
 	t.Cleanup(func() {
@@ -133,6 +157,35 @@ func (p *proc) wait(limit time.Duration) (int, string) {
 		return 0, ""
 	}
 }
+
+// exited reports whether the process has exited.
+func (p *proc) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitStderr waits up to limit until the process has written s to stderr,
+// and fails the test if it exits or the limit passes first.
+func (p *proc) waitStderr(limit time.Duration, s string) {
+	p.t.Helper()
+	deadline := time.Now().Add(limit)
+	for !strings.Contains(p.stderr.String(), s) {
+		if p.exited() {
+			p.t.Fatalf("%s exited %d before writing %q; stderr:\n%s", p.name, p.code, s, p.stderr.String())
+		}
+		if time.Now().After(deadline) {
+			p.t.Fatalf("%s did not write %q within %v; stderr:\n%s", p.name, s, limit, p.stderr.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// listening is the line rdmarecv -v writes once it accepts connections.
+const listening = "rdmarecv: listening on"
 
 // flags are the flags every invocation gets: the transport and port.
 func flags(port int, extra ...string) []string {

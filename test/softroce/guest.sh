@@ -4,9 +4,10 @@
 # file into the run dir; its only argument is that dir.
 #
 # Run dir protocol (all files written by vm-run.sh on the host, except the last three):
-#   vars       shell assignments: VMRUN_TOKEN, PATH, RXE_WORK, forwarded VM_ENV variables
+#   vars       shell assignments: VMRUN_TOKEN, PATH, RXE_WORK, VM_WIRE, forwarded VM_ENV variables
 #   cmd        bash script: cd to the host's current directory, then the command
 #   modprobe   kernel usermode-helper modprobe pointing at the unpacked kernel tree
+#   wire.sh    the two-host wire, set up when vars says VM_WIRE=1
 #   exit-code  (guest) the command's exit status
 #   setup-error (guest) why the command was not run, if it was not
 #   dmesg      (guest) the kernel log at the end of the run
@@ -59,6 +60,14 @@ rdma link show rxe0/1 | grep -q 'state ACTIVE' || setup_fail "rxe0 port not ACTI
 export RXE_DEV=rxe0 RXE_IP=10.0.3.1 RXE_WORK
 
 say "rxe0 ready on dummy0 $RXE_IP (root: $(cat /run/vm-root-mode 2>/dev/null), $(nproc) CPUs)"
+# VM_WIRE=1: two "hosts" on a veth pair (see wire.sh); its variables go to the command
+if [ "${VM_WIRE:-0}" = 1 ]; then
+  wire=$(bash "$RUN/wire.sh" up 2>&1) || setup_fail "wire.sh up: $wire"
+  wire=$(tail -n 1 <<<"$wire")
+  # shellcheck disable=SC2163,SC2086  # the line is NAME=value pairs without spaces
+  export $wire
+  say "wire ready: $wire"
+fi
 say "begin"
 # stdin is /dev/null: the host's stdin is not forwarded, and a command reading the console
 # would otherwise wait forever

@@ -7,7 +7,9 @@
 # usage: test/softroce/vm-run.sh CMD [ARGS...]      (as root)
 #   Runs CMD in the guest, in the same current directory, and exits with its status
 #   (98 if the guest never reported one, 99 if the VM could not be started at all).
-#   Inside the guest: RXE_DEV=rxe0 RXE_IP=10.0.3.1 (rxe on dummy0) and RXE_WORK are set.
+#   Inside the guest: RXE_DEV=rxe0 RXE_IP=10.0.3.1 (rxe on dummy0) and RXE_WORK are set;
+#   with VM_WIRE=1 also the two-host wire (wire.sh): WIRE_A=10.0.9.1 (rxeA on vethA),
+#   WIRE_B=10.0.9.2 (rxeB on vethB), WIRE_DEV_A, WIRE_DEV_B and WIRE_SCRIPT.
 #   See README.md beside this file for the guest's filesystem and the known facts.
 #
 # Output: the command's stdout and stderr (merged, through a virtio console) arrive live on
@@ -26,6 +28,7 @@
 #   VM_ENV      names of host variables to pass into the guest, e.g. VM_ENV="CI GOFLAGS"
 #               (the guest does not inherit the host's environment; PATH is passed)
 #   VM_LOG      also copy the command's output to this file
+#   VM_WIRE     1: set up the two-host wire (wire.sh up) before running the command
 set -euo pipefail
 export LC_ALL=C   # stable tool output and a '.' in $EPOCHREALTIME
 
@@ -141,7 +144,8 @@ fi
 KDIR=$CACHE/kernel/$KVER
 
 # 4. initramfs, cached by content: static busybox, /init, the modules in dependency order
-MODULES="virtio_pci virtio_console 9pnet_virtio 9p overlay dummy rdma_rxe rdma_ucm crc32_generic crc32c_generic libcrc32c"
+# veth and sch_netem: the two-host wire (wire.sh) and its faults
+MODULES="virtio_pci virtio_console 9pnet_virtio 9p overlay dummy veth sch_netem rdma_rxe rdma_ucm crc32_generic crc32c_generic libcrc32c"
 KEY=$( { echo "$KVER $MODULES"; cat "$HERE/init"; sha256sum "$BUSYBOX"; } | sha256sum | cut -c1-16)
 INITRD=$CACHE/initrd-$KVER-$KEY.gz
 if [ ! -f "$INITRD" ]; then
@@ -175,11 +179,12 @@ RUN=$(mktemp -d "$WORK/run.XXXXXX")
 TMPS+=("$RUN")
 
 TOKEN="@@vm-run-$(basename "$RUN")@@"
-cp "$HERE/guest.sh" "$RUN/guest.sh"
+cp "$HERE/guest.sh" "$HERE/wire.sh" "$RUN/"
 {
   printf 'VMRUN_TOKEN=%q\n' "$TOKEN"
   printf 'export PATH=%q\n' "$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   printf 'export RXE_WORK=%q\n' "$WORK"
+  printf 'VM_WIRE=%q\n' "${VM_WIRE:-0}"
   for v in ${VM_ENV:-}; do
     if [ -n "${!v+set}" ]; then printf 'export %s=%q\n' "$v" "${!v}"; fi
   done

@@ -1,0 +1,115 @@
+#!/bin/bash
+# wire.sh - runs inside the SoftRoCE VM (as root): two "hosts" on one wire. A veth pair with
+# an rxe device on each end, 10.0.9.1 (rxeA on vethA) and 10.0.9.2 (rxeB on vethB), in ONE
+# network namespace, with policy routing so that traffic between the two addresses really
+# crosses the veth (its packet counters move) instead of taking lo or rxe's loopback.
+# Faults are then injected on the wire with tc netem, `ip link set vethA down` or blackhole
+# routes in table 91 (A -> B) and 92 (B -> A).
+#
+# usage: wire.sh up       create the wire if missing, then reset it (idempotent)
+#        wire.sh reset    undo every fault: no qdisc, links up, routes, neighbours, rxeA and
+#                         rxeB ACTIVE again (a link that went down loses its routes and
+#                         neighbour entries; this puts them back)
+#        wire.sh down     remove the wire and the routing rules
+#        wire.sh env      print the shell assignments for the addresses (see below)
+#
+# `up` and `reset` print, on success, the variables the fault tests read:
+#   WIRE_A=10.0.9.1 WIRE_B=10.0.9.2 WIRE_DEV_A=rxeA WIRE_DEV_B=rxeB WIRE_SCRIPT=<this file>
+#
+# Why one namespace: rxe on Debian 12's kernel (6.1) opens its UDP socket in the initial
+# namespace only; `rdma link add` succeeds inside another netns, but rdma_cm then reports
+# UNREACHABLE. So both ends live in the initial namespace and the routing rules below send
+# locally generated traffic for the other end's address out of the right veth:
+#   pref 10/11  iif lo  to the peer          locally sent packets (connect, rdma_cm resolve)
+#   pref 12/13  oif veth to the peer         lookups bound to a device (rxe's transmit path,
+#                                            the CM's check of an incoming request)
+#   pref 100    lookup local                 moved down from pref 0, so rules 10-13 win
+set -euo pipefail
+
+A=10.0.9.1 B=10.0.9.2
+SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+
+die() { echo "wire.sh: $*" >&2; exit 1; }
+
+print_env() {
+  echo "WIRE_A=$A WIRE_B=$B WIRE_DEV_A=rxeA WIRE_DEV_B=rxeB WIRE_SCRIPT=$SELF"
+}
+
+# rule PREF SELECTOR...: add a routing rule unless one with that preference exists
+rule() {
+  local pref=$1; shift
+  [ -n "$(ip rule show pref "$pref")" ] || ip rule add pref "$pref" "$@"
+}
+
+# wait_active DEV: wait (up to 10 s, polling) until the rxe port is ACTIVE
+wait_active() {
+  local i
+  for i in $(seq 100); do
+    case $(rdma link show "$1/1" 2>/dev/null) in *'state ACTIVE'*) return 0 ;; esac
+    [ "$i" = 100 ] || sleep 0.1
+  done
+  die "$1 port not ACTIVE: $(rdma link show "$1/1" 2>&1)"
+}
+
+reset() {
+  local d
+  for d in vethA vethB; do
+    [ -e "/sys/class/net/$d" ] || die "no $d: run 'wire.sh up' first"
+    tc qdisc del dev "$d" root 2>/dev/null || true
+    ip link set "$d" up
+  done
+  for d in all default vethA vethB; do
+    sysctl -qw "net.ipv4.conf.$d.accept_local=1" "net.ipv4.conf.$d.rp_filter=0"
+  done
+  # replace: also removes a blackhole (or any other fault route) for the peer
+  ip route replace "$B/32" dev vethA src "$A" table 91
+  ip route replace "$A/32" dev vethB src "$B" table 92
+  rule 10 iif lo to "$B/32" lookup 91
+  rule 11 iif lo to "$A/32" lookup 92
+  rule 12 oif vethA to "$B/32" lookup 91
+  rule 13 oif vethB to "$A/32" lookup 92
+  rule 100 lookup local
+  while [ -n "$(ip rule show pref 0 lookup local)" ]; do ip rule del pref 0 lookup local; done
+  # permanent neighbours: no ARP on this wire (a down link flushes them, hence every reset)
+  ip neigh replace "$B" lladdr "$(cat /sys/class/net/vethB/address)" dev vethA nud permanent
+  ip neigh replace "$A" lladdr "$(cat /sys/class/net/vethA/address)" dev vethB nud permanent
+  wait_active rxeA
+  wait_active rxeB
+}
+
+up() {
+  # sch_netem is in the harness's initramfs; else load it with the kernel's own helper
+  # (vm-run.sh points it at the unpacked kernel tree; plain modprobe looks in the host's)
+  [ -d /sys/module/sch_netem ] || "$(cat /proc/sys/kernel/modprobe)" sch_netem ||
+    echo "wire.sh: sch_netem not available; netem faults will fail" >&2
+  if [ ! -e /sys/class/net/vethA ]; then
+    ip link add vethA type veth peer name vethB
+    ip addr add "$A/32" dev vethA
+    ip addr add "$B/32" dev vethB
+  fi
+  [ -e /sys/class/infiniband/rxeA ] || rdma link add rxeA type rxe netdev vethA
+  [ -e /sys/class/infiniband/rxeB ] || rdma link add rxeB type rxe netdev vethB
+  reset
+}
+
+down() {
+  rdma link delete rxeA 2>/dev/null || true
+  rdma link delete rxeB 2>/dev/null || true
+  ip link delete vethA 2>/dev/null || true   # takes vethB with it
+  [ -n "$(ip rule show pref 0 lookup local)" ] || ip rule add pref 0 lookup local
+  local p
+  for p in 10 11 12 13 100; do
+    while [ -n "$(ip rule show pref "$p")" ]; do ip rule del pref "$p"; done
+  done
+  ip route flush table 91 2>/dev/null || true
+  ip route flush table 92 2>/dev/null || true
+}
+
+[ "$(id -u)" = 0 ] || die "must run as root (inside the SoftRoCE VM)"
+case "${1:-}" in
+  up)    up; print_env ;;
+  reset) reset; print_env ;;
+  down)  down ;;
+  env)   print_env ;;
+  *)     sed -n '2,/^set -euo/{/^#/s/^# \{0,1\}//p}' "$0" >&2; exit 2 ;;
+esac
