@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -103,6 +105,8 @@ func TestHostPort(t *testing.T) {
 		{"node2:9000", "node2:9000"},
 		{"10.0.0.2", "10.0.0.2:18800"},
 		{"::1", "[::1]:18800"},
+		{"[::1]", "[::1]:18800"},
+		{"[fe80::1%eth0]", "[fe80::1%eth0]:18800"},
 		{"[fe80::1%eth0]:7000", "[fe80::1%eth0]:7000"},
 	}
 	for _, tc := range cases {
@@ -130,5 +134,39 @@ func TestSummary(t *testing.T) {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("stats JSON lacks %s:\n%s", w, b)
 		}
+	}
+}
+
+// TestGrowPipe checks that a pipe grows towards the chunk size and that a
+// larger one is never shrunk.
+func TestGrowPipe(t *testing.T) {
+	cases := []struct {
+		name        string
+		before, ask int
+		want        int
+	}{
+		{"grows", 64 << 10, 256 << 10, 256 << 10},
+		{"never shrinks", 512 << 10, 64 << 10, 512 << 10},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer r.Close()
+			defer w.Close()
+			if _, err := unix.FcntlInt(w.Fd(), unix.F_SETPIPE_SZ, tc.before); err != nil {
+				t.Skipf("cannot size a pipe here: %v", err)
+			}
+			growPipe(w, tc.ask)
+			got, err := unix.FcntlInt(w.Fd(), unix.F_GETPIPE_SZ, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got != tc.want {
+				t.Errorf("pipe size %d after growPipe(%d) from %d, want %d", got, tc.ask, tc.before, tc.want)
+			}
+		})
 	}
 }

@@ -87,8 +87,18 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 		return o, usagef("--timeout must not be negative")
 	}
 	o.cfg.Key, err = loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
+	if n := len(o.cfg.Key); n > 0 && n < minKeyLen {
+		fmt.Fprintf(c.App.ErrWriter, "%s: warning: the key is only %d bytes; a short key can be guessed offline from one recorded handshake: use %d or more random bytes (head -c 32 /dev/urandom | base64 > key)\n", c.App.Name, n, minKeyLen)
+	}
+	o.cfg.HandshakeTimeout = pipe.DefaultHandshakeTimeout
+	if o.cfg.Timeout > 0 {
+		o.cfg.HandshakeTimeout = min(o.cfg.Timeout, pipe.DefaultHandshakeTimeout)
+	}
 	return o, err
 }
+
+// minKeyLen is the shortest key accepted without a warning.
+const minKeyLen = 16
 
 // parseSize parses a byte count such as 65536, 64K, 64KiB, 1M or 2G.
 func parseSize(s string) (int64, error) {

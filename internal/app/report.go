@@ -101,3 +101,16 @@ func newProgress(w io.Writer, size int64, desc string) *progressbar.ProgressBar 
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 	)
 }
+
+// endProgress ends a progress bar on w after sent bytes of a stream of
+// size bytes (-1 if unknown): at 100% only when that many were really sent,
+// else where it stands, so that it never claims bytes that did not move.
+func endProgress(bar *progressbar.ProgressBar, w io.Writer, sent, size int64) {
+	_ = bar.Set64(sent)
+	if size < 0 || sent == size {
+		_ = bar.Finish()
+		return
+	}
+	_ = bar.Exit()
+	fmt.Fprintln(w)
+}

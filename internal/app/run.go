@@ -3,6 +3,7 @@ package app
 import (
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	"github.com/urfave/cli/v2"
 
@@ -10,8 +11,15 @@ import (
 )
 
 // runApp runs a command and turns its error into a message and exit code.
-func runApp(app *cli.App, args []string) int {
+// A panic is a bug: it exits 1 (internal error) with the stack, not with
+// the Go runtime's 2, which is the usage error's code here.
+func runApp(app *cli.App, args []string) (code int) {
 	app.Writer, app.ErrWriter = os.Stderr, os.Stderr
+	defer func() {
+		if p := recover(); p != nil {
+			code = report(os.Stderr, app.Name, pipe.Errorf(pipe.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()))
+		}
+	}()
 	err := app.Run(args)
 	return report(os.Stderr, app.Name, err)
 }

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -70,14 +71,17 @@ func sendAction(c *cli.Context) error {
 		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
 	}
 
+	var bar *progressbar.ProgressBar
 	if o.progress {
-		bar := newProgress(os.Stderr, size, "sending")
+		bar = newProgress(os.Stderr, size, "sending")
 		o.cfg.Progress = func(n int64) { _ = bar.Set64(n) }
-		defer bar.Finish()
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
 	st, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
+	if bar != nil {
+		endProgress(bar, os.Stderr, st.Bytes, size)
+	}
 	return finish(o, "send", st, err)
 }
 
