@@ -66,6 +66,8 @@ func TestBrokenFrames(t *testing.T) {
 		want  string
 	}{
 		{"oversize", func() []byte { return frame(size+1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", size+1, size)},
+		{"hostile length", func() []byte { return frame(1<<32-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", uint32(1<<32-1), size)},
+		{"sign bit", func() []byte { return frame(1<<31, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", 1<<31, size)},
 		{"cut header", func() []byte { return frame(10, 0)[:2] }, pipe.KindAborted, "peer closed the connection"},
 		{"cut payload", func() []byte { return frame(100, 10) }, pipe.KindAborted, "peer closed the connection in the middle of a message"},
 	}
