@@ -28,8 +28,11 @@ type Dialer struct {
 // is tried address by address) and proposes proposal. The returned Conn has
 // pipe.SenderLayout(proposal) buffers, all receives posted, and its Info
 // reports the receiver's answer. Dial fails with kind pipe.KindNoRDMA when
-// the host has no RDMA device or addr is not reachable through one, and
-// with pipe.KindSetup for other failures (rejected, unreachable, ctx ended).
+// the host has no RDMA device or addr is not reachable through one, with
+// pipe.KindBusy when the receiver is serving another stream (the caller
+// may retry), and with pipe.KindSetup for other failures (rejected,
+// unreachable, ctx ended); failures of this host's resources (memory,
+// locked-memory limit) also satisfy errors.Is(err, pipe.ErrLocal).
 func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
 	op := "connect " + addr
 	aps, err := prepare(ctx, op, addr, proposal, false)
@@ -58,14 +61,40 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pi
 
 // dial connects to one address.
 func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Params, op string) (*Conn, error) {
+	c, err := d.connect(ctx, ap, proposal, op)
+	if err != nil {
+		return nil, err
+	}
+	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	if err != nil {
+		c.free()
+		return nil, &pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err}
+	}
+	var ans pipe.Params
+	err = ans.UnmarshalBinary(privateData(&ev))
+	if err == nil && (ans.Version != proposal.Version || ans.Validate() != nil || ans.Chunk > proposal.Chunk || ans.Depth > proposal.Depth) {
+		err = fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
+			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
+	}
+	if err != nil {
+		c.free()
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+	}
+	c.start(ans)
+	return c, nil
+}
+
+// connect resolves ap, sets up the queue pair and buffers for proposal and
+// sends the connect request; the caller waits for the answer.
+func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Params, op string) (*Conn, error) {
 	cm, err := newEventChannel()
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(err)}
 	}
 	var id *C.struct_rdma_cm_id
 	if rc := C.rp_create_id(cm.ch, &id); rc != 0 {
 		cm.destroy()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: fmt.Errorf("rdma_create_id: %w", errno(rc))}
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
 	}
 	c := newConn(cm, id, ap.String(), d.Options)
 	fail := func(k pipe.Kind, err error) (*Conn, error) {
@@ -100,14 +129,14 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 		return fail(pipe.KindOf(err), err)
 	}
 	if err := c.setup(pipe.SenderLayout(proposal)); err != nil {
-		return fail(pipe.KindSetup, err)
+		return fail(pipe.KindSetup, local(err))
 	}
 
 	// The dialer never issues RDMA reads or atomics; one of each keeps
 	// iWARP stacks that insist on non-zero values happy.
 	var resp, init C.int
 	if rc := C.rp_rd_atom(id, &resp, &init); rc != 0 {
-		return fail(pipe.KindSetup, fmt.Errorf("ibv_query_device: %w", errno(rc)))
+		return fail(pipe.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
@@ -117,19 +146,6 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 		}
 		return fail(pipe.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
 	}
-	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
-	if err != nil {
-		return fail(pipe.KindOf(err), err)
-	}
-	var ans pipe.Params
-	if err := ans.UnmarshalBinary(privateData(&ev)); err != nil {
-		return fail(pipe.KindSetup, err)
-	}
-	if ans.Version != proposal.Version || ans.Validate() != nil || ans.Chunk > proposal.Chunk || ans.Depth > proposal.Depth {
-		return fail(pipe.KindSetup, fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
-			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth))
-	}
-	c.start(ans)
 	return c, nil
 }
 
@@ -145,6 +161,9 @@ func (c *Conn) expect(ctx context.Context, want C.int, proposal pipe.Params) (ev
 		return ev, nil
 	}
 	kind, err := pipe.KindSetup, eventError(&ev, proposal)
+	if errors.Is(err, errBusy) {
+		kind = pipe.KindBusy
+	}
 	if (ev._type == C.RDMA_CM_EVENT_ADDR_ERROR || ev._type == C.RDMA_CM_EVENT_ROUTE_ERROR) && noDevice(statusError(ev.status)) {
 		kind = pipe.KindNoRDMA
 	}
@@ -195,8 +214,9 @@ func statusError(status C.int) error {
 }
 
 // rejectError explains a rejection. An rdmapipe receiver rejects with its
-// own Params as private data; anything else (a port nobody listens on
-// answers with a CM-level reject) has none.
+// own Params as private data, with Busy set when it is serving another
+// stream (errBusy); anything else (a port nobody listens on answers with a
+// CM-level reject) has none.
 func rejectError(priv []byte, proposal pipe.Params) error {
 	var theirs pipe.Params
 	if theirs.UnmarshalBinary(priv) != nil {
@@ -205,6 +225,9 @@ func rejectError(priv []byte, proposal pipe.Params) error {
 	if theirs.Version != proposal.Version {
 		return fmt.Errorf("rejected by receiver: it speaks protocol version %d, this side proposed version %d: use the same rdmapipe release on both hosts",
 			theirs.Version, proposal.Version)
+	}
+	if theirs.Busy {
+		return errBusy
 	}
 	return fmt.Errorf("rejected by receiver (its limits: chunk %d, depth %d): it could not set up the connection, see its log",
 		theirs.Chunk, theirs.Depth)

@@ -7,11 +7,13 @@ import "C"
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"time"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -20,8 +22,25 @@ import (
 // backlog is the rdma_listen backlog of connect requests.
 const backlog = 16
 
+// maxSetups bounds the connect requests a Listener sets up at once; beyond
+// it, requests are refused as busy without allocating anything.
+const maxSetups = 8
+
+// establishTimeout bounds how long a Listener waits for a peer to complete
+// a connection it accepted (the RTU of IB/RoCE, the last step of iWARP's
+// handshake): a peer that sends a connect request and goes quiet holds
+// one setup slot and its buffers this long at most.
+const establishTimeout = 5 * time.Second
+
 // Listener accepts RDMA connections from senders. It implements
 // pipe.Listener.
+//
+// One goroutine reads the listening ids' connect requests. It refuses bad
+// proposals and, while the listener is busy or maxSetups setups are in
+// progress, refuses requests as busy, before anything is allocated; every
+// other request is set up in a goroutine of its own, so that a peer that
+// never completes its connection holds up no one else. Accept returns the
+// established connections and the setup failures.
 type Listener struct {
 	busy  atomic.Bool // see SetBusy
 	cm    *eventChannel
@@ -30,12 +49,27 @@ type Listener struct {
 	opt   Options
 	addr  string
 
-	// life is held shared by Accept and exclusively by Close's teardown.
-	life      sync.RWMutex
-	done      context.Context // ended by Close
-	stop      context.CancelFunc
+	// establish is how long a setup waits for ESTABLISHED
+	// (establishTimeout; tests lengthen it).
+	establish time.Duration
+
+	done     context.Context // ended by Close
+	stop     context.CancelFunc
+	results  chan accepted  // from setups to Accept, unbuffered
+	refused  chan error     // refusals of bad proposals, for Accept; dropped when full
+	slots    chan struct{}  // one token per setup in progress
+	loopDone chan struct{}  // closed when the request loop ends
+	loopErr  error          // why the loop ended, unless Close
+	wg       sync.WaitGroup // the request loop and the setups
+
 	closeOnce sync.Once
 	closeErr  error
+}
+
+// accepted is the outcome of one setup: a Conn or an error.
+type accepted struct {
+	c   *Conn
+	err error
 }
 
 // Listen binds an rdma_cm listener to addr ("host:port"; port 0 picks a
@@ -47,6 +81,11 @@ type Listener struct {
 // pipe.KindNoRDMA when the host has no RDMA device or addr belongs to no
 // RDMA device.
 func Listen(ctx context.Context, addr string, local pipe.Params, opt Options) (*Listener, error) {
+	return listen(ctx, addr, local, opt, establishTimeout)
+}
+
+// listen is Listen with the bound of the wait for ESTABLISHED.
+func listen(ctx context.Context, addr string, local pipe.Params, opt Options, establish time.Duration) (*Listener, error) {
 	op := "listen " + addr
 	aps, err := prepare(ctx, op, addr, local, true)
 	if err != nil {
@@ -56,7 +95,7 @@ func Listen(ctx context.Context, addr string, local pipe.Params, opt Options) (*
 	if err != nil {
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
-	l := &Listener{cm: cm, local: local, opt: opt}
+	l := &Listener{cm: cm, local: local, opt: opt, establish: establish}
 	if aps[0].Addr().IsUnspecified() {
 		err = l.bind(aps[0], false)
 		if err == nil {
@@ -77,6 +116,12 @@ func Listen(ctx context.Context, addr string, local pipe.Params, opt Options) (*
 		return nil, &pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err}
 	}
 	l.done, l.stop = context.WithCancel(context.Background())
+	l.results = make(chan accepted)
+	l.refused = make(chan error, backlog)
+	l.slots = make(chan struct{}, maxSetups)
+	l.loopDone = make(chan struct{})
+	l.wg.Add(1)
+	go l.serve()
 	return l, nil
 }
 
@@ -137,41 +182,38 @@ func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 // Addr returns the address the listener is bound to, with the port chosen.
 func (l *Listener) Addr() string { return l.addr }
 
-// Accept waits for a connect request, negotiates its proposal against the
-// listener's Params and returns the established Conn, sized with
-// pipe.ReceiverLayout. A request that cannot be served (bad or
-// incompatible proposal, device mismatch, setup failure such as a too low
-// locked-memory limit) is rejected with the listener's Params as private
-// data, so that the dialer can explain it, and Accept returns the error; the
-// Listener stays usable. After Close, Accept returns an error wrapping
-// net.ErrClosed.
+// Accept returns the next connection that a sender established, sized
+// with pipe.ReceiverLayout for the Params negotiated from its proposal.
+// Requests that cannot be served are rejected with the listener's Params
+// as private data, so that the dialer can explain it, and Accept returns
+// the error: bad or incompatible proposals (kind pipe.KindSetup), device
+// mismatches, peers that do not complete the connection within
+// establishTimeout, and failures of this host's resources (locked-memory
+// limit, memory, device resources), which satisfy errors.Is(err,
+// pipe.ErrLocal). Busy refusals (see SetBusy) are not reported. The
+// Listener stays usable after an error. After Close, Accept returns an
+// error wrapping net.ErrClosed.
 func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
-	l.life.RLock()
-	defer l.life.RUnlock()
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	defer context.AfterFunc(l.done, cancel)()
-	for {
-		if l.done.Err() != nil {
+	if l.done.Err() != nil {
+		return nil, l.closedError()
+	}
+	select {
+	case a := <-l.results:
+		if a.err != nil {
+			return nil, a.err
+		}
+		return a.c, nil
+	case err := <-l.refused:
+		return nil, err
+	case <-l.loopDone:
+		if l.done.Err() != nil || l.loopErr == nil {
 			return nil, l.closedError()
 		}
-		ev, err := l.cm.next(ctx)
-		if err != nil {
-			if l.done.Err() != nil {
-				return nil, l.closedError()
-			}
-			return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}
-		}
-		switch ev._type {
-		case C.RDMA_CM_EVENT_CONNECT_REQUEST:
-			c, err := l.accept(ctx, &ev)
-			if err != nil && l.done.Err() != nil {
-				return nil, l.closedError()
-			}
-			return c, err
-		case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
-			return nil, pipe.Errorf(pipe.KindSetup, "accept on "+l.addr, "RDMA device removed")
-		}
+		return nil, l.loopErr
+	case <-l.done.Done():
+		return nil, l.closedError()
+	case <-ctx.Done():
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: ctx.Err()}
 	}
 }
 
@@ -179,47 +221,127 @@ func (l *Listener) closedError() error {
 	return &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: net.ErrClosed}
 }
 
-// accept serves one connect request.
-func (l *Listener) accept(ctx context.Context, req *event) (pipe.Conn, error) {
-	id := req.id
-	peer := peerAddr(id)
-	op := "accept from " + peer
-	c := newConn(nil, id, peer, l.opt)
-	reject := func(k pipe.Kind, err error) (pipe.Conn, error) {
-		priv, _ := l.local.MarshalBinary()
-		C.rp_reject(id, unsafe.Pointer(&priv[0]), C.int(len(priv)))
-		c.free()
-		return nil, &pipe.Error{Kind: k, Op: op, Err: err}
+// serve reads the listening ids' events until Close or a failure of the
+// event channel.
+func (l *Listener) serve() {
+	defer l.wg.Done()
+	defer close(l.loopDone)
+	for {
+		ev, err := l.cm.next(l.done)
+		if err != nil {
+			if l.done.Err() == nil {
+				l.loopErr = &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}
+			}
+			return
+		}
+		switch ev._type {
+		case C.RDMA_CM_EVENT_CONNECT_REQUEST:
+			l.request(&ev)
+		case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
+			l.loopErr = pipe.Errorf(pipe.KindSetup, "accept on "+l.addr, "RDMA device removed")
+			return
+		}
 	}
+}
 
+// request decides about one connect request without blocking: it refuses
+// a bad proposal, refuses as busy while the listener is busy or every
+// setup slot is taken, and otherwise starts the setup.
+func (l *Listener) request(req *event) {
+	id := req.id
+	op := "accept from " + peerAddr(id)
 	var proposal pipe.Params
 	if err := proposal.UnmarshalBinary(privateData(req)); err != nil {
-		return reject(pipe.KindSetup, err)
+		l.reject(id, l.local)
+		l.report(&pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err})
+		return
 	}
 	p, err := pipe.Negotiate(l.local, proposal)
 	if err != nil {
-		return reject(pipe.KindOf(err), err)
+		l.reject(id, l.local)
+		l.report(&pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err})
+		return
+	}
+	if l.busy.Load() {
+		l.reject(id, l.busyParams())
+		return
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		l.reject(id, l.busyParams())
+		return
+	}
+	l.wg.Add(1)
+	go func() {
+		defer l.wg.Done()
+		c, err := l.setup(req, p, proposal, op)
+		select {
+		case l.results <- accepted{c, err}:
+		case <-l.done.Done():
+			if c != nil {
+				c.Close()
+			}
+		}
+		<-l.slots
+	}()
+}
+
+// busyParams is the private data of a busy refusal.
+func (l *Listener) busyParams() pipe.Params {
+	return pipe.Params{Version: pipe.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
+}
+
+// reject refuses a connect request with p as private data and destroys its
+// id.
+func (l *Listener) reject(id *C.struct_rdma_cm_id, p pipe.Params) {
+	priv, _ := p.MarshalBinary()
+	C.rp_reject(id, unsafe.Pointer(&priv[0]), C.int(len(priv)))
+	C.rdma_destroy_id(id)
+}
+
+// report hands a refusal to Accept, or drops it when backlog refusals are
+// already waiting for an Accept.
+func (l *Listener) report(err error) {
+	select {
+	case l.refused <- err:
+	default:
+	}
+}
+
+// setup serves one connect request whose proposal negotiated to p: it
+// creates the queue pair and buffers, accepts, and waits for the peer to
+// complete the connection, at most l.establish.
+func (l *Listener) setup(req *event, p, proposal pipe.Params, op string) (*Conn, error) {
+	id := req.id
+	c := newConn(nil, id, peerAddr(id), l.opt)
+	reject := func(err error) (*Conn, error) {
+		priv, _ := l.local.MarshalBinary()
+		C.rp_reject(id, unsafe.Pointer(&priv[0]), C.int(len(priv)))
+		c.free()
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
 	if err := checkDevice(id, l.opt, localAddr(id)); err != nil {
-		return reject(pipe.KindSetup, err)
+		return reject(err)
 	}
 	// Give the connection its own event channel, so that its events do not
 	// interleave with the listener's. The request event is already
 	// acknowledged, as rdma_migrate_id requires.
+	var err error
 	if c.cm, err = newEventChannel(); err != nil {
-		return reject(pipe.KindSetup, err)
+		return reject(local(err))
 	}
 	if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
-		return reject(pipe.KindSetup, fmt.Errorf("rdma_migrate_id: %w", err))
+		return reject(local(fmt.Errorf("rdma_migrate_id: %w", err)))
 	}
 	if err := c.setup(pipe.ReceiverLayout(p)); err != nil {
-		return reject(pipe.KindSetup, err)
+		return reject(local(err))
 	}
 
 	// Grant at most what the dialer asked for and the device allows.
 	var resp, init C.int
 	if rc := C.rp_rd_atom(id, &resp, &init); rc != 0 {
-		return reject(pipe.KindSetup, fmt.Errorf("ibv_query_device: %w", errno(rc)))
+		return reject(local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	resp = min(resp, C.int(req.initiator_depth))
 	init = min(init, C.int(req.responder_resources))
@@ -228,21 +350,26 @@ func (l *Listener) accept(ctx context.Context, req *event) (pipe.Conn, error) {
 		c.free()
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
 	}
+	ctx, cancel := context.WithTimeout(l.done, l.establish)
+	defer cancel()
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal); err != nil {
 		c.free()
+		if errors.Is(err, context.DeadlineExceeded) {
+			err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
+		}
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
 	c.start(p)
 	return c, nil
 }
 
-// Close stops listening and unblocks Accept. Connections already accepted
-// stay open.
+// Close stops listening, unblocks Accept, ends the setups in progress and
+// frees everything they and the listener allocated. Connections already
+// returned by Accept stay open.
 func (l *Listener) Close() error {
 	l.closeOnce.Do(func() {
 		l.stop()
-		l.life.Lock()
-		defer l.life.Unlock()
+		l.wg.Wait()
 		l.closeErr = l.free()
 	})
 	return l.closeErr

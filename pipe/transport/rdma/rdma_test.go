@@ -690,16 +690,17 @@ func TestHelperProcess(t *testing.T) {
 		time.Sleep(time.Minute)
 	case "memlock-dial":
 		_, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
-		fmt.Printf("result kind=%d %v\n", pipe.KindOf(err), err)
-	case "memlock-accept":
+		fmt.Printf("result kind=%d local=%v %v\n", pipe.KindOf(err), errors.Is(err, pipe.ErrLocal), err)
+	case "memlock-accept", "memlock-busy":
 		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
 		}
+		l.SetBusy(mode == "memlock-busy")
 		fmt.Println("listening", l.Addr())
 		_, err = l.Accept(ctx)
-		fmt.Printf("result kind=%d %v\n", pipe.KindOf(err), err)
+		fmt.Printf("result kind=%d local=%v %v\n", pipe.KindOf(err), errors.Is(err, pipe.ErrLocal), err)
 	}
 	os.Exit(0)
 }
@@ -766,7 +767,7 @@ func TestPeerKilled(t *testing.T) {
 
 // TestMemlock runs each side in a child process without CAP_IPC_LOCK and
 // with a 64 KiB locked-memory limit: registering its buffers must fail
-// with an error explaining how to raise the limit.
+// with an error explaining how to raise the limit, marked pipe.ErrLocal.
 func TestMemlock(t *testing.T) {
 	ip := rxeIP(t)
 	wrapper := []string{"setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
@@ -778,7 +779,7 @@ func TestMemlock(t *testing.T) {
 	}
 	check := func(t *testing.T, out *bufio.Reader) {
 		res := expectLine(t, out, "result ")
-		if !strings.HasPrefix(res, fmt.Sprintf("kind=%d ", pipe.KindSetup)) || !strings.Contains(res, "ulimit -l") ||
+		if !strings.HasPrefix(res, fmt.Sprintf("kind=%d local=true ", pipe.KindSetup)) || !strings.Contains(res, "ulimit -l") ||
 			!strings.Contains(res, "LimitMEMLOCK") || !strings.Contains(res, "limits.conf") {
 			t.Fatalf("child: %s", res)
 		}
@@ -797,6 +798,17 @@ func TestMemlock(t *testing.T) {
 		}
 		t.Logf("dialer: %v", err)
 		check(t, out)
+	})
+	// A busy receiver refuses before it registers anything: the sender
+	// learns that it is busy, not that it could not set up.
+	t.Run("busy", func(t *testing.T) {
+		_, out := child(t, "memlock-busy", "", wrapper...)
+		addr := expectLine(t, out, "listening ")
+		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, pipe.NewParams(1<<20, 4))
+		if pipe.KindOf(err) != pipe.KindBusy {
+			t.Fatalf("Dial = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindBusy)
+		}
+		t.Logf("dialer: %v", err)
 	})
 }
 

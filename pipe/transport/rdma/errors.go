@@ -1,0 +1,27 @@
+package rdma
+
+import (
+	"errors"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// errBusy is the dialer's explanation of a busy receiver's refusal (a
+// rejection whose private data has Params.Busy set).
+var errBusy = errors.New("receiver busy with another stream: retry later (rdmasend --wait retries)")
+
+// localError marks a setup failure caused by this host's resources (memory,
+// locked-memory limit, device resources): errors.Is(err, pipe.ErrLocal)
+// holds for it, and its message is that of the cause alone.
+type localError struct{ err error }
+
+func (e *localError) Error() string   { return e.err.Error() }
+func (e *localError) Unwrap() []error { return []error{e.err, pipe.ErrLocal} }
+
+// local marks err, if not nil, as caused by this host (see localError).
+func local(err error) error {
+	if err == nil {
+		return nil
+	}
+	return &localError{err}
+}

@@ -1,0 +1,233 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/netip"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// acceptAll runs Accept on l until it fails with net.ErrClosed and sends
+// every other result on the returned channel; connections are closed when
+// the test ends.
+func acceptAll(t *testing.T, l *Listener) <-chan accepted {
+	ch := make(chan accepted, 64)
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for {
+			c, err := l.Accept(context.Background())
+			if errors.Is(err, net.ErrClosed) {
+				return
+			}
+			a := accepted{err: err}
+			if c != nil {
+				a.c = c.(*Conn)
+				t.Cleanup(func() { c.Close() })
+			}
+			ch <- a
+		}
+	}()
+	t.Cleanup(func() { l.Close(); <-done })
+	return ch
+}
+
+// next waits for the next Accept result.
+func next(t *testing.T, ch <-chan accepted) accepted {
+	t.Helper()
+	select {
+	case a := <-ch:
+		return a
+	case <-time.After(30 * time.Second):
+		t.Fatal("Accept returned nothing within 30 s")
+		return accepted{}
+	}
+}
+
+// stall sends a connect request to addr and never completes the
+// connection: it never reads the answer, so rdma_cm never sends the RTU.
+func stall(t *testing.T, addr string) {
+	t.Helper()
+	p := pipe.NewParams(4096, 4)
+	c, err := Dialer{DefaultOptions()}.connect(timeout(t, 10*time.Second), netip.MustParseAddrPort(addr), p, "stall")
+	if err != nil {
+		t.Fatalf("stalled connect: %v", err)
+	}
+	t.Cleanup(func() { c.free() })
+}
+
+// waitFor polls cond until it holds, failing the test after 30 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("still waiting after 30 s for %s", what)
+		}
+	}
+}
+
+func listenFor(t *testing.T, establish time.Duration) *Listener {
+	l, err := listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), pipe.NewParams(4096, 4), DefaultOptions(), establish)
+	if err != nil {
+		t.Fatalf("listen: %v", err)
+	}
+	t.Cleanup(func() { l.Close() })
+	return l
+}
+
+// TestBusy checks that a busy listener refuses senders with a busy error
+// and serves them again once it is not busy.
+func TestBusy(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	l := listenRXE(t, p, DefaultOptions())
+	results := acceptAll(t, l)
+	for _, tt := range []struct {
+		busy bool
+		want pipe.Kind
+	}{{true, pipe.KindBusy}, {false, pipe.KindSetup}, {true, pipe.KindBusy}, {false, pipe.KindSetup}} {
+		l.SetBusy(tt.busy)
+		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		if !tt.busy {
+			if err != nil {
+				t.Fatalf("not busy: Dial = %v", err)
+			}
+			c.Close()
+			if a := next(t, results); a.err != nil {
+				t.Fatalf("not busy: Accept = %v", a.err)
+			}
+			continue
+		}
+		if err == nil {
+			c.Close()
+			t.Fatal("busy: Dial succeeded")
+		}
+		if pipe.KindOf(err) != pipe.KindBusy || !strings.Contains(err.Error(), "busy with another stream") ||
+			!strings.Contains(err.Error(), "--wait") || !strings.Contains(err.Error(), l.Addr()) {
+			t.Fatalf("busy: Dial = %v (kind %v), want a KindBusy error naming the address and --wait", err, pipe.KindOf(err))
+		}
+		t.Logf("busy: %v", err)
+	}
+	select {
+	case a := <-results:
+		t.Fatalf("Accept reported %+v for a busy refusal", a)
+	default:
+	}
+}
+
+// TestStalledPeer checks that a peer that never completes its connection
+// holds up nobody: other senders connect while its setup waits, the wait is
+// bounded, and beyond maxSetups setups requests are refused as busy.
+func TestStalledPeer(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	t.Run("others connect", func(t *testing.T) {
+		l := listenFor(t, time.Minute)
+		results := acceptAll(t, l)
+		stall(t, l.Addr())
+		stall(t, l.Addr())
+		for range 3 {
+			c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+			if err != nil {
+				t.Fatalf("Dial behind stalled peers: %v", err)
+			}
+			c.Close()
+			if a := next(t, results); a.err != nil {
+				t.Fatalf("Accept behind stalled peers: %v", a.err)
+			}
+		}
+		// The last setup releases its slot just after Accept took its Conn.
+		waitFor(t, "only the 2 stalled setups to be in progress", func() bool { return len(l.slots) == 2 })
+	})
+	t.Run("bounded wait", func(t *testing.T) {
+		l := listenFor(t, 300*time.Millisecond)
+		results := acceptAll(t, l)
+		stall(t, l.Addr())
+		a := next(t, results)
+		if pipe.KindOf(a.err) != pipe.KindSetup || !strings.Contains(a.err.Error(), "did not complete the connection") {
+			t.Fatalf("Accept = %v, want a KindSetup error about the stalled peer", a.err)
+		}
+		t.Logf("Accept: %v", a.err)
+		waitFor(t, "the stalled setup to release its slot", func() bool { return len(l.slots) == 0 })
+		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c.Close()
+		if a := next(t, results); a.err != nil {
+			t.Fatal(a.err)
+		}
+	})
+	t.Run("at most maxSetups", func(t *testing.T) {
+		l := listenFor(t, time.Minute)
+		for range maxSetups {
+			stall(t, l.Addr())
+		}
+		waitFor(t, "every setup slot to be taken", func() bool { return len(l.slots) == maxSetups })
+		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		if pipe.KindOf(err) != pipe.KindBusy {
+			t.Fatalf("Dial with %d setups in progress = %v (kind %v), want kind %v", maxSetups, err, pipe.KindOf(err), pipe.KindBusy)
+		}
+		t.Logf("Dial: %v", err)
+	})
+}
+
+// openFDs counts this process's open file descriptors.
+func openFDs(t *testing.T) int {
+	ents, err := os.ReadDir("/proc/self/fd")
+	if err != nil {
+		t.Skipf("cannot count open files: %v", err)
+	}
+	return len(ents)
+}
+
+// TestListenerCloseDuringSetup checks that Close ends the setups in
+// progress, frees what they allocated and unblocks Accept.
+func TestListenerCloseDuringSetup(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	pair(t, p, p, DefaultOptions()) // opens the device's contexts for good
+	before := openFDs(t)
+	func() {
+		l, err := listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions(), time.Minute)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		addr := l.Addr()
+		// The stalled dialers are freed by the Cleanup of a subtest, so
+		// that the descriptors can be counted after them.
+		t.Run("stall", func(t *testing.T) {
+			stall(t, addr)
+			stall(t, addr)
+			waitFor(t, "both setups to start", func() bool { return len(l.slots) == 2 })
+			accErr := make(chan error, 1)
+			go func() {
+				_, err := l.Accept(context.Background())
+				accErr <- err
+			}()
+			closed := make(chan error, 1)
+			go func() { closed <- l.Close() }()
+			select {
+			case err := <-closed:
+				if err != nil {
+					t.Fatalf("Close: %v", err)
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatal("Close still blocked after 30 s with setups in progress")
+			}
+			if err := <-accErr; !errors.Is(err, net.ErrClosed) {
+				t.Fatalf("Accept = %v, want net.ErrClosed", err)
+			}
+			if n := len(l.slots); n != 0 {
+				t.Fatalf("%d setups still in progress after Close", n)
+			}
+		})
+	}()
+	if after := openFDs(t); after != before {
+		t.Errorf("%d open files before the listener, %d after closing it", before, after)
+	}
+}
