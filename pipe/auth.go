@@ -1,6 +1,8 @@
 package pipe
 
 import (
+	"crypto/aes"
+	"crypto/cipher"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -18,6 +20,13 @@ import (
 // (sequence number, length, payload) and the end of the stream, and the
 // receiver's confirmation carries a MAC of its own. A stream rewritten,
 // reordered, truncated or replayed from another session fails to verify.
+//
+// The payload MAC is GMAC (AES-256-GCM with the payload as additional data
+// and nothing to encrypt), keyed per stream, one nonce per message: it runs
+// at memory-like speed with AES-NI and carry-less multiply, about four
+// times HMAC-SHA256's (go test -bench Integrity ./pipe). The 16-byte GMAC
+// tags, with each message's sequence number and length, are chained by
+// HMAC-SHA256 into the stream's tag, which binds their order and count.
 
 // Domain-separation labels, so that no MAC can be replayed as another.
 const (
@@ -59,13 +68,24 @@ func streamKey(key, receiverNonce, senderNonce []byte) []byte {
 // streamMAC authenticates the data of one stream in order. A nil
 // *streamMAC (no key) does nothing.
 type streamMAC struct {
-	key []byte
-	h   hash.Hash
-	hdr [8]byte
+	key   []byte
+	gmac  cipher.AEAD
+	h     hash.Hash // chains the messages' tags
+	count uint64    // messages added: the GMAC nonce, never reused
+	nonce [12]byte
+	rec   [8 + 16]byte // sequence number, length and GMAC tag of a message
 }
 
 func newStreamMAC(key []byte) *streamMAC {
-	return &streamMAC{key: key, h: hmac.New(sha256.New, key)}
+	block, err := aes.NewCipher(key) // 32 bytes: AES-256
+	if err != nil {
+		panic(err) // the key is always an HMAC-SHA256 output
+	}
+	gmac, err := cipher.NewGCM(block)
+	if err != nil {
+		panic(err)
+	}
+	return &streamMAC{key: key, gmac: gmac, h: hmac.New(sha256.New, key)}
 }
 
 // add feeds data message seq with payload p.
@@ -73,10 +93,12 @@ func (m *streamMAC) add(seq uint32, p []byte) {
 	if m == nil {
 		return
 	}
-	binary.LittleEndian.PutUint32(m.hdr[:4], seq)
-	binary.LittleEndian.PutUint32(m.hdr[4:], uint32(len(p)))
-	m.h.Write(m.hdr[:])
-	m.h.Write(p)
+	m.count++
+	binary.LittleEndian.PutUint64(m.nonce[4:], m.count)
+	binary.LittleEndian.PutUint32(m.rec[:4], seq)
+	binary.LittleEndian.PutUint32(m.rec[4:8], uint32(len(p)))
+	m.gmac.Seal(m.rec[8:8], m.nonce[:], nil, p)
+	m.h.Write(m.rec[:])
 }
 
 // end returns the tag of the whole stream: every message added, then the
