@@ -17,7 +17,6 @@ import (
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
-	"golang.org/x/sys/unix"
 )
 
 const (
@@ -40,7 +39,7 @@ const (
 	ctrlWaitMax = 10 * time.Millisecond
 	// bufAlign is the alignment of every buffer in the region.
 	bufAlign = 64
-	// hugePage is the huge page size tried for large regions.
+	// hugePage is the huge page size asked for large regions (MAP_HUGE_2MB).
 	hugePage = 2 << 20
 	// rnrTimer is the IB-encoded RNR NAK delay: 12 is 0.64 ms.
 	rnrTimer = 12
@@ -560,7 +559,7 @@ func (c *Conn) free() error {
 	}
 	c.cm.destroy()
 	if c.mem != nil {
-		if err := unix.Munmap(c.mem); err != nil {
+		if err := unmapRegion(c.mem); err != nil {
 			errs = append(errs, fmt.Errorf("munmap: %w", err))
 		}
 	}

@@ -48,16 +48,45 @@ func (c *Conn) mapBuffers(l pipe.Layout) error {
 	return nil
 }
 
-// mapRegion maps size bytes of anonymous memory outside the Go heap, on
-// huge pages if the region is large enough and huge pages are available.
+// mapping is one way of mapping a region: its length, a multiple of the
+// page size it uses, and the mmap flags that ask for that page size.
+type mapping struct {
+	length int
+	flags  int
+}
+
+// mappings returns the ways to map size bytes, best first, for a system
+// page size of page: 2 MiB huge pages (asked for explicitly, MAP_HUGE_2MB,
+// so that a host whose default huge page size is 1 GiB does not pin 1 GiB
+// per region) when the region is at least that large, then normal pages.
+// Each length is size rounded up to the page size that mapping uses.
+func mappings(size, page int) []mapping {
+	const base = unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
+	normal := mapping{length: roundUp(size, page), flags: base}
+	if size < hugePage {
+		return []mapping{normal}
+	}
+	return []mapping{{length: roundUp(size, hugePage), flags: base | unix.MAP_HUGETLB | unix.MAP_HUGE_2MB}, normal}
+}
+
+// mapRegion maps at least size bytes of anonymous memory outside the Go
+// heap, on 2 MiB huge pages if the region is large enough and the host has
+// some free, and returns the whole mapping: unmapRegion must be given it
+// as it is, so that munmap gets exactly the mapped length.
 func mapRegion(size int) ([]byte, error) {
-	const prot, flags = unix.PROT_READ | unix.PROT_WRITE, unix.MAP_PRIVATE | unix.MAP_ANONYMOUS
-	if size >= hugePage {
-		if mem, err := unix.Mmap(-1, 0, roundUp(size, hugePage), prot, flags|unix.MAP_HUGETLB); err == nil {
-			return mem, nil
+	var err error
+	for _, m := range mappings(size, unix.Getpagesize()) {
+		var p unsafe.Pointer
+		if p, err = unix.MmapPtr(-1, 0, nil, uintptr(m.length), unix.PROT_READ|unix.PROT_WRITE, m.flags); err == nil {
+			return unsafe.Slice((*byte)(p), m.length), nil
 		}
 	}
-	return unix.Mmap(-1, 0, roundUp(size, unix.Getpagesize()), prot, flags)
+	return nil, err
+}
+
+// unmapRegion unmaps a region returned by mapRegion.
+func unmapRegion(mem []byte) error {
+	return unix.MunmapPtr(unsafe.Pointer(unsafe.SliceData(mem)), uintptr(len(mem)))
 }
 
 // raiseMemlock raises the soft RLIMIT_MEMLOCK to the hard limit: memory
