@@ -17,6 +17,13 @@ import (
 // Buffer memory: one anonymous mapping per connection, outside the Go heap,
 // carved into the layout's buffers and registered once.
 
+const (
+	// bufAlign is the alignment of every buffer in the region.
+	bufAlign = 64
+	// hugePage is the huge page size asked for large regions (MAP_HUGE_2MB).
+	hugePage = 2 << 20
+)
+
 // mapBuffers maps one region for all buffers of l plus the control ring
 // and registers it.
 func (c *Conn) mapBuffers(l pipe.Layout) error {

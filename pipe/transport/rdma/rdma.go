@@ -11,12 +11,16 @@
 // receives and accepts with the encoded answer as private data; the dialer
 // reads the answer from the ESTABLISHED event. A refused negotiation is
 // rejected with the listener's own parameters as private data, so that the
-// dialer can say why. 16 bytes fit every transport's private data limit
-// (56 bytes in an IB/RoCE REQ, 196 in a REP, 148 in a REJ, 512 for iWARP).
+// dialer can say why; a busy listener (pipe.Listener.SetBusy, or too many
+// setups in progress) rejects with Params.Busy set, before it allocates
+// anything. The listener sets up each request in a goroutine of its own,
+// so a peer that never completes its connection delays no one. 16 bytes
+// fit every transport's private data limit (56 bytes in an IB/RoCE REQ,
+// 196 in a REP, 148 in a REJ, 512 for iWARP).
 //
-// Each side maps one anonymous memory region outside the Go heap (huge pages
-// when available), carves it into its pipe.Layout's buffers plus a small ring
-// of control-message buffers, and registers it once. Completions are
+// Each side maps one anonymous memory region outside the Go heap (2 MiB
+// huge pages when available), carves it into its pipe.Layout's buffers plus
+// a small ring of control-message buffers, and registers it once. Completions are
 // event-driven through a completion channel by default; Options.BusyPoll
 // spins on the completion queue instead.
 package rdma

@@ -1,0 +1,94 @@
+package rdma
+
+/*
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"errors"
+	"fmt"
+	"syscall"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// closeTimeout bounds how long Close waits for queued sends.
+const closeTimeout = 2 * time.Second
+
+// Close waits up to two seconds for queued sends to complete, disconnects,
+// unblocks a pending Poll and frees everything. It is safe to call more
+// than once and from several goroutines.
+func (c *Conn) Close() error {
+	c.closeOnce.Do(func() {
+		c.closing.Store(true)
+		c.cqW.interrupt()
+		deadline := time.Now().Add(closeTimeout)
+		for (c.sendsOut.Load() > 0 || c.ctrlBusy()) && !c.failed() && time.Now().Before(deadline) {
+			if c.drain() == 0 {
+				time.Sleep(100 * time.Microsecond)
+			}
+		}
+		C.rdma_disconnect(c.id)
+		c.life.Lock()
+		defer c.life.Unlock()
+		c.closeErr = c.free()
+	})
+	return c.closeErr
+}
+
+// free releases whatever setup created, in dependency order. It is used by
+// Close and by failed setups.
+func (c *Conn) free() error {
+	var errs []error
+	check := func(what string, rc C.int, err error) {
+		if rc != 0 {
+			if err == nil {
+				err = syscall.Errno(max(rc, -rc))
+			}
+			errs = append(errs, fmt.Errorf("%s: %w", what, err))
+		}
+	}
+	if c.monDone != nil {
+		c.cm.w.close()
+		<-c.monDone
+	}
+	if c.id != nil && c.id.qp != nil {
+		C.rdma_destroy_qp(c.id)
+	}
+	if c.cq != nil {
+		if c.unacked > 0 {
+			C.ibv_ack_cq_events(c.cq, C.uint(c.unacked))
+		}
+		rc, err := C.ibv_destroy_cq(c.cq)
+		check("ibv_destroy_cq", rc, err)
+	}
+	c.cqW.close()
+	if c.cc != nil {
+		rc, err := C.ibv_destroy_comp_channel(c.cc)
+		check("ibv_destroy_comp_channel", rc, err)
+	}
+	if c.mr != nil {
+		rc, err := C.ibv_dereg_mr(c.mr)
+		check("ibv_dereg_mr", rc, err)
+	}
+	if c.pd != nil {
+		rc, err := C.ibv_dealloc_pd(c.pd)
+		check("ibv_dealloc_pd", rc, err)
+	}
+	if c.id != nil {
+		rc, err := C.rdma_destroy_id(c.id)
+		check("rdma_destroy_id", rc, err)
+	}
+	c.cm.destroy()
+	if c.mem != nil {
+		if err := unmapRegion(c.mem); err != nil {
+			errs = append(errs, fmt.Errorf("munmap: %w", err))
+		}
+	}
+	if len(errs) > 0 {
+		return &pipe.Error{Kind: pipe.KindInternal, Op: "close connection to " + c.peer, Err: errors.Join(errs...)}
+	}
+	return nil
+}

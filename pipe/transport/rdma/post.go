@@ -1,0 +1,133 @@
+package rdma
+
+/*
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"context"
+	"fmt"
+	"time"
+	"unsafe"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// ctrlWaitMax is the longest pause between two looks for a free control
+// buffer.
+const ctrlWaitMax = 10 * time.Millisecond
+
+// PostSend posts the first n bytes of send buffer i as one signaled SEND.
+func (c *Conn) PostSend(i, n int) error {
+	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
+		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if err := c.stopped(); err != nil {
+		return err
+	}
+	c.sendLen[i].Store(int32(n))
+	c.sendsOut.Add(1)
+	if rc := C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0); rc != 0 {
+		c.sendsOut.Add(-1)
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
+	}
+	return nil
+}
+
+// PostRecv makes receive buffer i available for the next message.
+func (c *Conn) PostRecv(i int) error {
+	if i < 0 || i >= len(c.recv) {
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "buffer %d out of range", i)
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if err := c.stopped(); err != nil {
+		return err
+	}
+	if rc := c.postRecv(i); rc != 0 {
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: fmt.Errorf("ibv_post_recv: %w", errno(rc))}
+	}
+	return nil
+}
+
+func (c *Conn) postRecv(i int) C.int {
+	b := c.recv[i]
+	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
+}
+
+// SendControl sends p from one of a ring of registered buffers (inline
+// when it fits). If every control buffer is in flight (the peer is not
+// taking messages: paused, or its receives are all in use) it reaps
+// completions itself until one is free, keeping other completions for
+// Poll. It waits as long as ctx lives and the connection stands: a message
+// is either queued or SendControl returns an error, never dropped.
+func (c *Conn) SendControl(ctx context.Context, p []byte) error {
+	if len(p) > pipe.MaxControl {
+		return pipe.Errorf(pipe.KindInternal, "send control message to "+c.peer, "%d bytes exceed the limit of %d", len(p), pipe.MaxControl)
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if err := c.stopped(); err != nil {
+		return err
+	}
+	slot, err := c.takeSlot(ctx)
+	if err != nil {
+		return err
+	}
+	b := c.ctrl[slot]
+	copy(b, p)
+	inl := C.int(0)
+	if len(p) <= c.inline {
+		inl = 1
+	}
+	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.lkey, inl); rc != 0 {
+		c.freeSlot(slot)
+		err := fmt.Errorf("ibv_post_send: %w", errno(rc))
+		c.fail(err.Error())
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer, Err: err}
+	}
+	return nil
+}
+
+// takeSlot returns a free control buffer, reaping completions while none
+// is, until ctx ends or the connection stops.
+func (c *Conn) takeSlot(ctx context.Context) (int, error) {
+	for wait := time.Microsecond; ; wait = min(2*wait, ctrlWaitMax) {
+		c.ctrlMu.Lock()
+		if n := len(c.ctrlFree); n > 0 {
+			slot := c.ctrlFree[n-1]
+			c.ctrlFree = c.ctrlFree[:n-1]
+			c.ctrlMu.Unlock()
+			return slot, nil
+		}
+		c.ctrlMu.Unlock()
+		if err := c.stopped(); err != nil {
+			return 0, err
+		}
+		if err := ctx.Err(); err != nil {
+			return 0, &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer,
+				Err: fmt.Errorf("all %d control buffers still in flight: peer not receiving (%w)", ctrlSlots, err)}
+		}
+		if c.drain() > 0 {
+			wait = time.Microsecond
+			continue
+		}
+		time.Sleep(wait)
+	}
+}
+
+func (c *Conn) freeSlot(slot int) {
+	c.ctrlMu.Lock()
+	c.ctrlFree = append(c.ctrlFree, slot)
+	c.ctrlMu.Unlock()
+}
+
+// ctrlBusy reports whether a control message is in flight.
+func (c *Conn) ctrlBusy() bool {
+	c.ctrlMu.Lock()
+	defer c.ctrlMu.Unlock()
+	return len(c.ctrlFree) < ctrlSlots
+}
