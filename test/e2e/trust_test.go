@@ -1,0 +1,164 @@
+package e2e
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// tcpOnly skips a test that plays a peer over raw TCP sockets.
+func tcpOnly(t *testing.T) {
+	t.Helper()
+	if suite.transport != "tcp" {
+		t.Skipf("plays a raw TCP peer; the suite runs over %s", suite.transport)
+	}
+}
+
+// silentConns opens n TCP connections to addr that stay silent: with
+// params, each sends a valid rdmapipe proposal first (so that it passes
+// the transport's handshake and waits in the engine's). They are closed at
+// the end of the test.
+func silentConns(t *testing.T, addr string, n int, params bool) {
+	t.Helper()
+	proposal, _ := pipe.NewParams(1<<20, 4).MarshalBinary()
+	for range n {
+		c, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { c.Close() })
+		if params {
+			if _, err := c.Write(proposal); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+}
+
+// TestSilentConnections holds more silent connections open on a keyed
+// rdmarecv -k than it handshakes with at once, of both kinds, and checks
+// that a real sender still gets its stream through while they are open.
+// (Handshakes used to be served one at a time, 10 s each.)
+func TestSilentConnections(t *testing.T) {
+	tcpOnly(t)
+	port := freePort(t)
+	keyFile := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(keyFile, []byte("silent-connections-key-0123456789"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out syncBuffer
+	r := recv(t, port, &out, "-k", "-v", "--key-file", keyFile)
+	r.waitStderr(30*time.Second, listening)
+	addr := net.JoinHostPort(suite.host, itoa(int64(port)))
+	silentConns(t, addr, 3, false)
+	silentConns(t, addr, 9, true)
+	in := bytes.Repeat([]byte("through the crowd\n"), 1000)
+	s := start(t, "rdmasend", bytes.NewReader(in), io.Discard, append(flags(port, "--key-file", keyFile), suite.host)...)
+	code, stderr := s.wait(60 * time.Second)
+	expect(t, "rdmasend", code, stderr, 0, "")
+	if got := out.String(); got != string(in) {
+		t.Errorf("the receiver wrote %d bytes, want %d", len(got), len(in))
+	}
+}
+
+// TestNotARdmapipeReceiver points rdmasend at servers that are not
+// rdmapipe: it must say so and exit 3 within its --timeout, not hang.
+func TestNotARdmapipeReceiver(t *testing.T) {
+	tcpOnly(t)
+	cases := []struct {
+		name   string
+		answer []byte // nil: say nothing
+		says   string
+	}{
+		{"silent", nil, "no rdmapipe handshake answer"},
+		{"web server", []byte("HTTP/1.1 400 Bad Request\r\n\r\n"), "not an rdmapipe receiver"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			l, err := net.Listen("tcp", net.JoinHostPort(suite.host, "0"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer l.Close()
+			go func() {
+				for {
+					c, err := l.Accept()
+					if err != nil {
+						return
+					}
+					defer c.Close()
+					if tc.answer != nil {
+						c.Write(tc.answer)
+					}
+				}
+			}()
+			port := l.Addr().(*net.TCPAddr).Port
+			s := start(t, "rdmasend", strings.NewReader("x"), io.Discard, append(flags(port, "--timeout", "2s"), suite.host)...)
+			code, stderr := s.wait(30 * time.Second)
+			expect(t, "rdmasend", code, stderr, 3, tc.says)
+		})
+	}
+}
+
+// TestKeepListeningExitCode: with -k, the exit status on a signal between
+// streams is the last stream's, not that of an earlier failed one.
+func TestKeepListeningExitCode(t *testing.T) {
+	port := freePort(t)
+	var out syncBuffer
+	r := recv(t, port, &out, "-k", "-v")
+	r.waitStderr(30*time.Second, listening)
+
+	doomed, in := slowInput(t, port)
+	in.Write(bytes.Repeat([]byte{'x'}, 64<<10))
+	waitFor(t, 60*time.Second, "the first stream to flow", func() bool { return len(out.String()) > 0 })
+	doomed.cmd.Process.Kill()
+	r.waitStderr(60*time.Second, "waiting for the next sender")
+
+	ok := send(t, port, strings.NewReader("the last stream is whole"))
+	code, stderr := ok.wait(60 * time.Second)
+	expect(t, "rdmasend", code, stderr, 0, "")
+	r.waitStderr(60*time.Second, "24 bytes in")
+	r.cmd.Process.Signal(syscall.SIGTERM)
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv -k", code, stderr, 0, "")
+}
+
+// TestProgressNeverOverstates sends an empty input with --size 3G: the
+// bar must end where the stream really ended, not at 100%.
+func TestProgressNeverOverstates(t *testing.T) {
+	port := freePort(t)
+	r := recv(t, port, io.Discard)
+	s := send(t, port, strings.NewReader(""), "-p", "--size", "3G")
+	code, stderr := s.wait(60 * time.Second)
+	expect(t, "rdmasend", code, stderr, 0, "")
+	if strings.Contains(stderr, "100%") || strings.Contains(stderr, "3.2/3.2 GB") {
+		t.Errorf("the progress bar claims bytes that were never sent:\n%q", stderr)
+	}
+	if code, stderr := r.wait(30 * time.Second); code != 0 {
+		t.Errorf("rdmarecv exited %d: %s", code, stderr)
+	}
+}
+
+// TestIPv6Brackets sends to "[::1]", which used to become "[[::1]]:18800".
+func TestIPv6Brackets(t *testing.T) {
+	tcpOnly(t)
+	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
+		t.Skipf("no IPv6 loopback: %v", err)
+	} else {
+		l.Close()
+	}
+	port := freePort(t)
+	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "--bind", "::1", "-v")
+	r.waitStderr(30*time.Second, listening)
+	s := start(t, "rdmasend", strings.NewReader("six"), io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "[::1]")
+	code, stderr := s.wait(60 * time.Second)
+	expect(t, "rdmasend", code, stderr, 0, "")
+}
