@@ -77,8 +77,10 @@ type Conn struct {
 	pending []pipe.Completion // taken from the CQ by SendControl or Close
 	unacked int               // CQ events not yet acknowledged (Poll and Close only)
 
-	sendLen  []atomic.Int32 // bytes posted per send buffer, for OpSend
-	sendsOut atomic.Int32   // data sends posted and not completed
+	sendLen    []atomic.Int32 // bytes posted per send buffer, for OpSend
+	sendsOut   atomic.Int32   // data sends posted and not completed
+	sendPosted []atomic.Bool  // per send buffer: posted, not yet completed
+	recvPosted []atomic.Bool  // per receive buffer: posted, not yet completed
 
 	ctrlMu   sync.Mutex
 	ctrlFree []int // control buffers not in flight
@@ -116,11 +118,14 @@ func (c *Conn) setup(l pipe.Layout) error {
 		return err
 	}
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
+	c.sendPosted = make([]atomic.Bool, l.SendBufs)
+	c.recvPosted = make([]atomic.Bool, l.RecvBufs)
 	c.ctrlFree = make([]int, ctrlSlots)
 	for i := range c.ctrlFree {
 		c.ctrlFree[i] = i
 	}
 	for i := range c.recv {
+		c.recvPosted[i].Store(true)
 		if rc := c.postRecv(i); rc != 0 {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		}

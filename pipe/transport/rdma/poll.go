@@ -27,10 +27,10 @@ const (
 // message completions are handled internally and never reported. A failed
 // work request fails the connection: completions before it are still
 // reported, then Poll returns the failure. After Close it returns
-// pipe.ErrClosed.
+// pipe.ErrClosed. An empty cs is an error.
 func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 	if len(cs) == 0 {
-		return 0, nil
+		return 0, pipe.Errorf(pipe.KindInternal, "poll connection to "+c.peer, "no room for completions")
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -154,6 +154,7 @@ func (c *Conn) complete(wc *C.struct_rp_wc) (pipe.Completion, bool) {
 	}
 	switch id & wrKind {
 	case wrData:
+		c.sendPosted[i].Store(false)
 		c.sendsOut.Add(-1)
 		if ok {
 			return pipe.Completion{Op: pipe.OpSend, Buf: i, Len: int(c.sendLen[i].Load())}, true
@@ -161,6 +162,7 @@ func (c *Conn) complete(wc *C.struct_rp_wc) (pipe.Completion, bool) {
 	case wrCtrl:
 		c.freeSlot(i)
 	case wrRecv:
+		c.recvPosted[i].Store(false)
 		if ok {
 			return pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: int(wc.byte_len)}, true
 		}

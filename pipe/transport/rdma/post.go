@@ -19,6 +19,8 @@ import (
 const ctrlWaitMax = 10 * time.Millisecond
 
 // PostSend posts the first n bytes of send buffer i as one signaled SEND.
+// The buffer must not be posted again until its completion is taken from
+// the completion queue.
 func (c *Conn) PostSend(i, n int) error {
 	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
 		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
@@ -28,16 +30,22 @@ func (c *Conn) PostSend(i, n int) error {
 	if err := c.stopped(); err != nil {
 		return err
 	}
+	if !c.sendPosted[i].CompareAndSwap(false, true) {
+		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "send buffer %d is already posted", i)
+	}
 	c.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
 	if rc := C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0); rc != 0 {
 		c.sendsOut.Add(-1)
+		c.sendPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil
 }
 
-// PostRecv makes receive buffer i available for the next message.
+// PostRecv makes receive buffer i available for the next message. The
+// buffer must not be posted again until its completion is taken from the
+// completion queue.
 func (c *Conn) PostRecv(i int) error {
 	if i < 0 || i >= len(c.recv) {
 		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "buffer %d out of range", i)
@@ -47,12 +55,17 @@ func (c *Conn) PostRecv(i int) error {
 	if err := c.stopped(); err != nil {
 		return err
 	}
+	if !c.recvPosted[i].CompareAndSwap(false, true) {
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
+	}
 	if rc := c.postRecv(i); rc != 0 {
+		c.recvPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: fmt.Errorf("ibv_post_recv: %w", errno(rc))}
 	}
 	return nil
 }
 
+// postRecv posts receive buffer i.
 func (c *Conn) postRecv(i int) C.int {
 	b := c.recv[i]
 	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
