@@ -7,12 +7,14 @@ BIN     := bin
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build test test-unit test-rdma demo demo-rdma bench clean
+.PHONY: help deps build test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
 	@echo "make test       everything: vet, unit tests, end-to-end over TCP, and the SoftRoCE VM suite"
 	@echo "make test-unit  vet and the fast tests only (no VM)"
+	@echo "make test-fuzz  every fuzz target for FUZZTIME each (default 5s; part of make test)"
+	@echo "make fuzz       the same for longer: FUZZTIME=10m make fuzz"
 	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build bin/rdmasend and bin/rdmarecv"
@@ -27,11 +29,17 @@ deps:
 build: deps
 	$(GO) build -o $(BIN)/ ./cmd/rdmasend ./cmd/rdmarecv
 
-test: test-unit test-rdma
+test: test-unit test-fuzz test-rdma
 
 test-unit: deps
 	$(GO) vet ./...
 	$(GO) test -race -count=1 ./...
+
+# Bounded fuzzing of every decoder of peer bytes; failing inputs land in the
+# packages' testdata/fuzz, and plain `go test` replays them from then on.
+FUZZTIME ?= 5s
+test-fuzz fuzz: deps
+	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
 test-rdma: build
 	./test/softroce/run-suite.sh
