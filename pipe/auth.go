@@ -103,11 +103,11 @@ func (m *streamMAC) add(seq uint32, p []byte) {
 
 // end returns the tag of the whole stream: every message added, then the
 // end message's sequence number, byte count and checksum.
-func (m *streamMAC) end(seq uint32, bytes int64, sum uint32) []byte {
-	var b [16]byte
+func (m *streamMAC) end(seq uint32, bytes int64, sum uint64) []byte {
+	var b [20]byte
 	binary.LittleEndian.PutUint32(b[:4], seq)
 	binary.LittleEndian.PutUint64(b[4:12], uint64(bytes))
-	binary.LittleEndian.PutUint32(b[12:], sum)
+	binary.LittleEndian.PutUint64(b[12:], sum)
 	m.h.Write([]byte(endLabel))
 	m.h.Write(b[:])
 	return m.h.Sum(nil)

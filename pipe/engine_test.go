@@ -4,13 +4,14 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"hash/crc32"
 	"io"
 	"math/rand/v2"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
@@ -134,10 +135,10 @@ func TestStreamSizes(t *testing.T) {
 			if got := r.out.Bytes(); !bytes.Equal(got, in) {
 				t.Fatalf("received %d bytes, want %d identical ones", len(got), len(in))
 			}
-			want := crc32.Checksum(in, crc32.MakeTable(crc32.Castagnoli))
-			if r.send.CRC != want || r.recv.CRC != want || r.send.Bytes != int64(len(in)) || r.recv.Bytes != int64(len(in)) {
-				t.Errorf("stats: sent %d bytes crc %08x, received %d crc %08x; want %d %08x",
-					r.send.Bytes, r.send.CRC, r.recv.Bytes, r.recv.CRC, len(in), want)
+			want := xxhash.Sum64(in)
+			if r.send.Sum != want || r.recv.Sum != want || r.send.Bytes != int64(len(in)) || r.recv.Bytes != int64(len(in)) {
+				t.Errorf("stats: sent %d bytes sum %016x, received %d sum %016x; want %d %016x",
+					r.send.Bytes, r.send.Sum, r.recv.Bytes, r.recv.Sum, len(in), want)
 			}
 			r.checkCredits(t, 4)
 		})
@@ -179,7 +180,7 @@ func TestFaults(t *testing.T) {
 		{"delay", memconn.Faults{Delay: time.Millisecond}, 0, 0, "", ""},
 		{"data message dropped", memconn.Faults{DropAt: 4}, pipe.KindIntegrity, pipe.KindIntegrity, "lost or reordered", "receiver aborted"},
 		{"end message dropped", memconn.Faults{DropAt: 12}, pipe.KindIntegrity, pipe.KindIntegrity, "messages were lost", "receiver aborted"},
-		{"data corrupted", memconn.Faults{CorruptAt: 5}, pipe.KindIntegrity, pipe.KindIntegrity, "CRC32C mismatch", "CRC32C mismatch"},
+		{"data corrupted", memconn.Faults{CorruptAt: 5}, pipe.KindIntegrity, pipe.KindIntegrity, "checksum mismatch", "checksum mismatch"},
 		{"cut mid-stream", memconn.Faults{CutAt: 6}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
 		{"credits cut", memconn.Faults{Reverse: &memconn.Faults{CutAt: 4}}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
 		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, pipe.KindSetup, pipe.KindAborted, "no word from the sender", "receiver refused the connection: \"wait for sender: no word from the sender"},

@@ -14,7 +14,7 @@ import (
 //
 //	sender -> receiver           receiver -> sender
 //	'D' data: payload            1 byte: credits
-//	'E' end: bytes u64, crc u32, 'H' hello: flags, nonce[32]
+//	'E' end: bytes u64, sum u64, 'H' hello: flags, nonce[32]
 //	    [stream tag[32]]         'W' welcome: flags, mac[32]
 //	'A' abort: kind, reason      'F' finished: bytes u64, [mac[32]]
 //	'K' auth: flags, nonce, mac  'A' abort: kind, reason
@@ -44,7 +44,7 @@ const (
 const (
 	nonceLen = 32
 	macLen   = 32
-	endLen   = HeaderLen + 12 // without the stream tag
+	endLen   = HeaderLen + 16 // without the stream tag
 	doneLen  = 1 + 8          // without the MAC
 	authLen  = HeaderLen + 1 + nonceLen + macLen
 )

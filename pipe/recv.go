@@ -6,11 +6,12 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Receive writes the stream arriving on c to w, verifies its length and
@@ -22,7 +23,7 @@ import (
 // A writer goroutine writes buffer k to w while buffer k+1 arrives; it then
 // re-posts the buffer and returns its credit with a single-byte message.
 func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error) {
-	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
+	r := &receiver{session: newSession(c, cfg, "sender"), w: w, sum: xxhash.New()}
 	defer r.release()
 	var st Stats
 	err := guard(func() (err error) {
@@ -46,10 +47,10 @@ func Refuse(c Conn, k Kind, reason string) error {
 type receiver struct {
 	*session
 	w        io.Writer
-	written  atomic.Int64 // bytes written to w
-	messages atomic.Int64 // data messages written
-	crc      uint32       // of the bytes written; read only after the writer is done
-	endSeen  bool         // the end-of-stream message went to the writer
+	written  atomic.Int64   // bytes written to w
+	messages atomic.Int64   // data messages written
+	sum      *xxhash.Digest // of the bytes written; read only after the writer is done
+	endSeen  bool           // the end-of-stream message went to the writer
 }
 
 // arrival is a received message handed to the writer goroutine.
@@ -96,7 +97,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	if errors.Is(err, errFinished) {
 		<-writeDone
-		st.CRC = r.crc
+		st.Sum = r.sum.Sum64()
 		return st, nil
 	}
 	cancel(err)
@@ -262,14 +263,16 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 			return r.finish(ctx, msg, a.seq)
 		}
 		payload := msg[HeaderLen:]
+		// Checksum and MAC first: they bring the payload into the cache
+		// for the copy write(2) makes.
+		_, _ = r.sum.Write(payload)
+		r.mac.add(a.seq, payload)
 		if _, err := r.w.Write(payload); err != nil {
 			return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", err, r.written.Load())}
 		}
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.crc = crc32.Update(r.crc, castagnoli, payload)
-		r.mac.add(a.seq, payload)
 		r.messages.Add(1)
 		n := r.written.Add(int64(len(payload)))
 		if r.cfg.Progress != nil {
@@ -292,11 +295,12 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 // confirms the stream to the sender.
 func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	wantBytes := int64(binary.LittleEndian.Uint64(end[HeaderLen:]))
-	wantCRC := binary.LittleEndian.Uint32(end[HeaderLen+8:])
+	wantSum := binary.LittleEndian.Uint64(end[HeaderLen+8:])
+	sum := r.sum.Sum64()
 	written := r.written.Load()
 	done := make([]byte, doneLen, doneLen+macLen)
 	if r.mac != nil {
-		tag := r.mac.end(seq, written, r.crc)
+		tag := r.mac.end(seq, written, sum)
 		if !hmac.Equal(end[endLen:endLen+macLen], tag) {
 			return Errorf(KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 		}
@@ -305,8 +309,8 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	if wantBytes != written {
 		return Errorf(KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
 	}
-	if wantCRC != r.crc {
-		return Errorf(KindIntegrity, "verify stream", "CRC32C mismatch: the sender's is %08x, the data received gives %08x", wantCRC, r.crc)
+	if wantSum != sum {
+		return Errorf(KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
 	}
 	done[0] = msgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))

@@ -4,11 +4,12 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/binary"
-	"hash/crc32"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/cespare/xxhash/v2"
 )
 
 // Send streams r to the receiver at the other end of c and returns when the
@@ -19,7 +20,7 @@ import (
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire; this goroutine handles completions and credits.
 func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
-	s := &sender{session: newSession(c, cfg, "receiver"), r: r}
+	s := &sender{session: newSession(c, cfg, "receiver"), r: r, sum: xxhash.New()}
 	defer s.release()
 	var st Stats
 	err := guard(func() (err error) {
@@ -39,14 +40,14 @@ type sender struct {
 	*session
 	r        io.Reader
 	chunk    int
-	free     chan int      // send buffers ready to be filled
-	credits  chan struct{} // one token per receive buffer the receiver has posted for us
-	sent     atomic.Int64  // bytes handed to the wire by the reader goroutine
-	messages atomic.Int64  // data messages handed to the wire
-	posted   atomic.Uint32 // sequence number of the last message posted
-	ended    atomic.Bool   // the end-of-stream message is being posted
-	crc      uint32        // of the bytes sent; read only after the reader is done
-	tag      []byte        // the stream MAC's tag (with a key); set with ended
+	free     chan int       // send buffers ready to be filled
+	credits  chan struct{}  // one token per receive buffer the receiver has posted for us
+	sent     atomic.Int64   // bytes handed to the wire by the reader goroutine
+	messages atomic.Int64   // data messages handed to the wire
+	posted   atomic.Uint32  // sequence number of the last message posted
+	ended    atomic.Bool    // the end-of-stream message is being posted
+	sum      *xxhash.Digest // of the bytes sent; read only after the reader is done
+	tag      []byte         // the stream MAC's tag (with a key); set with ended
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -86,7 +87,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 		cancel(err)
 		return st, settle(err, readDone)
 	}
-	st.CRC = s.crc
+	st.Sum = s.sum.Sum64()
 	return st, nil
 }
 
@@ -268,10 +269,10 @@ func (s *sender) read(ctx context.Context) error {
 		if n == 0 {
 			putHeader(buf, msgEnd, seq)
 			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
-			binary.LittleEndian.PutUint32(buf[HeaderLen+8:], s.crc)
+			binary.LittleEndian.PutUint64(buf[HeaderLen+8:], s.sum.Sum64())
 			size := endLen
 			if s.mac != nil {
-				s.tag = s.mac.end(seq, s.sent.Load(), s.crc)
+				s.tag = s.mac.end(seq, s.sent.Load(), s.sum.Sum64())
 				size += copy(buf[endLen:], s.tag)
 			}
 			s.ended.Store(true)
@@ -286,9 +287,10 @@ func (s *sender) read(ctx context.Context) error {
 			return s.lost(err)
 		}
 		s.posted.Store(seq)
-		// The checksum runs while the buffer is on the wire: both only read
-		// it, and it is not refilled before this goroutine takes it again.
-		s.crc = crc32.Update(s.crc, castagnoli, buf[HeaderLen:HeaderLen+n])
+		// The checksum runs while the buffer is on the wire, and while the
+		// data read is still in the cache: both only read it, and it is
+		// not refilled before this goroutine takes it again.
+		_, _ = s.sum.Write(buf[HeaderLen : HeaderLen+n])
 		s.mac.add(seq, buf[HeaderLen:HeaderLen+n])
 		s.sent.Add(int64(n))
 		s.messages.Add(1)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"runtime/debug"
 	"time"
 )
@@ -51,13 +50,10 @@ func (s *session) handshakeContext(ctx context.Context, what string) (context.Co
 type Stats struct {
 	Bytes    int64         // payload bytes read (sender) or written (receiver)
 	Messages int64         // data messages
-	CRC      uint32        // CRC32C (Castagnoli) of the payload
+	Sum      uint64        // xxHash64 of the payload
 	Elapsed  time.Duration // from the end of the handshake to the end of the stream
 	Info     Info          // the connection's description
 }
-
-// castagnoli is the CRC32C table; the stream checksum is CRC32C.
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // pollBatch is how many completions one Poll may return.
 const pollBatch = 64

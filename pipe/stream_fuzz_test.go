@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/cespare/xxhash/v2"
+
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
@@ -34,7 +36,7 @@ func FuzzReceive(f *testing.F) {
 	data := append(binary.LittleEndian.AppendUint32([]byte{'D', 0, 0, 0}, 1), "hello"...)
 	end := binary.LittleEndian.AppendUint32([]byte{'E', 0, 0, 0}, 2)
 	end = binary.LittleEndian.AppendUint64(end, 5)
-	end = binary.LittleEndian.AppendUint32(end, 0x9a71bb4c) // CRC32C("hello")
+	end = binary.LittleEndian.AppendUint64(end, xxhash.Sum64String("hello"))
 	f.Add(true, append(append([]byte{byte(len(data))}, data...), append([]byte{byte(len(end))}, end...)...))
 	f.Add(false, []byte{3, 'B', 0, 0})
 	f.Add(true, []byte{9, 'A', 0, 0, 0, 0, 0, 0, 0, 3})

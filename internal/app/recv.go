@@ -17,7 +17,7 @@ func Recv(args []string) int {
 		UsageText: "rdmarecv [flags] > output",
 		Description: fmt.Sprintf(`Listens for one rdmasend (or, with -k, one after another) and writes the
 stream to standard output. Exits 0 only when the whole stream arrived, its
-length and CRC32C matched, and every byte was written. A truncated or damaged
+length and checksum (xxHash64) matched, and every byte was written. A truncated or damaged
 stream always exits non-zero. Default port: %d.
 
 EXAMPLES:

@@ -29,7 +29,7 @@ type summary struct {
 	Remote    string  `json:"remote,omitempty"`
 	Chunk     int     `json:"chunk"`
 	Depth     int     `json:"depth"`
-	CRC32C    string  `json:"crc32c,omitempty"`
+	XXHash64  string  `json:"xxhash64,omitempty"`
 }
 
 // newSummary describes a stream that ended with err.
@@ -40,7 +40,7 @@ func newSummary(role string, st pipe.Stats, err error) summary {
 	if err != nil {
 		s.Error = err.Error()
 	} else {
-		s.CRC32C = fmt.Sprintf("%08x", st.CRC)
+		s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
 	}
 	if s.Seconds > 0 {
 		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds

@@ -22,7 +22,7 @@ func Send(args []string) int {
 		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
 		UsageText: "rdmasend [flags] HOST[:PORT] < input",
 		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
-after the receiver has verified the length and CRC32C of the whole stream and
+after the receiver has verified the length and checksum (xxHash64) of the whole stream and
 written every byte to its output.
 
 EXAMPLES:

@@ -1,0 +1,201 @@
+package rdma
+
+import (
+	"context"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// The tests in this file need two RDMA devices on the two ends of one veth
+// wire, as /work/shared/softroce/two-hosts.sh (or the project's copy of it)
+// sets up inside the SoftRoCE VM: rxeA on vethA with 10.0.9.1, rxeB on vethB
+// with 10.0.9.2. They break and repair the wire, so they run only there.
+
+const (
+	hostA = "10.0.9.1"
+	hostB = "10.0.9.2"
+)
+
+// twoHosts skips the test unless the two-host wire is there.
+func twoHosts(t *testing.T) {
+	for _, dev := range []string{"rxeA", "rxeB"} {
+		if _, err := os.Stat("/sys/class/infiniband/" + dev); err != nil {
+			t.Skip("no two-host wire (rxeA, rxeB): run two-hosts.sh in the SoftRoCE VM first")
+		}
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to break the wire")
+	}
+}
+
+// sh runs shell commands, failing the test on an error.
+func sh(t *testing.T, cmds ...string) {
+	t.Helper()
+	for _, c := range cmds {
+		if out, err := exec.Command("sh", "-c", c).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", c, err, out)
+		}
+	}
+}
+
+// portsActive waits until both rxe ports are active again.
+func portsActive(t *testing.T) {
+	waitFor(t, "rxeA and rxeB to be ACTIVE", func() bool {
+		out, _ := exec.Command("rdma", "link", "show").Output()
+		return strings.Count(string(out), "state ACTIVE") >= 2 &&
+			strings.Contains(string(out), "rxeA/1 state ACTIVE") && strings.Contains(string(out), "rxeB/1 state ACTIVE")
+	})
+}
+
+// rewire restores the routes and neighbours of two-hosts.sh, which taking
+// an interface down flushes.
+var rewire = []string{
+	"ip route replace 10.0.9.2/32 dev vethA src 10.0.9.1 table 91",
+	"ip route replace 10.0.9.1/32 dev vethB src 10.0.9.2 table 92",
+	"ip neigh replace 10.0.9.2 lladdr $(cat /sys/class/net/vethB/address) dev vethA nud permanent",
+	"ip neigh replace 10.0.9.1 lladdr $(cat /sys/class/net/vethA/address) dev vethB nud permanent",
+}
+
+// breaks are the ways the peer vanishes silently from the wire.
+var breaks = []struct {
+	name           string
+	break_, repair []string
+}{
+	{"link down",
+		[]string{"ip link set vethB down"},
+		append([]string{"ip link set vethB up"}, rewire...)},
+	{"blackhole",
+		[]string{"ip route replace blackhole 10.0.9.2/32 table 91", "ip route replace blackhole 10.0.9.1/32 table 92"},
+		rewire},
+	{"all packets dropped",
+		[]string{"tc qdisc add dev vethA root netem loss 100%", "tc qdisc add dev vethB root netem loss 100%"},
+		[]string{"tc qdisc del dev vethA root", "tc qdisc del dev vethB root"}},
+}
+
+// TestCloseVanishedPeer measures how long Close takes when the peer
+// vanished silently in the middle of a stream, with data sends still
+// outstanding (sender) or none (receiver), and how long the sender takes to
+// notice without Close. Close must be bounded: closeTimeout for the sends,
+// then a disconnect and a destroy that do not wait for the peer.
+func TestCloseVanishedPeer(t *testing.T) {
+	twoHosts(t)
+	p := pipe.NewParams(64<<10, 4)
+	for _, br := range breaks {
+		for _, who := range []string{"sender", "receiver", "none (detect)"} {
+			t.Run(br.name+"/close "+who, func(t *testing.T) {
+				l, err := Listen(timeout(t, 10*time.Second), net.JoinHostPort(hostB, "0"), p, DefaultOptions())
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer l.Close()
+				ctx := timeout(t, 60*time.Second)
+				type result struct {
+					c   pipe.Conn
+					err error
+				}
+				accepted := make(chan result, 1)
+				go func() {
+					c, err := l.Accept(ctx)
+					accepted <- result{c, err}
+				}()
+				snd, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a := <-accepted
+				if a.err != nil {
+					snd.Close()
+					t.Fatalf("Accept: %v", a.err)
+				}
+				rcv := a.c
+				defer snd.Close()
+				defer rcv.Close()
+				if !strings.HasPrefix(snd.Info().Local, hostA+":") {
+					t.Fatalf("sender is on %s, not on %s", snd.Info().Local, hostA)
+				}
+				// Some traffic first, so that the wire is known to work.
+				stream(t, snd, rcv, 50, func(int) int { return 64 << 10 })
+
+				sh(t, br.break_...)
+				defer portsActive(t)
+				defer sh(t, br.repair...)
+				for i := range snd.SendBufs() {
+					if err := snd.PostSend(i, len(snd.SendBuf(i))); err != nil {
+						t.Fatalf("PostSend after the break: %v", err)
+					}
+				}
+				start := time.Now()
+				switch who {
+				case "sender", "receiver":
+					c := snd
+					if who == "receiver" {
+						c = rcv
+					}
+					closed := make(chan error, 1)
+					go func() { closed <- c.Close() }()
+					select {
+					case err := <-closed:
+						t.Logf("MEASURE %s: %s Close returned after %v (err %v)", br.name, who, time.Since(start).Round(time.Millisecond), err)
+					case <-time.After(30 * time.Second):
+						t.Fatalf("%s Close still blocked after 30 s", who)
+					}
+				default:
+					var err error
+					for err == nil {
+						_, err = snd.Poll(ctx, make([]pipe.Completion, 8))
+					}
+					t.Logf("MEASURE %s: sender Poll failed after %v: %v", br.name, time.Since(start).Round(time.Millisecond), err)
+					start = time.Now()
+					snd.Close()
+					t.Logf("MEASURE %s: sender Close after the failure took %v", br.name, time.Since(start).Round(time.Millisecond))
+				}
+			})
+		}
+	}
+}
+
+// TestDialNoRDMAPeer measures how a Dial to a host that has no RDMA device
+// (its interface is up with its address, its rxe device is gone) and a Dial
+// to a port nothing listens on fail, with a 3 s deadline as a caller that
+// falls back to TCP would set.
+func TestDialNoRDMAPeer(t *testing.T) {
+	twoHosts(t)
+	p := pipe.NewParams(4096, 4)
+	tests := []struct {
+		name           string
+		break_, repair []string
+	}{
+		{"nothing listening", nil, nil},
+		{"peer has no RDMA device", []string{"rdma link del rxeB"}, []string{"rdma link add rxeB type rxe netdev vethB"}},
+		{"peer silent (all packets dropped)",
+			[]string{"tc qdisc add dev vethA root netem loss 100%"}, []string{"tc qdisc del dev vethA root"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sh(t, tt.break_...)
+			defer portsActive(t)
+			defer sh(t, tt.repair...)
+			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			defer cancel()
+			start := time.Now()
+			c, err := Dialer{DefaultOptions()}.Dial(ctx, net.JoinHostPort(hostB, "18897"), p)
+			took := time.Since(start)
+			if err == nil {
+				c.Close()
+				t.Fatal("Dial succeeded")
+			}
+			t.Logf("MEASURE %s: Dial failed after %v (kind %v, deadline %v): %v", tt.name, took.Round(time.Millisecond),
+				pipe.KindOf(err), errors.Is(err, context.DeadlineExceeded), err)
+			if took > 3*time.Second+2*time.Second {
+				t.Errorf("Dial returned %v after its 3 s deadline", took-3*time.Second)
+			}
+		})
+	}
+}
