@@ -170,3 +170,31 @@ func TestGrowPipe(t *testing.T) {
 		})
 	}
 }
+
+// TestDefaultWindow checks the window chosen for a locked-memory limit:
+// the largest that fits, down to the smallest, and never over the limit.
+func TestDefaultWindow(t *testing.T) {
+	cases := []struct {
+		name         string
+		limit        uint64
+		unlimited    bool
+		chunk, depth int
+	}{
+		{"unlimited", 0, true, 4 << 20, 8},
+		{"a common 8 MiB", 8 << 20, false, 1 << 20, 6},
+		{"64 MiB", 64 << 20, false, 4 << 20, 8},
+		{"16 MiB", 16 << 20, false, 2 << 20, 6},
+		{"64 KiB: too little", 64 << 10, false, 64 << 10, pipe.MinDepth},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := defaultWindow(tc.limit, tc.unlimited)
+			if w.chunk != tc.chunk || w.depth != tc.depth {
+				t.Errorf("window %d x %d, want %d x %d (%s)", w.chunk, w.depth, tc.chunk, tc.depth, w.why)
+			}
+			if !tc.unlimited && w.depth >= 4 && receiverLocks(w.chunk, w.depth) > tc.limit {
+				t.Errorf("the receiver would lock %d bytes, over the limit of %d", receiverLocks(w.chunk, w.depth), tc.limit)
+			}
+		})
+	}
+}

@@ -25,6 +25,7 @@ type options struct {
 	verbose   bool
 	statsJSON string
 	rdma      rdmaOptions
+	window    window // the chunk and depth asked for, and why
 }
 
 // rdmaOptions select the RDMA device and completion mode.
@@ -40,8 +41,8 @@ func commonFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
 		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
-		&cli.StringFlag{Name: "chunk-size", Aliases: []string{"c"}, Value: "1M", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
-		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, Value: pipe.DefaultDepth, Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
+		&cli.StringFlag{Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M where locked memory is unlimited, else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
+		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, DefaultText: "8 where locked memory is unlimited, else 4 or more", Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
 		&cli.StringFlag{Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
 		&cli.StringFlag{Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
 		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},
@@ -57,6 +58,7 @@ func commonFlags() []cli.Flag {
 
 // parseOptions reads the shared flags and the key.
 func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
+	var err error
 	o := options{
 		port:      c.Int("port"),
 		transport: c.String("transport"),
@@ -74,14 +76,23 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	default:
 		return o, usagef("--transport %q: must be auto, rdma or tcp", o.transport)
 	}
-	chunk, err := parseSize(c.String("chunk-size"))
-	if err != nil {
-		return o, usagef("--chunk-size: %v", err)
+	o.window = hostWindow()
+	chunk, depth := int64(o.window.chunk), o.window.depth
+	if s := c.String("chunk-size"); s != "" {
+		if chunk, err = parseSize(s); err != nil {
+			return o, usagef("--chunk-size: %v", err)
+		}
+		o.window.why = "--chunk-size"
 	}
-	o.params = pipe.NewParams(int(chunk), c.Int("depth"))
+	if c.IsSet("depth") {
+		depth = c.Int("depth")
+		o.window.why = "--depth"
+	}
+	o.params = pipe.NewParams(int(min(chunk, pipe.MaxChunk+1)), depth)
 	if err := o.params.Validate(); err != nil {
 		return o, usagef("%v", err)
 	}
+	o.window.chunk, o.window.depth = o.params.Chunk, o.params.Depth
 	o.cfg.Timeout = c.Duration("timeout")
 	if o.cfg.Timeout < 0 {
 		return o, usagef("--timeout must not be negative")

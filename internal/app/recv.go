@@ -64,6 +64,7 @@ func recvAction(c *cli.Context) error {
 	}
 	defer l.Close()
 	if o.verbose {
+		fmt.Fprintln(os.Stderr, o.window.describe("rdmarecv", true))
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
 	srv := &server{l: l, o: o, out: out, keep: keep, log: os.Stderr}

@@ -56,6 +56,9 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	if o.verbose {
+		fmt.Fprintln(os.Stderr, o.window.describe("rdmasend", false))
+	}
 	size, err := inputSize(c.String("size"), os.Stdin)
 	if err != nil {
 		return err

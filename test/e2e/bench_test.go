@@ -56,12 +56,14 @@ func TestVerboseAndProgress(t *testing.T) {
 	in, want := randomFile(t, 3<<20, 5)
 	port := freePort(t)
 	out := filepath.Join(t.TempDir(), "output")
-	r := recv(t, port, createFile(t, out), "-v", "-p")
+	r := recv(t, port, createFile(t, out), "-v", "-p", "--chunk-size", "1M", "--depth", "5")
 	s := send(t, port, openFile(t, in), "-v", "-p")
 	code, stderr := s.wait(time.Minute)
-	expect(t, "rdmasend", code, stderr, 0, "3145728 bytes in", "over "+suite.transport, "chunk 1 MiB x 4")
+	// The sender's window comes from its memlock limit (root here: 4 MiB x 8
+	// unless limited); the receiver's flags make the negotiated one smaller.
+	expect(t, "rdmasend", code, stderr, 0, "3145728 bytes in", "over "+suite.transport, "chunk 1 MiB x 5", "rdmasend: chunk ")
 	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv", code, stderr, 0, "3145728 bytes in", "listening on")
+	expect(t, "rdmarecv", code, stderr, 0, "3145728 bytes in", "listening on", "rdmarecv: chunk 1 MiB x depth 5 (--depth): buffers of 6.0 MiB on this side")
 	if got, n := fileSum(t, out); got != want {
 		t.Fatalf("stdout carried %d bytes that differ from the input", n)
 	}

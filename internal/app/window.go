@@ -1,0 +1,101 @@
+package app
+
+import (
+	"fmt"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// window is a chunk size and depth, and why they were chosen.
+type window struct {
+	chunk, depth int
+	why          string
+}
+
+// The window used where locking memory is not limited, as on most RDMA
+// hosts: 4 MiB chunks (a third fewer per-message costs than 1 MiB in the
+// SoftRoCE VM) and 8 buffers. The receiver then locks 36 MiB, the sender
+// 32 MiB.
+const (
+	bigChunk = 4 << 20
+	bigDepth = 8
+)
+
+// capIPCLock is the capability that lifts RLIMIT_MEMLOCK.
+const capIPCLock = 14
+
+// defaultWindow returns the window for a host where a process may lock
+// limit bytes (the hard RLIMIT_MEMLOCK, which the RDMA transport raises
+// the soft limit to), or any amount if unlimited: the largest chunk, from
+// 4 MiB down, with which the receiver's buffers (chunk x (depth + 1), plus
+// control buffers, rounded up to 2 MiB huge pages) fit with a depth of 4 or
+// more, and the largest such depth up to 8.
+func defaultWindow(limit uint64, unlimited bool) window {
+	if unlimited {
+		return window{bigChunk, bigDepth, "locked memory is not limited here"}
+	}
+	why := fmt.Sprintf("RLIMIT_MEMLOCK is %s here", formatSize(int64(limit)))
+	for chunk := bigChunk; chunk >= 64<<10; chunk /= 2 {
+		for depth := bigDepth; depth >= 4; depth-- {
+			if receiverLocks(chunk, depth) <= limit {
+				return window{chunk, depth, why}
+			}
+		}
+	}
+	return window{64 << 10, pipe.MinDepth, why + " (too little for RDMA: raise it with ulimit -l)"}
+}
+
+// receiverLocks is how much memory a receiver registers for chunk and
+// depth, at most: its receive buffers and control buffers, rounded up to
+// whole 2 MiB huge pages.
+func receiverLocks(chunk, depth int) uint64 {
+	l := pipe.ReceiverLayout(pipe.NewParams(chunk, depth))
+	need := uint64(l.RecvBufs*l.RecvSize) + 64<<10
+	const huge = 2 << 20
+	return (need + huge - 1) / huge * huge
+}
+
+// hostWindow is defaultWindow for this process: its hard RLIMIT_MEMLOCK,
+// and whether it holds CAP_IPC_LOCK (root usually does), which lifts it.
+func hostWindow() window {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		return window{pipe.DefaultChunk, pipe.DefaultDepth, fmt.Sprintf("RLIMIT_MEMLOCK unknown (%v)", err)}
+	}
+	if lim.Max == unix.RLIM_INFINITY {
+		return defaultWindow(0, true)
+	}
+	if hasCapIPCLock() {
+		w := defaultWindow(0, true)
+		w.why = "this process may lock memory without limit (CAP_IPC_LOCK)"
+		return w
+	}
+	return defaultWindow(lim.Max, false)
+}
+
+// hasCapIPCLock reports whether this process holds CAP_IPC_LOCK.
+func hasCapIPCLock() bool {
+	hdr := unix.CapUserHeader{Version: unix.LINUX_CAPABILITY_VERSION_3}
+	var data [2]unix.CapUserData
+	if err := unix.Capget(&hdr, &data[0]); err != nil {
+		return false
+	}
+	return data[capIPCLock/32].Effective&(1<<(capIPCLock%32)) != 0
+}
+
+// describe is the -v line that says which window this side asks for and
+// how much memory that locks here (the peer's answer may be smaller).
+func (w window) describe(name string, receiver bool) string {
+	p := pipe.NewParams(w.chunk, w.depth)
+	locks := int64(pipe.SenderLayout(p).SendBufs * pipe.SenderLayout(p).SendSize)
+	if receiver {
+		l := pipe.ReceiverLayout(p)
+		locks = int64(l.RecvBufs * l.RecvSize)
+	}
+	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(locks))
+}
+
+// formatMiB prints a byte count in MiB with one decimal.
+func formatMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }
