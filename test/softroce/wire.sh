@@ -3,13 +3,15 @@
 # an rxe device on each end, 10.0.9.1 (rxeA on vethA) and 10.0.9.2 (rxeB on vethB), in ONE
 # network namespace, with policy routing so that traffic between the two addresses really
 # crosses the veth (its packet counters move) instead of taking lo or rxe's loopback.
-# Faults are then injected on the wire with tc netem, `ip link set vethA down` or blackhole
-# routes in table 91 (A -> B) and 92 (B -> A).
+# Faults are then injected on the wire with tc netem (netem loss 100% on both veths is a
+# blackhole) or `ip link set vethA down`. Blackhole routes in table 91/92 stop TCP but not
+# rxe: rxe's route lookups are bound to its netdev, and when such a lookup fails the kernel
+# assumes the peer is on link and transmits anyway.
 #
 # usage: wire.sh up       create the wire if missing, then reset it (idempotent)
 #        wire.sh reset    undo every fault: no qdisc, links up, routes, neighbours, rxeA and
 #                         rxeB ACTIVE again (a link that went down loses its routes and
-#                         neighbour entries; this puts them back)
+#                         neighbour entries; this puts them back); ~0.3 s in the VM
 #        wire.sh down     remove the wire and the routing rules
 #        wire.sh env      print the shell assignments for the addresses (see below)
 #
@@ -24,10 +26,14 @@
 #   pref 12/13  oif veth to the peer         lookups bound to a device (rxe's transmit path,
 #                                            the CM's check of an incoming request)
 #   pref 100    lookup local                 moved down from pref 0, so rules 10-13 win
+# Tables 91 and 92 end in an unreachable route, so that a lookup for the peer never falls
+# through to the local table (which would carry the packets over lo, around the wire).
 set -euo pipefail
 
 A=10.0.9.1 B=10.0.9.2
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
+
+STATE=/run/rdmapipe-wire.carrier   # vethA's and vethB's carrier_changes at the last reset
 
 die() { echo "wire.sh: $*" >&2; exit 1; }
 
@@ -41,40 +47,58 @@ rule() {
   [ -n "$(ip rule show pref "$pref")" ] || ip rule add pref "$pref" "$@"
 }
 
-# wait_active DEV: wait (up to 10 s, polling) until the rxe port is ACTIVE
+# wait_active DEV...: wait (up to 10 s, polling) until the rxe devices' ports are ACTIVE
 wait_active() {
-  local i
+  local i d links pending
   for i in $(seq 100); do
-    case $(rdma link show "$1/1" 2>/dev/null) in *'state ACTIVE'*) return 0 ;; esac
+    links=$(rdma link show 2>/dev/null) pending=
+    for d in "$@"; do
+      [[ $links == *"link $d/1 state ACTIVE"* ]] || pending+=" $d"
+    done
+    [ -z "$pending" ] && return 0
     [ "$i" = 100 ] || sleep 0.1
   done
-  die "$1 port not ACTIVE: $(rdma link show "$1/1" 2>&1)"
+  die "port not ACTIVE:$pending: $links"
 }
 
+# reset undoes every fault. Each command costs ~70 ms in the emulated guest, hence one
+# tc and one ip batch.
 reset() {
   local d
   for d in vethA vethB; do
     [ -e "/sys/class/net/$d" ] || die "no $d: run 'wire.sh up' first"
-    tc qdisc del dev "$d" root 2>/dev/null || true
-    ip link set "$d" up
   done
-  for d in all default vethA vethB; do
-    sysctl -qw "net.ipv4.conf.$d.accept_local=1" "net.ipv4.conf.$d.rp_filter=0"
-  done
-  # replace: also removes a blackhole (or any other fault route) for the peer
-  ip route replace "$B/32" dev vethA src "$A" table 91
-  ip route replace "$A/32" dev vethB src "$B" table 92
-  rule 10 iif lo to "$B/32" lookup 91
-  rule 11 iif lo to "$A/32" lookup 92
-  rule 12 oif vethA to "$B/32" lookup 91
-  rule 13 oif vethB to "$A/32" lookup 92
-  rule 100 lookup local
-  while [ -n "$(ip rule show pref 0 lookup local)" ]; do ip rule del pref 0 lookup local; done
-  # permanent neighbours: no ARP on this wire (a down link flushes them, hence every reset)
-  ip neigh replace "$B" lladdr "$(cat /sys/class/net/vethB/address)" dev vethA nud permanent
-  ip neigh replace "$A" lladdr "$(cat /sys/class/net/vethA/address)" dev vethB nud permanent
-  wait_active rxeA
-  wait_active rxeB
+  printf 'qdisc del dev %s root\n' vethA vethB | tc -force -batch - 2>/dev/null || true
+  # route replace also removes a blackhole (or any other fault route) for the peer. The
+  # metric-4000 unreachable routes stay underneath: while vethA is down its route is gone,
+  # and the peer must then be unreachable, as on a real host, instead of falling through to
+  # the local table, which would carry A -> B over lo, around the wire.
+  # Permanent neighbours: no ARP on this wire (a link that goes down flushes them).
+  ip -batch - <<EOF
+link set vethA up
+link set vethB up
+route replace $B/32 dev vethA src $A table 91
+route replace $A/32 dev vethB src $B table 92
+route replace unreachable $B/32 table 91 metric 4000
+route replace unreachable $A/32 table 92 metric 4000
+neigh replace $B lladdr $(</sys/class/net/vethB/address) dev vethA nud permanent
+neigh replace $A lladdr $(</sys/class/net/vethA/address) dev vethB nud permanent
+EOF
+  # After vethA went down under a live RC connection, rxe on 6.1 fails every later
+  # rdma_cm connect over the wire (the REQ and the REP cross, then the active side
+  # rejects; still so 50 s later), until the rxe devices are created anew. So: when the
+  # carrier changed since the last reset, recreate them.
+  local flaps
+  flaps="$(</sys/class/net/vethA/carrier_changes) $(</sys/class/net/vethB/carrier_changes)"
+  if [ -f "$STATE" ] && [ "$(<"$STATE")" != "$flaps" ]; then
+    rdma link delete rxeA
+    rdma link delete rxeB
+    rdma link add rxeA type rxe netdev vethA
+    rdma link add rxeB type rxe netdev vethB
+    echo "wire.sh: the link went down since the last reset: rxeA and rxeB created anew" >&2
+  fi
+  wait_active rxeA rxeB
+  echo "$flaps" > "$STATE"
 }
 
 up() {
@@ -87,6 +111,17 @@ up() {
     ip addr add "$A/32" dev vethA
     ip addr add "$B/32" dev vethB
   fi
+  local d keys=()
+  for d in all default vethA vethB; do
+    keys+=("net.ipv4.conf.$d.accept_local=1" "net.ipv4.conf.$d.rp_filter=0")
+  done
+  sysctl -qw "${keys[@]}"
+  rule 10 iif lo to "$B/32" lookup 91
+  rule 11 iif lo to "$A/32" lookup 92
+  rule 12 oif vethA to "$B/32" lookup 91
+  rule 13 oif vethB to "$A/32" lookup 92
+  rule 100 lookup local
+  while [ -n "$(ip rule show pref 0 lookup local)" ]; do ip rule del pref 0 lookup local; done
   [ -e /sys/class/infiniband/rxeA ] || rdma link add rxeA type rxe netdev vethA
   [ -e /sys/class/infiniband/rxeB ] || rdma link add rxeB type rxe netdev vethB
   reset
@@ -103,6 +138,7 @@ down() {
   done
   ip route flush table 91 2>/dev/null || true
   ip route flush table 92 2>/dev/null || true
+  rm -f "$STATE"
 }
 
 [ "$(id -u)" = 0 ] || die "must run as root (inside the SoftRoCE VM)"
