@@ -68,7 +68,13 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	if err != nil {
 		c.free()
-		return nil, &pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err}
+		kind := pipe.KindOf(err)
+		if ctx.Err() != nil {
+			// A host without an RDMA device (or a wire that drops RoCE
+			// traffic) sends no answer at all: only ctx ends the wait.
+			kind, err = pipe.KindSetup, fmt.Errorf("no answer to the connect request (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ctx.Err())
+		}
+		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
 	}
 	var ans pipe.Params
 	err = ans.UnmarshalBinary(privateData(&ev))

@@ -3,6 +3,7 @@ package rdma
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -79,88 +80,6 @@ var breaks = []struct {
 		[]string{"tc qdisc del dev vethA root", "tc qdisc del dev vethB root"}},
 }
 
-// TestCloseVanishedPeer measures how long Close takes when the peer
-// vanished silently in the middle of a stream, with data sends still
-// outstanding (sender) or none (receiver), and how long the sender takes to
-// notice without Close. Close must be bounded: closeTimeout for the sends,
-// then a disconnect and a destroy that do not wait for the peer.
-func TestCloseVanishedPeer(t *testing.T) {
-	twoHosts(t)
-	p := pipe.NewParams(64<<10, 4)
-	for _, br := range breaks {
-		for _, who := range []string{"sender", "receiver", "none (detect)"} {
-			t.Run(br.name+"/close "+who, func(t *testing.T) {
-				l, err := Listen(timeout(t, 10*time.Second), net.JoinHostPort(hostB, "0"), p, DefaultOptions())
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer l.Close()
-				ctx := timeout(t, 60*time.Second)
-				type result struct {
-					c   pipe.Conn
-					err error
-				}
-				accepted := make(chan result, 1)
-				go func() {
-					c, err := l.Accept(ctx)
-					accepted <- result{c, err}
-				}()
-				snd, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
-				if err != nil {
-					t.Fatal(err)
-				}
-				a := <-accepted
-				if a.err != nil {
-					snd.Close()
-					t.Fatalf("Accept: %v", a.err)
-				}
-				rcv := a.c
-				defer snd.Close()
-				defer rcv.Close()
-				if !strings.HasPrefix(snd.Info().Local, hostA+":") {
-					t.Fatalf("sender is on %s, not on %s", snd.Info().Local, hostA)
-				}
-				// Some traffic first, so that the wire is known to work.
-				stream(t, snd, rcv, 50, func(int) int { return 64 << 10 })
-
-				sh(t, br.break_...)
-				defer portsActive(t)
-				defer sh(t, br.repair...)
-				for i := range snd.SendBufs() {
-					if err := snd.PostSend(i, len(snd.SendBuf(i))); err != nil {
-						t.Fatalf("PostSend after the break: %v", err)
-					}
-				}
-				start := time.Now()
-				switch who {
-				case "sender", "receiver":
-					c := snd
-					if who == "receiver" {
-						c = rcv
-					}
-					closed := make(chan error, 1)
-					go func() { closed <- c.Close() }()
-					select {
-					case err := <-closed:
-						t.Logf("MEASURE %s: %s Close returned after %v (err %v)", br.name, who, time.Since(start).Round(time.Millisecond), err)
-					case <-time.After(30 * time.Second):
-						t.Fatalf("%s Close still blocked after 30 s", who)
-					}
-				default:
-					var err error
-					for err == nil {
-						_, err = snd.Poll(ctx, make([]pipe.Completion, 8))
-					}
-					t.Logf("MEASURE %s: sender Poll failed after %v: %v", br.name, time.Since(start).Round(time.Millisecond), err)
-					start = time.Now()
-					snd.Close()
-					t.Logf("MEASURE %s: sender Close after the failure took %v", br.name, time.Since(start).Round(time.Millisecond))
-				}
-			})
-		}
-	}
-}
-
 // TestDialNoRDMAPeer measures how a Dial to a host that has no RDMA device
 // (its interface is up with its address, its rxe device is gone) and a Dial
 // to a port nothing listens on fail, with a 3 s deadline as a caller that
@@ -195,6 +114,104 @@ func TestDialNoRDMAPeer(t *testing.T) {
 				pipe.KindOf(err), errors.Is(err, context.DeadlineExceeded), err)
 			if took > 3*time.Second+2*time.Second {
 				t.Errorf("Dial returned %v after its 3 s deadline", took-3*time.Second)
+			}
+			if errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "no answer") {
+				t.Errorf("Dial = %v, want an explanation of the missing answer", err)
+			}
+		})
+	}
+}
+
+// pairAB connects a sender on hostA to a receiver on hostB configured
+// like the sender and runs a little traffic over it.
+func pairAB(t *testing.T, p pipe.Params) (snd, rcv pipe.Conn) {
+	ctx := timeout(t, 20*time.Second)
+	l, err := Listen(ctx, net.JoinHostPort(hostB, "0"), p, DefaultOptions())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	type result struct {
+		c   pipe.Conn
+		err error
+	}
+	accepted := make(chan result, 1)
+	go func() {
+		c, err := l.Accept(ctx)
+		accepted <- result{c, err}
+	}()
+	snd, err = Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
+	a := <-accepted
+	if err != nil || a.err != nil {
+		t.Fatalf("Dial: %v; Accept: %v", err, a.err)
+	}
+	t.Cleanup(func() { snd.Close(); a.c.Close() })
+	if !strings.HasPrefix(snd.Info().Local, hostA+":") {
+		t.Fatalf("sender is on %s, not on %s", snd.Info().Local, hostA)
+	}
+	stream(t, snd, a.c, 20, func(int) int { return p.Chunk })
+	return snd, a.c
+}
+
+// TestCloseVanishedPeer measures how long Close takes when the peer
+// vanished silently in the middle of a stream, with data sends still
+// outstanding (sender) or none (receiver), and how long a sender takes to
+// notice without Close. Close must be bounded: closeTimeout for the sends,
+// then a disconnect and a destroy that do not wait for the peer. Each way
+// of breaking the wire is applied once, to three connections at a time;
+// the link goes down last, as the wire is slow to recover from it.
+func TestCloseVanishedPeer(t *testing.T) {
+	twoHosts(t)
+	p := pipe.NewParams(64<<10, 4)
+	for _, br := range []int{1, 2, 0} {
+		br := breaks[br]
+		t.Run(br.name, func(t *testing.T) {
+			type pairT struct{ snd, rcv pipe.Conn }
+			var pairs [3]pairT
+			for i := range pairs {
+				pairs[i].snd, pairs[i].rcv = pairAB(t, p)
+			}
+			sh(t, br.break_...)
+			defer portsActive(t)
+			defer sh(t, br.repair...)
+			for _, pr := range pairs {
+				for i := range pr.snd.SendBufs() {
+					if err := pr.snd.PostSend(i, len(pr.snd.SendBuf(i))); err != nil {
+						t.Fatalf("PostSend after the break: %v", err)
+					}
+				}
+			}
+			start := time.Now()
+			report := make(chan string, 3)
+			timed := func(what string, c pipe.Conn) {
+				err := c.Close()
+				report <- fmt.Sprintf("%s Close returned after %v (err %v)", what, time.Since(start).Round(time.Millisecond), err)
+			}
+			go timed("sender (data sends outstanding)", pairs[0].snd)
+			go timed("receiver", pairs[1].rcv)
+			// The transport's own retries are the only way a sender notices
+			// a silent peer without the engine's heartbeats; how soon they
+			// end depends on the device (rxe 6.1 may never give up), so
+			// this is observed for 20 s, not asserted.
+			go func() {
+				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				defer cancel()
+				var err error
+				for err == nil {
+					_, err = pairs[2].snd.Poll(ctx, make([]pipe.Completion, 8))
+				}
+				failed := time.Now()
+				pairs[2].snd.Close()
+				report <- fmt.Sprintf("sender without Close: Poll ended after %v (%v); Close then took %v",
+					failed.Sub(start).Round(time.Millisecond), err, time.Since(failed).Round(time.Millisecond))
+			}()
+			for range 3 {
+				select {
+				case r := <-report:
+					t.Logf("MEASURE %s: %s", br.name, r)
+				case <-time.After(60 * time.Second):
+					t.Fatal("a Close or Poll still blocked after 60 s")
+				}
 			}
 		})
 	}
