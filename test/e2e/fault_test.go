@@ -503,11 +503,15 @@ func mentionsAny(s string, words []string) bool {
 }
 
 // TestFaultProcess kills or stops one side mid-stream: the other side must
-// end non-zero within failBound, and nothing exits 0 on the short stream.
+// end non-zero within failBound, and nothing exits 0 on the short stream
+// (the measured seconds are taken with another case running beside).
 // A stopped process stays stopped past --timeout (until its peer has given
 // up), then continues, and must then fail as well.
 func TestFaultProcess(t *testing.T) {
 	w := needWire(t)
+	// These faults leave the link alone, so the cases run two at a time
+	// (GOMAXPROCS in the VM) on a wire reset once.
+	w.reset(t)
 	cases := []struct {
 		name   string
 		victim string // rdmasend or rdmarecv
@@ -521,8 +525,7 @@ func TestFaultProcess(t *testing.T) {
 	for _, tc := range cases {
 		for _, tr := range faultTransports {
 			t.Run(tr+"/"+tc.name, func(t *testing.T) {
-				w.reset(t)
-				t.Cleanup(func() { w.reset(t) })
+				t.Parallel()
 				fs := startStream(t, w, tr, 4<<20)
 				fs.waitOutput(faultMark)
 				victim, peer := fs.s, fs.r
