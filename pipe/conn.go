@@ -73,6 +73,15 @@ type Conn interface {
 	Close() error
 }
 
+// ArrivalCounter is implemented by connections that can tell how many
+// bytes have arrived from the peer, counting messages still arriving. The
+// engine then takes any arrival as a sign of life: on a slow link one
+// large message can take longer than the idle timeout, with the peer's
+// heartbeats queued behind it (TCP).
+type ArrivalCounter interface {
+	Arrived() int64
+}
+
 // MaxControl is the largest message SendControl accepts, and the size of
 // the receive buffers a sender posts for the receiver's control messages.
 const MaxControl = 256

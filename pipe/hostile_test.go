@@ -4,7 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
+	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -402,5 +404,50 @@ func TestKeyedStreamTampering(t *testing.T) {
 				checkErr(t, "sender", serr, pipe.KindIntegrity, "does not match its MAC")
 			})
 		}
+	}
+}
+
+// trickleConn is a receiver's end on a slow link: each message takes
+// longer than the idle timeout to arrive, but bytes keep arriving.
+type trickleConn struct {
+	*memconn.Conn
+	n atomic.Int64
+}
+
+// Arrived counts up on every call, as bytes trickling in would.
+func (c *trickleConn) Arrived() int64 { return c.n.Add(1) }
+
+// TestSlowLinkIsNotSilence: a peer whose messages take longer than the
+// idle timeout to arrive is not given up while its bytes keep arriving,
+// when the connection can tell (pipe.ArrivalCounter); it is when it cannot.
+func TestSlowLinkIsNotSilence(t *testing.T) {
+	in := randomBytes(3*4096, 11)
+	for _, counts := range []bool{true, false} {
+		t.Run(fmt.Sprintf("counts arrivals %v", counts), func(t *testing.T) {
+			p := pipe.NewParams(4096, 4)
+			sc, rc, err := memconn.Pair(p, p, memconn.Faults{Delay: 400 * time.Millisecond})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer sc.Close()
+			defer rc.Close()
+			sendCfg := pipe.Config{Timeout: time.Minute}
+			recvCfg := pipe.Config{Timeout: 150 * time.Millisecond, HandshakeTimeout: 10 * time.Second}
+			go pipe.Send(context.Background(), sc, bytes.NewReader(in), sendCfg)
+			var conn pipe.Conn = rc
+			if counts {
+				conn = &trickleConn{Conn: rc}
+			}
+			var out lockedBuffer
+			_, err = pipe.Receive(context.Background(), conn, &out, recvCfg)
+			if counts {
+				checkErr(t, "receiver", err, 0, "")
+				if !bytes.Equal(out.Bytes(), in) {
+					t.Error("the output differs from the input")
+				}
+				return
+			}
+			checkErr(t, "receiver", err, pipe.KindAborted, "no word from the sender")
+		})
 	}
 }

@@ -77,6 +77,8 @@ type session struct {
 	// peerGaveUp is set when the peer aborted or the connection failed:
 	// then there is no one to send an abort message to.
 	peerGaveUp bool
+	// arrived is the connection's ArrivalCounter at the last idle check.
+	arrived int64
 	// authenticated is set once the handshake has completed: from then
 	// on the peer's aborts are trusted to say what happened to the stream.
 	authenticated bool
@@ -110,6 +112,7 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 		case pctx.Err() == nil:
 			s.peerGaveUp = true
 			return nil, s.lost(err)
+		case s.arriving():
 		case time.Since(s.heard) >= s.cfg.Timeout:
 			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
 		}
@@ -122,6 +125,21 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 		}
 	}
 	return s.cs[:n], nil
+}
+
+// arriving reports whether bytes arrived since it was last asked, when the
+// connection can tell (ArrivalCounter); if so the peer counts as heard.
+func (s *session) arriving() bool {
+	ac, ok := s.c.(ArrivalCounter)
+	if !ok {
+		return false
+	}
+	n := ac.Arrived()
+	if n == s.arrived {
+		return false
+	}
+	s.arrived, s.heard = n, time.Now()
+	return true
 }
 
 // keep saves the completions of a batch that were not handled for the

@@ -53,8 +53,9 @@ type Conn struct {
 	closeMu  sync.Mutex
 	wg       sync.WaitGroup
 
-	br  *bufio.Reader
-	hdr [frameHeaderLen]byte // the reader's frame header
+	br      *bufio.Reader
+	arrived atomic.Int64         // bytes read from the socket, see Arrived
+	hdr     [frameHeaderLen]byte // the reader's frame header
 
 	vec   net.Buffers // the writer's gather list
 	nb    net.Buffers // what writev consumes; a field so it does not escape per call
@@ -96,11 +97,11 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 		closing:  make(chan struct{}),
 		written:  make(chan struct{}),
 		done:     make(chan struct{}),
-		br:       bufio.NewReaderSize(nc, readBufferSize),
 		vec:      make(net.Buffers, 0, 2*(l.SendBufs+ctrl)),
 		hdrs:     make([]byte, frameHeaderLen*(l.SendBufs+ctrl)),
 		batch:    make([]work, 0, l.SendBufs+ctrl),
 	}
+	c.br = bufio.NewReaderSize(countingReader{nc, &c.arrived}, readBufferSize)
 	c.info = pipe.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
 	for i := range ctrl {
 		c.ctrlFree <- i

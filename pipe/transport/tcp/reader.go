@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync/atomic"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -60,3 +61,21 @@ func (c *Conn) readError(err error, eof string) error {
 	}
 	return &pipe.Error{Kind: pipe.KindAborted, Op: "read from " + c.remote, Err: err}
 }
+
+// countingReader counts the bytes read through it into n.
+type countingReader struct {
+	r io.Reader
+	n *atomic.Int64
+}
+
+func (cr countingReader) Read(p []byte) (int, error) {
+	k, err := cr.r.Read(p)
+	cr.n.Add(int64(k))
+	return k, err
+}
+
+// Arrived returns how many bytes have arrived from the peer so far,
+// including those of a message still arriving: on a slow link a large
+// message can take longer than the engine's idle timeout (see
+// pipe.ArrivalCounter).
+func (c *Conn) Arrived() int64 { return c.arrived.Load() }
