@@ -307,6 +307,7 @@ func TestIOFailures(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	arrived := &firstWrite{first: make(chan struct{})}
 	inR, inW := io.Pipe()
 	defer inW.Close()
 	ctx, cancel := context.WithCancelCause(context.Background())
@@ -321,14 +322,14 @@ func TestCancel(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.recv, res.recvErr = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
+			res.recv, res.recvErr = pipe.Receive(context.Background(), rc, arrived, pipe.Config{})
 		}()
 		res.send, res.sendErr = pipe.Send(ctx, sc, inR, pipe.Config{})
 		wg.Wait()
 		done <- res
 	}()
 	inW.Write([]byte("some"))
-	time.Sleep(50 * time.Millisecond)
+	<-arrived.first // the stream flows: the handshake is behind it
 	cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted by test"))
 	r := <-done
 	checkErr(t, "sender", r.sendErr, pipe.KindAborted, "interrupted by test")
@@ -365,4 +366,16 @@ func TestRefuse(t *testing.T) {
 	}
 	_, err = pipe.Send(context.Background(), sc, strings.NewReader("x"), pipe.Config{})
 	checkErr(t, "sender", err, pipe.KindBusy, "busy right now")
+}
+
+// firstWrite is an output that discards what it is given and closes first
+// at the first write.
+type firstWrite struct {
+	first chan struct{}
+	once  sync.Once
+}
+
+func (f *firstWrite) Write(p []byte) (int, error) {
+	f.once.Do(func() { close(f.first) })
+	return len(p), nil
 }
