@@ -73,8 +73,9 @@ func FuzzListenerHandshake(f *testing.F) {
 		_ = client.(*net.TCPConn).CloseWrite()
 
 		a, ok := l.handshake(server)
-		if a.c != nil {
-			defer a.c.Close()
+		c := a.conn()
+		if c != nil {
+			defer c.Close()
 		}
 		// The answer, if any, comes before the listener hangs up.
 		reply := make([]byte, pipe.ParamsLen)
@@ -96,7 +97,7 @@ func FuzzListenerHandshake(f *testing.F) {
 		switch {
 		case refused != nil:
 			want = pipe.Params{Version: pipe.Version}
-			if !ok || a.c != nil || pipe.KindOf(a.err) != pipe.KindSetup {
+			if !ok || c != nil || pipe.KindOf(a.err) != pipe.KindSetup {
 				t.Fatalf("refused %+v: ok %v, %+v", prop, ok, a)
 			}
 		case busy:
@@ -105,10 +106,10 @@ func FuzzListenerHandshake(f *testing.F) {
 				t.Fatalf("busy, yet Accept would get %+v", a)
 			}
 		default:
-			if !ok || a.c == nil || a.err != nil {
+			if !ok || c == nil || a.err != nil {
 				t.Fatalf("accepted %+v: ok %v, %+v", prop, ok, a)
 			}
-			if info := a.c.Info(); info.Chunk != want.Chunk || info.Depth != want.Depth {
+			if info := c.Info(); info.Chunk != want.Chunk || info.Depth != want.Depth {
 				t.Fatalf("accepted %+v as %+v, want %+v", prop, info, want)
 			}
 		}

@@ -17,8 +17,9 @@ import (
 const DefaultListenHandshake = 5 * time.Second
 
 // maxHandshakes bounds the handshakes a listener has in progress, including
-// finished ones that wait for Accept. Connections beyond it are closed at
-// once.
+// finished ones that wait for Accept. When a connection arrives beyond it,
+// the one that has waited longest in its handshake is dropped, so that a
+// flood of silent connections cannot lock a real sender out.
 const maxHandshakes = 64
 
 // ListenConfig holds the options for listening. Its zero value uses the
@@ -43,15 +44,29 @@ type Listener struct {
 
 	ready  chan accepted   // finished handshakes, for Accept
 	slots  chan struct{}   // one token per handshake in progress
+	mu     sync.Mutex
+	oldest []net.Conn // connections still in their handshake, oldest first
 	closed context.Context // ends when Close is called
 	close  context.CancelFunc
 	wg     sync.WaitGroup // the accepting goroutine and the handshakes
 }
 
-// accepted is one result for Accept: a connection or an error.
+// accepted is one result for Accept: a connection whose handshake
+// succeeded with parameters p, or an error. Its buffers are allocated only
+// when Accept takes it (conn), so that handshakes that finished while the
+// receiver was not accepting hold a socket each, not a stream's memory.
 type accepted struct {
-	c   *Conn
+	nc  net.Conn
+	p   pipe.Params
 	err error
+}
+
+// conn makes the receiver's Conn of a successful handshake.
+func (a accepted) conn() *Conn {
+	if a.nc == nil {
+		return nil
+	}
+	return newConn(a.nc, pipe.ReceiverLayout(a.p), a.p, pipe.SenderLayout(a.p).RecvBufs)
 }
 
 var _ pipe.Listener = (*Listener)(nil)
@@ -133,7 +148,7 @@ func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
 		if a.err != nil {
 			return nil, a.err
 		}
-		return a.c, nil
+		return a.conn(), nil
 	case <-ctx.Done():
 		return nil, interrupted(op, ctx.Err())
 	case <-l.closed.Done():
@@ -158,20 +173,60 @@ func (l *Listener) acceptLoop() {
 			l.deliver(accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}})
 			continue
 		}
-		select {
-		case l.slots <- struct{}{}:
-		default:
+		if !l.take() {
 			_ = nc.Close()
-			continue
+			return
 		}
+		l.track(nc, true)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
 			defer func() { <-l.slots }()
-			if a, ok := l.handshake(nc); ok {
+			a, ok := l.handshake(nc)
+			l.track(nc, false)
+			if ok {
 				l.deliver(a)
 			}
 		}()
+	}
+}
+
+// take takes a handshake slot, dropping the connection that has waited
+// longest in its handshake when none is free. It returns false when the
+// listener closes first.
+func (l *Listener) take() bool {
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	default:
+	}
+	l.mu.Lock()
+	if len(l.oldest) > 0 {
+		_ = l.oldest[0].Close() // its handshake fails and frees its slot
+		l.oldest = l.oldest[1:]
+	}
+	l.mu.Unlock()
+	select {
+	case l.slots <- struct{}{}:
+		return true
+	case <-l.closed.Done():
+		return false
+	}
+}
+
+// track adds nc to the connections in their handshake, or removes it.
+func (l *Listener) track(nc net.Conn, add bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if add {
+		l.oldest = append(l.oldest, nc)
+		return
+	}
+	for i, c := range l.oldest {
+		if c == nc {
+			l.oldest = append(l.oldest[:i], l.oldest[i+1:]...)
+			return
+		}
 	}
 }
 
@@ -181,8 +236,8 @@ func (l *Listener) deliver(a accepted) {
 	select {
 	case l.ready <- a:
 	case <-l.closed.Done():
-		if a.c != nil {
-			_ = a.c.Close()
+		if a.nc != nil {
+			_ = a.nc.Close()
 		}
 	}
 }
@@ -209,7 +264,7 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 		_ = nc.Close()
 		return accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: refused}}, true
 	}
-	return accepted{c: newConn(nc, pipe.ReceiverLayout(p), p, pipe.SenderLayout(p).RecvBufs)}, true
+	return accepted{nc: nc, p: p}, true
 }
 
 // answer reads a proposal from r and returns the reply to write: the
