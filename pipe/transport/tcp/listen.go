@@ -42,10 +42,10 @@ type Listener struct {
 	local   pipe.Params
 	timeout time.Duration // see ListenConfig.HandshakeTimeout
 
-	ready  chan accepted   // finished handshakes, for Accept
-	slots  chan struct{}   // one token per handshake in progress
+	ready  chan accepted // finished handshakes, for Accept
+	slots  chan struct{} // one token per handshake in progress
 	mu     sync.Mutex
-	oldest []net.Conn // connections still in their handshake, oldest first
+	oldest []net.Conn      // connections still in their handshake, oldest first
 	closed context.Context // ends when Close is called
 	close  context.CancelFunc
 	wg     sync.WaitGroup // the accepting goroutine and the handshakes
