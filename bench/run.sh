@@ -33,6 +33,8 @@ REPO=$PWD
 RUNS=${RUNS:-5}
 SIZE=${SIZE:-1G}
 VM_SIZE=${VM_SIZE:-256M}
+# The guest CPU model for every tool in the VM table (see test/softroce/README.md).
+VM_CPU=${VM_CPU:-max,-erms,-fsrm}
 BENCH_HOST=${BENCH_HOST:-1}
 BENCH_VM=${BENCH_VM:-1}
 HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc socat socat-wc nc}
@@ -96,7 +98,7 @@ if [ "$BENCH_VM" != 0 ]; then
     echo "bench: SoftRoCE VM: $RUNS x $VM_SIZE per tool: $VM_TOOLS (VM_TIMEOUT $vm_timeout s)" >&2
     st=0
     # the guest's output is progress only: to stderr, with the harness's own lines
-    VM_TIMEOUT=$vm_timeout test/softroce/vm-run.sh env \
+    VM_CPU=$VM_CPU VM_TIMEOUT=$vm_timeout test/softroce/vm-run.sh env \
       BENCH_OUT="$OUT" BENCH_BIN="$BENCH_BIN" RUNS="$RUNS" VM_BYTES="$VM_BYTES" VM_TOOLS="$VM_TOOLS" \
       "$REPO/bench/vm-guest.sh" >&2 || st=$?
     if [ "$st" = 0 ]; then
@@ -124,6 +126,7 @@ report() {
   echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), kernel $(uname -r)"
   echo "- Go: $(go version 2>/dev/null | sed 's/^go version //' || echo '?'); rdmapipe commit $commit"
   echo "- peers: socat $(ver socat), netcat-openbsd $(ver netcat-openbsd), perftest $(ver perftest), rdmacm-utils $(ver rdmacm-utils)"
+  echo "- VM CPU model (qemu TCG -cpu): $VM_CPU, the same for every tool"
   echo "- RUNS=$RUNS (every figure is the median of the successful runs), host SIZE=$SIZE, VM_SIZE=$VM_SIZE"
   if [ "$VM_STATUS" = ok ]; then
     echo "- VM: qemu TCG, $(vm_meta nproc) vCPUs, $(vm_meta mem_mib) MiB, guest kernel $(vm_meta kernel), rxe0 on dummy0, active MTU $(vm_meta mtu)"

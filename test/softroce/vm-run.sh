@@ -200,7 +200,7 @@ chmod 755 "$RUN/modprobe"
 # 6. boot -------------------------------------------------------------------------------
 # shellcheck disable=SC2054  # commas inside qemu arguments
 case "${VM_ACCEL:-tcg}" in
-  tcg) ACCEL=(-accel tcg,thread=multi -cpu max) ;;   # multi-threaded TCG: -smp 2 really runs 2 vCPUs
+  tcg) ACCEL=(-accel tcg,thread=multi -cpu "${VM_CPU:-max}") ;;   # multi-threaded TCG: -smp 2 really runs 2 vCPUs
   kvm) ACCEL=(-accel kvm -cpu max) ;;   # -cpu host fails on nested KVM here
   *)   die "VM_ACCEL must be tcg or kvm" ;;
 esac
