@@ -42,6 +42,20 @@ func checkFailure(t *testing.T, who string, err error, kind pipe.Kind, says stri
 	}
 }
 
+// memPair returns a memconn pair, closed at the end of the test.
+func memPair(t testing.TB, proposal, local pipe.Params, f memconn.Faults) (sender, receiver *memconn.Conn) {
+	t.Helper()
+	sc, rc, err := memconn.Pair(proposal, local, f)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		sc.Close()
+		rc.Close()
+	})
+	return sc, rc
+}
+
 // peer is the scripted end of a memconn pair.
 type peer struct {
 	t  *testing.T
@@ -192,12 +206,7 @@ func TestHostileReceiver(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pipe.NewParams(4096, 4)
-			sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sc.Close()
-			defer rc.Close()
+			sc, rc := memPair(t, p, p, memconn.Faults{})
 			go tc.script(&peer{t: t, c: rc, cs: make([]pipe.Completion, 16)})
 			done := make(chan error, 1)
 			go func() {
@@ -279,12 +288,7 @@ func TestHostileSender(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			p := pipe.NewParams(4096, 4)
 			send := pipe.NewParams(8192, 4) // room for the oversized message
-			sc, rc, err := memconn.Pair(send, p, memconn.Faults{})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sc.Close()
-			defer rc.Close()
+			sc, rc := memPair(t, send, p, memconn.Faults{})
 			go tc.script(&peer{t: t, c: sc, cs: make([]pipe.Completion, 16)})
 			cfg := hostileCfg
 			cfg.Key = tc.key
@@ -379,12 +383,7 @@ func TestKeyedStreamTampering(t *testing.T) {
 		for _, key := range []string{"", "0123456789abcdef"} {
 			t.Run(a.name+" key="+key, func(t *testing.T) {
 				p := pipe.NewParams(4096, 4)
-				sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer sc.Close()
-				defer rc.Close()
+				sc, rc := memPair(t, p, p, memconn.Faults{})
 				cfg := pipe.Config{Key: []byte(key), Timeout: 5 * time.Second}
 				sent := make(chan error, 1)
 				go func() {
@@ -392,7 +391,7 @@ func TestKeyedStreamTampering(t *testing.T) {
 					sent <- err
 				}()
 				var out lockedBuffer
-				_, err = pipe.Receive(context.Background(), &tamperConn{Conn: rc, rewrite: a.rewrite, sum: xxhash.New()}, &out, cfg)
+				_, err := pipe.Receive(context.Background(), &tamperConn{Conn: rc, rewrite: a.rewrite, sum: xxhash.New()}, &out, cfg)
 				serr := <-sent
 				if key == "" {
 					if err != nil || bytes.Equal(out.Bytes(), in) {
@@ -425,12 +424,7 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 	for _, counts := range []bool{true, false} {
 		t.Run(fmt.Sprintf("counts arrivals %v", counts), func(t *testing.T) {
 			p := pipe.NewParams(4096, 4)
-			sc, rc, err := memconn.Pair(p, p, memconn.Faults{Delay: 400 * time.Millisecond})
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer sc.Close()
-			defer rc.Close()
+			sc, rc := memPair(t, p, p, memconn.Faults{Delay: 400 * time.Millisecond})
 			sendCfg := pipe.Config{Timeout: time.Minute}
 			recvCfg := pipe.Config{Timeout: 150 * time.Millisecond, HandshakeTimeout: 10 * time.Second}
 			go pipe.Send(context.Background(), sc, bytes.NewReader(in), sendCfg)
@@ -439,7 +433,7 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 				conn = &trickleConn{Conn: rc}
 			}
 			var out lockedBuffer
-			_, err = pipe.Receive(context.Background(), conn, &out, recvCfg)
+			_, err := pipe.Receive(context.Background(), conn, &out, recvCfg)
 			if counts {
 				checkErr(t, "receiver", err, 0, "")
 				if !bytes.Equal(out.Bytes(), in) {

@@ -42,12 +42,7 @@ func FuzzReceive(f *testing.F) {
 	f.Add(true, []byte{9, 'A', 0, 0, 0, 0, 0, 0, 0, 3})
 	f.Fuzz(func(t *testing.T, handshake bool, script []byte) {
 		p := pipe.NewParams(256, 4)
-		sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
-		defer rc.Close()
+		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go func() {
 			fake := &peer{t: t, c: sc, cs: make([]pipe.Completion, 16)}
 			if handshake {
@@ -83,12 +78,7 @@ func FuzzSend(f *testing.F) {
 	f.Add(true, []byte{5, 'A', 3, 'b', 'y', 'e'})
 	f.Fuzz(func(t *testing.T, greet bool, script []byte) {
 		p := pipe.NewParams(256, 4)
-		sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer sc.Close()
-		defer rc.Close()
+		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go func() {
 			fake := &peer{t: t, c: rc, cs: make([]pipe.Completion, 16)}
 			if greet {
