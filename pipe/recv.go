@@ -312,6 +312,11 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	if wantSum != sum {
 		return Errorf(KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
 	}
+	if r.cfg.Sync != nil {
+		if err := r.cfg.Sync(); err != nil {
+			return &Error{Kind: KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
+		}
+	}
 	done[0] = msgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	// Everything arrived intact and is written: if the confirmation cannot

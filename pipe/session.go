@@ -26,6 +26,11 @@ type Config struct {
 	// Progress, if set, is called with the stream's byte count so far
 	// after each chunk.
 	Progress func(bytes int64)
+	// Sync, if set, is called by Receive once the whole stream is written
+	// and verified, before it confirms the stream to the sender: with an
+	// fsync there, the sender's exit 0 means "on disk". An error fails
+	// the stream.
+	Sync func() error
 	// Claim, if set, is called by Receive once the sender has completed
 	// the handshake, before the receiver welcomes it: returning false
 	// refuses the sender as busy. A receiver that handshakes with several

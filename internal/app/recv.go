@@ -31,6 +31,7 @@ EXAMPLES:
 		Flags: append(commonFlags(),
 			&cli.StringFlag{Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
 			&cli.BoolFlag{Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.BoolFlag{Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,
@@ -54,6 +55,12 @@ func recvAction(c *cli.Context) error {
 	if c.Bool("bench") {
 		keep, out = true, io.Discard
 		o.params.Chunk = max(o.params.Chunk, BenchMaxChunk)
+	}
+	if c.Bool("sync") {
+		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {
+			return usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
+		}
+		o.cfg.Sync = os.Stdout.Sync
 	}
 	growPipe(os.Stdout, o.params.Chunk)
 	ctx, stop := signalContext()

@@ -162,3 +162,25 @@ func TestIPv6Brackets(t *testing.T) {
 	code, stderr := s.wait(60 * time.Second)
 	expect(t, "rdmasend", code, stderr, 0, "")
 }
+
+// TestSync: --sync confirms a stream written to a file, and refuses a
+// pipe, where it could not mean "on disk".
+func TestSync(t *testing.T) {
+	in, want := randomFile(t, 3<<20, 8)
+	port := freePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), "--sync")
+	s := send(t, port, openFile(t, in))
+	code, stderr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 0, "")
+	code, stderr = r.wait(30 * time.Second)
+	expect(t, "rdmarecv --sync", code, stderr, 0, "")
+	if got, n := fileSum(t, out); got != want {
+		t.Fatalf("the file holds %d bytes that differ from the input", n)
+	}
+
+	var piped bytes.Buffer
+	p := recv(t, freePort(t), &piped, "--sync")
+	code, stderr = p.wait(30 * time.Second)
+	expect(t, "rdmarecv --sync | ...", code, stderr, 2, "--sync needs standard output to be a file")
+}
