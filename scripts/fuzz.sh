@@ -14,14 +14,28 @@ GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-10s}
 [ $# -gt 0 ] || set -- ./...
 
+# inputs counts the saved inputs of a fuzz target (its testdata/fuzz dir).
+inputs() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
+
 failed=()
 for pkg in $("$GO" list "$@"); do
 	list=$("$GO" test -list '^Fuzz' "$pkg")
 	for name in $(printf '%s\n' "$list" | grep '^Fuzz' || true); do
 		echo "== $pkg $name ($FUZZTIME)"
-		if ! "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg"; then
+		dir=$("$GO" list -f '{{.Dir}}' "$pkg")/testdata/fuzz/$name
+		before=$(inputs "$dir")
+		log=$(mktemp)
+		if "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$log"; then
+			:
+		elif [ "$(inputs "$dir")" = "$before" ] && grep -q '^    context deadline exceeded$' "$log"; then
+			# Go 1.26's fuzz coordinator can report its own -fuzztime deadline
+			# as a failure when a worker is mid-input (go.dev/issue/75804,
+			# fixed in Go 1.27): no input failed and none was written.
+			echo "fuzz: $name: the -fuzztime deadline race of go.dev/issue/75804, not a failing input"
+		else
 			failed+=("$pkg $name")
 		fi
+		rm -f "$log"
 	done
 done
 
