@@ -30,26 +30,16 @@ func makePair(t *testing.T, ip string, proposal, local pipe.Params) (sender, rec
 		t.Fatalf("listen: %v", err)
 	}
 	defer l.Close()
-	type result struct {
-		c   pipe.Conn
-		err error
-	}
-	accepted := make(chan result, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		accepted <- result{c, err}
-	}()
-	s, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), proposal)
-	a := <-accepted
+	s, r, err, aerr := dialAccept(ctx, l, Dialer{DefaultOptions()}, proposal)
 	switch {
-	case err != nil && a.err == nil:
-		a.c.Close()
+	case err != nil && aerr == nil:
+		r.Close()
 		t.Fatalf("dial failed (%v) but accept succeeded", err)
 	case err != nil:
 		return nil, nil, err
-	case a.err != nil:
+	case aerr != nil:
 		s.Close()
-		t.Fatalf("accept: %v", a.err)
+		t.Fatalf("accept: %v", aerr)
 	}
-	return s, a.c, nil
+	return s, r, nil
 }

@@ -49,7 +49,17 @@ func listenRXE(t testing.TB, local pipe.Params, opt Options) *Listener {
 // local and returns both ends.
 func pair(t testing.TB, local, proposal pipe.Params, opt Options) (snd, rcv pipe.Conn) {
 	l := listenRXE(t, local, opt)
-	ctx := timeout(t, 20*time.Second)
+	snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{opt}, proposal)
+	if err != nil || aerr != nil {
+		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
+	}
+	t.Cleanup(func() { snd.Close(); rcv.Close() })
+	return snd, rcv
+}
+
+// dialAccept dials l with d while l accepts, and returns both ends (nil
+// where that side failed) and both errors.
+func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal pipe.Params) (snd, rcv pipe.Conn, dialErr, acceptErr error) {
 	type result struct {
 		c   pipe.Conn
 		err error
@@ -59,13 +69,9 @@ func pair(t testing.TB, local, proposal pipe.Params, opt Options) (snd, rcv pipe
 		c, err := l.Accept(ctx)
 		accepted <- result{c, err}
 	}()
-	snd, err := Dialer{opt}.Dial(ctx, l.Addr(), proposal)
-	r := <-accepted
-	if err != nil || r.err != nil {
-		t.Fatalf("Dial: %v; Accept: %v", err, r.err)
-	}
-	t.Cleanup(func() { snd.Close(); r.c.Close() })
-	return snd, r.c
+	snd, dialErr = d.Dial(ctx, l.Addr(), proposal)
+	a := <-accepted
+	return snd, a.c, dialErr, a.err
 }
 
 // poll waits for one completion.

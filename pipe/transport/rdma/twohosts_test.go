@@ -131,26 +131,16 @@ func pairAB(t *testing.T, p pipe.Params) (snd, rcv pipe.Conn) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	type result struct {
-		c   pipe.Conn
-		err error
+	snd, rcv, err, aerr := dialAccept(ctx, l, Dialer{DefaultOptions()}, p)
+	if err != nil || aerr != nil {
+		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 	}
-	accepted := make(chan result, 1)
-	go func() {
-		c, err := l.Accept(ctx)
-		accepted <- result{c, err}
-	}()
-	snd, err = Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
-	a := <-accepted
-	if err != nil || a.err != nil {
-		t.Fatalf("Dial: %v; Accept: %v", err, a.err)
-	}
-	t.Cleanup(func() { snd.Close(); a.c.Close() })
+	t.Cleanup(func() { snd.Close(); rcv.Close() })
 	if !strings.HasPrefix(snd.Info().Local, hostA+":") {
 		t.Fatalf("sender is on %s, not on %s", snd.Info().Local, hostA)
 	}
-	stream(t, snd, a.c, 20, func(int) int { return p.Chunk })
-	return snd, a.c
+	stream(t, snd, rcv, 20, func(int) int { return p.Chunk })
+	return snd, rcv
 }
 
 // TestCloseVanishedPeer measures how long Close takes when the peer
