@@ -85,8 +85,8 @@ func (p *peer) next() []byte {
 	}
 }
 
-// nextOf returns the next message whose first byte is typ (skipping
-// heartbeats and credits), or nil if the connection fails first.
+// nextOf returns the next message from a receiver whose first byte is typ
+// (skipping heartbeats and credits), or nil if the connection fails first.
 func (p *peer) nextOf(typ byte) []byte {
 	p.t.Helper()
 	for {
@@ -95,6 +95,26 @@ func (p *peer) nextOf(typ byte) []byte {
 			return msg
 		}
 	}
+}
+
+// nextFromSender returns the next message from a sender whose type (in its
+// trailer) is typ, or nil if the connection fails first.
+func (p *peer) nextFromSender(typ byte) []byte {
+	p.t.Helper()
+	for {
+		msg := p.next()
+		if msg == nil || typeOf(msg) == typ {
+			return msg
+		}
+	}
+}
+
+// typeOf returns the type of a sender message, from its trailer.
+func typeOf(msg []byte) byte {
+	if len(msg) < pipe.TrailerLen {
+		return 0
+	}
+	return msg[len(msg)-pipe.TrailerLen]
 }
 
 // control sends a control message.
@@ -108,12 +128,11 @@ func (p *peer) send(i int, msg []byte) {
 	_ = p.c.PostSend(i, len(msg))
 }
 
-// header is a sender message header of type typ with sequence number seq.
-func header(typ byte, seq uint32) []byte {
-	h := make([]byte, pipe.HeaderLen)
-	h[0] = typ
-	binary.LittleEndian.PutUint32(h[4:], seq)
-	return h
+// message is a sender message of type typ with sequence number seq: body,
+// then the trailer.
+func message(typ byte, seq uint32, body string) []byte {
+	m := append([]byte(body), typ, 0, 0, 0)
+	return binary.LittleEndian.AppendUint32(m, seq)
 }
 
 // hello is an unkeyed receiver hello.
@@ -123,12 +142,12 @@ func hello() []byte { return append([]byte{'H', 0}, make([]byte, 32)...) }
 func welcome() []byte { return append([]byte{'W', 0}, make([]byte, 32)...) }
 
 // auth is an unkeyed sender authentication.
-func auth() []byte { return append(header('K', 0), make([]byte, 1+32+32)...) }
+func auth() []byte { return message('K', 0, string(make([]byte, 1+32+32))) }
 
 // greet plays an unkeyed receiver's handshake against the sender.
 func (p *peer) greet() {
 	p.control(hello())
-	p.nextOf('K')
+	p.nextFromSender('K')
 	p.control(welcome())
 }
 
@@ -177,10 +196,10 @@ func TestHostileReceiver(t *testing.T) {
 			p.greet()
 			for {
 				msg := p.next()
-				if msg == nil || msg[0] == 'E' {
+				if msg == nil || typeOf(msg) == 'E' {
 					break
 				}
-				if msg[0] == 'D' {
+				if typeOf(msg) == 'D' {
 					p.control([]byte{1})
 				}
 			}
@@ -191,8 +210,8 @@ func TestHostileReceiver(t *testing.T) {
 		}, pipe.KindIntegrity, "wrote 3 bytes but 10000 were sent"},
 		{"short finished", func(p *peer) {
 			p.greet()
-			for msg := p.next(); msg != nil && msg[0] != 'E'; msg = p.next() {
-				if msg[0] == 'D' {
+			for msg := p.next(); msg != nil && typeOf(msg) != 'E'; msg = p.next() {
+				if typeOf(msg) == 'D' {
 					p.control([]byte{1})
 				}
 			}
@@ -236,44 +255,43 @@ func TestHostileSender(t *testing.T) {
 		{"silent", nil, func(p *peer) {}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
 		{"heartbeats before the key proof", key, func(p *peer) {
 			for range 20 {
-				p.control(header('B', 0))
+				p.control(message('B', 0, ""))
 				time.Sleep(50 * time.Millisecond)
 			}
 		}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
 		{"data before the handshake", nil, func(p *peer) {
 			p.nextOf('H')
-			p.send(0, append(header('D', 1), "unauthenticated"...))
-		}, pipe.KindSetup, `unexpected message "D`},
+			p.send(0, message('D', 1, "unauthenticated"))
+		}, pipe.KindSetup, `unexpected message "unauthenticatedD`},
 		{"unkeyed sender to a keyed receiver", key, func(p *peer) {
 			p.nextOf('H')
 			p.control(auth())
 		}, pipe.KindAuth, "presented no key"},
 		{"abort before the handshake is a setup failure, quoted", nil, func(p *peer) {
-			p.control(append(header('A', 0), append([]byte{byte(pipe.KindIntegrity)}, "\x07bell"...)...))
+			p.control(message('A', 0, string(pipe.KindIntegrity)+"\x07bell"))
 		}, pipe.KindSetup, `sender refused the connection: "\abell"`},
 		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, pipe.KindSetup, "short message of 1 bytes"},
 		{"unknown type", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, header('Q', 1))
+			p.send(0, message('Q', 1, ""))
 		}, pipe.KindIntegrity, `unknown message type 'Q'`},
 		{"wrong sequence", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, append(header('D', 7), "x"...))
+			p.send(0, message('D', 7, "x"))
 		}, pipe.KindIntegrity, "message 7 arrived where 1 was expected"},
 		{"short end message", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, append(header('E', 1), 0, 0))
+			p.send(0, message('E', 1, "\x00\x00"))
 		}, pipe.KindIntegrity, "short end-of-stream message"},
 		{"end with the wrong count", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, append(header('D', 1), "abc"...))
-			end := append(header('E', 2), make([]byte, 16)...)
-			binary.LittleEndian.PutUint64(end[pipe.HeaderLen:], 4)
-			p.send(1, end)
+			p.send(0, message('D', 1, "abc"))
+			body := binary.LittleEndian.AppendUint64(nil, 4)
+			p.send(1, message('E', 2, string(body)+string(make([]byte, 8))))
 		}, pipe.KindIntegrity, "sent 4 bytes but 3 arrived"},
 		{"heartbeat ahead of the data", nil, func(p *peer) {
 			p.handshake()
-			p.control(header('B', 5))
+			p.control(message('B', 5, ""))
 		}, pipe.KindIntegrity, "messages were lost"},
 		// memconn breaks the link on a message larger than the receive
 		// buffer with an internal error (for an engine it is a bug); RDMA
@@ -281,7 +299,7 @@ func TestHostileSender(t *testing.T) {
 		// that the receiver fails instead of hanging or overrunning.
 		{"oversized message", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, append(header('D', 1), make([]byte, 4096+1)...))
+			p.send(0, message('D', 1, string(make([]byte, 4096+1))))
 		}, anyFailure, "does not fit"},
 	}
 	for _, tc := range cases {
@@ -330,16 +348,19 @@ func (c *tamperConn) Poll(ctx context.Context, cs []pipe.Completion) (int, error
 			continue
 		}
 		msg := c.RecvBuf(cs[i].Buf)
-		switch msg[0] {
+		body := cs[i].Len - pipe.TrailerLen
+		switch typeOf(msg[:cs[i].Len]) {
 		case 'D':
 			c.seq++
-			p := c.rewrite(c.seq, bytes.Clone(msg[pipe.HeaderLen:cs[i].Len]))
-			cs[i].Len = pipe.HeaderLen + copy(msg[pipe.HeaderLen:], p)
+			trailer := bytes.Clone(msg[body:cs[i].Len])
+			p := c.rewrite(c.seq, bytes.Clone(msg[:body]))
+			n := copy(msg[:len(msg)-pipe.TrailerLen], p)
+			cs[i].Len = n + copy(msg[n:], trailer)
 			c.bytes += int64(len(p))
 			_, _ = c.sum.Write(p)
 		case 'E':
-			binary.LittleEndian.PutUint64(msg[pipe.HeaderLen:], uint64(c.bytes))
-			binary.LittleEndian.PutUint64(msg[pipe.HeaderLen+8:], c.sum.Sum64())
+			binary.LittleEndian.PutUint64(msg, uint64(c.bytes))
+			binary.LittleEndian.PutUint64(msg[8:], c.sum.Sum64())
 		}
 	}
 	return n, err

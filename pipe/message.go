@@ -7,22 +7,25 @@ import (
 )
 
 // The wire format. Messages from the sender land in the receiver's chunk
-// buffers and start with a HeaderLen-byte header: a type byte, three zero
-// bytes and a little-endian sequence number. Messages from the receiver are
-// control messages: a single byte is a credit return (its value is the number
-// of credits, 0 being a heartbeat); longer ones start with a type byte.
+// buffers and end with a TrailerLen-byte trailer: a type byte, three zero
+// bytes and a little-endian sequence number. The payload comes first, so
+// that it starts where the buffer starts: page-aligned, ready for pwrite,
+// O_DIRECT and a remote write into the receiver's ring. Messages from the
+// receiver are control messages: a single byte is a credit return (its
+// value is the number of credits, 0 being a heartbeat); longer ones start
+// with a type byte.
 //
-//	sender -> receiver           receiver -> sender
-//	'D' data: payload            1 byte: credits
-//	'E' end: bytes u64, sum u64, 'H' hello: flags, nonce[32]
-//	    [stream tag[32]]         'W' welcome: flags, mac[32]
-//	'A' abort: kind, reason      'F' finished: bytes u64, [mac[32]]
-//	'K' auth: flags, nonce, mac  'A' abort: kind, reason
-//	'B' heartbeat: seq of last
-//	    message sent
+//	sender -> receiver (body, trailer)  receiver -> sender
+//	'D' data: payload                   1 byte: credits
+//	'E' end: bytes u64, sum u64,        'H' hello: flags, nonce[32]
+//	    [stream tag[32]]                'W' welcome: flags, mac[32]
+//	'A' abort: kind, reason             'F' finished: bytes u64, [mac[32]]
+//	'K' auth: flags, nonce, mac         'A' abort: kind, reason
+//	'B' heartbeat: (no body), its
+//	    seq is the last message's
 //
 // The bracketed fields are there only with a shared key (see auth.go).
-const HeaderLen = 8
+const TrailerLen = 8
 
 // Message types.
 const (
@@ -44,32 +47,42 @@ const (
 const (
 	nonceLen = 32
 	macLen   = 32
-	endLen   = HeaderLen + 16 // without the stream tag
-	doneLen  = 1 + 8          // without the MAC
-	authLen  = HeaderLen + 1 + nonceLen + macLen
+	endBody  = 16 // bytes u64, sum u64; without the stream tag
+	doneLen  = 1 + 8
+	authBody = 1 + nonceLen + macLen
 )
 
-// putHeader writes a sender message header into b.
-func putHeader(b []byte, typ byte, seq uint32) {
+// putTrailer writes a sender message trailer into b[:TrailerLen].
+func putTrailer(b []byte, typ byte, seq uint32) {
 	b[0], b[1], b[2], b[3] = typ, 0, 0, 0
 	binary.LittleEndian.PutUint32(b[4:], seq)
 }
 
-// parseHeader returns the type and sequence number of a sender message.
-func parseHeader(b []byte) (typ byte, seq uint32, err error) {
-	if len(b) < HeaderLen {
-		return 0, 0, fmt.Errorf("short message of %d bytes", len(b))
-	}
-	return b[0], binary.LittleEndian.Uint32(b[4:]), nil
+// appendTrailer appends a sender message trailer to body.
+func appendTrailer(body []byte, typ byte, seq uint32) []byte {
+	b := append(body, make([]byte, TrailerLen)...)
+	putTrailer(b[len(body):], typ, seq)
+	return b
 }
 
-// abortMessage appends to prefix (a sender header or the receiver's type
-// byte) the body of an abort of kind k with a human-readable reason,
-// truncated so that the whole message fits in MaxControl bytes.
-func abortMessage(prefix []byte, k Kind, reason string) []byte {
+// parseTrailer splits a sender message into its body, type and sequence
+// number.
+func parseTrailer(b []byte) (body []byte, typ byte, seq uint32, err error) {
+	if len(b) < TrailerLen {
+		return nil, 0, 0, fmt.Errorf("short message of %d bytes", len(b))
+	}
+	t := b[len(b)-TrailerLen:]
+	return b[:len(b)-TrailerLen], t[0], binary.LittleEndian.Uint32(t[4:]), nil
+}
+
+// abortMessage appends to prefix (the receiver's type byte, or nothing for
+// the sender, whose trailer follows) the body of an abort of kind k with a
+// human-readable reason, truncated so that the whole message, with room
+// bytes after it, fits in MaxControl bytes.
+func abortMessage(prefix []byte, k Kind, reason string, room int) []byte {
 	b := append(prefix, byte(k))
-	if room := MaxControl - len(b); len(reason) > room {
-		reason = reason[:room]
+	if left := MaxControl - room - len(b); len(reason) > left {
+		reason = reason[:left]
 	}
 	return append(b, reason...)
 }

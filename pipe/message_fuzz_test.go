@@ -10,11 +10,11 @@ import (
 // come out quoted, with no raw control byte that could reach a terminal.
 func FuzzMessageDecoders(f *testing.F) {
 	f.Add([]byte{})
-	f.Add([]byte("D\x00\x00\x00\x01\x00\x00\x00payload"))
+	f.Add([]byte("payloadD\x00\x00\x00\x01\x00\x00\x00"))
 	f.Add([]byte{byte(KindIntegrity), 0x1b, '[', '2', 'J'})
-	f.Add(abortMessage([]byte{msgAbort}, KindBusy, "busy")[1:])
+	f.Add(abortMessage([]byte{msgAbort}, KindBusy, "busy", 0)[1:])
 	f.Fuzz(func(t *testing.T, b []byte) {
-		_, _, _ = parseHeader(b)
+		_, _, _, _ = parseTrailer(b)
 		k, reason := parseAbort(b)
 		for _, authed := range []bool{false, true} {
 			switch peerKind(k, authed) {

@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 2
+const Version = 3
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
@@ -125,7 +125,7 @@ type Layout struct {
 // buffers for every credit return and control message the receiver may
 // have in flight.
 func SenderLayout(p Params) Layout {
-	return Layout{SendBufs: p.Depth, SendSize: max(HeaderLen+p.Chunk, MaxControl),
+	return Layout{SendBufs: p.Depth, SendSize: max(p.Chunk+TrailerLen, MaxControl),
 		RecvBufs: p.Depth + controlSlack, RecvSize: MaxControl}
 }
 
@@ -136,7 +136,7 @@ func SenderLayout(p Params) Layout {
 // are never smaller than MaxControl, so that control messages fit even
 // when the chunk is tiny.
 func ReceiverLayout(p Params) Layout {
-	return Layout{RecvBufs: p.Credits() + spareRecvs, RecvSize: max(HeaderLen+p.Chunk, MaxControl)}
+	return Layout{RecvBufs: p.Credits() + spareRecvs, RecvSize: max(p.Chunk+TrailerLen, MaxControl)}
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per

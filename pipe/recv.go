@@ -31,7 +31,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 		return err
 	})
 	if err != nil && !r.peerGaveUp {
-		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error()))
+		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error(), 0))
 	}
 	return st, err
 }
@@ -39,7 +39,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 // Refuse tells the sender that connected on c why it is not served, with
 // an abort of kind k, and closes c.
 func Refuse(c Conn, k Kind, reason string) error {
-	err := lastWords(c, abortMessage([]byte{msgAbort}, k, reason))
+	err := lastWords(c, abortMessage([]byte{msgAbort}, k, reason, 0))
 	return errors.Join(err, c.Close())
 }
 
@@ -53,7 +53,8 @@ type receiver struct {
 	endSeen  bool           // the end-of-stream message went to the writer
 }
 
-// arrival is a received message handed to the writer goroutine.
+// arrival is a received message handed to the writer goroutine: the body
+// of the message in receive buffer buf is its first len bytes.
 type arrival struct {
 	buf, len int
 	seq      uint32
@@ -123,15 +124,16 @@ func (r *receiver) handshake(parent context.Context) error {
 	if err := r.c.SendControl(ctx, hello); err != nil {
 		return wrap(KindSetup, "send hello", err)
 	}
-	auth, err := r.next(ctx)
+	msg, err := r.next(ctx)
 	if err != nil {
 		return err
 	}
-	if auth[0] != msgAuth || len(auth) < authLen {
-		return Errorf(KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(auth))
+	auth, typ, _, _ := parseTrailer(msg)
+	if typ != msgAuth || len(auth) < authBody {
+		return Errorf(KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(msg))
 	}
-	theirFlags := auth[HeaderLen]
-	theirNonce, mac := auth[HeaderLen+1:HeaderLen+1+nonceLen], auth[HeaderLen+1+nonceLen:authLen]
+	theirFlags := auth[0]
+	theirNonce, mac := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
 	switch {
 	case haveKey && theirFlags&flagKey == 0:
 		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key (--key-file or RDMAPIPE_KEY)")
@@ -157,9 +159,10 @@ func (r *receiver) handshake(parent context.Context) error {
 	return nil
 }
 
-// next waits for one handshake message from the sender, copies it out and
-// re-posts its buffer. Heartbeats are skipped (the handshake timeout
-// bounds the wait); an abort from the sender ends it.
+// next waits for one handshake message from the sender (at least a
+// trailer long), copies it out and re-posts its buffer. Heartbeats are
+// skipped (the handshake timeout bounds the wait); an abort from the
+// sender ends it.
 func (r *receiver) next(ctx context.Context) ([]byte, error) {
 	for {
 		cs, err := r.poll(ctx)
@@ -172,14 +175,14 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			}
 			msg := append([]byte(nil), r.c.RecvBuf(c.Buf)[:c.Len]...)
 			r.repost(c.Buf)
-			typ, _, err := parseHeader(msg)
+			body, typ, _, err := parseTrailer(msg)
 			switch {
 			case err != nil:
 				return nil, wrap(KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
 			case typ == msgBeat:
 				continue
 			case typ == msgAbort:
-				return nil, r.peerAbort(msg[HeaderLen:])
+				return nil, r.peerAbort(body)
 			}
 			r.keep(cs[i+1:])
 			return msg, nil
@@ -209,7 +212,7 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if c.Op != OpRecv {
 				continue
 			}
-			typ, got, err := parseHeader(r.c.RecvBuf(c.Buf)[:c.Len])
+			body, typ, got, err := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len])
 			if err != nil {
 				return wrap(KindIntegrity, "receive", err)
 			}
@@ -223,7 +226,7 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 				r.repost(c.Buf)
 				continue
 			case msgAbort:
-				return r.peerAbort(r.c.RecvBuf(c.Buf)[HeaderLen:c.Len])
+				return r.peerAbort(body)
 			case msgData, msgEnd:
 			default:
 				return Errorf(KindIntegrity, "receive", "unknown message type %q from the sender", typ)
@@ -232,14 +235,14 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if got != seq {
 				return Errorf(KindIntegrity, "receive", "message %d arrived where %d was expected: messages were lost or reordered", got, seq)
 			}
-			if typ == msgEnd && c.Len < endLen {
+			if typ == msgEnd && len(body) < endBody {
 				return Errorf(KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
-			if typ == msgEnd && r.mac != nil && c.Len < endLen+macLen {
+			if typ == msgEnd && r.mac != nil && len(body) < endBody+macLen {
 				return Errorf(KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
 			}
 			r.endSeen = typ == msgEnd
-			arrivals <- arrival{buf: c.Buf, len: c.Len, seq: got, end: r.endSeen}
+			arrivals <- arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
 		}
 	}
 }
@@ -258,11 +261,10 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		if ctx.Err() != nil {
 			return nil // the stream is over: leave the buffers alone
 		}
-		msg := r.c.RecvBuf(a.buf)[:a.len]
+		payload := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
-			return r.finish(ctx, msg, a.seq)
+			return r.finish(ctx, payload, a.seq)
 		}
-		payload := msg[HeaderLen:]
 		// Checksum and MAC first: they bring the payload into the cache
 		// for the copy write(2) makes.
 		_, _ = r.sum.Write(payload)
@@ -294,14 +296,14 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 // finish checks the end-of-stream message against what was written and
 // confirms the stream to the sender.
 func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
-	wantBytes := int64(binary.LittleEndian.Uint64(end[HeaderLen:]))
-	wantSum := binary.LittleEndian.Uint64(end[HeaderLen+8:])
+	wantBytes := int64(binary.LittleEndian.Uint64(end))
+	wantSum := binary.LittleEndian.Uint64(end[8:])
 	sum := r.sum.Sum64()
 	written := r.written.Load()
 	done := make([]byte, doneLen, doneLen+macLen)
 	if r.mac != nil {
 		tag := r.mac.end(seq, written, sum)
-		if !hmac.Equal(end[endLen:endLen+macLen], tag) {
+		if !hmac.Equal(end[endBody:endBody+macLen], tag) {
 			return Errorf(KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 		}
 		done = append(done, r.mac.done(written, tag)...)

@@ -28,9 +28,8 @@ func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 		return err
 	})
 	if err != nil && !s.peerGaveUp {
-		msg := make([]byte, HeaderLen, MaxControl)
-		putHeader(msg, msgAbort, 0)
-		lastWords(c, abortMessage(msg, KindOf(err), err.Error()))
+		body := abortMessage(make([]byte, 0, MaxControl), KindOf(err), err.Error(), TrailerLen)
+		lastWords(c, appendTrailer(body, msgAbort, 0))
 	}
 	return st, err
 }
@@ -95,9 +94,7 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 // the last message posted before it, so that the receiver notices lost
 // messages even when nothing else follows them.
 func (s *sender) beat() []byte {
-	b := make([]byte, HeaderLen)
-	putHeader(b, msgBeat, s.posted.Load())
-	return b
+	return appendTrailer(nil, msgBeat, s.posted.Load())
 }
 
 // handshake waits for the receiver's hello, proves the key (if any) and
@@ -121,14 +118,13 @@ func (s *sender) handshake(parent context.Context) error {
 	if err != nil {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
 	}
-	msg := make([]byte, authLen)
-	putHeader(msg, msgAuth, 0)
+	body := make([]byte, authBody)
 	if haveKey {
-		msg[HeaderLen] = flagKey
-		copy(msg[HeaderLen+1:], nonce[:])
-		copy(msg[HeaderLen+1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
+		body[0] = flagKey
+		copy(body[1:], nonce[:])
+		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
 	}
-	if err := s.c.SendControl(ctx, msg); err != nil {
+	if err := s.c.SendControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
 		return wrap(KindSetup, "send authentication", err)
 	}
 	welcome, err := s.controlMessage(ctx, msgWelcome, 1+macLen)
@@ -258,7 +254,7 @@ func (s *sender) read(ctx context.Context) error {
 			return err
 		}
 		buf := s.c.SendBuf(i)
-		n, eof, rerr := in.fill(ctx, buf[HeaderLen:HeaderLen+s.chunk])
+		n, eof, rerr := in.fill(ctx, buf[:s.chunk])
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
@@ -267,31 +263,31 @@ func (s *sender) read(ctx context.Context) error {
 		}
 		seq++
 		if n == 0 {
-			putHeader(buf, msgEnd, seq)
-			binary.LittleEndian.PutUint64(buf[HeaderLen:], uint64(s.sent.Load()))
-			binary.LittleEndian.PutUint64(buf[HeaderLen+8:], s.sum.Sum64())
-			size := endLen
+			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
+			binary.LittleEndian.PutUint64(buf[8:], s.sum.Sum64())
+			size := endBody
 			if s.mac != nil {
 				s.tag = s.mac.end(seq, s.sent.Load(), s.sum.Sum64())
-				size += copy(buf[endLen:], s.tag)
+				size += copy(buf[endBody:], s.tag)
 			}
+			putTrailer(buf[size:], msgEnd, seq)
 			s.ended.Store(true)
-			if err := s.c.PostSend(i, size); err != nil {
+			if err := s.c.PostSend(i, size+TrailerLen); err != nil {
 				return s.lost(err)
 			}
 			s.posted.Store(seq)
 			return nil
 		}
-		putHeader(buf, msgData, seq)
-		if err := s.c.PostSend(i, HeaderLen+n); err != nil {
+		putTrailer(buf[n:], msgData, seq)
+		if err := s.c.PostSend(i, n+TrailerLen); err != nil {
 			return s.lost(err)
 		}
 		s.posted.Store(seq)
 		// The checksum runs while the buffer is on the wire, and while the
 		// data read is still in the cache: both only read it, and it is
 		// not refilled before this goroutine takes it again.
-		_, _ = s.sum.Write(buf[HeaderLen : HeaderLen+n])
-		s.mac.add(seq, buf[HeaderLen:HeaderLen+n])
+		_, _ = s.sum.Write(buf[:n])
+		s.mac.add(seq, buf[:n])
 		s.sent.Add(int64(n))
 		s.messages.Add(1)
 		if s.cfg.Progress != nil {

@@ -68,7 +68,7 @@ func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
 // completions and the bytes.
 func testSizes(t *testing.T, mk MakePair) {
 	s, r := connect(t, mk)
-	for _, n := range []int{0, 1, pipe.HeaderLen, full(r) - 1, full(r)} {
+	for _, n := range []int{0, 1, pipe.TrailerLen, full(r) - 1, full(r)} {
 		want := pattern(n, n)
 		send(t, s, 0, want)
 		got := collect(t, r, 1)[0]

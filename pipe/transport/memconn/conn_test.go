@@ -49,7 +49,7 @@ func poll(c *Conn, d time.Duration) ([]pipe.Completion, error) {
 	return cs[:n], err
 }
 
-// received polls c until it fails or falls quiet and returns the last byte
+// received polls c until it fails or falls quiet and returns the first byte
 // of every message it received, and the error.
 func received(c *Conn) ([]byte, error) {
 	var got []byte
@@ -62,7 +62,7 @@ func received(c *Conn) ([]byte, error) {
 			return got, err
 		}
 		for _, x := range cs {
-			got = append(got, c.RecvBuf(x.Buf)[x.Len-1])
+			got = append(got, c.RecvBuf(x.Buf)[0])
 		}
 		for _, x := range cs {
 			if c.PostRecv(x.Buf) != nil {
@@ -98,7 +98,7 @@ func TestFaults(t *testing.T) {
 				from, to = r, s
 			}
 			for k := byte(1); k <= 4; k++ {
-				if err := from.SendControl(context.Background(), []byte{0, k}); err != nil && tt.err == "" {
+				if err := from.SendControl(context.Background(), []byte{k, 0}); err != nil && tt.err == "" {
 					t.Fatal(err)
 				}
 			}

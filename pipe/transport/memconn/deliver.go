@@ -83,7 +83,7 @@ func (c *Conn) deliver(m message) {
 		copy(dst, c.sendBufs[m.buf])
 	}
 	if m.seq == c.faults.CorruptAt && m.n > 0 {
-		dst[m.n-1] ^= 1
+		dst[0] ^= 1
 	}
 	r.holds[i] = h
 	r.stats.Received++

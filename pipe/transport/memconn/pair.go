@@ -18,7 +18,7 @@ import (
 type Faults struct {
 	// DropAt silently drops message DropAt; its sender still sees it sent.
 	DropAt int
-	// CorruptAt flips the lowest bit of the last byte of message CorruptAt
+	// CorruptAt flips the lowest bit of the first byte of message CorruptAt
 	// (a payload byte of a data message); an empty message arrives intact.
 	CorruptAt int
 	// CutAt delivers the messages before CutAt, then fails the connection

@@ -18,8 +18,9 @@ import (
 // carved into the layout's buffers and registered once.
 
 const (
-	// bufAlign is the alignment of every buffer in the region.
-	bufAlign = 64
+	// bufAlign is the alignment of every buffer in the region: a page, so
+	// that payloads (which start their messages) suit O_DIRECT and pwrite.
+	bufAlign = 4096
 	// hugePage is the huge page size asked for large regions (MAP_HUGE_2MB).
 	hugePage = 2 << 20
 )

@@ -480,7 +480,7 @@ func TestNegotiation(t *testing.T) {
 			if rcv.SendBufs() != 0 || rcv.RecvBufs() != rl.RecvBufs || len(rcv.RecvBuf(0)) != rl.RecvSize {
 				t.Errorf("receiver buffers do not match %+v", rl)
 			}
-			stream(t, snd, rcv, 50, func(int) int { return pipe.HeaderLen + tt.want.Chunk })
+			stream(t, snd, rcv, 50, func(int) int { return pipe.TrailerLen + tt.want.Chunk })
 		})
 	}
 }

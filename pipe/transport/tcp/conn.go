@@ -81,13 +81,16 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 		_ = tc.SetNoDelay(true)
 	}
 	ctrl := peerRecvBufs
-	mem := make([]byte, l.SendBufs*l.SendSize+l.RecvBufs*l.RecvSize+ctrl*pipe.MaxControl)
+	// Data buffers start on a page (a large allocation does), so that
+	// payloads, which start their messages, suit O_DIRECT and pwrite.
+	send, recv := roundUp(l.SendSize, pageSize), roundUp(l.RecvSize, pageSize)
+	mem := make([]byte, l.SendBufs*send+l.RecvBufs*recv+ctrl*pipe.MaxControl)
 	c := &Conn{
 		nc:       nc,
 		remote:   nc.RemoteAddr().String(),
-		sendBufs: carve(&mem, l.SendBufs, l.SendSize),
-		recvBufs: carve(&mem, l.RecvBufs, l.RecvSize),
-		ctrlBufs: carve(&mem, ctrl, pipe.MaxControl),
+		sendBufs: carve(&mem, l.SendBufs, l.SendSize, send),
+		recvBufs: carve(&mem, l.RecvBufs, l.RecvSize, recv),
+		ctrlBufs: carve(&mem, ctrl, pipe.MaxControl, pipe.MaxControl),
 		sendBusy: make([]atomic.Bool, l.SendBufs),
 		recvBusy: make([]atomic.Bool, l.RecvBufs),
 		queue:    make(chan work, l.SendBufs+ctrl),
@@ -116,15 +119,21 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 	return c
 }
 
-// carve cuts n buffers of size bytes off the front of *mem.
-func carve(mem *[]byte, n, size int) [][]byte {
+// carve cuts n buffers of size bytes, stride bytes apart, off the front of
+// *mem.
+func carve(mem *[]byte, n, size, stride int) [][]byte {
 	bufs := make([][]byte, n)
 	for i := range bufs {
 		bufs[i] = (*mem)[:size:size]
-		*mem = (*mem)[size:]
+		*mem = (*mem)[stride:]
 	}
 	return bufs
 }
+
+// pageSize is the alignment of data buffers.
+const pageSize = 4096
+
+func roundUp(n, to int) int { return (n + to - 1) / to * to }
 
 // SendBuf returns send buffer i.
 func (c *Conn) SendBuf(i int) []byte { return c.sendBufs[i] }

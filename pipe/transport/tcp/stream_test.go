@@ -124,7 +124,7 @@ func BenchmarkStream(b *testing.B) {
 			}
 			defer s.Close()
 			defer r.Close()
-			l := newLoop(s, r, pipe.HeaderLen+chunk)
+			l := newLoop(s, r, pipe.TrailerLen+chunk)
 			defer l.stop()
 			b.SetBytes(int64(chunk))
 			b.ReportAllocs()
