@@ -379,3 +379,54 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 	f.once.Do(func() { close(f.first) })
 	return len(p), nil
 }
+
+// gatedWriter lets each Write through only once the receiver's end holds
+// window messages beyond those written (or the stream's total), so that
+// arrivals queue up behind the writer.
+type gatedWriter struct {
+	out     bytes.Buffer
+	rc      *memconn.Conn
+	window  int
+	total   int
+	written int
+}
+
+func (g *gatedWriter) Write(p []byte) (int, error) {
+	deadline := time.Now().Add(5 * time.Second)
+	for g.rc.Stats().Received < min(g.written+g.window, g.total) && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Microsecond)
+	}
+	g.written++
+	return g.out.Write(p)
+}
+
+// TestCreditBatches streams small chunks through a deep window with a
+// writer that lags behind: the receiver returns its credits several to a
+// message, and the stream still arrives whole.
+func TestCreditBatches(t *testing.T) {
+	const chunk, depth, size = 4096, 64, 1 << 20
+	p := pipe.NewParams(chunk, depth)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	in := randomBytes(size, 7)
+	// Half the window: the credits a batch holds back shrink the sender's.
+	// The total counts the sender's authentication, the data and the end.
+	g := &gatedWriter{rc: rc, window: 1 + p.Credits()/2, total: 1 + size/chunk + 1}
+	errs := make(chan error, 1)
+	go func() {
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{})
+		errs <- err
+	}()
+	if _, err := pipe.Receive(context.Background(), rc, g, pipe.Config{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-errs; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(g.out.Bytes(), in) {
+		t.Fatalf("received %d bytes, want %d identical ones", g.out.Len(), size)
+	}
+	data, msgs := size/chunk, rc.Stats().Sent
+	if msgs > data*3/4 {
+		t.Errorf("the receiver sent %d messages for %d data messages: credits were not batched", msgs, data)
+	}
+}

@@ -254,9 +254,13 @@ func (r *receiver) truncated(err error) error {
 
 // write writes each arrival's payload to w, re-posts its buffer and returns
 // the credit; at the end of the stream it verifies the byte count and the
-// checksum and confirms the stream to the sender.
+// checksum and confirms the stream to the sender. Credits go back in
+// batches (see creditBatch) while more arrivals wait, and at once when
+// none does.
 func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
-	credit := []byte{1}
+	info := r.c.Info()
+	batch := creditBatch(info.Chunk, NewParams(info.Chunk, info.Depth).Credits())
+	pending := 0
 	for a := range arrivals {
 		if ctx.Err() != nil {
 			return nil // the stream is over: leave the buffers alone
@@ -283,7 +287,12 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		// A failed re-post means the connection broke: the receive loop
 		// hears of that from Poll, after what arrived before it.
 		r.repost(a.buf)
-		if err := r.c.SendControl(ctx, credit); err != nil {
+		if pending++; pending < batch && len(arrivals) > 0 {
+			continue
+		}
+		err := r.c.SendControl(ctx, []byte{byte(pending)})
+		pending = 0
+		if err != nil {
 			if ctx.Err() != nil {
 				return nil
 			}
@@ -291,6 +300,18 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		}
 	}
 	return nil
+}
+
+// creditBatchBytes bounds the payload whose credits a batch may hold back.
+const creditBatchBytes = 1 << 20
+
+// creditBatch returns how many credits the receiver returns in one message
+// while more data waits to be written: one for large chunks, where a
+// message per chunk costs nothing, and up to a quarter of the window for
+// small ones, holding back at most creditBatchBytes of payload, so that
+// per-message costs shrink while the sender never runs short.
+func creditBatch(chunk, credits int) int {
+	return max(1, min(credits/4, creditBatchBytes/max(chunk, 1)))
 }
 
 // finish checks the end-of-stream message against what was written and
