@@ -37,6 +37,10 @@ type Completion struct {
 //   - A message arrives only in a receive buffer its receiver posted before;
 //     when a Conn is returned all of its receive buffers are already posted.
 //     Messages arrive in the order they were sent and are never merged.
+//   - Receive buffers that hold PostSend messages are re-posted in the order
+//     those messages arrived (control messages' buffers at any time): a
+//     transport may place data by remote write into the buffer it knows is
+//     free next, as RDMA WRITE with immediate does.
 //   - PostSend and PostRecv queue work and return at once; the work's end is
 //     reported later by Poll. SendControl sends a small message (at most
 //     MaxControl bytes) from transport-owned memory and reports nothing.

@@ -190,8 +190,9 @@ func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- s
 	}
 }
 
-// testRecvReuse checks that re-posted receive buffers are filled oldest
-// post first, and that their old contents are replaced.
+// testRecvReuse checks that re-posted receive buffers (data buffers go
+// back in arrival order, as pipe.Conn requires) are filled oldest post
+// first, and that their old contents are replaced.
 func testRecvReuse(t *testing.T, mk MakePair) {
 	s, r := connect(t, mk)
 	n := r.RecvBufs()
@@ -207,7 +208,7 @@ func testRecvReuse(t *testing.T, mk MakePair) {
 		}
 		seen[c.Buf] = true
 	}
-	for k := n - 1; k >= 0; k-- {
+	for k := range n {
 		if err := r.PostRecv(first[k].Buf); err != nil {
 			t.Fatal(err)
 		}
@@ -216,7 +217,7 @@ func testRecvReuse(t *testing.T, mk MakePair) {
 		send(t, s, k, pattern(n+k, 50))
 	}
 	for k, c := range collect(t, r, n) {
-		if want := first[n-1-k].Buf; c.Buf != want {
+		if want := first[k].Buf; c.Buf != want {
 			t.Errorf("message %d landed in buffer %d, want %d (the oldest posted)", k, c.Buf, want)
 		}
 		if !bytes.Equal(r.RecvBuf(c.Buf)[:c.Len], pattern(n+k, 50)) {

@@ -37,6 +37,7 @@ type Conn struct {
 	posted                 []int     // posted receive buffers, oldest first
 	recvBusy, sendBusy     []bool    // posted and not yet reported by Poll
 	holds                  []holding
+	dataOrder              []int // receive buffers holding data, in arrival order
 	comps                  []pipe.Completion
 	err                    error // why the connection failed
 	closed                 bool

@@ -113,3 +113,41 @@ func TestPeerClosedError(t *testing.T) {
 		t.Errorf("info %+v", s.Info())
 	}
 }
+
+// TestRepostOrder checks that buffers holding data must come back in the
+// order their data arrived, while control buffers may come back any time.
+func TestRepostOrder(t *testing.T) {
+	s, r := pair(t, Faults{})
+	for i := range 2 {
+		if err := s.PostSend(i, 10); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.SendControl(context.Background(), []byte{1}); err != nil {
+		t.Fatal(err)
+	}
+	var got []pipe.Completion
+	for len(got) < 3 {
+		cs, err := poll(r, time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got = append(got, cs...)
+	}
+	first, second, ctrl := got[0].Buf, got[1].Buf, got[2].Buf
+	if err := r.PostRecv(ctrl); err != nil {
+		t.Errorf("control buffer re-posted ahead of the data: %v", err)
+	}
+	if err := r.PostRecv(second); err == nil || !strings.Contains(err.Error(), "whose data arrived first") {
+		t.Errorf("re-posting the second data buffer first: %v", err)
+	}
+	if err := r.PostRecv(first); err != nil {
+		t.Error(err)
+	}
+	if err := r.PostRecv(second); err != nil {
+		t.Error(err)
+	}
+	if v := r.Stats().Violations; v != 1 {
+		t.Errorf("%d violations, want 1", v)
+	}
+}

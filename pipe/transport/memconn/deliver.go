@@ -76,6 +76,9 @@ func (c *Conn) deliver(m message) {
 	}
 	i := r.posted[0]
 	r.posted = r.posted[1:]
+	if h == holdsData {
+		r.dataOrder = append(r.dataOrder, i)
+	}
 	dst := r.recvBufs[i][:m.n]
 	if m.buf < 0 {
 		copy(dst, m.ctrl)

@@ -60,7 +60,9 @@ func (c *Conn) queue(m message) {
 }
 
 // PostRecv makes receive buffer i available for the next message. The
-// buffer must not be posted again until Poll has reported it.
+// buffer must not be posted again until Poll has reported it, and buffers
+// holding PostSend messages must be re-posted in the order those arrived
+// (see pipe.Conn): an out-of-order one fails and counts as a violation.
 func (c *Conn) PostRecv(i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -72,6 +74,13 @@ func (c *Conn) PostRecv(i int) error {
 	}
 	if c.recvBusy[i] {
 		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.peer.name, i)
+	}
+	if c.holds[i] == holdsData {
+		if c.dataOrder[0] != i {
+			c.stats.Violations++
+			return fmt.Errorf("post receive from %s: receive buffer %d re-posted before buffer %d, whose data arrived first", c.peer.name, i, c.dataOrder[0])
+		}
+		c.dataOrder = c.dataOrder[1:]
 	}
 	c.recvBusy[i] = true
 	c.peer.landed(c.holds[i], -1)
