@@ -37,6 +37,9 @@ type Completion struct {
 //   - A message arrives only in a receive buffer its receiver posted before;
 //     when a Conn is returned all of its receive buffers are already posted.
 //     Messages arrive in the order they were sent and are never merged.
+//   - A receiver's last SpareRecvs receive buffers are for control
+//     messages: a sender has at most RecvBufs()-SpareRecvs PostSend
+//     messages (the credits) in flight at once.
 //   - Receive buffers that hold PostSend messages are re-posted in the order
 //     those messages arrived (control messages' buffers at any time): a
 //     transport may place data by remote write into the buffer it knows is
@@ -95,6 +98,7 @@ type Info struct {
 	Transport string // "tcp", "rdma" or "mem"
 	Device    string // RDMA device name, empty for other transports
 	Port      int    // RDMA port number, 0 for other transports
+	DataPath  string // how RDMA data travels: "write" (with immediate) or "send"; empty for other transports
 	Local     string // local address
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes

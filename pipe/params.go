@@ -53,12 +53,12 @@ func NewParams(chunk, depth int) Params {
 // that the sender fills one buffer while the others are on the wire.
 func (p Params) Credits() int { return p.Depth - 1 }
 
-// spareRecvs is how many receive buffers a receiver posts beyond one per
-// credit, for the sender's authentication, heartbeat and abort messages,
+// SpareRecvs is how many receive buffers a receiver posts beyond one per
+// credit (the last ones of its layout), for the sender's authentication, heartbeat and abort messages,
 // which must get through even while every data buffer is full: a heartbeat
 // and an abort can be on the wire at once, and iWARP has no "receiver not
 // ready" retry to fall back on.
-const spareRecvs = 2
+const SpareRecvs = 2
 
 // Validate reports whether p is within the protocol's limits.
 func (p Params) Validate() error {
@@ -130,13 +130,14 @@ func SenderLayout(p Params) Layout {
 }
 
 // ReceiverLayout is the buffer layout of the receiving side for negotiated
-// p: one receive buffer per credit plus spareRecvs for the sender's control
+// p: one receive buffer per credit plus SpareRecvs for the sender's control
 // messages; it sends only control messages. So the receiver pins
-// Chunk x (Depth+1) and the sender Chunk x Depth (plus headers). Buffers
-// are never smaller than MaxControl, so that control messages fit even
-// when the chunk is tiny.
+// Chunk x (Depth+1) and the sender Chunk x Depth (plus trailers), unless
+// the transport gives the spares just MaxControl bytes (the RDMA write
+// data path does). Buffers are never smaller than MaxControl, so that
+// control messages fit even when the chunk is tiny.
 func ReceiverLayout(p Params) Layout {
-	return Layout{RecvBufs: p.Credits() + spareRecvs, RecvSize: max(p.Chunk+TrailerLen, MaxControl)}
+	return Layout{RecvBufs: p.Credits() + SpareRecvs, RecvSize: max(p.Chunk+TrailerLen, MaxControl)}
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per

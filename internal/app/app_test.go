@@ -118,9 +118,9 @@ func TestHostPort(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	st := pipe.Stats{Bytes: 3 << 20, Elapsed: 1e9,
-		Info: pipe.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
+		Info: pipe.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, DataPath: "write", Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
 	s := newSummary("send", st, nil)
-	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 a -> b, chunk 1 MiB x 4"
+	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4"
 	if got := s.line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}

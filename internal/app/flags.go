@@ -34,6 +34,7 @@ type rdmaOptions struct {
 	ibPort   int
 	gidIndex int
 	busyPoll bool
+	sendOnly bool // --rdma-op send
 }
 
 // commonFlags are the flags of both commands.
@@ -53,6 +54,7 @@ func commonFlags() []cli.Flag {
 		&cli.IntFlag{Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
 		&cli.IntFlag{Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
 		&cli.BoolFlag{Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
+		&cli.StringFlag{Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},
 	}
 }
 
@@ -66,7 +68,10 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 		verbose:   c.Bool("verbose"),
 		statsJSON: c.String("stats-json"),
 		rdma: rdmaOptions{device: c.String("device"), ibPort: c.Int("ib-port"),
-			gidIndex: c.Int("gid-index"), busyPoll: c.Bool("busy-poll")},
+			gidIndex: c.Int("gid-index"), busyPoll: c.Bool("busy-poll"), sendOnly: c.String("rdma-op") == "send"},
+	}
+	if op := c.String("rdma-op"); op != "write" && op != "send" {
+		return o, usagef("--rdma-op %q: must be write or send", op)
 	}
 	if o.port < 1 || o.port > 65535 {
 		return o, usagef("--port %d: must be 1 to 65535", o.port)

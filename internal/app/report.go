@@ -25,6 +25,7 @@ type summary struct {
 	Transport string  `json:"transport"`
 	Device    string  `json:"device,omitempty"`
 	Port      int     `json:"port,omitempty"`
+	RDMAOp    string  `json:"rdma_op,omitempty"`
 	Local     string  `json:"local,omitempty"`
 	Remote    string  `json:"remote,omitempty"`
 	Chunk     int     `json:"chunk"`
@@ -36,7 +37,7 @@ type summary struct {
 func newSummary(role string, st pipe.Stats, err error) summary {
 	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
-		Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth}
+		RDMAOp: st.Info.DataPath, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth}
 	if err != nil {
 		s.Error = err.Error()
 	} else {
@@ -52,7 +53,7 @@ func newSummary(role string, st pipe.Stats, err error) summary {
 func (s summary) line() string {
 	via := s.Transport
 	if s.Device != "" {
-		via = fmt.Sprintf("%s %s port %d", s.Transport, s.Device, s.Port)
+		via = fmt.Sprintf("%s %s port %d (%s)", s.Transport, s.Device, s.Port, s.RDMAOp)
 	}
 	if s.Transport == "" {
 		via = "no connection"

@@ -144,3 +144,8 @@ func pattern(seed, n int) []byte {
 
 // full is the largest message the receiver accepts.
 func full(r pipe.Conn) int { return len(r.RecvBuf(0)) }
+
+// credits is how many data messages the receiver takes at once: one per
+// receive buffer but the spares it keeps for control messages (see
+// pipe.Conn).
+func credits(r pipe.Conn) int { return r.RecvBufs() - pipe.SpareRecvs }

@@ -87,7 +87,7 @@ func testPeerClose(t *testing.T, mk MakePair) {
 // testCloseFlushes checks that Close sends what was posted before it.
 func testCloseFlushes(t *testing.T, mk MakePair) {
 	s, r := connect(t, mk)
-	n := r.RecvBufs()
+	n := credits(r)
 	for k := range n {
 		send(t, s, k, pattern(k, full(r)))
 	}

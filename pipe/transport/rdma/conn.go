@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"sync"
 	"sync/atomic"
+	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -34,6 +35,7 @@ const (
 	wrData   uint64 = 1 << 56
 	wrCtrl   uint64 = 2 << 56
 	wrRecv   uint64 = 3 << 56
+	wrNote   uint64 = 4 << 56 // a receive of a ring's receiver (see ring.go)
 	wrKind   uint64 = 0xff << 56
 	wrBufMax uint64 = 1<<56 - 1
 )
@@ -84,6 +86,20 @@ type Conn struct {
 
 	ctrlMu   sync.Mutex
 	ctrlFree []int // control buffers not in flight
+
+	// A sender writing into the receiver's ring (see ring.go): the ring,
+	// and how many data messages were posted.
+	ring   *ring
+	writes atomic.Uint64
+
+	// A receiver offering a ring: recv[:slots] are the ring, recv[slots:]
+	// the spares; notes are the buffers of the posted receive work requests.
+	slots      int
+	notes      [][]byte
+	nextWrite  int   // the slot the sender's next write must land in (under cqMu)
+	ringMu     sync.Mutex
+	nextRepost int   // the slot the engine must re-post next (under ringMu)
+	spares     []int // posted spares, oldest first (under ringMu)
 }
 
 // newConn returns a Conn owning the CM channel and id.
@@ -92,8 +108,10 @@ func newConn(cm *eventChannel, id *C.struct_rdma_cm_id, peer string, opt Options
 }
 
 // setup creates the queue pair and buffers for layout l on the device
-// rdma_cm bound the id to, and posts every receive buffer.
-func (c *Conn) setup(l pipe.Layout) error {
+// rdma_cm bound the id to, and posts every receive buffer. With slots > 0
+// the first slots receive buffers form a ring for the peer to write into
+// (see ring.go).
+func (c *Conn) setup(l pipe.Layout, slots int) error {
 	verbs := c.id.verbs
 	var err error
 	if c.pd, err = C.ibv_alloc_pd(verbs); c.pd == nil {
@@ -105,7 +123,11 @@ func (c *Conn) setup(l pipe.Layout) error {
 	if c.cqW, err = newWaiter(c.cc.fd, "rdma completion channel"); err != nil {
 		return err
 	}
+	c.slots = slots
 	sendWR, recvWR := l.SendBufs+ctrlSlots, max(l.RecvBufs, 1)
+	if slots > 0 {
+		recvWR = l.RecvBufs + noteSlack
+	}
 	if c.cq, err = C.ibv_create_cq(verbs, C.int(sendWR+recvWR), nil, c.cc, 0); c.cq == nil {
 		return fmt.Errorf("ibv_create_cq (%d entries): %w", sendWR+recvWR, err)
 	}
@@ -114,7 +136,7 @@ func (c *Conn) setup(l pipe.Layout) error {
 		return fmt.Errorf("create queue pair (%d send, %d receive work requests): %w", sendWR, recvWR, errno(rc))
 	}
 	c.qp, c.inline = c.id.qp, int(rc)
-	if err := c.mapBuffers(l); err != nil {
+	if err := c.mapBuffers(l, recvWR); err != nil {
 		return err
 	}
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
@@ -126,11 +148,32 @@ func (c *Conn) setup(l pipe.Layout) error {
 	}
 	for i := range c.recv {
 		c.recvPosted[i].Store(true)
+		if slots > 0 {
+			if i >= slots {
+				c.spares = append(c.spares, i)
+			}
+			continue
+		}
 		if rc := c.postRecv(i); rc != 0 {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		}
 	}
+	for k := range c.notes {
+		if rc := c.postNote(k); rc != 0 {
+			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
+		}
+	}
 	return nil
+}
+
+// offer returns the ring this receiver offers its sender.
+func (c *Conn) offer() ring {
+	stride := len(c.recv[0])
+	if c.slots > 1 {
+		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
+	}
+	return ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.mr.rkey),
+		stride: uint32(stride), slots: uint32(c.slots)}
 }
 
 // SendBuf returns send buffer i.
@@ -183,7 +226,8 @@ func (c *Conn) failed() bool {
 func (c *Conn) start(p pipe.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.info = pipe.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
-		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
+		DataPath: opName(c.ring != nil || c.slots > 0),
+		Local:    localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
 	c.monDone = make(chan struct{})
 	go c.monitor()
 }

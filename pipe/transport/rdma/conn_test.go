@@ -10,27 +10,40 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
 )
 
-// TestConn runs the pipe.Conn contract suite over RDMA (in the SoftRoCE VM).
+// TestConn runs the pipe.Conn contract suite over RDMA (in the SoftRoCE VM),
+// on both data paths: RDMA WRITE with immediate into the receiver's ring
+// (the default) and SEND.
 func TestConn(t *testing.T) {
 	ip := rxeIP(t)
-	conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
-		return makePair(t, ip, proposal, local)
-	})
+	for _, op := range []string{"write", "send"} {
+		t.Run(op, func(t *testing.T) {
+			opt := DefaultOptions()
+			opt.SendOnly = op == "send"
+			conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
+				s, r, err := makePair(t, ip, proposal, local, opt)
+				if err == nil && (s.Info().DataPath != op || r.Info().DataPath != op) {
+					t.Errorf("data path %q and %q, want %q", s.Info().DataPath, r.Info().DataPath, op)
+				}
+				return s, r, err
+			})
+		})
+	}
 }
 
 // makePair connects a sender proposing proposal to a receiver configured
-// with local over the RDMA device at ip. It returns both ends, or the
-// dialer's error; the listener must fail too when the dialer does.
-func makePair(t *testing.T, ip string, proposal, local pipe.Params) (sender, receiver pipe.Conn, err error) {
+// with local over the RDMA device at ip, both with opt. It returns both
+// ends, or the dialer's error; the listener must fail too when the dialer
+// does.
+func makePair(t *testing.T, ip string, proposal, local pipe.Params, opt Options) (sender, receiver pipe.Conn, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()
-	l, err := Listen(ctx, net.JoinHostPort(ip, "0"), local, DefaultOptions())
+	l, err := Listen(ctx, net.JoinHostPort(ip, "0"), local, opt)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
 	defer l.Close()
-	s, r, err, aerr := dialAccept(ctx, l, Dialer{DefaultOptions()}, proposal)
+	s, r, err, aerr := dialAccept(ctx, l, Dialer{opt}, proposal)
 	switch {
 	case err != nil && aerr == nil:
 		r.Close()

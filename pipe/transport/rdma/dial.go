@@ -77,10 +77,14 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
 	}
 	var ans pipe.Params
-	err = ans.UnmarshalBinary(privateData(&ev))
+	priv := privateData(&ev)
+	err = ans.UnmarshalBinary(priv)
 	if err == nil && (ans.Version != proposal.Version || ans.Validate() != nil || ans.Chunk > proposal.Chunk || ans.Depth > proposal.Depth) {
 		err = fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
+	}
+	if err == nil && !d.SendOnly {
+		c.ring, err = parseRing(priv[pipe.ParamsLen:], ans)
 	}
 	if err != nil {
 		c.free()
@@ -134,7 +138,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
 		return fail(pipe.KindOf(err), err)
 	}
-	if err := c.setup(pipe.SenderLayout(proposal)); err != nil {
+	if err := c.setup(pipe.SenderLayout(proposal), 0); err != nil {
 		return fail(pipe.KindSetup, local(err))
 	}
 
@@ -145,6 +149,9 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 		return fail(pipe.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
+	if !d.SendOnly {
+		priv = append(priv, opWrite)
+	}
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.

@@ -275,7 +275,7 @@ func (l *Listener) request(req *event) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		c, err := l.setup(req, p, proposal, op)
+		c, err := l.setup(req, p, proposal, op, wantsRing(privateData(req)) && !l.opt.SendOnly && C.rp_is_iwarp(id) == 0)
 		select {
 		case l.results <- accepted{c, err}:
 		case <-l.done.Done():
@@ -310,9 +310,10 @@ func (l *Listener) report(err error) {
 }
 
 // setup serves one connect request whose proposal negotiated to p: it
-// creates the queue pair and buffers, accepts, and waits for the peer to
-// complete the connection, at most l.establish.
-func (l *Listener) setup(req *event, p, proposal pipe.Params, op string) (*Conn, error) {
+// creates the queue pair and buffers (a ring for the sender to write into
+// if ring, see ring.go), accepts, and waits for the peer to complete the
+// connection, at most l.establish.
+func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, ring bool) (*Conn, error) {
 	id := req.id
 	c := newConn(nil, id, peerAddr(id), l.opt)
 	reject := func(err error) (*Conn, error) {
@@ -334,7 +335,11 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string) (*Conn,
 	if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
 		return reject(local(fmt.Errorf("rdma_migrate_id: %w", err)))
 	}
-	if err := c.setup(pipe.ReceiverLayout(p)); err != nil {
+	slots := 0
+	if ring {
+		slots = p.Credits()
+	}
+	if err := c.setup(pipe.ReceiverLayout(p), slots); err != nil {
 		return reject(local(err))
 	}
 
@@ -346,6 +351,9 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string) (*Conn,
 	resp = min(resp, C.int(req.initiator_depth))
 	init = min(init, C.int(req.responder_resources))
 	ans, _ := p.MarshalBinary()
+	if ring {
+		ans = append(ans, c.offer().marshal()...)
+	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}

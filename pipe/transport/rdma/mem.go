@@ -21,35 +21,52 @@ const (
 	// bufAlign is the alignment of every buffer in the region: a page, so
 	// that payloads (which start their messages) suit O_DIRECT and pwrite.
 	bufAlign = 4096
+	// ctrlAlign is the alignment of the small buffers: a cache line.
+	ctrlAlign = 64
 	// hugePage is the huge page size asked for large regions (MAP_HUGE_2MB).
 	hugePage = 2 << 20
 )
 
 // mapBuffers maps one region for all buffers of l plus the control ring
-// and registers it.
-func (c *Conn) mapBuffers(l pipe.Layout) error {
-	size := l.SendBufs*roundUp(l.SendSize, bufAlign) + l.RecvBufs*roundUp(l.RecvSize, bufAlign) +
-		ctrlSlots*roundUp(pipe.MaxControl, bufAlign)
+// and registers it. A receiver offering a ring (c.slots > 0) has only its
+// ring's buffers of l.RecvSize, spares of pipe.MaxControl bytes, and notes
+// buffers of that size for its receive work requests; its region is
+// registered for remote writes.
+func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
+	recvs, spares := l.RecvBufs, 0
+	if c.slots > 0 {
+		recvs, spares = c.slots, l.RecvBufs-c.slots
+	} else {
+		notes = 0
+	}
+	small := roundUp(pipe.MaxControl, ctrlAlign)
+	size := l.SendBufs*roundUp(l.SendSize, bufAlign) + recvs*roundUp(l.RecvSize, bufAlign) +
+		(spares+notes+ctrlSlots)*small
 	mem, err := mapRegion(size)
 	if err != nil {
 		return fmt.Errorf("map %d bytes of buffers: %w", size, err)
 	}
 	c.mem = mem
 	off := 0
-	carve := func(n, size int) [][]byte {
+	carve := func(n, size, align int) [][]byte {
 		bufs := make([][]byte, n)
 		for i := range bufs {
 			bufs[i] = mem[off : off+size : off+size]
-			off += roundUp(size, bufAlign)
+			off += roundUp(size, align)
 		}
 		return bufs
 	}
-	c.send = carve(l.SendBufs, l.SendSize)
-	c.recv = carve(l.RecvBufs, l.RecvSize)
-	c.ctrl = carve(ctrlSlots, pipe.MaxControl)
+	c.send = carve(l.SendBufs, l.SendSize, bufAlign)
+	c.recv = append(carve(recvs, l.RecvSize, bufAlign), carve(spares, pipe.MaxControl, ctrlAlign)...)
+	c.notes = carve(notes, pipe.MaxControl, ctrlAlign)
+	c.ctrl = carve(ctrlSlots, pipe.MaxControl, ctrlAlign)
 
 	raiseMemlock()
-	if c.mr, err = C.rp_reg_mr(c.pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem))); c.mr == nil {
+	remote := C.int(0)
+	if c.slots > 0 {
+		remote = 1
+	}
+	if c.mr, err = C.rp_reg_mr(c.pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem)), remote); c.mr == nil {
 		return registerError(len(mem), err)
 	}
 	c.lkey = c.mr.lkey

@@ -166,8 +166,61 @@ func (c *Conn) complete(wc *C.struct_rp_wc) (pipe.Completion, bool) {
 		if ok {
 			return pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: int(wc.byte_len)}, true
 		}
+	case wrNote:
+		if ok {
+			return c.noted(i, wc)
+		}
 	}
 	return pipe.Completion{}, false
+}
+
+// noted turns the completion of note receive k of a receiver's ring into
+// what the engine sees: a write into the ring slot its immediate names,
+// which must be the next slot and posted, or a control message, copied
+// into the oldest posted spare. It re-posts the note receive at once.
+func (c *Conn) noted(k int, wc *C.struct_rp_wc) (pipe.Completion, bool) {
+	var comp pipe.Completion
+	if wc.has_imm != 0 {
+		slot := int(wc.imm)
+		switch {
+		case slot != c.nextWrite:
+			c.violated(fmt.Sprintf("the peer wrote ring slot %d where slot %d was due", slot, c.nextWrite))
+			return comp, false
+		case !c.recvPosted[slot].Load():
+			c.violated(fmt.Sprintf("the peer wrote ring slot %d before the receiver freed it", slot))
+			return comp, false
+		case int(wc.byte_len) > len(c.recv[slot]):
+			c.violated(fmt.Sprintf("the peer wrote %d bytes into a %d-byte ring slot", wc.byte_len, len(c.recv[slot])))
+			return comp, false
+		}
+		c.nextWrite = (slot + 1) % c.slots
+		c.recvPosted[slot].Store(false)
+		comp = pipe.Completion{Op: pipe.OpRecv, Buf: slot, Len: int(wc.byte_len)}
+	} else {
+		c.ringMu.Lock()
+		if len(c.spares) == 0 {
+			c.ringMu.Unlock()
+			c.violated("the peer sent more control messages than the receiver had room for")
+			return comp, false
+		}
+		j := c.spares[0]
+		c.spares = c.spares[1:]
+		c.ringMu.Unlock()
+		c.recvPosted[j].Store(false)
+		comp = pipe.Completion{Op: pipe.OpRecv, Buf: j, Len: copy(c.recv[j], c.notes[k][:wc.byte_len])}
+	}
+	if rc := c.postNote(k); rc != 0 {
+		c.fail(fmt.Sprintf("ibv_post_recv: %v", errno(rc)))
+	}
+	return comp, true
+}
+
+// violated fails a receiver's connection whose sender broke the ring
+// protocol, and disconnects, so that the sender fails too (as a SEND that
+// does not fit fails both ends).
+func (c *Conn) violated(what string) {
+	c.fail(what + ": it broke the ring protocol")
+	C.rdma_disconnect(c.id)
 }
 
 // wcError describes a failed work completion.

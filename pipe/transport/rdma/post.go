@@ -18,11 +18,13 @@ import (
 // buffer.
 const ctrlWaitMax = 10 * time.Millisecond
 
-// PostSend posts the first n bytes of send buffer i as one signaled SEND.
-// The buffer must not be posted again until its completion is taken from
-// the completion queue.
+// PostSend posts the first n bytes of send buffer i as one signaled SEND,
+// or, when the receiver offered a ring, as one RDMA WRITE with immediate
+// into its next slot (see ring.go). The buffer must not be posted again
+// until its completion is taken from the completion queue. Data messages
+// are posted from one goroutine at a time.
 func (c *Conn) PostSend(i, n int) error {
-	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
+	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) || c.ring != nil && n > int(c.ring.stride) {
 		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
 	}
 	c.life.RLock()
@@ -35,7 +37,15 @@ func (c *Conn) PostSend(i, n int) error {
 	}
 	c.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
-	if rc := C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0); rc != 0 {
+	var rc C.int
+	if r := c.ring; r != nil {
+		slot := (c.writes.Add(1) - 1) % uint64(r.slots)
+		rc = C.rp_post_write_imm(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey,
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkey), C.uint32_t(slot))
+	} else {
+		rc = C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0)
+	}
+	if rc != 0 {
 		c.sendsOut.Add(-1)
 		c.sendPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
@@ -58,11 +68,38 @@ func (c *Conn) PostRecv(i int) error {
 	if !c.recvPosted[i].CompareAndSwap(false, true) {
 		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
 	}
+	if c.slots > 0 {
+		return c.repostRing(i)
+	}
 	if rc := c.postRecv(i); rc != 0 {
 		c.recvPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: fmt.Errorf("ibv_post_recv: %w", errno(rc))}
 	}
 	return nil
+}
+
+// repostRing gives buffer i back to a receiver's ring: a ring slot, which
+// must be the oldest one the engine holds, or a spare, which takes the
+// next control message.
+func (c *Conn) repostRing(i int) error {
+	c.ringMu.Lock()
+	defer c.ringMu.Unlock()
+	if i >= c.slots {
+		c.spares = append(c.spares, i)
+		return nil
+	}
+	if i != c.nextRepost {
+		c.recvPosted[i].Store(false)
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "ring slot %d re-posted before slot %d, whose data arrived first", i, c.nextRepost)
+	}
+	c.nextRepost = (i + 1) % c.slots
+	return nil
+}
+
+// postNote posts the receive work request of note buffer k.
+func (c *Conn) postNote(k int) C.int {
+	b := c.notes[k]
+	return C.rp_post_recv(c.qp, C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
 }
 
 // postRecv posts receive buffer i.

@@ -14,9 +14,12 @@
 // dialer can say why; a busy listener (pipe.Listener.SetBusy, or too many
 // setups in progress) rejects with Params.Busy set, before it allocates
 // anything. The listener sets up each request in a goroutine of its own,
-// so a peer that never completes its connection delays no one. 16 bytes
-// fit every transport's private data limit (56 bytes in an IB/RoCE REQ,
-// 196 in a REP, 148 in a REJ, 512 for iWARP).
+// so a peer that never completes its connection delays no one. A byte
+// after the proposal asks for the RDMA WRITE data path, and the answer then
+// carries the receiver's ring after the Params (see ring.go). 17 bytes of
+// request, 40 of answer and 16 of refusal fit every transport's private
+// data limit (56 bytes in an IB/RoCE REQ, 196 in a REP, 148 in a REJ, 512
+// for iWARP).
 //
 // Each side maps one anonymous memory region outside the Go heap (2 MiB
 // huge pages when available), carves it into its pipe.Layout's buffers plus
@@ -66,6 +69,10 @@ type Options struct {
 	// BusyPoll makes Poll spin on the completion queue instead of sleeping
 	// on the completion channel: lower latency, one busy CPU per Conn.
 	BusyPoll bool
+	// SendOnly makes data travel as SENDs into the receiver's posted
+	// buffers instead of RDMA WRITEs with immediate into its ring (see
+	// ring.go); either side can ask for it. iWARP always sends.
+	SendOnly bool
 }
 
 // DefaultOptions returns Options that let rdma_cm choose device, port and

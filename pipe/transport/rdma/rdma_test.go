@@ -293,8 +293,9 @@ func TestExchange(t *testing.T) {
 }
 
 // stream sends count messages of varying size from snd to rcv the way the
-// engine does: at most Depth in flight, the receiver returning one credit
-// per message with SendControl after reposting its buffer.
+// engine does: at most the negotiated credits in flight, the receiver
+// returning one credit per message with SendControl after reposting its
+// buffer.
 func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 	errc := make(chan error, 1)
 	go func() {
@@ -332,7 +333,8 @@ func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 	for i := range free {
 		free[i] = i
 	}
-	credits := snd.SendBufs()
+	info := snd.Info()
+	credits := pipe.NewParams(info.Chunk, info.Depth).Credits()
 	cs := make([]pipe.Completion, 8)
 	for sent, acked := 0, 0; acked < count; {
 		for sent < count && credits > 0 && len(free) > 0 {

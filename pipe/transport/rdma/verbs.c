@@ -157,11 +157,13 @@ int rp_query_gid(struct rdma_cm_id *id, int index, uint8_t gid[16])
 	return 0;
 }
 
-// rp_reg_mr registers len bytes at addr for local writes (ibv_reg_mr is a
-// macro in recent rdma-core, which cgo cannot call).
-struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, void *addr, size_t len)
+// rp_reg_mr registers len bytes at addr for local writes, and for remote
+// writes too if remote_write (ibv_reg_mr is a macro in recent rdma-core,
+// which cgo cannot call).
+struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_write)
 {
-	return ibv_reg_mr(pd, addr, len, IBV_ACCESS_LOCAL_WRITE);
+	int access = IBV_ACCESS_LOCAL_WRITE | (remote_write ? IBV_ACCESS_REMOTE_WRITE : 0);
+	return ibv_reg_mr(pd, addr, len, access);
 }
 
 // rp_rd_atom returns the device's limits on RDMA read/atomic resources.
@@ -268,6 +270,27 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 	return ret ? -ret : 0;
 }
 
+// rp_post_write_imm posts one signaled RDMA WRITE with immediate of len
+// bytes at addr to raddr (rkey) of the peer; imm (host order) arrives with
+// the completion of one of the peer's posted receives.
+int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
+                      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
+{
+	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
+	struct ibv_send_wr wr, *bad;
+	memset(&wr, 0, sizeof wr);
+	wr.wr_id = wr_id;
+	wr.sg_list = &sge;
+	wr.num_sge = len ? 1 : 0;
+	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+	wr.send_flags = IBV_SEND_SIGNALED;
+	wr.imm_data = htonl(imm);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
+	int ret = ibv_post_send(qp, &wr, &bad);
+	return ret ? -ret : 0;
+}
+
 // rp_post_recv posts one receive of up to len bytes at addr.
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey)
 {
@@ -296,6 +319,8 @@ int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n)
 			wcs[got + i].wr_id = wc[i].wr_id;
 			wcs[got + i].status = wc[i].status;
 			wcs[got + i].byte_len = wc[i].byte_len;
+			wcs[got + i].has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
+			wcs[got + i].imm = ntohl(wc[i].imm_data);
 		}
 		got += k;
 		if (k < want)

@@ -31,6 +31,8 @@ struct rp_wc {
 	uint64_t wr_id;
 	uint32_t status;            /* enum ibv_wc_status */
 	uint32_t byte_len;
+	uint32_t imm;               /* immediate data, host order, if has_imm */
+	uint8_t has_imm;            /* the completion carries immediate data */
 };
 
 int rp_probe(char *name, int namelen, int *open_err);
@@ -46,7 +48,7 @@ const char *rp_device_name(struct rdma_cm_id *id);
 int rp_is_iwarp(struct rdma_cm_id *id);
 void rp_source_gid(struct rdma_cm_id *id, uint8_t gid[16]);
 int rp_query_gid(struct rdma_cm_id *id, int index, uint8_t gid[16]);
-struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, void *addr, size_t len);
+struct ibv_mr *rp_reg_mr(struct ibv_pd *pd, void *addr, size_t len, int remote_write);
 int rp_rd_atom(struct rdma_cm_id *id, int *resp, int *init);
 int rp_create_qp(struct rdma_cm_id *id, struct ibv_pd *pd, struct ibv_cq *cq,
                  int send_wr, int recv_wr, int inline_data);
@@ -56,6 +58,8 @@ int rp_reject(struct rdma_cm_id *id, const void *priv, int len);
 int rp_set_rnr_timer(struct ibv_qp *qp, int timer);
 int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                  uint32_t lkey, int inl);
+int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
+                      uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey);
 int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n);
 int rp_arm(struct ibv_cq *cq);

@@ -1,0 +1,139 @@
+package rdma
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+func TestParseRing(t *testing.T) {
+	p := pipe.NewParams(4096, 5) // 4 credits
+	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}
+	cases := []struct {
+		name string
+		b    []byte
+		want *ring
+		err  string
+	}{
+		{"none (send)", nil, nil, ""},
+		{"flag clear", make([]byte, ringLen), nil, ""},
+		{"good", good.marshal(), &good, ""},
+		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), nil, "3 slots of 8192 bytes for 4 credits"},
+		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), nil, "5 slots"},
+		{"slots too small", ring{stride: 4096 + pipe.TrailerLen - 1, slots: 4}.marshal(), nil, "of 4103 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseRing(tc.b, p)
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one saying %q", err, tc.err)
+			case tc.err == "" && err != nil:
+				t.Errorf("error %v", err)
+			case tc.want == nil && got != nil, tc.want != nil && (got == nil || *got != *tc.want):
+				t.Errorf("ring %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestDataPath checks which data path two ends agree on, and that data and
+// control messages arrive intact on it: in the ring for writes, control
+// messages in a spare.
+func TestDataPath(t *testing.T) {
+	p := pipe.NewParams(8192, 4)
+	cases := []struct {
+		name         string
+		sender, recv bool // SendOnly
+		want         string
+	}{
+		{"both write", false, false, "write"},
+		{"sender sends", true, false, "send"},
+		{"receiver sends", false, true, "send"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			sopt, ropt := DefaultOptions(), DefaultOptions()
+			sopt.SendOnly, ropt.SendOnly = tc.sender, tc.recv
+			l := listenRXE(t, p, ropt)
+			snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{sopt}, p)
+			if err != nil || aerr != nil {
+				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
+			}
+			t.Cleanup(func() { snd.Close(); rcv.Close() })
+			if snd.Info().DataPath != tc.want || rcv.Info().DataPath != tc.want {
+				t.Fatalf("data path %q and %q, want %q", snd.Info().DataPath, rcv.Info().DataPath, tc.want)
+			}
+			for k := range 2 * p.Depth {
+				n := 1 + k*1000
+				want := snd.SendBuf(0)[:n]
+				fill(want, k)
+				if err := snd.PostSend(0, n); err != nil {
+					t.Fatal(err)
+				}
+				if c := poll(t, snd); c.Op != pipe.OpSend {
+					t.Fatalf("sender got %+v", c)
+				}
+				ctrl := []byte{'c', byte(k)}
+				if err := snd.SendControl(t.Context(), ctrl); err != nil {
+					t.Fatal(err)
+				}
+				data, note := poll(t, rcv), poll(t, rcv)
+				if got := rcv.RecvBuf(data.Buf)[:data.Len]; !bytes.Equal(got, want) {
+					t.Fatalf("message %d: %d bytes arrived in buffer %d, want %d others", k, data.Len, data.Buf, n)
+				}
+				if got := rcv.RecvBuf(note.Buf)[:note.Len]; !bytes.Equal(got, ctrl) {
+					t.Fatalf("control message %d: got %q", k, got)
+				}
+				if tc.want == "write" && (data.Buf >= p.Credits() || note.Buf < p.Credits()) {
+					t.Errorf("write path: data in buffer %d, control in %d; want the ring (< %d) and a spare", data.Buf, note.Buf, p.Credits())
+				}
+				for _, i := range []int{data.Buf, note.Buf} {
+					if err := rcv.PostRecv(i); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRingProtocol checks that a receiver offering a ring fails the
+// connection when the sender writes to a slot out of turn, and refuses
+// ring slots re-posted out of arrival order.
+func TestRingProtocol(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	t.Run("write out of turn", func(t *testing.T) {
+		snd, rcv := pair(t, p, p, DefaultOptions())
+		snd.(*Conn).writes.Add(1) // the next write skips slot 0
+		if err := snd.PostSend(0, 100); err != nil {
+			t.Fatal(err)
+		}
+		cs := make([]pipe.Completion, 4)
+		_, err := rcv.Poll(timeout(t, 10*time.Second), cs)
+		if err == nil || !strings.Contains(err.Error(), "wrote ring slot 1 where slot 0 was due: it broke the ring protocol") {
+			t.Errorf("receiver: %v, want a ring protocol failure", err)
+		}
+	})
+	t.Run("re-post out of order", func(t *testing.T) {
+		snd, rcv := pair(t, p, p, DefaultOptions())
+		var got []pipe.Completion
+		for i := range 2 {
+			if err := snd.PostSend(i, 10); err != nil {
+				t.Fatal(err)
+			}
+			got = append(got, poll(t, rcv))
+		}
+		if err := rcv.PostRecv(got[1].Buf); err == nil || !strings.Contains(err.Error(), "re-posted before slot") {
+			t.Errorf("re-posting the second slot first: %v", err)
+		}
+		for _, c := range got {
+			if err := rcv.PostRecv(c.Buf); err != nil {
+				t.Error(err)
+			}
+		}
+	})
+}
