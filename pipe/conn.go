@@ -103,6 +103,7 @@ type Info struct {
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes
 	Depth     int    // negotiated buffers per side (Depth-1 data messages in flight)
+	Pinned    int64  // bytes of buffer memory registered (pinned) by this side; 0 where nothing is
 }
 
 // ErrClosed is returned by Poll after Close.

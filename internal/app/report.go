@@ -30,6 +30,7 @@ type summary struct {
 	Remote    string  `json:"remote,omitempty"`
 	Chunk     int     `json:"chunk"`
 	Depth     int     `json:"depth"`
+	Pinned    int64   `json:"pinned_bytes"`
 	XXHash64  string  `json:"xxhash64,omitempty"`
 }
 
@@ -37,7 +38,8 @@ type summary struct {
 func newSummary(role string, st pipe.Stats, err error) summary {
 	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
-		RDMAOp: st.Info.DataPath, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth}
+		RDMAOp: st.Info.DataPath, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
+		Pinned: st.Info.Pinned}
 	if err != nil {
 		s.Error = err.Error()
 	} else {
@@ -58,8 +60,12 @@ func (s summary) line() string {
 	if s.Transport == "" {
 		via = "no connection"
 	}
-	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
 		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, formatSize(int64(s.Chunk)), s.Depth)
+	if s.Pinned > 0 {
+		line += ", pinned " + formatMiB(s.Pinned)
+	}
+	return line
 }
 
 // writeJSON writes the summary to path.

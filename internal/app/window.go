@@ -86,7 +86,8 @@ func hasCapIPCLock() bool {
 }
 
 // describe is the -v line that says which window this side asks for and
-// how much memory that locks here (the peer's answer may be smaller).
+// how much memory that locks here at most (the peer's answer may be
+// smaller, and the RDMA write data path needs less on the receiver).
 func (w window) describe(name string, receiver bool) string {
 	p := pipe.NewParams(w.chunk, w.depth)
 	locks := int64(pipe.SenderLayout(p).SendBufs * pipe.SenderLayout(p).SendSize)
@@ -94,7 +95,7 @@ func (w window) describe(name string, receiver bool) string {
 		l := pipe.ReceiverLayout(p)
 		locks = int64(l.RecvBufs * l.RecvSize)
 	}
-	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(locks))
+	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(locks))
 }
 
 // formatMiB prints a byte count in MiB with one decimal.

@@ -96,7 +96,7 @@ type Conn struct {
 	// the spares; notes are the buffers of the posted receive work requests.
 	slots      int
 	notes      [][]byte
-	nextWrite  int   // the slot the sender's next write must land in (under cqMu)
+	nextWrite  int // the slot the sender's next write must land in (under cqMu)
 	ringMu     sync.Mutex
 	nextRepost int   // the slot the engine must re-post next (under ringMu)
 	spares     []int // posted spares, oldest first (under ringMu)
@@ -227,7 +227,7 @@ func (c *Conn) start(p pipe.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.info = pipe.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
 		DataPath: opName(c.ring != nil || c.slots > 0),
-		Local:    localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
+		Local:    localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth, Pinned: int64(len(c.mem))}
 	c.monDone = make(chan struct{})
 	go c.monitor()
 }
