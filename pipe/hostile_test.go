@@ -58,9 +58,10 @@ func memPair(t testing.TB, proposal, local pipe.Params, f memconn.Faults) (sende
 
 // peer is the scripted end of a memconn pair.
 type peer struct {
-	t  *testing.T
-	c  *memconn.Conn
-	cs []pipe.Completion
+	t       *testing.T
+	c       *memconn.Conn
+	cs      []pipe.Completion
+	pending []pipe.Completion // polled, not yet returned by next
 }
 
 // next returns the next message that arrives (copied), re-posting its
@@ -70,11 +71,9 @@ func (p *peer) next() []byte {
 	ctx, cancel := context.WithTimeout(context.Background(), hostileBound)
 	defer cancel()
 	for {
-		n, err := p.c.Poll(ctx, p.cs)
-		if err != nil {
-			return nil
-		}
-		for _, c := range p.cs[:n] {
+		for len(p.pending) > 0 {
+			c := p.pending[0]
+			p.pending = p.pending[1:]
 			if c.Op != pipe.OpRecv {
 				continue
 			}
@@ -82,6 +81,11 @@ func (p *peer) next() []byte {
 			_ = p.c.PostRecv(c.Buf)
 			return msg
 		}
+		n, err := p.c.Poll(ctx, p.cs)
+		if err != nil {
+			return nil
+		}
+		p.pending = append(p.pending, p.cs[:n]...)
 	}
 }
 
