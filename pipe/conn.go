@@ -99,6 +99,7 @@ type Info struct {
 	Device    string // RDMA device name, empty for other transports
 	Port      int    // RDMA port number, 0 for other transports
 	DataPath  string // how RDMA data travels: "write" (with immediate) or "send"; empty for other transports
+	QPs       int    // RDMA queue pairs carrying the stream; 0 for other transports
 	Local     string // local address
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes

@@ -35,6 +35,7 @@ type rdmaOptions struct {
 	gidIndex int
 	busyPoll bool
 	sendOnly bool // --rdma-op send
+	qps      int  // --qps: asked for (rdmasend), granted at most (rdmarecv)
 }
 
 // commonFlags are the flags of both commands.

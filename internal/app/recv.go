@@ -30,6 +30,7 @@ EXAMPLES:
 `, DefaultPort) + exitCodesHelp,
 		Flags: append(commonFlags(),
 			&cli.StringFlag{Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
+			&cli.IntFlag{Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
 			&cli.BoolFlag{Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
 			&cli.BoolFlag{Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
@@ -49,6 +50,9 @@ func recvAction(c *cli.Context) error {
 	o, err := parseOptions(c, os.Getenv)
 	if err != nil {
 		return err
+	}
+	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
+		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
 	}
 	keep := c.Bool("keep-listening")
 	var out io.Writer = os.Stdout

@@ -26,6 +26,7 @@ type summary struct {
 	Device    string  `json:"device,omitempty"`
 	Port      int     `json:"port,omitempty"`
 	RDMAOp    string  `json:"rdma_op,omitempty"`
+	QPs       int     `json:"qps,omitempty"`
 	Local     string  `json:"local,omitempty"`
 	Remote    string  `json:"remote,omitempty"`
 	Chunk     int     `json:"chunk"`
@@ -38,7 +39,7 @@ type summary struct {
 func newSummary(role string, st pipe.Stats, err error) summary {
 	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
-		RDMAOp: st.Info.DataPath, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
+		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
 		Pinned: st.Info.Pinned}
 	if err != nil {
 		s.Error = err.Error()
@@ -56,6 +57,9 @@ func (s summary) line() string {
 	via := s.Transport
 	if s.Device != "" {
 		via = fmt.Sprintf("%s %s port %d (%s)", s.Transport, s.Device, s.Port, s.RDMAOp)
+		if s.QPs > 1 {
+			via = fmt.Sprintf("%s %s port %d (%s, %d QPs)", s.Transport, s.Device, s.Port, s.RDMAOp, s.QPs)
+		}
 	}
 	if s.Transport == "" {
 		via = "no connection"

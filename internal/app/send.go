@@ -35,6 +35,7 @@ EXAMPLES:
 ` + exitCodesHelp,
 		Flags: append(commonFlags(),
 			&cli.DurationFlag{Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
+			&cli.IntFlag{Name: "qps", Value: 1, Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
 			&cli.StringFlag{Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
 			&cli.BoolFlag{Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
 			&cli.DurationFlag{Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
@@ -55,6 +56,9 @@ func sendAction(c *cli.Context) error {
 	o, err := parseOptions(c, os.Getenv)
 	if err != nil {
 		return err
+	}
+	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
+		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
 	}
 	if o.verbose {
 		fmt.Fprintln(os.Stderr, o.window.describe("rdmasend", false))

@@ -15,7 +15,7 @@ import (
 
 // rdmaOpts converts the RDMA flags to the transport's options.
 func (o options) rdmaOpts() rdma.Options {
-	return rdma.Options{Device: o.rdma.device, IBPort: o.rdma.ibPort, GIDIndex: o.rdma.gidIndex, BusyPoll: o.rdma.busyPoll, SendOnly: o.rdma.sendOnly}
+	return rdma.Options{Device: o.rdma.device, IBPort: o.rdma.ibPort, GIDIndex: o.rdma.gidIndex, BusyPoll: o.rdma.busyPoll, SendOnly: o.rdma.sendOnly, QPs: o.rdma.qps}
 }
 
 // newDialer returns the dialer for the transport the options ask for. In

@@ -242,6 +242,9 @@ func TestUsage(t *testing.T) {
 		{"rdmasend", []string{"--no-such-flag", "h"}, "no-such-flag"},
 		{"rdmasend", []string{"--chunk-size", "lots", "h"}, "not a size"},
 		{"rdmasend", []string{"--transport", "carrier-pigeon", "h"}, "must be auto, rdma or tcp"},
+		{"rdmasend", []string{"--qps", "0", "h"}, "--qps 0: must be 1 to 16"},
+		{"rdmasend", []string{"--qps", "17", "h"}, "--qps 17: must be 1 to 16"},
+		{"rdmarecv", []string{"--rdma-op", "read"}, `--rdma-op "read": must be write or send`},
 		{"rdmarecv", []string{"--depth", "1"}, "depth 1 out of range"},
 		{"rdmarecv", []string{"extra"}, "takes no arguments"},
 	}

@@ -10,11 +10,13 @@ import (
 	"time"
 )
 
-// modes are the completion modes to run the data tests in: RDMA has an
-// event-driven default and --busy-poll; TCP has one mode.
+// modes are the modes to run the data tests in: RDMA has an event-driven
+// default (RDMA WRITE with immediate), --busy-poll, the SEND data path and
+// a stream striped over three queue pairs; TCP has one mode.
 func modes() map[string][]string {
 	if suite.transport == "rdma" {
-		return map[string][]string{"events": nil, "busy-poll": {"--busy-poll"}}
+		return map[string][]string{"events": nil, "busy-poll": {"--busy-poll"},
+			"send": {"--rdma-op", "send"}, "3 QPs": {"--qps", "3"}}
 	}
 	return map[string][]string{"default": nil}
 }

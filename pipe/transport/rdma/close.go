@@ -31,6 +31,9 @@ func (c *Conn) Close() error {
 			}
 		}
 		C.rdma_disconnect(c.id)
+		for _, id := range c.laneIDs {
+			C.rdma_disconnect(id)
+		}
 		c.life.Lock()
 		defer c.life.Unlock()
 		c.closeErr = c.free()
@@ -57,6 +60,11 @@ func (c *Conn) free() error {
 	if c.id != nil && c.id.qp != nil {
 		C.rdma_destroy_qp(c.id)
 	}
+	for _, id := range c.laneIDs {
+		if id.qp != nil {
+			C.rdma_destroy_qp(id)
+		}
+	}
 	if c.cq != nil {
 		if c.unacked > 0 {
 			C.ibv_ack_cq_events(c.cq, C.uint(c.unacked))
@@ -79,6 +87,10 @@ func (c *Conn) free() error {
 	}
 	if c.id != nil {
 		rc, err := C.rdma_destroy_id(c.id)
+		check("rdma_destroy_id", rc, err)
+	}
+	for _, id := range c.laneIDs {
+		rc, err := C.rdma_destroy_id(id)
 		check("rdma_destroy_id", rc, err)
 	}
 	c.cm.destroy()

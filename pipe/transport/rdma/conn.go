@@ -8,6 +8,7 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"net/netip"
 	"sync"
 	"sync/atomic"
 	"unsafe"
@@ -45,9 +46,10 @@ const (
 // buffers. It implements pipe.Conn. Buffers returned by SendBuf and RecvBuf
 // are unmapped by Close and must not be used afterwards.
 type Conn struct {
-	opt  Options
-	peer string
-	info pipe.Info
+	opt      Options
+	peer     string
+	addrPort netip.AddrPort // the address a dialer connected to
+	info     pipe.Info
 
 	cm     *eventChannel
 	id     *C.struct_rdma_cm_id
@@ -93,13 +95,23 @@ type Conn struct {
 	writes atomic.Uint64
 
 	// A receiver offering a ring: recv[:slots] are the ring, recv[slots:]
-	// the spares; notes are the buffers of the posted receive work requests.
-	slots      int
-	notes      [][]byte
-	nextWrite  int // the slot the sender's next write must land in (under cqMu)
-	ringMu     sync.Mutex
-	nextRepost int   // the slot the engine must re-post next (under ringMu)
-	spares     []int // posted spares, oldest first (under ringMu)
+	// the spares; notes are the buffers of the posted receive work
+	// requests, notesPerLane for each queue pair.
+	slots        int
+	notes        [][]byte
+	notesPerLane int
+	nextWrite    int // the slot the sender's next write must land in (under cqMu)
+	ringMu       sync.Mutex
+	nextRepost   int   // the slot the engine must re-post next (under ringMu)
+	spares       []int // posted spares, oldest first (under ringMu)
+
+	// Lanes: the queue pairs of a striped connection (see lanes.go), qps[0]
+	// being qp; laneIDs are the rdma_cm ids of qps[1:]. sendWR and recvWR
+	// size each lane's queues.
+	qps            []*C.struct_ibv_qp
+	laneIDs        []*C.struct_rdma_cm_id
+	sendWR, recvWR int
+	order          laneOrder // a striped receiver's reordering (under cqMu)
 }
 
 // newConn returns a Conn owning the CM channel and id.
@@ -110,8 +122,9 @@ func newConn(cm *eventChannel, id *C.struct_rdma_cm_id, peer string, opt Options
 // setup creates the queue pair and buffers for layout l on the device
 // rdma_cm bound the id to, and posts every receive buffer. With slots > 0
 // the first slots receive buffers form a ring for the peer to write into
-// (see ring.go).
-func (c *Conn) setup(l pipe.Layout, slots int) error {
+// (see ring.go). The completion queue and, for a ring, the notification
+// receives are sized for lanes queue pairs (see lanes.go).
+func (c *Conn) setup(l pipe.Layout, slots, lanes int) error {
 	verbs := c.id.verbs
 	var err error
 	if c.pd, err = C.ibv_alloc_pd(verbs); c.pd == nil {
@@ -128,17 +141,22 @@ func (c *Conn) setup(l pipe.Layout, slots int) error {
 	if slots > 0 {
 		recvWR = l.RecvBufs + noteSlack
 	}
-	if c.cq, err = C.ibv_create_cq(verbs, C.int(sendWR+recvWR), nil, c.cc, 0); c.cq == nil {
-		return fmt.Errorf("ibv_create_cq (%d entries): %w", sendWR+recvWR, err)
+	c.sendWR, c.recvWR = sendWR, recvWR
+	cqe := lanes * (sendWR + recvWR)
+	if c.cq, err = C.ibv_create_cq(verbs, C.int(cqe), nil, c.cc, 0); c.cq == nil {
+		return fmt.Errorf("ibv_create_cq (%d entries): %w", cqe, err)
 	}
 	rc := C.rp_create_qp(c.id, c.pd, c.cq, C.int(sendWR), C.int(recvWR), wantInline)
 	if rc < 0 {
 		return fmt.Errorf("create queue pair (%d send, %d receive work requests): %w", sendWR, recvWR, errno(rc))
 	}
 	c.qp, c.inline = c.id.qp, int(rc)
-	if err := c.mapBuffers(l, recvWR); err != nil {
+	c.qps = []*C.struct_ibv_qp{c.qp}
+	c.notesPerLane = recvWR
+	if err := c.mapBuffers(l, lanes*recvWR); err != nil {
 		return err
 	}
+	c.order.init(slots)
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
 	c.sendPosted = make([]atomic.Bool, l.SendBufs)
 	c.recvPosted = make([]atomic.Bool, l.RecvBufs)
@@ -158,7 +176,15 @@ func (c *Conn) setup(l pipe.Layout, slots int) error {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		}
 	}
-	for k := range c.notes {
+	return c.postNotes(0)
+}
+
+// postNotes posts the notification receives of lane k of a ring.
+func (c *Conn) postNotes(lane int) error {
+	if len(c.notes) == 0 {
+		return nil
+	}
+	for k := lane * c.notesPerLane; k < (lane+1)*c.notesPerLane; k++ {
 		if rc := c.postNote(k); rc != 0 {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		}
@@ -226,8 +252,8 @@ func (c *Conn) failed() bool {
 func (c *Conn) start(p pipe.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.info = pipe.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
-		DataPath: opName(c.ring != nil || c.slots > 0),
-		Local:    localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth, Pinned: int64(len(c.mem))}
+		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps),
+		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth, Pinned: int64(len(c.mem))}
 	c.monDone = make(chan struct{})
 	go c.monitor()
 }

@@ -12,17 +12,26 @@ import (
 
 // TestConn runs the pipe.Conn contract suite over RDMA (in the SoftRoCE VM),
 // on both data paths: RDMA WRITE with immediate into the receiver's ring
-// (the default) and SEND.
+// (the default), also striped over three queue pairs, and SEND.
 func TestConn(t *testing.T) {
 	ip := rxeIP(t)
-	for _, op := range []string{"write", "send"} {
-		t.Run(op, func(t *testing.T) {
+	cases := []struct {
+		name, op string
+		qps      int
+	}{
+		{"write", "write", 1},
+		{"write over 3 QPs", "write", 3},
+		{"send", "send", 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
 			opt := DefaultOptions()
-			opt.SendOnly = op == "send"
+			opt.SendOnly, opt.QPs = tc.op == "send", tc.qps
 			conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
 				s, r, err := makePair(t, ip, proposal, local, opt)
-				if err == nil && (s.Info().DataPath != op || r.Info().DataPath != op) {
-					t.Errorf("data path %q and %q, want %q", s.Info().DataPath, r.Info().DataPath, op)
+				if err == nil && (s.Info().DataPath != tc.op || r.Info().DataPath != tc.op || s.Info().QPs != tc.qps || r.Info().QPs != tc.qps) {
+					t.Errorf("data path %q and %q over %d and %d QPs, want %q over %d", s.Info().DataPath, r.Info().DataPath,
+						s.Info().QPs, r.Info().QPs, tc.op, tc.qps)
 				}
 				return s, r, err
 			})

@@ -84,7 +84,10 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
 	}
 	if err == nil && !d.SendOnly {
-		c.ring, err = parseRing(priv[pipe.ParamsLen:], ans)
+		c.ring, err = parseRing(priv[pipe.ParamsLen:], ans, d.QPs)
+	}
+	if err == nil && c.ring != nil && c.ring.lanes > 1 {
+		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal)
 	}
 	if err != nil {
 		c.free()
@@ -107,6 +110,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
 	}
 	c := newConn(cm, id, ap.String(), d.Options)
+	c.addrPort = ap
 	fail := func(k pipe.Kind, err error) (*Conn, error) {
 		c.free()
 		return nil, &pipe.Error{Kind: k, Op: op, Err: err}
@@ -138,7 +142,11 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
 		return fail(pipe.KindOf(err), err)
 	}
-	if err := c.setup(pipe.SenderLayout(proposal), 0); err != nil {
+	lanes := 1
+	if !d.SendOnly {
+		lanes = min(max(d.QPs, 1), maxLanes)
+	}
+	if err := c.setup(pipe.SenderLayout(proposal), 0, lanes); err != nil {
 		return fail(pipe.KindSetup, local(err))
 	}
 
@@ -149,9 +157,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 		return fail(pipe.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
-	if !d.SendOnly {
-		priv = append(priv, opWrite)
-	}
+	priv = append(priv, ringRequest(!d.SendOnly, lanes)...)
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.

@@ -62,6 +62,9 @@ type Listener struct {
 	loopErr  error          // why the loop ended, unless Close
 	wg       sync.WaitGroup // the request loop and the setups
 
+	joinMu sync.Mutex
+	joins  map[uint64]chan *event // setups waiting for lanes, by token (lanes.go)
+
 	closeOnce sync.Once
 	closeErr  error
 }
@@ -95,7 +98,7 @@ func listen(ctx context.Context, addr string, local pipe.Params, opt Options, es
 	if err != nil {
 		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
 	}
-	l := &Listener{cm: cm, local: local, opt: opt, establish: establish}
+	l := &Listener{cm: cm, local: local, opt: opt, establish: establish, joins: map[uint64]chan *event{}}
 	if aps[0].Addr().IsUnspecified() {
 		err = l.bind(aps[0], false)
 		if err == nil {
@@ -250,6 +253,10 @@ func (l *Listener) serve() {
 func (l *Listener) request(req *event) {
 	id := req.id
 	op := "accept from " + peerAddr(id)
+	if j, ok := parseJoin(privateData(req)); ok {
+		l.join(req, j)
+		return
+	}
 	var proposal pipe.Params
 	if err := proposal.UnmarshalBinary(privateData(req)); err != nil {
 		l.reject(id, l.local)
@@ -275,7 +282,14 @@ func (l *Listener) request(req *event) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		c, err := l.setup(req, p, proposal, op, wantsRing(privateData(req)) && !l.opt.SendOnly && C.rp_is_iwarp(id) == 0)
+		lanes := wantsRing(privateData(req))
+		if l.opt.QPs > 0 {
+			lanes = min(lanes, l.opt.QPs)
+		}
+		if l.opt.SendOnly || C.rp_is_iwarp(id) != 0 {
+			lanes = 0
+		}
+		c, err := l.setup(req, p, proposal, op, lanes)
 		select {
 		case l.results <- accepted{c, err}:
 		case <-l.done.Done():
@@ -300,6 +314,36 @@ func (l *Listener) reject(id *C.struct_rdma_cm_id, p pipe.Params) {
 	C.rdma_destroy_id(id)
 }
 
+// join hands the connect request of an extra lane to the setup its token
+// names, or refuses it.
+func (l *Listener) join(req *event, j join) {
+	l.joinMu.Lock()
+	defer l.joinMu.Unlock()
+	select {
+	case l.joins[j.Token] <- req:
+	default: // no such setup (a nil channel), or it has all its lanes
+		C.rp_reject(req.id, nil, 0)
+		C.rdma_destroy_id(req.id)
+	}
+}
+
+// endJoins stops taking joins for token and refuses those a failed setup
+// left.
+func (l *Listener) endJoins(token uint64, joins chan *event) {
+	l.joinMu.Lock()
+	defer l.joinMu.Unlock()
+	delete(l.joins, token)
+	for {
+		select {
+		case req := <-joins:
+			C.rp_reject(req.id, nil, 0)
+			C.rdma_destroy_id(req.id)
+		default:
+			return
+		}
+	}
+}
+
 // report hands a refusal to Accept, or drops it when backlog refusals are
 // already waiting for an Accept.
 func (l *Listener) report(err error) {
@@ -310,10 +354,11 @@ func (l *Listener) report(err error) {
 }
 
 // setup serves one connect request whose proposal negotiated to p: it
-// creates the queue pair and buffers (a ring for the sender to write into
-// if ring, see ring.go), accepts, and waits for the peer to complete the
-// connection, at most l.establish.
-func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, ring bool) (*Conn, error) {
+// creates the queue pair and buffers (with lanes > 0, a ring for the
+// sender to write into over that many queue pairs, see ring.go and
+// lanes.go), accepts, and waits for the peer to complete the connection
+// and its other lanes, at most l.establish.
+func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes int) (*Conn, error) {
 	id := req.id
 	c := newConn(nil, id, peerAddr(id), l.opt)
 	reject := func(err error) (*Conn, error) {
@@ -336,10 +381,10 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, ring bo
 		return reject(local(fmt.Errorf("rdma_migrate_id: %w", err)))
 	}
 	slots := 0
-	if ring {
+	if lanes > 0 {
 		slots = p.Credits()
 	}
-	if err := c.setup(pipe.ReceiverLayout(p), slots); err != nil {
+	if err := c.setup(pipe.ReceiverLayout(p), slots, max(lanes, 1)); err != nil {
 		return reject(local(err))
 	}
 
@@ -351,8 +396,21 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, ring bo
 	resp = min(resp, C.int(req.initiator_depth))
 	init = min(init, C.int(req.responder_resources))
 	ans, _ := p.MarshalBinary()
-	if ring {
-		ans = append(ans, c.offer().marshal()...)
+	var joins chan *event
+	if lanes > 0 {
+		r := c.offer()
+		r.lanes = lanes
+		if lanes > 1 {
+			if r.token, err = newToken(); err != nil {
+				return reject(local(err))
+			}
+			joins = make(chan *event, lanes-1)
+			l.joinMu.Lock()
+			l.joins[r.token] = joins
+			l.joinMu.Unlock()
+			defer l.endJoins(r.token, joins)
+		}
+		ans = append(ans, r.marshal()...)
 	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()
@@ -360,7 +418,11 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, ring bo
 	}
 	ctx, cancel := context.WithTimeout(l.done, l.establish)
 	defer cancel()
-	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal); err != nil {
+	_, err = c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	if err == nil && lanes > 1 {
+		err = l.acceptLanes(ctx, c, lanes, joins, proposal)
+	}
+	if err != nil {
 		c.free()
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("peer did not complete the connection within %v", l.establish)

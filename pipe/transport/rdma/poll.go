@@ -108,8 +108,7 @@ func (c *Conn) cqEvent() bool {
 func (c *Conn) reap(cs []pipe.Completion) int {
 	c.cqMu.Lock()
 	defer c.cqMu.Unlock()
-	n := copy(cs, c.pending)
-	c.pending = c.pending[n:]
+	n := c.take(cs)
 	for n < len(cs) {
 		want := min(len(c.wcs), len(cs)-n)
 		k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(want)))
@@ -118,15 +117,20 @@ func (c *Conn) reap(cs []pipe.Completion) int {
 			break
 		}
 		for i := range k {
-			if comp, ok := c.complete(&c.wcs[i]); ok {
-				cs[n] = comp
-				n++
-			}
+			c.complete(&c.wcs[i])
 		}
+		n += c.take(cs[n:])
 		if k < want {
 			break
 		}
 	}
+	return n
+}
+
+// take moves kept completions into cs and returns how many.
+func (c *Conn) take(cs []pipe.Completion) int {
+	n := copy(cs, c.pending)
+	c.pending = c.pending[n:]
 	return n
 }
 
@@ -137,15 +141,14 @@ func (c *Conn) drain() int {
 	defer c.cqMu.Unlock()
 	k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(len(c.wcs))))
 	for i := range k {
-		if comp, ok := c.complete(&c.wcs[i]); ok {
-			c.pending = append(c.pending, comp)
-		}
+		c.complete(&c.wcs[i])
 	}
 	return max(k, 0)
 }
 
-// complete accounts for one work completion and returns what to report.
-func (c *Conn) complete(wc *C.struct_rp_wc) (pipe.Completion, bool) {
+// complete accounts for one work completion and keeps in c.pending what
+// Poll is to report (cqMu held).
+func (c *Conn) complete(wc *C.struct_rp_wc) {
 	id := uint64(wc.wr_id)
 	i := int(id & wrBufMax)
 	ok := wc.status == C.IBV_WC_SUCCESS
@@ -157,62 +160,68 @@ func (c *Conn) complete(wc *C.struct_rp_wc) (pipe.Completion, bool) {
 		c.sendPosted[i].Store(false)
 		c.sendsOut.Add(-1)
 		if ok {
-			return pipe.Completion{Op: pipe.OpSend, Buf: i, Len: int(c.sendLen[i].Load())}, true
+			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpSend, Buf: i, Len: int(c.sendLen[i].Load())})
 		}
 	case wrCtrl:
 		c.freeSlot(i)
 	case wrRecv:
 		c.recvPosted[i].Store(false)
 		if ok {
-			return pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: int(wc.byte_len)}, true
+			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: int(wc.byte_len)})
 		}
 	case wrNote:
 		if ok {
-			return c.noted(i, wc)
+			c.noted(i, wc)
 		}
 	}
-	return pipe.Completion{}, false
 }
 
-// noted turns the completion of note receive k of a receiver's ring into
-// what the engine sees: a write into the ring slot its immediate names,
-// which must be the next slot and posted, or a control message, copied
-// into the oldest posted spare. It re-posts the note receive at once.
-func (c *Conn) noted(k int, wc *C.struct_rp_wc) (pipe.Completion, bool) {
-	var comp pipe.Completion
-	if wc.has_imm != 0 {
-		slot := int(wc.imm)
-		switch {
-		case slot != c.nextWrite:
-			c.violated(fmt.Sprintf("the peer wrote ring slot %d where slot %d was due", slot, c.nextWrite))
-			return comp, false
-		case !c.recvPosted[slot].Load():
-			c.violated(fmt.Sprintf("the peer wrote ring slot %d before the receiver freed it", slot))
-			return comp, false
-		case int(wc.byte_len) > len(c.recv[slot]):
-			c.violated(fmt.Sprintf("the peer wrote %d bytes into a %d-byte ring slot", wc.byte_len, len(c.recv[slot])))
-			return comp, false
-		}
-		c.nextWrite = (slot + 1) % c.slots
-		c.recvPosted[slot].Store(false)
-		comp = pipe.Completion{Op: pipe.OpRecv, Buf: slot, Len: int(wc.byte_len)}
-	} else {
-		c.ringMu.Lock()
-		if len(c.spares) == 0 {
-			c.ringMu.Unlock()
-			c.violated("the peer sent more control messages than the receiver had room for")
-			return comp, false
-		}
-		j := c.spares[0]
-		c.spares = c.spares[1:]
-		c.ringMu.Unlock()
-		c.recvPosted[j].Store(false)
-		comp = pipe.Completion{Op: pipe.OpRecv, Buf: j, Len: copy(c.recv[j], c.notes[k][:wc.byte_len])}
+// noted handles the completion of note receive k of a receiver's ring and
+// re-posts it: a write into the ring slot its immediate names (checked and
+// put in ring order by c.order), or a control message, copied into the
+// oldest posted spare.
+func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
+	if wc.write != 0 {
+		c.wrote(int(wc.imm), int(wc.byte_len))
+	} else if j, ok := c.takeSpare(); ok {
+		comp := pipe.Completion{Op: pipe.OpRecv, Buf: j, Len: copy(c.recv[j], c.notes[k][:wc.byte_len])}
+		c.control(comp, wc.has_imm != 0, uint32(wc.imm))
 	}
 	if rc := c.postNote(k); rc != 0 {
 		c.fail(fmt.Sprintf("ibv_post_recv: %v", errno(rc)))
 	}
-	return comp, true
+}
+
+// wrote accepts a write of n bytes into ring slot: it must be a posted
+// slot, not written since, and, with a single lane, the slot that is due.
+func (c *Conn) wrote(slot, n int) {
+	switch {
+	case slot < 0 || slot >= c.slots:
+		c.violated(fmt.Sprintf("the peer wrote to ring slot %d of %d", slot, c.slots))
+	case len(c.qps) == 1 && slot != c.nextWrite:
+		c.violated(fmt.Sprintf("the peer wrote ring slot %d where slot %d was due", slot, c.nextWrite))
+	case !c.recvPosted[slot].Load() || c.order.arrived[slot] >= 0:
+		c.violated(fmt.Sprintf("the peer wrote ring slot %d before the receiver freed it", slot))
+	case n > len(c.recv[slot]):
+		c.violated(fmt.Sprintf("the peer wrote %d bytes into a %d-byte ring slot", n, len(c.recv[slot])))
+	default:
+		c.order.arrived[slot] = n
+		c.deliver()
+	}
+}
+
+// takeSpare takes the oldest posted spare for a control message.
+func (c *Conn) takeSpare() (int, bool) {
+	c.ringMu.Lock()
+	defer c.ringMu.Unlock()
+	if len(c.spares) == 0 {
+		c.violated("the peer sent more control messages than the receiver had room for")
+		return 0, false
+	}
+	j := c.spares[0]
+	c.spares = c.spares[1:]
+	c.recvPosted[j].Store(false)
+	return j, true
 }
 
 // violated fails a receiver's connection whose sender broke the ring

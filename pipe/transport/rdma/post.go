@@ -39,11 +39,12 @@ func (c *Conn) PostSend(i, n int) error {
 	c.sendsOut.Add(1)
 	var rc C.int
 	if r := c.ring; r != nil {
-		slot := (c.writes.Add(1) - 1) % uint64(r.slots)
-		rc = C.rp_post_write_imm(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey,
+		k := c.writes.Add(1) - 1
+		slot := k % uint64(r.slots)
+		rc = C.rp_post_write_imm(c.qps[k%uint64(len(c.qps))], C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey,
 			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkey), C.uint32_t(slot))
 	} else {
-		rc = C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0)
+		rc = C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0, 0, 0)
 	}
 	if rc != 0 {
 		c.sendsOut.Add(-1)
@@ -96,10 +97,10 @@ func (c *Conn) repostRing(i int) error {
 	return nil
 }
 
-// postNote posts the receive work request of note buffer k.
+// postNote posts the receive work request of note buffer k on its lane.
 func (c *Conn) postNote(k int) C.int {
 	b := c.notes[k]
-	return C.rp_post_recv(c.qp, C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
+	return C.rp_post_recv(c.qps[k/c.notesPerLane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
 }
 
 // postRecv posts receive buffer i.
@@ -133,7 +134,14 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if len(p) <= c.inline {
 		inl = 1
 	}
-	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.lkey, inl); rc != 0 {
+	// On a striped connection a control message says how many data
+	// messages went before it, so that it cannot overtake them (lanes.go).
+	striped := C.int(0)
+	if len(c.qps) > 1 {
+		striped = 1
+	}
+	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.lkey, inl,
+		striped, C.uint32_t(c.writes.Load())); rc != 0 {
 		c.freeSlot(slot)
 		err := fmt.Errorf("ibv_post_send: %w", errno(rc))
 		c.fail(err.Error())

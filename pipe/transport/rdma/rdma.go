@@ -73,6 +73,11 @@ type Options struct {
 	// buffers instead of RDMA WRITEs with immediate into its ring (see
 	// ring.go); either side can ask for it. iWARP always sends.
 	SendOnly bool
+	// QPs is how many queue pairs a dialer asks to stripe the stream over
+	// (see lanes.go), and the most a listener grants; 0 means 1 for a
+	// dialer and 16 for a listener. Only the RDMA WRITE data path is
+	// striped.
+	QPs int
 }
 
 // DefaultOptions returns Options that let rdma_cm choose device, port and

@@ -30,61 +30,86 @@ import (
 // on either side, data travels as SENDs into the posted buffers instead.
 
 // opWrite in the byte after the proposal in the connect request asks for
-// a ring.
+// a ring; the next byte asks for lanes (see lanes.go).
 const opWrite = 1
 
-// ringLen is the encoded size of a ring: flags u8 (opWrite), three zero
-// bytes, rkey u32, address u64, stride u32, slots u32, little-endian. It
-// follows the answer's pipe.Params in the accept's private data.
-const ringLen = 24
+// ringLen is the encoded size of a ring: flags u8 (opWrite), lanes u8, two
+// zero bytes, rkey u32, address u64, stride u32, slots u32, token u64,
+// little-endian. It follows the answer's pipe.Params in the accept's
+// private data. Lanes and token are for striping (see lanes.go).
+const ringLen = 32
 
 // noteSlack is how many notification receives a receiver posts beyond one
 // per message the sender may have in flight.
 const noteSlack = 2
 
-// ring is a receiver's data ring as the sender sees it.
+// ring is a receiver's data ring as the sender sees it, and the lanes it
+// granted.
 type ring struct {
 	addr   uint64
 	rkey   uint32
 	stride uint32 // bytes from one slot to the next; a slot holds as much
 	slots  uint32
+	lanes  int    // queue pairs, 1 or more
+	token  uint64 // names the connection in the joins of lanes 1 and up
 }
 
 // marshal encodes r for the accept's private data.
 func (r ring) marshal() []byte {
 	b := make([]byte, ringLen)
-	b[0] = opWrite
+	b[0], b[1] = opWrite, byte(r.lanes)
 	binary.LittleEndian.PutUint32(b[4:], r.rkey)
 	binary.LittleEndian.PutUint64(b[8:], r.addr)
 	binary.LittleEndian.PutUint32(b[16:], r.stride)
 	binary.LittleEndian.PutUint32(b[20:], r.slots)
+	binary.LittleEndian.PutUint64(b[24:], r.token)
 	return b
 }
 
 // parseRing decodes the ring that follows the Params in an accept's
 // private data, if there is one, and checks that it can carry the
 // negotiated stream p: a slot per credit, each large enough for a chunk
-// and its trailer.
-func parseRing(b []byte, p pipe.Params) (*ring, error) {
+// and its trailer, over 1 to asked lanes.
+func parseRing(b []byte, p pipe.Params, asked int) (*ring, error) {
 	if len(b) < ringLen || b[0]&opWrite == 0 {
 		return nil, nil
 	}
 	r := &ring{
+		lanes:  int(b[1]),
 		rkey:   binary.LittleEndian.Uint32(b[4:]),
 		addr:   binary.LittleEndian.Uint64(b[8:]),
 		stride: binary.LittleEndian.Uint32(b[16:]),
 		slots:  binary.LittleEndian.Uint32(b[20:]),
+		token:  binary.LittleEndian.Uint64(b[24:]),
 	}
 	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+pipe.TrailerLen {
 		return nil, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
 	}
+	if r.lanes < 1 || r.lanes > max(asked, 1) {
+		return nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
+	}
 	return r, nil
 }
 
-// wantsRing reports whether a connect request's private data asks for a
-// ring.
-func wantsRing(priv []byte) bool {
-	return len(priv) > pipe.ParamsLen && priv[pipe.ParamsLen]&opWrite != 0
+// ringRequest is what a connect request asks for beyond its Params: a ring
+// (opWrite) and how many lanes, in the two bytes after the Params.
+func ringRequest(write bool, lanes int) []byte {
+	if !write {
+		return nil
+	}
+	return []byte{opWrite, byte(min(max(lanes, 1), maxLanes))}
+}
+
+// wantsRing returns how many lanes a connect request's private data asks
+// for with a ring, 0 if it asks for none.
+func wantsRing(priv []byte) int {
+	if len(priv) <= pipe.ParamsLen || priv[pipe.ParamsLen]&opWrite == 0 {
+		return 0
+	}
+	if len(priv) <= pipe.ParamsLen+1 {
+		return 1
+	}
+	return min(max(int(priv[pipe.ParamsLen+1]), 1), maxLanes)
 }
 
 // opName names the data path for pipe.Info.

@@ -11,7 +11,8 @@ import (
 
 func TestParseRing(t *testing.T) {
 	p := pipe.NewParams(4096, 5) // 4 credits
-	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}
+	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4, lanes: 1}
+	striped := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4, lanes: 3, token: 1 << 60}
 	cases := []struct {
 		name string
 		b    []byte
@@ -21,13 +22,16 @@ func TestParseRing(t *testing.T) {
 		{"none (send)", nil, nil, ""},
 		{"flag clear", make([]byte, ringLen), nil, ""},
 		{"good", good.marshal(), &good, ""},
+		{"striped", striped.marshal(), &striped, ""},
+		{"more lanes than asked", ring{stride: 8192, slots: 4, lanes: 4}.marshal(), nil, "granted 4 queue pairs where 3 were asked for"},
+		{"no lanes", ring{stride: 8192, slots: 4}.marshal(), nil, "granted 0 queue pairs"},
 		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), nil, "3 slots of 8192 bytes for 4 credits"},
 		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), nil, "5 slots"},
 		{"slots too small", ring{stride: 4096 + pipe.TrailerLen - 1, slots: 4}.marshal(), nil, "of 4103 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseRing(tc.b, p)
+			got, err := parseRing(tc.b, p, 3)
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("error %v, want one saying %q", err, tc.err)
@@ -48,24 +52,31 @@ func TestDataPath(t *testing.T) {
 	cases := []struct {
 		name         string
 		sender, recv bool // SendOnly
+		qps          int  // asked for by the sender
 		want         string
+		wantQPs      int
 	}{
-		{"both write", false, false, "write"},
-		{"sender sends", true, false, "send"},
-		{"receiver sends", false, true, "send"},
+		{"both write", false, false, 1, "write", 1},
+		{"sender sends", true, false, 1, "send", 1},
+		{"receiver sends", false, true, 1, "send", 1},
+		{"write over 4 QPs", false, false, 4, "write", 4},
+		{"send is one QP", true, false, 4, "send", 1},
+		{"at most 16 QPs", false, false, 40, "write", 16},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			sopt, ropt := DefaultOptions(), DefaultOptions()
 			sopt.SendOnly, ropt.SendOnly = tc.sender, tc.recv
+			sopt.QPs = tc.qps
 			l := listenRXE(t, p, ropt)
 			snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{sopt}, p)
 			if err != nil || aerr != nil {
 				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 			}
 			t.Cleanup(func() { snd.Close(); rcv.Close() })
-			if snd.Info().DataPath != tc.want || rcv.Info().DataPath != tc.want {
-				t.Fatalf("data path %q and %q, want %q", snd.Info().DataPath, rcv.Info().DataPath, tc.want)
+			if snd.Info().DataPath != tc.want || rcv.Info().DataPath != tc.want || snd.Info().QPs != tc.wantQPs || rcv.Info().QPs != tc.wantQPs {
+				t.Fatalf("data path %q and %q over %d and %d QPs, want %q over %d", snd.Info().DataPath, rcv.Info().DataPath,
+					snd.Info().QPs, rcv.Info().QPs, tc.want, tc.wantQPs)
 			}
 			for k := range 2 * p.Depth {
 				n := 1 + k*1000
@@ -136,4 +147,19 @@ func TestRingProtocol(t *testing.T) {
 			}
 		}
 	})
+}
+
+func TestParseJoin(t *testing.T) {
+	j := join{Lane: 3, Token: 0xfeedface12345678}
+	if got, ok := parseJoin(j.marshal()); !ok || got != j {
+		t.Errorf("parseJoin(marshal(%+v)) = %+v, %v", j, got, ok)
+	}
+	p, _ := pipe.NewParams(4096, 4).MarshalBinary()
+	other := j.marshal()
+	other[4]++ // another protocol version
+	for _, b := range [][]byte{nil, p, j.marshal()[:joinLen-1], other} {
+		if _, ok := parseJoin(b); ok {
+			t.Errorf("parseJoin(%x) took it for a join", b)
+		}
+	}
 }

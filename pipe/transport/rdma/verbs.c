@@ -254,9 +254,10 @@ int rp_set_rnr_timer(struct ibv_qp *qp, int timer)
 }
 
 // rp_post_send posts one signaled SEND of len bytes at addr. A zero-length
-// message uses no scatter/gather entry. inl asks for IBV_SEND_INLINE.
+// message uses no scatter/gather entry. inl asks for IBV_SEND_INLINE;
+// with_imm makes it a SEND with immediate imm (host order).
 int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
-                 uint32_t lkey, int inl)
+                 uint32_t lkey, int inl, int with_imm, uint32_t imm)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad;
@@ -264,7 +265,8 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 	wr.wr_id = wr_id;
 	wr.sg_list = &sge;
 	wr.num_sge = len ? 1 : 0;
-	wr.opcode = IBV_WR_SEND;
+	wr.opcode = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+	wr.imm_data = htonl(imm);
 	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
 	int ret = ibv_post_send(qp, &wr, &bad);
 	return ret ? -ret : 0;
@@ -321,6 +323,7 @@ int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n)
 			wcs[got + i].byte_len = wc[i].byte_len;
 			wcs[got + i].has_imm = (wc[i].wc_flags & IBV_WC_WITH_IMM) != 0;
 			wcs[got + i].imm = ntohl(wc[i].imm_data);
+			wcs[got + i].write = wc[i].opcode == IBV_WC_RECV_RDMA_WITH_IMM;
 		}
 		got += k;
 		if (k < want)

@@ -33,6 +33,7 @@ struct rp_wc {
 	uint32_t byte_len;
 	uint32_t imm;               /* immediate data, host order, if has_imm */
 	uint8_t has_imm;            /* the completion carries immediate data */
+	uint8_t write;              /* a receive completed by an RDMA WRITE with immediate */
 };
 
 int rp_probe(char *name, int namelen, int *open_err);
@@ -57,7 +58,7 @@ int rp_accept(struct rdma_cm_id *id, const void *priv, int len, int resp, int in
 int rp_reject(struct rdma_cm_id *id, const void *priv, int len);
 int rp_set_rnr_timer(struct ibv_qp *qp, int timer);
 int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
-                 uint32_t lkey, int inl);
+                 uint32_t lkey, int inl, int with_imm, uint32_t imm);
 int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey);

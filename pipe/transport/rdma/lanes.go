@@ -1,0 +1,229 @@
+package rdma
+
+/*
+#include "verbs.h"
+*/
+import "C"
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"unsafe"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// Lanes: one stream over several queue pairs (Options.QPs, like perftest
+// -q), for links one queue pair cannot fill and for spreading the work of
+// a software RDMA device over cores. Only the RDMA WRITE data path is
+// striped: the sender writes data message k into ring slot k mod slots
+// over queue pair k mod lanes, so writes can complete out of order; the
+// receiver puts them back in ring order from the slot numbers before the
+// engine sees them. Control messages stay on lane 0 and carry, as
+// immediate data, how many data messages the sender had posted before
+// them; the receiver holds each one back until those have arrived, so
+// that a heartbeat never overtakes the data it vouches for.
+//
+// Setting up: the first queue pair connects as usual, asking for up to
+// Options.QPs lanes; the receiver grants at most maxLanes, and only with a
+// ring, and answers with the number and a random token with its ring. The
+// sender then connects the other lanes one by one, each connect request
+// carrying a join (joinLen bytes: "RDPJ", version u16, lane u8, zero u8,
+// token u64), which the listener matches to the setup in progress by its
+// token and accepts with a queue pair on the same protection domain,
+// completion queue and buffers. The setup ends when every lane is
+// established, all within the listener's establish timeout.
+
+// maxLanes bounds the queue pairs of one connection.
+const maxLanes = 16
+
+// joinLen is the encoded size of a join.
+const joinLen = 16
+
+var joinMagic = [4]byte{'R', 'D', 'P', 'J'}
+
+// join is the connect request of lane Lane of the connection Token names.
+type join struct {
+	Lane  int
+	Token uint64
+}
+
+// marshal encodes j.
+func (j join) marshal() []byte {
+	b := make([]byte, joinLen)
+	copy(b, joinMagic[:])
+	binary.LittleEndian.PutUint16(b[4:], pipe.Version)
+	b[6] = byte(j.Lane)
+	binary.LittleEndian.PutUint64(b[8:], j.Token)
+	return b
+}
+
+// parseJoin decodes a join, reporting whether priv is one.
+func parseJoin(priv []byte) (join, bool) {
+	if len(priv) < joinLen || [4]byte(priv[:4]) != joinMagic || binary.LittleEndian.Uint16(priv[4:]) != pipe.Version {
+		return join{}, false
+	}
+	return join{Lane: int(priv[6]), Token: binary.LittleEndian.Uint64(priv[8:])}, true
+}
+
+// newToken returns a random join token.
+func newToken() (uint64, error) {
+	var b [8]byte
+	if _, err := rand.Read(b[:]); err != nil {
+		return 0, err
+	}
+	return binary.LittleEndian.Uint64(b[:]), nil
+}
+
+// addLane creates a queue pair for the rdma_cm id of a new lane on c's
+// protection domain and completion queue, and posts its notification
+// receives (a ring's receiver).
+func (c *Conn) addLane(id *C.struct_rdma_cm_id) error {
+	c.laneIDs = append(c.laneIDs, id)
+	if rc := C.rp_create_qp(id, c.pd, c.cq, C.int(c.sendWR), C.int(c.recvWR), C.int(c.inline)); rc < 0 {
+		return fmt.Errorf("create queue pair of lane %d: %w", len(c.qps), errno(rc))
+	}
+	c.qps = append(c.qps, id.qp)
+	return c.postNotes(len(c.qps) - 1)
+}
+
+// dialLanes connects lanes 1 to lanes-1 of c, resolved like lane 0 to ap.
+func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64, proposal pipe.Params) error {
+	dst, err := sockaddr(c.addrPort)
+	if err != nil {
+		return err
+	}
+	for lane := 1; lane < lanes; lane++ {
+		var id *C.struct_rdma_cm_id
+		if rc := C.rp_create_id(c.cm.ch, &id); rc != 0 {
+			return fmt.Errorf("rdma_create_id: %w", errno(rc))
+		}
+		if rc := C.rp_resolve_addr(id, dst, resolveTimeoutMs); rc != 0 {
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: rdma_resolve_addr: %w", lane, errno(rc))
+		}
+		if err := c.expectOn(ctx, id, C.RDMA_CM_EVENT_ADDR_RESOLVED, proposal); err != nil {
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: %w", lane, err)
+		}
+		if rc, err := C.rdma_resolve_route(id, resolveTimeoutMs); rc != 0 {
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: rdma_resolve_route: %w", lane, err)
+		}
+		if err := c.expectOn(ctx, id, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: %w", lane, err)
+		}
+		if err := c.addLane(id); err != nil {
+			return err
+		}
+		priv := join{Lane: lane, Token: token}.marshal()
+		if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), 1); rc != 0 {
+			return fmt.Errorf("lane %d: rdma_connect: %w", lane, errno(rc))
+		}
+		if err := c.expectOn(ctx, id, C.RDMA_CM_EVENT_ESTABLISHED, proposal); err != nil {
+			return fmt.Errorf("lane %d: %w", lane, err)
+		}
+	}
+	return nil
+}
+
+// acceptLanes waits for the joins of lanes 1 to lanes-1 of c, which the
+// listener's request loop hands over on joins, and accepts each.
+func (l *Listener) acceptLanes(ctx context.Context, c *Conn, lanes int, joins <-chan *event, proposal pipe.Params) error {
+	for lane := 1; lane < lanes; lane++ {
+		var req *event
+		select {
+		case req = <-joins:
+		case <-ctx.Done():
+			return fmt.Errorf("the sender did not connect lane %d of %d: %w", lane, lanes, ctx.Err())
+		}
+		id := req.id
+		if j, _ := parseJoin(privateData(req)); j.Lane != lane {
+			C.rp_reject(id, nil, 0)
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("the sender connected lane %d where lane %d was due", j.Lane, lane)
+		}
+		if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
+			C.rp_reject(id, nil, 0)
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: rdma_migrate_id: %w", lane, err)
+		}
+		if err := c.addLane(id); err != nil {
+			C.rp_reject(id, nil, 0)
+			return err
+		}
+		if rc := C.rp_accept(id, nil, 0, 0, 1); rc != 0 {
+			return fmt.Errorf("lane %d: rdma_accept: %w", lane, errno(rc))
+		}
+		if err := c.expectOn(ctx, id, C.RDMA_CM_EVENT_ESTABLISHED, proposal); err != nil {
+			return fmt.Errorf("lane %d: %w", lane, err)
+		}
+	}
+	return nil
+}
+
+// expectOn is expect for the event of one lane's id; an event of another
+// lane (lane 0 disconnected, say) ends the setup.
+func (c *Conn) expectOn(ctx context.Context, id *C.struct_rdma_cm_id, want C.int, proposal pipe.Params) error {
+	ev, err := c.expect(ctx, want, proposal)
+	if err == nil && ev.id != id {
+		err = fmt.Errorf("unexpected %s on another lane", eventName(&ev))
+	}
+	return err
+}
+
+// laneOrder is how a receiver's ring puts writes back in order (lanes > 1)
+// and holds control messages back until the data posted before them has
+// arrived (cqMu held).
+type laneOrder struct {
+	arrived   []int  // per ring slot: bytes written there out of turn, -1 if none
+	delivered uint32 // data messages handed to the engine
+	held      []heldControl
+}
+
+// heldControl is a control message waiting for after data messages.
+type heldControl struct {
+	after uint32
+	comp  pipe.Completion
+}
+
+// init sizes the order for a ring of slots.
+func (o *laneOrder) init(slots int) {
+	o.arrived = make([]int, slots)
+	for i := range o.arrived {
+		o.arrived[i] = -1
+	}
+}
+
+// deliver reports the writes that are next in ring order, then the
+// control messages they release.
+func (c *Conn) deliver() {
+	o := &c.order
+	for o.arrived[c.nextWrite] >= 0 {
+		slot := c.nextWrite
+		c.recvPosted[slot].Store(false)
+		c.pending = append(c.pending, pipe.Completion{Op: pipe.OpRecv, Buf: slot, Len: o.arrived[slot]})
+		o.arrived[slot] = -1
+		c.nextWrite = (slot + 1) % c.slots
+		o.delivered++
+	}
+	for len(o.held) > 0 && int32(o.delivered-o.held[0].after) >= 0 {
+		c.pending = append(c.pending, o.held[0].comp)
+		o.held = o.held[1:]
+	}
+}
+
+// control reports a control message, or holds it (and every later one)
+// back while data messages the sender posted before it (after, if
+// counted) have not arrived.
+func (c *Conn) control(comp pipe.Completion, counted bool, after uint32) {
+	o := &c.order
+	if counted && (len(o.held) > 0 || int32(o.delivered-after) < 0) {
+		o.held = append(o.held, heldControl{after: after, comp: comp})
+		return
+	}
+	c.pending = append(c.pending, comp)
+}
