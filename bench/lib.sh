@@ -162,6 +162,13 @@ json_num() {
   echo "${v:--}"
 }
 
+# json_str FILE KEY: a string (without blanks) from rdmapipe's --stats-json output, or -
+json_str() {
+  local v
+  v=$(sed -n "s/^ *\"$2\": *\"\([^\" ]*\)\",\{0,1\}$/\1/p" "$1" 2>/dev/null | head -n 1)
+  echo "${v:--}"
+}
+
 # tail_of FILE: the end of a tool's output, on one line (for a failed trial's note)
 tail_of() {
   local t
@@ -170,9 +177,11 @@ tail_of() {
 }
 
 # record ENV TOOL RUN OK BYTES WALL S_CPU S_RSS R_CPU R_RSS SELF_MBPS S_PIN R_PIN S_LCK
-#        R_LCK CHUNK DEPTH MSGS NOTE
+#        R_LCK CHUNK DEPTH MSGS S_PINNED R_PINNED RDMA_OP NOTE
 # appends one line to $BENCH_TSV. CPU in seconds (user+sys), RSS/PIN/LCK in KiB, SELF_MBPS
-# the rate the tool reports itself (MB = 1e6 bytes), - where not applicable.
+# the rate the tool reports itself (MB = 1e6 bytes), S_/R_PINNED the pinned memory rdmasend/
+# rdmarecv report (--stats-json pinned_bytes, what -v prints) in KiB, RDMA_OP their data path;
+# CHUNK is rdmapipe's negotiated chunk, or ib_send_bw's message size; - where not applicable.
 record() {
   local IFS=$'\t'
   echo "$*" >> "$BENCH_TSV"
@@ -229,21 +238,31 @@ run_pair() {
   fi
 }
 
-# record_pair ENV TOOL RUN SELF_MBPS: record the trial run_pair just ran (reads $TD)
+# record_pair ENV TOOL RUN SELF_MBPS: record the trial run_pair just ran (reads $TD; for
+# ib_send_bw, $IB_MSG and $ITERS)
 record_pair() {
   local env=$1 tool=$2 run=$3 self=$4 spin=- rpin=- slck=- rlck=- chunk=- depth=- msgs=- m
+  local spinned=- rpinned=- op=-
   if [ -f "$TD/s.mem" ]; then read -r spin slck _ < "$TD/s.mem"; fi
   if [ -f "$TD/r.mem" ]; then read -r rpin rlck _ < "$TD/r.mem"; fi
   if [ -f "$TD/s.json" ]; then
     chunk=$(json_num "$TD/s.json" chunk)
     depth=$(json_num "$TD/s.json" depth)
     msgs=$(json_num "$TD/s.json" messages)
+    spinned=$(json_num "$TD/s.json" pinned_bytes)
+    op=$(json_str "$TD/s.json" rdma_op)
   fi
+  if [ -f "$TD/r.json" ]; then rpinned=$(json_num "$TD/r.json" pinned_bytes); fi
+  if [ "$spinned" != - ]; then spinned=$((spinned / 1024)); fi
+  if [ "$rpinned" != - ]; then rpinned=$((rpinned / 1024)); fi
+  case $tool in ib_send_bw*) chunk=$IB_MSG msgs=$ITERS ;; esac
   record "$env" "$tool" "$run" "$TRIAL_OK" "$BYTES" "$TRIAL_WALL" \
     "$(time_cpu "$TD/s.time")" "$(time_rss "$TD/s.time")" \
     "$(time_cpu "$TD/r.time")" "$(time_rss "$TD/r.time")" \
-    "$self" "$spin" "$rpin" "$slck" "$rlck" "$chunk" "$depth" "$msgs" "${TRIAL_NOTE:--}"
+    "$self" "$spin" "$rpin" "$slck" "$rlck" "$chunk" "$depth" "$msgs" \
+    "$spinned" "$rpinned" "$op" "${TRIAL_NOTE:--}"
   m=$(awk -v b="$BYTES" -v w="$TRIAL_WALL" 'BEGIN { if (w + 0 > 0) printf "%.1f MB/s", b / w / 1e6; else print "-" }')
+  if [ "$self" != - ]; then m="$m (own $(awk -v x="$self" 'BEGIN { printf "%.1f", x }') MB/s)"; fi
   local what="run $run"
   if [ "$run" = 0 ]; then what="warm-up"; fi
   if [ "$TRIAL_OK" = 1 ]; then
@@ -274,29 +293,28 @@ pipe_only() {
 # ---- the tools ------------------------------------------------------------------------
 # Each pair of functions runs one side of one tool (see run_pair). They read $ADDR (the
 # address both sides use), $PORT, $BYTES, $TT, $TD, and for rdmapipe $BENCH_BIN (where
-# rdmasend/rdmarecv are) and $RP_TRANSPORT (tcp or rdma). Senders read `head -c BYTES
-# /dev/zero` through a pipe; receivers write to /dev/null, or to `wc -c` (the -wc tools).
+# rdmasend/rdmarecv are) and $RP_TRANSPORT (tcp or rdma). Pipe-fed senders read `head -c
+# BYTES /dev/zero` through a pipe, file-fed ones the regular file $FILE_SRC (in tmpfs);
+# receivers write to /dev/null, to `wc -c` (the -wc tools) or to the file $FILE_DST.
 
+# rdmapipe, in every variant trial() sets up: RP_ARGS (extra flags, both sides), RP_IN
+# (pipe: `head -c |`; file: `< $FILE_SRC`) and RP_OUT (null, wc: `| wc -c`, file: `> $FILE_DST`)
 recv_rdmapipe() {
-  exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$BENCH_BIN/rdmarecv" \
-    --transport "$RP_TRANSPORT" --bind "$ADDR" --port "$PORT" --stats-json "$TD/r.json" > /dev/null
-}
-recv_rdmapipe_wc() {
-  /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$BENCH_BIN/rdmarecv" \
-    --transport "$RP_TRANSPORT" --bind "$ADDR" --port "$PORT" --stats-json "$TD/r.json" | wc -c > "$TD/wc"
+  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$BENCH_BIN/rdmarecv" "${RP_ARGS[@]}"
+    --transport "$RP_TRANSPORT" --bind "$ADDR" --port "$PORT" --stats-json "$TD/r.json")
+  case $RP_OUT in
+    null) exec "${cmd[@]}" > /dev/null ;;
+    file) exec "${cmd[@]}" > "$FILE_DST" ;;
+    wc)   "${cmd[@]}" | wc -c > "$TD/wc" ;;
+  esac
 }
 send_rdmapipe() {
-  head -c "$BYTES" /dev/zero | /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" \
-    "$BENCH_BIN/rdmasend" --transport "$RP_TRANSPORT" --wait 10s --port "$PORT" --stats-json "$TD/s.json" "$ADDR"
-}
-# the same with --busy-poll on both sides (the VM's counterpart of ib_send_bw's polling)
-recv_rdmapipe_busy() {
-  exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$BENCH_BIN/rdmarecv" --busy-poll \
-    --transport "$RP_TRANSPORT" --bind "$ADDR" --port "$PORT" --stats-json "$TD/r.json" > /dev/null
-}
-send_rdmapipe_busy() {
-  head -c "$BYTES" /dev/zero | /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" "$BENCH_BIN/rdmasend" \
-    --busy-poll --transport "$RP_TRANSPORT" --wait 10s --port "$PORT" --stats-json "$TD/s.json" "$ADDR"
+  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" "$BENCH_BIN/rdmasend" "${RP_ARGS[@]}"
+    --transport "$RP_TRANSPORT" --wait 10s --port "$PORT" --stats-json "$TD/s.json" "$ADDR")
+  case $RP_IN in
+    pipe) head -c "$BYTES" /dev/zero | "${cmd[@]}" ;;
+    file) exec "${cmd[@]}" < "$FILE_SRC" ;;
+  esac
 }
 
 recv_socat() {
@@ -313,35 +331,52 @@ send_socat() {
 }
 
 # netcat-openbsd: -d, the receiver does not read its stdin; -N, the sender shuts its side
-# of the connection down at the end of its input, so that the receiver sees the end
+# of the connection down at the end of its input, so that the receiver sees the end.
+# nc-f2f: the same from the file $FILE_SRC into the file $FILE_DST.
 recv_nc() {
   exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" nc -d -l "$ADDR" "$PORT" > /dev/null
 }
 send_nc() {
   head -c "$BYTES" /dev/zero | /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" nc -N "$ADDR" "$PORT"
 }
+recv_nc_f2f() {
+  exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" nc -d -l "$ADDR" "$PORT" > "$FILE_DST"
+}
+send_nc_f2f() {
+  exec /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" nc -N "$ADDR" "$PORT" < "$FILE_SRC"
+}
 
-# perftest over rdma_cm (-R): ITERS messages of 1 MiB, i.e. the same bytes; IB_EVENTS=-e
-# for completion events instead of busy polling
+# mbuffer with its defaults (block size, buffer memory), quiet: -q no status line, -Q no
+# summary. The receiver takes one connection on PORT (-I, any address); the sender -O.
+recv_mbuffer() {
+  exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" mbuffer -q -Q -I "$PORT" -o /dev/null
+}
+send_mbuffer() {
+  head -c "$BYTES" /dev/zero | /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" \
+    mbuffer -q -Q -O "$ADDR:$PORT"
+}
+
+# perftest over rdma_cm (-R): ITERS messages of IB_MSG bytes; IB_EVENTS=-e for completion
+# events instead of busy polling
 recv_ib_send_bw() {
   # shellcheck disable=SC2086  # IB_EVENTS is empty or one flag
   exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" \
-    ib_send_bw -R -d "$RXE_DEV" -s 1048576 -n "$ITERS" -p "$PORT" $IB_EVENTS
+    ib_send_bw -R -d "$RXE_DEV" -s "$IB_MSG" -n "$ITERS" -p "$PORT" $IB_EVENTS
 }
 send_ib_send_bw() {
   # shellcheck disable=SC2086
   exec /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" \
-    ib_send_bw -R -d "$RXE_DEV" -s 1048576 -n "$ITERS" -p "$PORT" $IB_EVENTS "$ADDR"
+    ib_send_bw -R -d "$RXE_DEV" -s "$IB_MSG" -n "$ITERS" -p "$PORT" $IB_EVENTS "$ADDR"
 }
 
 # librdmacm's rcopy (rsockets): the server never exits by itself; the client copies the
-# regular file $RCOPY_SRC (it mmaps it) into $RCOPY_DST on the server (mmapped too).
+# regular file $FILE_SRC (it mmaps it) into $FILE_DST on the server (mmapped too).
 # Both names must differ: the server truncates its destination.
 recv_rcopy() {
   exec /usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" rcopy -p "$PORT"
 }
 send_rcopy() {
-  exec /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" rcopy "$RCOPY_SRC" "$ADDR:$RCOPY_DST" -p "$PORT"
+  exec /usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" rcopy "$FILE_SRC" "$ADDR:$FILE_DST" -p "$PORT"
 }
 
 # check_wc: fail the trial if `wc -c` did not count exactly BYTES
@@ -353,20 +388,60 @@ check_wc() {
   fi
 }
 
+# files_for BYTES: FILE_SRC, a file of BYTES zeros in $FILE_DIR (tmpfs: made once, outside
+# the timing), and FILE_DST, a fresh destination name beside it
+files_for() {
+  : "${FILE_DIR:?set by the caller: a tmpfs dir for the file-fed tools}"
+  FILE_SRC=$FILE_DIR/src.$1 FILE_DST=$FILE_DIR/dst
+  if [ ! -f "$FILE_SRC" ]; then head -c "$1" /dev/zero > "$FILE_SRC"; fi
+  rm -f "$FILE_DST"
+}
+
+# check_dst: fail the trial unless $FILE_DST holds exactly BYTES bytes; then remove it
+check_dst() {
+  local n
+  n=$(stat -c %s "$FILE_DST" 2>/dev/null || echo 0)
+  if [ "$TRIAL_OK" = 1 ] && [ "$n" != "$BYTES" ]; then
+    TRIAL_OK=0 TRIAL_NOTE="$FILE_DST holds $n bytes, expected $BYTES"
+  fi
+  rm -f "$FILE_DST"
+}
+
+# The message size of ib_send_bw: $IB_SIZE if set (K/M suffixes), else the chunk rdmapipe
+# negotiated in its first successful run of this environment (RP_CHUNK_SEEN: the warm-up,
+# when rdmapipe comes before ib_send_bw in the tool list), else 4 MiB, rdmapipe's default
+# chunk where locked memory is unlimited. A tool name ending in -64k (ib_send_bw-e-64k)
+# fixes 64 KiB, for rdmapipe-64k.
+RP_CHUNK_SEEN=
+
 # trial ENV TOOL RUN BYTES: one measured run of TOOL, recorded in $BENCH_TSV.
 # $RP_LISTEN says how to wait for rdmarecv (tcp or cm).
 trial() {
-  local env=$1 tool=$2 run=$3 bytes=$4 self=- n
+  local env=$1 tool=$2 run=$3 bytes=$4 self=- c
   case $tool in
     pipe)
       pipe_only "$env" "$run" "$bytes"; return 0 ;;
-    rdmapipe)
-      run_pair "$env" "$tool" "$run" "$bytes" "$RP_LISTEN" recv_rdmapipe send_rdmapipe ;;
-    rdmapipe-wc)
-      run_pair "$env" "$tool" "$run" "$bytes" "$RP_LISTEN" recv_rdmapipe_wc send_rdmapipe
-      check_wc ;;
-    rdmapipe-busy)
-      run_pair "$env" "$tool" "$run" "$bytes" "$RP_LISTEN" recv_rdmapipe_busy send_rdmapipe_busy ;;
+    rdmapipe|rdmapipe-wc|rdmapipe-busy|rdmapipe-send|rdmapipe-64k|rdmapipe-file|rdmapipe-f2f)
+      RP_ARGS=() RP_IN=pipe RP_OUT=null
+      case $tool in
+        rdmapipe-wc)   RP_OUT="wc" ;;
+        rdmapipe-busy) RP_ARGS=(--busy-poll) ;;
+        rdmapipe-send) RP_ARGS=(--rdma-op send) ;;
+        rdmapipe-64k)  RP_ARGS=(--chunk-size 64K) ;;
+        rdmapipe-file) RP_IN="file" ;;
+        rdmapipe-f2f)  RP_IN="file" RP_OUT="file" ;;
+      esac
+      if [ "$RP_IN" = file ]; then files_for "$bytes"; fi
+      run_pair "$env" "$tool" "$run" "$bytes" "$RP_LISTEN" recv_rdmapipe send_rdmapipe
+      case $RP_OUT in
+        wc)   check_wc ;;
+        file) check_dst ;;
+      esac
+      self=$(json_num "$TD/s.json" mb_per_s)
+      c=$(json_num "$TD/s.json" chunk)
+      if [ "$tool" = rdmapipe ] && [ "$TRIAL_OK" = 1 ] && [ -z "$RP_CHUNK_SEEN" ] && [ "$c" != - ]; then
+        RP_CHUNK_SEEN=$c
+      fi ;;
     socat)
       run_pair "$env" "$tool" "$run" "$bytes" tcp recv_socat send_socat ;;
     socat-wc)
@@ -374,33 +449,36 @@ trial() {
       check_wc ;;
     nc)
       run_pair "$env" "$tool" "$run" "$bytes" tcp recv_nc send_nc ;;
-    ib_send_bw|ib_send_bw-e)
-      ITERS=$((bytes / 1048576))   # perftest wants at least 5
+    nc-f2f)
+      files_for "$bytes"
+      run_pair "$env" "$tool" "$run" "$bytes" tcp recv_nc_f2f send_nc_f2f
+      check_dst ;;
+    mbuffer)
+      run_pair "$env" "$tool" "$run" "$bytes" tcp recv_mbuffer send_mbuffer ;;
+    ib_send_bw|ib_send_bw-e|ib_send_bw-64k|ib_send_bw-e-64k)
+      case $tool in
+        *-64k) IB_MSG=65536 ;;
+        *)     IB_MSG=$(to_bytes "${IB_SIZE:-${RP_CHUNK_SEEN:-4194304}}") ;;
+      esac
+      ITERS=$((bytes / IB_MSG))
+      if [ "$ITERS" -lt 5 ]; then ITERS=5; fi   # perftest's minimum
       IB_EVENTS=
-      if [ "$tool" = ib_send_bw-e ]; then IB_EVENTS=-e; fi
-      run_pair "$env" "$tool" "$run" $((ITERS * 1048576)) cm recv_ib_send_bw send_ib_send_bw
+      case $tool in ib_send_bw-e*) IB_EVENTS=-e ;; esac
+      run_pair "$env" "$tool" "$run" $((ITERS * IB_MSG)) cm recv_ib_send_bw send_ib_send_bw
       # the client's line under "#bytes #iterations BW peak[MB/sec] BW average[MB/sec]
       # MsgRate[Mpps]"; perftest's MB is 2^20 bytes: converted to 1e6
-      self=$(awk '$1 == 1048576 && NF >= 5 { v = $4 * 1.048576 } END { if (v) printf "%.2f", v; else print "-" }' "$TD/s.out" 2>/dev/null || echo -)
+      self=$(awk -v s="$IB_MSG" '$1 == s && NF >= 5 { v = $4 * 1.048576 } END { if (v) printf "%.2f", v; else print "-" }' "$TD/s.out" 2>/dev/null || echo -)
       if [ "$self" = - ] && [ "$TRIAL_OK" = 1 ]; then TRIAL_OK=0 TRIAL_NOTE="no BW line in ib_send_bw's output"; fi ;;
     rcopy)
-      : "${RCOPY_DIR:?set by the caller: a tmpfs dir for the rcopy files}"
-      # a source file of the right size in $RCOPY_DIR (tmpfs), made outside the timing
-      RCOPY_SRC=$RCOPY_DIR/src.$bytes RCOPY_DST=$RCOPY_DIR/dst
-      if [ ! -f "$RCOPY_SRC" ]; then head -c "$bytes" /dev/zero > "$RCOPY_SRC"; fi
-      rm -f "$RCOPY_DST"
+      files_for "$bytes"
       run_pair "$env" "$tool" "$run" "$bytes" cm recv_rcopy send_rcopy rcopy
-      # "N bytes in S seconds = G Gb/sec", Gb = 1e9 bits
+      # "N bytes in S seconds = G Gb/sec", Gb = 1e9 bits; its timer runs from the first
+      # rsend of the data to the server's acknowledgement (no start-up, no connect)
       self=$(awk '/bytes in .* seconds = / { v = $(NF - 1) * 125 } END { if (v) printf "%.2f", v; else print "-" }' "$TD/s.out" 2>/dev/null || echo -)
-      n=$(stat -c %s "$RCOPY_DST" 2>/dev/null || echo 0)
-      if [ "$TRIAL_OK" = 1 ] && [ "$n" != "$bytes" ]; then
-        TRIAL_OK=0 TRIAL_NOTE="rcopy wrote $n bytes, expected $bytes"
-      fi
-      rm -f "$RCOPY_DST" ;;
+      check_dst ;;
     *)
       echo "bench: unknown tool $tool" >&2; return 1 ;;
   esac
-  if [ "${tool%%-*}" = rdmapipe ]; then self=$(json_num "$TD/s.json" mb_per_s); fi
   record_pair "$env" "$tool" "$run" "$self"
 }
 

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
 # bench/run.sh - rdmapipe's benchmark (`make bench`, after `make build`). Prints one
 # markdown table per environment, every figure the median of RUNS runs, with ratios against
-# the peers measured in the same run, then the project's targets with pass/miss:
-#   1. host, TCP loopback: rdmasend/rdmarecv --transport tcp vs socat -u and nc, SIZE bytes
-#      from `head -c SIZE /dev/zero |` into `> /dev/null` (and `| wc -c`);
-#   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma vs
-#      ib_send_bw -R (1 MiB messages, polling and -e events), rcopy, and socat over the
-#      guest's kernel TCP, VM_SIZE bytes, both ends on $RXE_IP.
+# the peers measured in the same run, then the project's targets with pass/miss, each
+# saying which comparison it uses (wall/wall: everything a user waits for; own/own: the
+# data-phase rates the tools report themselves; see bench/README.md):
+#   1. host, TCP loopback: rdmasend/rdmarecv --transport tcp vs socat -u, nc and mbuffer,
+#      SIZE bytes from `head -c SIZE /dev/zero |` into `> /dev/null` (and `| wc -c`), plus
+#      rdmasend fed from a regular file in /dev/shm;
+#   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma, pipe to
+#      pipe and file (guest tmpfs) to /dev/null and to file, vs ib_send_bw -R at the same
+#      message size (polling and -e events), rcopy (file to file), and socat and nc over
+#      the guest's kernel TCP (nc also file to file), VM_SIZE bytes, both ends on $RXE_IP.
 # The report goes to stdout and to bench/results/latest.md; progress lines go to stderr;
 # the raw per-run measurements are kept in bench/results/latest-{host,vm}.tsv. Runs that
 # fail (exit status, byte count) are left out of the medians and listed under the table.
@@ -15,10 +19,14 @@
 #   RUNS       runs per tool and environment (default 5)
 #   SIZE       bytes per host run (default 1G; K/M/G suffixes are binary)
 #   VM_SIZE    bytes per VM run (default 256M, at least 8M; rxe under TCG moves ~40-50 MB/s,
-#              and the VM holds the rcopy source and destination in its 2 GiB of RAM: <= 512M)
+#              and the VM holds the file-fed tools' source and destination in its 2 GiB of
+#              RAM: <= 512M)
 #   BENCH_HOST 0 skips the host part      BENCH_VM   0 skips the VM part
-#   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh), e.g.
-#              VM_TOOLS="rdmapipe rdmapipe-busy ib_send_bw" to add rdmapipe --busy-poll
+#   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh and
+#              bench/README.md), e.g. VM_TOOLS="rdmapipe rdmapipe-send rdmapipe-64k
+#              ib_send_bw-e ib_send_bw-e-64k" for the SEND data path and 64 KiB chunks
+#   IB_SIZE    ib_send_bw's message size (default: the chunk rdmapipe negotiated in its
+#              warm-up run, else 4M)
 #   VM_TIMEOUT seconds before the VM is killed (default: from RUNS and VM_SIZE)
 #   BENCH_REPORT  where the report goes (default bench/results/latest.md; the raw
 #              measurements go beside it, as NAME-host.tsv and NAME-vm.tsv)
@@ -37,25 +45,29 @@ VM_SIZE=${VM_SIZE:-256M}
 VM_CPU=${VM_CPU:-max,-erms,-fsrm}
 BENCH_HOST=${BENCH_HOST:-1}
 BENCH_VM=${BENCH_VM:-1}
-HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc socat socat-wc nc}
-# rdmapipe-busy (--busy-poll on both sides) is left out by default: ~20 s per 256 MiB run
-VM_TOOLS=${VM_TOOLS:-pipe rdmapipe rdmapipe-wc ib_send_bw ib_send_bw-e rcopy socat}
+HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc rdmapipe-file socat socat-wc nc mbuffer}
+# Left out of the VM by default: rdmapipe-busy (--busy-poll on both sides: ~20 s per
+# 256 MiB run), rdmapipe-send (--rdma-op send), rdmapipe-64k, ib_send_bw-e-64k, socat-wc
+VM_TOOLS=${VM_TOOLS:-pipe rdmapipe rdmapipe-wc rdmapipe-file rdmapipe-f2f ib_send_bw ib_send_bw-e rcopy socat nc nc-f2f}
 export RXE_WORK=${RXE_WORK:-$REPO/.cache/softroce}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "bench: RUNS must be a positive number" >&2; exit 2; }
 HOST_BYTES=$(to_bytes "$SIZE")
 VM_BYTES=$(to_bytes "$VM_SIZE")
-if [ "$VM_BYTES" -lt $((8 * 1048576)) ]; then   # ib_send_bw runs at least 5 messages of 1 MiB
+if [ "$VM_BYTES" -lt $((8 * 1048576)) ]; then
   echo "bench: VM_SIZE must be at least 8M" >&2; exit 2
 fi
+if [ -n "${IB_SIZE:-}" ]; then to_bytes "$IB_SIZE" > /dev/null || exit 2; fi
 
 REPORT=${BENCH_REPORT:-$REPO/bench/results/latest.md}
 OUT=$RXE_WORK/bench             # shared with the VM: binaries, raw results
 mkdir -p "$(dirname "$REPORT")" "$OUT"
 bench_init "$(mktemp -d /tmp/rdmapipe-bench.XXXXXX)"
+# the file-fed tools' source and destination: in tmpfs, like the VM's
+FILE_DIR=$(mktemp -d /dev/shm/rdmapipe-bench.XXXXXX)
 # shellcheck disable=SC2317  # called through the trap
 cleanup() {
   kill_all_bg
-  rm -rf "$SCRATCH"
+  rm -rf "$SCRATCH" "$FILE_DIR"
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -63,7 +75,7 @@ trap 'exit 143' TERM
 
 # The host's tools (scripts/deps.sh installs what is missing; the VM's own packages,
 # perftest and rdmacm-utils among them, come with test/softroce/deps.sh).
-scripts/deps.sh time socat netcat-openbsd iproute2
+scripts/deps.sh time socat netcat-openbsd mbuffer iproute2
 for f in bin/rdmasend bin/rdmarecv; do
   [ -x "$f" ] || { echo "bench: $f missing: run make build (or make bench)" >&2; exit 1; }
 done
@@ -83,6 +95,7 @@ if [ "$BENCH_HOST" != 0 ]; then
   TT=$((60 + HOST_BYTES / 5000000))
   # shellcheck disable=SC2086  # HOST_TOOLS is a list
   bench_env host "$HOST_BYTES" "$RUNS" $HOST_TOOLS
+  rm -f "$FILE_DIR"/src.*   # up to SIZE of RAM
 fi
 
 # ---- 2. the SoftRoCE VM ---------------------------------------------------------------------
@@ -100,6 +113,7 @@ if [ "$BENCH_VM" != 0 ]; then
     # the guest's output is progress only: to stderr, with the harness's own lines
     VM_CPU=$VM_CPU VM_TIMEOUT=$vm_timeout test/softroce/vm-run.sh env \
       BENCH_OUT="$OUT" BENCH_BIN="$BENCH_BIN" RUNS="$RUNS" VM_BYTES="$VM_BYTES" VM_TOOLS="$VM_TOOLS" \
+      IB_SIZE="${IB_SIZE:-}" \
       "$REPO/bench/vm-guest.sh" >&2 || st=$?
     if [ "$st" = 0 ]; then
       VM_STATUS=ok
@@ -125,7 +139,7 @@ report() {
   echo "- date: $(date -u '+%Y-%m-%d %H:%M UTC')"
   echo "- machine: $(nproc) CPUs, $(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1), kernel $(uname -r)"
   echo "- Go: $(go version 2>/dev/null | sed 's/^go version //' || echo '?'); rdmapipe commit $commit"
-  echo "- peers: socat $(ver socat), netcat-openbsd $(ver netcat-openbsd), perftest $(ver perftest), rdmacm-utils $(ver rdmacm-utils)"
+  echo "- peers: socat $(ver socat), netcat-openbsd $(ver netcat-openbsd), mbuffer $(ver mbuffer), perftest $(ver perftest), rdmacm-utils $(ver rdmacm-utils)"
   echo "- VM CPU model (qemu TCG -cpu): $VM_CPU, the same for every tool"
   echo "- RUNS=$RUNS (every figure is the median of the successful runs), host SIZE=$SIZE, VM_SIZE=$VM_SIZE"
   if [ "$VM_STATUS" = ok ]; then
@@ -133,7 +147,8 @@ report() {
   else
     echo "- VM: $VM_STATUS"
   fi
-  echo "- MB = 10^6 bytes, GiB = 2^30 bytes. MB/s: bytes / wall time from the sender's start until both sides have exited."
+  echo "- MB = 10^6 bytes, GiB = 2^30 bytes. MB/s (wall): bytes / wall time from the sender's start until both sides have exited."
+  echo "  MB/s (own): the rate the tool reports itself, data phase only (rdmasend --stats-json, ib_send_bw's BW average, rcopy)."
   echo "  CPU: user+sys seconds of the tool alone (GNU time), per GiB moved; RSS: peak resident set (GNU time %M)."
   echo "  The sender and the receiver share the machine's $(nproc) CPUs (the VM's 2 vCPUs in the VM)."
   echo

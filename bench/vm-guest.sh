@@ -5,8 +5,8 @@
 # measurements to $BENCH_OUT/vm.tsv and a description of the guest to $BENCH_OUT/vm-meta.
 #
 # env (set by run.sh): BENCH_OUT (a dir in $RXE_WORK, shared with the host), BENCH_BIN
-# (rdmasend/rdmarecv), RUNS, VM_BYTES, VM_TOOLS (space-separated, see trial() in lib.sh).
-# From vm-run.sh: RXE_DEV, RXE_IP.
+# (rdmasend/rdmarecv), RUNS, VM_BYTES, VM_TOOLS (space-separated, see trial() in lib.sh),
+# IB_SIZE (optional: ib_send_bw's message size). From vm-run.sh: RXE_DEV, RXE_IP.
 set -euo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 # shellcheck source=bench/lib.sh
@@ -14,10 +14,11 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 
 : "${BENCH_OUT:?} ${BENCH_BIN:?} ${RUNS:?} ${VM_BYTES:?} ${VM_TOOLS:?} ${RXE_DEV:?} ${RXE_IP:?}"
 
-# Scratch files live in the guest's RAM (tmpfs): the rcopy files must not go through 9p.
+# Scratch files live in the guest's RAM (tmpfs): the file-fed tools' sources and
+# destinations (rcopy, rdmapipe-file, rdmapipe-f2f, nc-f2f) must not go through 9p.
 bench_init /dev/shm/rdmapipe-bench
 trap 'kill_all_bg' EXIT
-RCOPY_DIR=$SCRATCH
+FILE_DIR=$SCRATCH
 
 {
   echo "kernel=$(uname -r)"
