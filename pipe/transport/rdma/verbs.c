@@ -253,11 +253,12 @@ int rp_set_rnr_timer(struct ibv_qp *qp, int timer)
 	return ret ? -ret : 0;
 }
 
-// rp_post_send posts one signaled SEND of len bytes at addr. A zero-length
-// message uses no scatter/gather entry. inl asks for IBV_SEND_INLINE;
-// with_imm makes it a SEND with immediate imm (host order).
-int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
-                 uint32_t lkey, int inl, int with_imm, uint32_t imm)
+// post posts one signaled work request of opcode for len bytes at addr (a
+// zero-length one uses no scatter/gather entry), with flags added to
+// IBV_SEND_SIGNALED, immediate data imm (host order) and, for RDMA
+// operations, the peer's raddr and rkey.
+static int post(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey,
+                enum ibv_wr_opcode opcode, int flags, uint32_t imm, uint64_t raddr, uint32_t rkey)
 {
 	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
 	struct ibv_send_wr wr, *bad;
@@ -265,11 +266,22 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 	wr.wr_id = wr_id;
 	wr.sg_list = &sge;
 	wr.num_sge = len ? 1 : 0;
-	wr.opcode = with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND;
+	wr.opcode = opcode;
+	wr.send_flags = IBV_SEND_SIGNALED | flags;
 	wr.imm_data = htonl(imm);
-	wr.send_flags = IBV_SEND_SIGNALED | (inl ? IBV_SEND_INLINE : 0);
+	wr.wr.rdma.remote_addr = raddr;
+	wr.wr.rdma.rkey = rkey;
 	int ret = ibv_post_send(qp, &wr, &bad);
 	return ret ? -ret : 0;
+}
+
+// rp_post_send posts one signaled SEND of len bytes at addr. inl asks for
+// IBV_SEND_INLINE; with_imm makes it a SEND with immediate imm (host order).
+int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
+                 uint32_t lkey, int inl, int with_imm, uint32_t imm)
+{
+	return post(qp, wr_id, addr, len, lkey, with_imm ? IBV_WR_SEND_WITH_IMM : IBV_WR_SEND,
+	            inl ? IBV_SEND_INLINE : 0, imm, 0, 0);
 }
 
 // rp_post_write_imm posts one signaled RDMA WRITE with immediate of len
@@ -278,19 +290,7 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
-	struct ibv_sge sge = { .addr = (uintptr_t)addr, .length = len, .lkey = lkey };
-	struct ibv_send_wr wr, *bad;
-	memset(&wr, 0, sizeof wr);
-	wr.wr_id = wr_id;
-	wr.sg_list = &sge;
-	wr.num_sge = len ? 1 : 0;
-	wr.opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
-	wr.send_flags = IBV_SEND_SIGNALED;
-	wr.imm_data = htonl(imm);
-	wr.wr.rdma.remote_addr = raddr;
-	wr.wr.rdma.rkey = rkey;
-	int ret = ibv_post_send(qp, &wr, &bad);
-	return ret ? -ret : 0;
+	return post(qp, wr_id, addr, len, lkey, IBV_WR_RDMA_WRITE_WITH_IMM, 0, imm, raddr, rkey);
 }
 
 // rp_post_recv posts one receive of up to len bytes at addr.
