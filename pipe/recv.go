@@ -296,7 +296,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 			if ctx.Err() != nil {
 				return nil
 			}
-			return r.lost(fmt.Errorf("return a credit: %w", err))
+			return r.sendFailed(ctx, fmt.Errorf("return a credit: %w", err))
 		}
 	}
 	return nil

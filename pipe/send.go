@@ -273,14 +273,14 @@ func (s *sender) read(ctx context.Context) error {
 			putTrailer(buf[size:], msgEnd, seq)
 			s.ended.Store(true)
 			if err := s.c.PostSend(i, size+TrailerLen); err != nil {
-				return s.lost(err)
+				return s.sendFailed(ctx, err)
 			}
 			s.posted.Store(seq)
 			return nil
 		}
 		putTrailer(buf[n:], msgData, seq)
 		if err := s.c.PostSend(i, n+TrailerLen); err != nil {
-			return s.lost(err)
+			return s.sendFailed(ctx, err)
 		}
 		s.posted.Store(seq)
 		// The checksum runs while the buffer is on the wire, and while the

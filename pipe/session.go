@@ -158,6 +158,22 @@ func (s *session) lost(err error) error {
 	return wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
 }
 
+// sendFailed is what a goroutine other than the poll loop does when a send
+// fails because the connection broke: the poll loop reports why after the
+// completions already queued (such as the peer's abort), and its verdict
+// must win. So it waits for the stream to end, at most lastWordsTimeout,
+// and returns the stream's cause if it did, else err as a lost connection.
+func (s *session) sendFailed(ctx context.Context, err error) error {
+	t := time.NewTimer(lastWordsTimeout)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-t.C:
+		return s.lost(err)
+	}
+}
+
 // repost makes receive buffer i available again. It fails only when the
 // connection broke, and then the transport's Poll reports that after the
 // completions already queued, such as the peer's last words, which must
@@ -220,7 +236,7 @@ func (s *session) heartbeat(ctx context.Context, msg func() []byte, fail func(er
 		case <-t.C:
 			if err := s.c.SendControl(ctx, msg()); err != nil {
 				if ctx.Err() == nil {
-					fail(s.lost(err))
+					fail(s.sendFailed(ctx, err))
 				}
 				return
 			}
