@@ -35,7 +35,8 @@ function med(k, m,    c, i, j, t, a) {
 
 function f(x, fmt) { return (x == "") ? "-" : sprintf(fmt, x) }
 function ratio(a, b) { return (a == "" || b == "" || b == 0) ? "" : a / b }
-function mib(kib) { return (kib == "") ? "" : kib / 1024 }
+function mib(k) { return (k == "") ? "" : k / 1024 }
+function kib(b) { return (b == "") ? "" : b / 1024 }
 function verdict(ok) { return ok ? "pass" : "**miss**" }
 function has(e, t) { return ((e SUBSEP t) in runs) }
 function wall(e, t) { return med(e SUBSEP t, "mbps") }
@@ -132,10 +133,10 @@ function okcol(e, t) { return (okruns[e, t] + 0) "/" runs[e, t] }
 # rdmapipe's negotiated parameters, message sizes and pinned/locked memory, as a list
 function details(e, t,    k, c, d) {
   k = e SUBSEP t
-  if (!has(e, t)) return
+  if (!(okruns[e, t] + 0)) return   # no successful run: its failure is listed
   c = med(k, "chunk"); d = med(k, "depth")
   printf "- %s: chunk %s x depth %s (from `--stats-json`)%s; %s messages per GiB, %s KiB per message on average",
-    t, f(c / 1024, "%g KiB"), f(d, "%d"), ((e, t) in op) ? ", data path " op[e, t] : "", f(med(k, "msgs_gib"), "%.0f"), f(med(k, "avgmsg") / 1024, "%.0f")
+    t, f(kib(c), "%g KiB"), f(d, "%d"), ((e, t) in op) ? ", data path " op[e, t] : "", f(med(k, "msgs_gib"), "%.0f"), f(kib(med(k, "avgmsg")), "%.0f")
   printf "; pinned as reported (`-v`) send %s / recv %s KiB, VmPin peak (/proc) send %s / recv %s KiB, VmLck %s / %s KiB\n",
     f(med(k, "spinned"), "%d"), f(med(k, "rpinned"), "%d"), f(med(k, "spin"), "%d"), f(med(k, "rpin"), "%d"), f(med(k, "slck"), "%d"), f(med(k, "rlck"), "%d")
 }
@@ -244,7 +245,7 @@ function pin_target(e, t, name,    k, c, d, sv, rv, sp, rp, ok, src) {
   ok = (sv == "" || rv == "" || sp == "" || rp == "") ? -1 : (sp >= sv && sp <= sv + 64 && rp >= rv && rp <= rv + 64)
   target(name ": pinned memory = what " t " says (" src "), per side", "VmPin vs report",
     sprintf("chunk %s x depth %s; send: says %s KiB (%s chunks), VmPin %s KiB; recv: says %s KiB (%s chunks), VmPin %s KiB",
-      f(c / 1024, "%g KiB"), f(d, "%d"), f(sv, "%d"), f((c == "" || sv == "") ? "" : sv * 1024 / c, "%.2f"), f(sp, "%d"),
+      f(kib(c), "%g KiB"), f(d, "%d"), f(sv, "%d"), f((c == "" || sv == "") ? "" : sv * 1024 / c, "%.2f"), f(sp, "%d"),
       f(rv, "%d"), f((c == "" || rv == "") ? "" : rv * 1024 / c, "%.2f"), f(rp, "%d")), ok)
 }
 
@@ -307,7 +308,7 @@ function targets(   e, c, ic, msgnote) {
     e = "host"
     target("host: pinned memory (TCP transport: nothing to register)", "-",
       sprintf("chunk x depth = %s KiB; says %s / %s KiB; VmPin send %s, recv %s KiB; VmLck %s / %s KiB",
-        f(med(e SUBSEP "rdmapipe", "chunk") * med(e SUBSEP "rdmapipe", "depth") / 1024, "%d"),
+        f((med(e SUBSEP "rdmapipe", "chunk") == "") ? "" : med(e SUBSEP "rdmapipe", "chunk") * med(e SUBSEP "rdmapipe", "depth") / 1024, "%d"),
         f(med(e SUBSEP "rdmapipe", "spinned"), "%d"), f(med(e SUBSEP "rdmapipe", "rpinned"), "%d"),
         f(med(e SUBSEP "rdmapipe", "spin"), "%d"), f(med(e SUBSEP "rdmapipe", "rpin"), "%d"),
         f(med(e SUBSEP "rdmapipe", "slck"), "%d"), f(med(e SUBSEP "rdmapipe", "rlck"), "%d")), 2)
