@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"math/rand/v2"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -428,5 +429,47 @@ func TestCreditBatches(t *testing.T) {
 	data, msgs := size/chunk, rc.Stats().Sent
 	if msgs > data*3/4 {
 		t.Errorf("the receiver sent %d messages for %d data messages: credits were not batched", msgs, data)
+	}
+}
+
+// heldWriter blocks its writes until release is closed.
+type heldWriter struct {
+	release chan struct{}
+	out     lockedBuffer
+}
+
+func (h *heldWriter) Write(p []byte) (int, error) {
+	<-h.release
+	return h.out.Write(p)
+}
+
+func TestGauges(t *testing.T) {
+	in := randomBytes(64*4096, 9)
+	sg, rg := &pipe.Gauges{}, &pipe.Gauges{}
+	out := &heldWriter{release: make(chan struct{})}
+	go func() {
+		// Both sides stall while the output is held: the receiver's
+		// arrivals queue up and the sender runs out of credits.
+		for sg.Stalls() == 0 || rg.Stalls() == 0 || sg.InFlight() == 0 || rg.InFlight() == 0 {
+			runtime.Gosched()
+		}
+		close(out.release)
+	}()
+	r := stream{out: out, sendCfg: pipe.Config{Gauges: sg}, recvCfg: pipe.Config{Gauges: rg}}.run(t, context.Background(), bytes.NewReader(in))
+	if r.sendErr != nil || r.recvErr != nil {
+		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+	}
+	if !bytes.Equal(out.out.Bytes(), in) {
+		t.Fatalf("received %d bytes, want %d identical ones", len(out.out.Bytes()), len(in))
+	}
+	if sg.Bytes() != int64(len(in)) || rg.Bytes() != int64(len(in)) {
+		t.Errorf("gauges count %d bytes sent and %d written, want %d", sg.Bytes(), rg.Bytes(), len(in))
+	}
+	if rg.InFlight() != 0 {
+		t.Errorf("%d arrivals still wait for the writer after the stream", rg.InFlight())
+	}
+	var none *pipe.Gauges
+	if none.Bytes() != 0 || none.InFlight() != 0 || none.Stalls() != 0 {
+		t.Error("a nil *Gauges does not read as zero")
 	}
 }

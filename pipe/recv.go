@@ -242,6 +242,12 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 				return Errorf(KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
 			}
 			r.endSeen = typ == msgEnd
+			if len(arrivals) > 0 {
+				r.cfg.Gauges.stalled()
+			}
+			if !r.endSeen {
+				r.cfg.Gauges.addInFlight(1)
+			}
 			arrivals <- arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
 		}
 	}
@@ -281,6 +287,8 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
 		}
 		r.messages.Add(1)
 		n := r.written.Add(int64(len(payload)))
+		r.cfg.Gauges.setBytes(n)
+		r.cfg.Gauges.addInFlight(-1)
 		if r.cfg.Progress != nil {
 			r.cfg.Progress(n)
 		}

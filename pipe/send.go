@@ -204,6 +204,7 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		for range msg[0] {
 			select {
 			case s.credits <- struct{}{}:
+				s.cfg.Gauges.addInFlight(-1)
 			default:
 				return false, Errorf(KindIntegrity, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
 			}
@@ -290,6 +291,7 @@ func (s *sender) read(ctx context.Context) error {
 		s.mac.add(seq, buf[:n])
 		s.sent.Add(int64(n))
 		s.messages.Add(1)
+		s.cfg.Gauges.setBytes(s.sent.Load())
 		if s.cfg.Progress != nil {
 			s.cfg.Progress(s.sent.Load())
 		}
@@ -309,8 +311,14 @@ func (s *sender) take(ctx context.Context) (int, error) {
 	}
 	select {
 	case <-s.credits:
-		return i, nil
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
+	default:
+		s.cfg.Gauges.stalled()
+		select {
+		case <-s.credits:
+		case <-ctx.Done():
+			return 0, context.Cause(ctx)
+		}
 	}
+	s.cfg.Gauges.addInFlight(1)
+	return i, nil
 }

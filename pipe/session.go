@@ -26,6 +26,8 @@ type Config struct {
 	// Progress, if set, is called with the stream's byte count so far
 	// after each chunk.
 	Progress func(bytes int64)
+	// Gauges, if set, is kept up to date while the stream runs.
+	Gauges *Gauges
 	// Sync, if set, is called by Receive once the whole stream is written
 	// and verified, before it confirms the stream to the sender: with an
 	// fsync there, the sender's exit 0 means "on disk". An error fails
