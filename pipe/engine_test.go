@@ -473,3 +473,46 @@ func TestGauges(t *testing.T) {
 		t.Error("a nil *Gauges does not read as zero")
 	}
 }
+
+func TestProbe(t *testing.T) {
+	tests := []struct {
+		name              string
+		sendKey, recvKey  string
+		kind              pipe.Kind
+		probeErr, recvErr string
+	}{
+		{name: "no key"},
+		{name: "same key", sendKey: "k1", recvKey: "k1"},
+		{name: "wrong key", sendKey: "k1", recvKey: "k2", kind: pipe.KindAuth, probeErr: "receiver refused the connection", recvErr: "the sender's key is wrong"},
+		{name: "key missing", recvKey: "k2", kind: pipe.KindAuth, probeErr: "requires a shared key", recvErr: "sender refused the connection"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := pipe.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			out := &lockedBuffer{}
+			recvErr := make(chan error, 1)
+			go func() {
+				_, err := pipe.Receive(context.Background(), rc, out, pipe.Config{Key: []byte(tt.recvKey)})
+				recvErr <- err
+			}()
+			_, err := pipe.Probe(context.Background(), sc, pipe.Config{Key: []byte(tt.sendKey)})
+			sc.Close()
+			rerr := <-recvErr
+			if tt.probeErr == "" {
+				if err != nil {
+					t.Fatalf("probe: %v", err)
+				}
+				if !errors.Is(rerr, pipe.ErrProbe) {
+					t.Fatalf("receiver: %v, want pipe.ErrProbe", rerr)
+				}
+			} else {
+				checkErr(t, "probe", err, tt.kind, tt.probeErr)
+				checkErr(t, "receiver", rerr, tt.kind, tt.recvErr)
+			}
+			if len(out.Bytes()) != 0 {
+				t.Errorf("the receiver wrote %d bytes for a probe", len(out.Bytes()))
+			}
+		})
+	}
+}

@@ -41,7 +41,8 @@ const (
 
 // Hello and auth flags.
 const (
-	flagKey byte = 1 // the side holds a shared key
+	flagKey   byte = 1 // the side holds a shared key
+	flagProbe byte = 2 // auth: the sender only checks the connection (Probe)
 )
 
 const (

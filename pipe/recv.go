@@ -30,7 +30,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 		st, err = r.run(ctx)
 		return err
 	})
-	if err != nil && !r.peerGaveUp {
+	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
 		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error(), 0))
 	}
 	return st, err
@@ -51,6 +51,7 @@ type receiver struct {
 	messages atomic.Int64   // data messages written
 	sum      *xxhash.Digest // of the bytes written; read only after the writer is done
 	endSeen  bool           // the end-of-stream message went to the writer
+	probe    bool           // the sender only checks the connection (Probe)
 }
 
 // arrival is a received message handed to the writer goroutine: the body
@@ -65,6 +66,9 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	st := Stats{Info: r.c.Info()}
 	if err := r.handshake(parent); err != nil {
 		return st, err
+	}
+	if r.probe {
+		return st, r.endProbe(parent)
 	}
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
@@ -142,7 +146,8 @@ func (r *receiver) handshake(parent context.Context) error {
 	case haveKey && !validProof(r.cfg.Key, senderLabel, nonce[:], theirNonce, mac):
 		return Errorf(KindAuth, "authenticate", "the sender's key is wrong")
 	}
-	if r.cfg.Claim != nil && !r.cfg.Claim() {
+	r.probe = theirFlags&flagProbe != 0
+	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
 	}
 	welcome := make([]byte, 2+macLen)

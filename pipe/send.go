@@ -27,11 +27,17 @@ func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 		st, err = s.run(ctx)
 		return err
 	})
+	s.failed(err)
+	return st, err
+}
+
+// failed tells the receiver why the sender gave up, unless the receiver is
+// the one that did.
+func (s *sender) failed(err error) {
 	if err != nil && !s.peerGaveUp {
 		body := abortMessage(make([]byte, 0, MaxControl), KindOf(err), err.Error(), TrailerLen)
-		lastWords(c, appendTrailer(body, msgAbort, 0))
+		lastWords(s.c, appendTrailer(body, msgAbort, 0))
 	}
-	return st, err
 }
 
 // sender is the state of one Send.
@@ -47,6 +53,7 @@ type sender struct {
 	ended    atomic.Bool    // the end-of-stream message is being posted
 	sum      *xxhash.Digest // of the bytes sent; read only after the reader is done
 	tag      []byte         // the stream MAC's tag (with a key); set with ended
+	probe    bool           // only the handshake (Probe)
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -119,8 +126,11 @@ func (s *sender) handshake(parent context.Context) error {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	body := make([]byte, authBody)
+	if s.probe {
+		body[0] = flagProbe
+	}
 	if haveKey {
-		body[0] = flagKey
+		body[0] |= flagKey
 		copy(body[1:], nonce[:])
 		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
 	}
