@@ -52,6 +52,8 @@ type receiver struct {
 	sum      *xxhash.Digest // of the bytes written; read only after the writer is done
 	endSeen  bool           // the end-of-stream message went to the writer
 	probe    bool           // the sender only checks the connection (Probe)
+	batch    int            // credits returned in one message at most
+	pending  int            // credits held back for the next message
 }
 
 // arrival is a received message handed to the writer goroutine: the body
@@ -77,10 +79,15 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	defer beats.Wait()
 	defer cancel(nil)
 	arrivals := make(chan arrival, r.c.RecvBufs())
+	info := r.c.Info()
+	credits := NewParams(info.Chunk, info.Depth).Credits()
+	r.batch = creditBatch(info.Chunk, credits)
+	out := newSink(r.w, credits)
+	st.IO = out.describe()
 	writeDone := make(chan struct{})
 	go func() {
 		defer close(writeDone)
-		err := guard(func() error { return r.write(ctx, arrivals) })
+		err := guard(func() error { return r.write(ctx, arrivals, out) })
 		if err == nil {
 			err = errFinished
 		}
@@ -267,50 +274,84 @@ func (r *receiver) truncated(err error) error {
 // the credit; at the end of the stream it verifies the byte count and the
 // checksum and confirms the stream to the sender. Credits go back in
 // batches (see creditBatch) while more arrivals wait, and at once when
-// none does.
-func (r *receiver) write(ctx context.Context, arrivals <-chan arrival) error {
-	info := r.c.Info()
-	batch := creditBatch(info.Chunk, NewParams(info.Chunk, info.Depth).Credits())
-	pending := 0
-	for a := range arrivals {
-		if ctx.Err() != nil {
+// none does. A regular file takes several writes at once (see fileSink);
+// buffers are still re-posted in arrival order.
+func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink) error {
+	defer func() { out.close(r.written.Load()) }()
+	for {
+		var a arrival
+		ok := true
+		switch {
+		case out.pending() >= out.limit():
+			if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
+				return err
+			}
+			continue
+		case out.pending() > 0:
+			select {
+			case <-out.oldest().done:
+				if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
+					return err
+				}
+				continue
+			case a, ok = <-arrivals:
+			}
+		default:
+			a, ok = <-arrivals
+		}
+		if !ok || ctx.Err() != nil {
 			return nil // the stream is over: leave the buffers alone
 		}
 		payload := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
+			for out.pending() > 0 {
+				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
+					return err
+				}
+			}
 			return r.finish(ctx, payload, a.seq)
 		}
 		// Checksum and MAC first: they bring the payload into the cache
 		// for the copy write(2) makes.
 		_, _ = r.sum.Write(payload)
 		r.mac.add(a.seq, payload)
-		if _, err := r.w.Write(payload); err != nil {
-			return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", err, r.written.Load())}
-		}
+		out.start(a.buf, payload)
+	}
+}
+
+// retire waits for the oldest write in flight, re-posts its buffer and
+// returns its credit: at once, or batched with later ones while more is
+// on its way (more, or writes still in flight).
+func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
+	w := out.oldest()
+	<-w.done
+	out.retire()
+	if w.err != nil {
+		return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
+	}
+	if ctx.Err() != nil {
+		return nil // the stream is over: leave the buffers alone
+	}
+	r.messages.Add(1)
+	n := r.written.Add(int64(w.n))
+	r.cfg.Gauges.setBytes(n)
+	r.cfg.Gauges.addInFlight(-1)
+	if r.cfg.Progress != nil {
+		r.cfg.Progress(n)
+	}
+	// A failed re-post means the connection broke: the receive loop
+	// hears of that from Poll, after what arrived before it.
+	r.repost(w.buf)
+	if r.pending++; r.pending < r.batch && (more || out.pending() > 0) {
+		return nil
+	}
+	err := r.c.SendControl(ctx, []byte{byte(r.pending)})
+	r.pending = 0
+	if err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
-		r.messages.Add(1)
-		n := r.written.Add(int64(len(payload)))
-		r.cfg.Gauges.setBytes(n)
-		r.cfg.Gauges.addInFlight(-1)
-		if r.cfg.Progress != nil {
-			r.cfg.Progress(n)
-		}
-		// A failed re-post means the connection broke: the receive loop
-		// hears of that from Poll, after what arrived before it.
-		r.repost(a.buf)
-		if pending++; pending < batch && len(arrivals) > 0 {
-			continue
-		}
-		err := r.c.SendControl(ctx, []byte{byte(pending)})
-		pending = 0
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
-			}
-			return r.sendFailed(ctx, fmt.Errorf("return a credit: %w", err))
-		}
+		return r.sendFailed(ctx, fmt.Errorf("return a credit: %w", err))
 	}
 	return nil
 }

@@ -79,10 +79,12 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	beats.Go(func() { s.heartbeat(ctx, s.beat, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
+	src := s.newSource(s.r)
+	st.IO = src.describe()
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
-		if err := guard(func() error { return s.read(ctx) }); err != nil {
+		if err := guard(func() error { return s.read(ctx, src) }); err != nil {
 			cancel(err)
 		}
 	}()
@@ -256,22 +258,21 @@ func (s *sender) confirmed(msg []byte) error {
 
 // read fills send buffers from r and posts them, one credit each, then
 // posts the end-of-stream message with the byte count and checksum.
-func (s *sender) read(ctx context.Context) error {
+func (s *sender) read(ctx context.Context, src source) error {
 	var seq uint32
-	in := newInput(s.r)
+	defer src.close()
 	for {
-		i, err := s.take(ctx)
-		if err != nil {
-			return err
-		}
-		buf := s.c.SendBuf(i)
-		n, eof, rerr := in.fill(ctx, buf[:s.chunk])
+		i, n, eof, rerr := src.next(ctx)
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
 		if n == 0 && !eof {
 			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
 		}
+		if err := s.credit(ctx); err != nil {
+			return err
+		}
+		buf := s.c.SendBuf(i)
 		seq++
 		if n == 0 {
 			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
@@ -311,14 +312,18 @@ func (s *sender) read(ctx context.Context) error {
 	}
 }
 
-// take waits for a free send buffer and a credit to send it with.
-func (s *sender) take(ctx context.Context) (int, error) {
-	var i int
+// freeBuf waits for a free send buffer.
+func (s *sender) freeBuf(ctx context.Context) (int, error) {
 	select {
-	case i = <-s.free:
+	case i := <-s.free:
+		return i, nil
 	case <-ctx.Done():
 		return 0, context.Cause(ctx)
 	}
+}
+
+// credit waits for a credit to send a filled buffer with.
+func (s *sender) credit(ctx context.Context) error {
 	select {
 	case <-s.credits:
 	default:
@@ -326,9 +331,9 @@ func (s *sender) take(ctx context.Context) (int, error) {
 		select {
 		case <-s.credits:
 		case <-ctx.Done():
-			return 0, context.Cause(ctx)
+			return context.Cause(ctx)
 		}
 	}
 	s.cfg.Gauges.addInFlight(1)
-	return i, nil
+	return nil
 }

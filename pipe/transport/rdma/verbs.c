@@ -349,3 +349,54 @@ int rp_get_cq_event(struct ibv_comp_channel *cc)
 		return 1;
 	return errno == EAGAIN ? 0 : -errno;
 }
+
+// mtu_bytes converts an enum ibv_mtu to bytes (0 if unknown).
+static int mtu_bytes(enum ibv_mtu m)
+{
+	return m >= IBV_MTU_256 && m <= IBV_MTU_4096 ? 128 << m : 0;
+}
+
+// rp_port_mtu opens the device called name and stores the active and the
+// largest MTU of its port, in bytes. It returns -ENODEV if libibverbs does
+// not list the device, else -errno of the first call that failed.
+int rp_port_mtu(const char *name, int port, int *active, int *max)
+{
+	int n = 0, ret = -ENODEV;
+	struct ibv_device **list = ibv_get_device_list(&n);
+	if (!list)
+		return errno ? -errno : -ENOSYS;
+	for (int i = 0; i < n; i++) {
+		if (strcmp(ibv_get_device_name(list[i]), name) != 0)
+			continue;
+		struct ibv_context *ctx = ibv_open_device(list[i]);
+		if (!ctx) {
+			ret = errno ? -errno : -EIO;
+			break;
+		}
+		struct ibv_port_attr a;
+		int rc = ibv_query_port(ctx, port, &a);
+		if (rc == 0) {
+			*active = mtu_bytes(a.active_mtu);
+			*max = mtu_bytes(a.max_mtu);
+		}
+		ret = rc ? -rc : 0;
+		ibv_close_device(ctx);
+		break;
+	}
+	ibv_free_device_list(list);
+	return ret;
+}
+
+// rp_qp_sgid_index stores the source GID index of a connected queue pair's
+// path, or -1 when the path has no global route header (InfiniBand within
+// one subnet, iWARP).
+int rp_qp_sgid_index(struct ibv_qp *qp, int *index)
+{
+	struct ibv_qp_attr a;
+	struct ibv_qp_init_attr init;
+	int rc = ibv_query_qp(qp, &a, IBV_QP_AV, &init);
+	if (rc)
+		return -rc;
+	*index = a.ah_attr.is_global ? a.ah_attr.grh.sgid_index : -1;
+	return 0;
+}

@@ -65,5 +65,7 @@ int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, ui
 int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n);
 int rp_arm(struct ibv_cq *cq);
 int rp_get_cq_event(struct ibv_comp_channel *cc);
+int rp_port_mtu(const char *name, int port, int *active, int *max);
+int rp_qp_sgid_index(struct ibv_qp *qp, int *index);
 
 #endif
