@@ -64,6 +64,9 @@ func TestSilentConnections(t *testing.T) {
 	s := start(t, "rdmasend", bytes.NewReader(in), io.Discard, append(flags(port, "--key-file", keyFile), suite.host)...)
 	code, stderr := s.wait(60 * time.Second)
 	expect(t, "rdmasend", code, stderr, 0, "")
+	// rdmarecv wrote the stream before rdmasend exited; the test reads it
+	// from rdmarecv's stdout pipe in its own time.
+	waitFor(t, 30*time.Second, "the receiver's output", func() bool { return len(out.String()) >= len(in) })
 	if got := out.String(); got != string(in) {
 		t.Errorf("the receiver wrote %d bytes, want %d", len(got), len(in))
 	}
