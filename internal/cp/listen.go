@@ -1,0 +1,89 @@
+package cp
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"strconv"
+	"syscall"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
+)
+
+// listenAttempts is how often an auto listener tries another port when
+// the one the kernel offered for TCP is taken on RDMA or TCP meanwhile.
+const listenAttempts = 5
+
+// listenAnyPort listens on a port of the system's choice on every address
+// with transport ("auto": RDMA and TCP on the same port) and returns the
+// listener and its port. notice is told when auto mode listens on TCP only.
+func listenAnyPort(ctx context.Context, transport string, p pipe.Params, notice io.Writer) (pipe.Listener, int, error) {
+	switch transport {
+	case "tcp":
+		l, err := tcp.Listen(ctx, ":0", p)
+		if err != nil {
+			return nil, 0, err
+		}
+		return portOf(l)
+	case "rdma":
+		if err := rdma.Available(); err != nil {
+			return nil, 0, err
+		}
+		l, err := rdma.Listen(ctx, ":0", p, rdma.Options{GIDIndex: -1})
+		if err != nil {
+			return nil, 0, err
+		}
+		return portOf(l)
+	}
+	var err error
+	for range listenAttempts {
+		var port int
+		if port, err = freeTCPPort(); err != nil {
+			return nil, 0, pipe.Errorf(pipe.KindSetup, "listen", "find a free port: %v", err)
+		}
+		var l pipe.Listener
+		l, err = auto.Listen(ctx, ":"+strconv.Itoa(port), p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
+		if err == nil {
+			return l, port, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			break
+		}
+	}
+	return nil, 0, err
+}
+
+// freeTCPPort returns a TCP port that was free a moment ago: auto mode
+// listens on RDMA first, then on TCP with the same port number.
+func freeTCPPort() (int, error) {
+	l, err := net.Listen("tcp", ":0")
+	if err != nil {
+		return 0, err
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port, nil
+}
+
+// portOf returns l and the port it listens on.
+func portOf(l pipe.Listener) (pipe.Listener, int, error) {
+	_, p, err := net.SplitHostPort(l.Addr())
+	port, perr := strconv.Atoi(p)
+	if err != nil || perr != nil {
+		l.Close()
+		return nil, 0, pipe.Errorf(pipe.KindInternal, "listen", "cannot read the port of %q", l.Addr())
+	}
+	return l, port, nil
+}
+
+// notices returns where the remote side's transport notices go: its
+// stderr (which ssh carries to the user) when verbose, else nowhere.
+func notices(verbose bool, stderr io.Writer) io.Writer {
+	if verbose {
+		return stderr
+	}
+	return io.Discard
+}

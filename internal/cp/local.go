@@ -1,0 +1,200 @@
+package cp
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
+)
+
+// Bounds of the local side's waits.
+const (
+	portWait   = 2 * time.Minute  // ssh login (which may ask for a password) and the remote start
+	dialWait   = 15 * time.Second // connecting to the remote side's port
+	statusWait = 5 * time.Minute  // the remote side putting the copy in place after the stream
+)
+
+// Options are the local side's settings.
+type Options struct {
+	Recursive bool          // copy directories (as a tar archive)
+	Preserve  bool          // keep a single file's mode and times
+	SSH       []string      // the ssh command and its options
+	RemoteCmd string        // the rdmacp command on the remote host
+	DataHost  string        // where the stream goes; empty: the host ssh connects to
+	Transport string        // "auto", "rdma" or "tcp"
+	Timeout   time.Duration // a silent peer is given up after this long
+	Verbose   bool          // a summary line on Stderr
+	Stderr    io.Writer
+}
+
+// Copy copies the files and directories at paths to t: it starts the
+// remote side over ssh (see Serve), sends it the request with a one-time
+// key, connects to the port it reports and streams the sources, then
+// waits for the remote side's result. One regular file travels as is;
+// anything else as a tar archive.
+func Copy(ctx context.Context, paths []string, t Target, o Options) error {
+	p, err := planCopy(paths, o.Recursive)
+	if err != nil {
+		return err
+	}
+	var in *os.File
+	if p.mode == modeFile {
+		if in, err = os.Open(p.srcs[0].path); err != nil {
+			return pipe.Errorf(pipe.KindSetup, "", "%v", err)
+		}
+		defer in.Close()
+	}
+	key := make([]byte, keyLen)
+	rand.Read(key)
+	host := o.DataHost
+	if host == "" {
+		host = resolveHost(ctx, o.SSH, t)
+	}
+	r, err := startRemote(o.SSH, t, o.RemoteCmd, o.Stderr)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	// A failed write means ssh is gone; next says why.
+	_ = writeRequest(r.stdin, newRequest(p, t, o, key))
+	st, err := r.next(ctx, portWait)
+	if err != nil {
+		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
+	}
+	if err := remoteFailed(t.Host, st); err != nil {
+		return err
+	}
+	if st.kind != "port" {
+		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	stats, err := stream(ctx, addr, p, in, o, key)
+	if err != nil {
+		r.close()
+		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
+	}
+	st, err = r.next(ctx, statusWait)
+	if err != nil {
+		return pipe.Errorf(pipe.KindAborted, "after the stream", "%v", err)
+	}
+	if err := remoteFailed(t.Host, st); err != nil {
+		return err
+	}
+	if st.kind != "ok" || st.n != stats.Bytes {
+		return pipe.Errorf(pipe.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were sent", st.kind, st.n, stats.Bytes)
+	}
+	if o.Verbose {
+		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
+	}
+	return nil
+}
+
+// newRequest is the request for copying p to t.
+func newRequest(p plan, t Target, o Options, key []byte) Request {
+	req := Request{Version: protocolVersion, Key: hex.EncodeToString(key), Dest: t.Path, Mode: p.mode,
+		Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+	if p.mode == modeTar {
+		req.Single = len(p.srcs) == 1
+		return req
+	}
+	fi := p.srcs[0].info
+	req.Name, req.Perm, req.Preserve = p.srcs[0].name, unixPerm(fi.Mode()), o.Preserve
+	if o.Preserve {
+		req.MTime = fi.ModTime().UnixNano()
+		req.ATime = accessTime(fi).UnixNano()
+	}
+	return req
+}
+
+// stream connects to the remote side at addr and sends it the sources:
+// the open file in (as is, so that pipe can see a regular file) or a tar
+// archive of p's sources.
+func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, key []byte) (pipe.Stats, error) {
+	if o.Transport == "rdma" {
+		if err := rdma.Available(); err != nil {
+			return pipe.Stats{}, err
+		}
+	}
+	dctx, cancel := context.WithTimeout(ctx, dialWait)
+	conn, err := newDialer(o).Dial(dctx, addr, defaultParams())
+	cancel()
+	if err != nil {
+		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
+	}
+	cfg := pipe.Config{Key: key, Timeout: o.Timeout}
+	var st pipe.Stats
+	if p.mode == modeFile {
+		st, err = pipe.Send(ctx, conn, in, cfg)
+	} else {
+		st, err = sendTar(ctx, conn, p.srcs, cfg, o.Stderr)
+	}
+	if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
+		conn.Close()
+	}
+	return st, err
+}
+
+// sendTar streams srcs to conn as a tar archive.
+func sendTar(ctx context.Context, conn pipe.Conn, srcs []source, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
+	pr, pw := io.Pipe()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		pw.CloseWithError(writeTar(pw, srcs, warn))
+	}()
+	st, err := pipe.Send(ctx, conn, pr, cfg)
+	pr.CloseWithError(errors.New("the stream ended"))
+	<-done
+	return st, err
+}
+
+// newDialer returns the dialer for o.Transport; auto mode says once on
+// o.Stderr when it falls back to TCP.
+func newDialer(o Options) pipe.Dialer {
+	switch o.Transport {
+	case "tcp":
+		return tcp.Dialer{}
+	case "rdma":
+		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
+	}
+	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: o.Stderr, Name: "rdmacp"}
+}
+
+// remoteFailed returns the remote side's failure as an error of the kind
+// its exit code stands for, or nil if st is not a failure.
+func remoteFailed(host string, st status) error {
+	if st.kind != "fail" {
+		return nil
+	}
+	return &pipe.Error{Kind: kindOfCode(int(st.n)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.msg))}
+}
+
+// kindOfCode maps an exit code back to the kind of error it stands for.
+func kindOfCode(code int) pipe.Kind {
+	kinds := map[int]pipe.Kind{2: pipe.KindUsage, 3: pipe.KindSetup, 4: pipe.KindAborted, 5: pipe.KindIntegrity, 6: pipe.KindAuth, 7: pipe.KindNoRDMA}
+	if k, ok := kinds[code]; ok {
+		return k
+	}
+	return pipe.KindInternal
+}
+
+// summary is the -v line for a finished copy.
+func summary(st pipe.Stats) string {
+	secs := st.Elapsed.Seconds()
+	rate := 0.0
+	if secs > 0 {
+		rate = float64(st.Bytes) / secs / 1e6
+	}
+	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth)
+}

@@ -1,0 +1,70 @@
+package cp
+
+import (
+	"fmt"
+	"os"
+	"path/filepath"
+)
+
+// source is one SRC argument.
+type source struct {
+	path string      // as given
+	name string      // its name at the destination (base name)
+	info os.FileInfo // of what path leads to (links on the command line are followed)
+}
+
+// plan is what a copy streams.
+type plan struct {
+	mode string // modeFile or modeTar
+	srcs []source
+}
+
+// planCopy checks the sources: one regular file is streamed as is; several
+// sources, or a directory (only with recursive), as a tar archive.
+func planCopy(paths []string, recursive bool) (plan, error) {
+	var p plan
+	for _, path := range paths {
+		fi, err := os.Stat(path)
+		if err != nil {
+			return plan{}, usagef("%v", err)
+		}
+		if fi.IsDir() && !recursive {
+			return plan{}, usagef("%s is a directory: use -r to copy directories", path)
+		}
+		if !fi.IsDir() && !fi.Mode().IsRegular() {
+			return plan{}, usagef("%s: not a regular file or a directory", path)
+		}
+		name, err := destName(path)
+		if err != nil {
+			return plan{}, err
+		}
+		p.srcs = append(p.srcs, source{path: path, name: name, info: fi})
+	}
+	p.mode = modeTar
+	if len(p.srcs) == 1 && p.srcs[0].info.Mode().IsRegular() {
+		p.mode = modeFile
+	}
+	return p, nil
+}
+
+// destName is the name a source gets at the destination: its base name
+// (that of the absolute path for "." and the like).
+func destName(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", usagef("%s: %v", path, err)
+	}
+	name := filepath.Base(abs)
+	if checkName(name) != nil {
+		return "", usagef("%s: cannot copy the root directory; copy what is in it", path)
+	}
+	return name, nil
+}
+
+// describe names the sources for messages.
+func (p plan) describe() string {
+	if len(p.srcs) == 1 {
+		return p.srcs[0].path
+	}
+	return fmt.Sprintf("%d sources", len(p.srcs))
+}

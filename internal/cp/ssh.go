@@ -1,0 +1,167 @@
+package cp
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// sshOptions are added to every ssh command, as scp does: no forwarding,
+// no terminal, and no RemoteCommand or LocalCommand from the user's config
+// in the way of the receiver.
+var sshOptions = []string{"-x", "-T", "-o", "ClearAllForwardings=yes", "-o", "ForwardAgent=no",
+	"-o", "PermitLocalCommand=no", "-o", "RemoteCommand=none"}
+
+// closeWait bounds the wait for ssh to exit once its stdin is closed;
+// then it is killed.
+const closeWait = 10 * time.Second
+
+// remote is the receiving side, running under ssh.
+type remote struct {
+	cmd    *exec.Cmd
+	stdin  io.WriteCloser
+	lines  chan status // status lines, closed at the end of ssh's stdout
+	errc   chan error  // why reading ssh's stdout ended early, if it did
+	waited chan struct{}
+	err    error // ssh's exit, once waited is closed
+}
+
+// startRemote runs `ssh OPTIONS [user@]HOST REMOTECMD --remote-receive`
+// with ssh's stderr (and so the remote command's) on stderr.
+func startRemote(sshCmd []string, t Target, remoteCmd string, stderr io.Writer) (*remote, error) {
+	args := append(append(append([]string{}, sshCmd[1:]...), sshOptions...), "--", t.SSHDest(), remoteCmd+" --remote-receive")
+	cmd := exec.Command(sshCmd[0], args...)
+	cmd.Stderr = stderr
+	stdin, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, setupf("run %s: %v", sshCmd[0], err)
+	}
+	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), errc: make(chan error, 1), waited: make(chan struct{})}
+	go r.read(stdout)
+	return r, nil
+}
+
+// read passes the status lines of stdout on to r.lines, skipping other
+// lines, until stdout ends; then it waits for ssh.
+func (r *remote) read(stdout io.Reader) {
+	defer close(r.waited)
+	sc := bufio.NewScanner(stdout)
+	sc.Buffer(make([]byte, 0, 4096), maxStatusLine)
+	for sc.Scan() {
+		st, err := parseStatus(sc.Text())
+		if err != nil {
+			r.errc <- err
+			break
+		}
+		if st.valid {
+			select {
+			case r.lines <- st:
+			default: // more than a remote side ever says: dropped
+			}
+		}
+	}
+	if err := sc.Err(); err != nil {
+		r.errc <- fmt.Errorf("read from the remote side: %w", err)
+	}
+	io.Copy(io.Discard, stdout)
+	close(r.lines)
+	r.err = r.cmd.Wait()
+}
+
+// next returns the next status line, waiting at most wait for it. It
+// fails when the remote side ends without one.
+func (r *remote) next(ctx context.Context, wait time.Duration) (status, error) {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case st, ok := <-r.lines:
+		if ok {
+			return st, nil
+		}
+		select {
+		case err := <-r.errc:
+			return status{}, err
+		default:
+		}
+		<-r.waited
+		return status{}, fmt.Errorf("the remote side ended without a status (%s)", r.exitText())
+	case err := <-r.errc:
+		return status{}, err
+	case <-timer.C:
+		return status{}, fmt.Errorf("no word from the remote side within %v", wait)
+	case <-ctx.Done():
+		return status{}, context.Cause(ctx)
+	}
+}
+
+// exitText describes how ssh exited, with a hint for common causes.
+func (r *remote) exitText() string {
+	var ee *exec.ExitError
+	switch {
+	case r.err == nil:
+		return "ssh exited with status 0"
+	case errors.As(r.err, &ee) && ee.ExitCode() == 127:
+		return "exit status 127: is rdmacp installed on the remote host and in its PATH? See --remote-cmd"
+	case errors.As(r.err, &ee) && ee.ExitCode() == 255:
+		return "ssh exit status 255: ssh failed, or the remote process was killed"
+	}
+	return r.err.Error()
+}
+
+// lastWords describes how the remote side ended, once ssh has exited: its
+// failure, as it said it, or how ssh exited.
+func (r *remote) lastWords() string {
+	for st := range r.lines {
+		if st.kind == "fail" {
+			return strconv.Quote(st.msg)
+		}
+	}
+	return r.exitText()
+}
+
+// close ends the session: closing ssh's stdin tells the remote side to
+// stop (it exits when its stdin ends); ssh is killed if it has not exited
+// within closeWait.
+func (r *remote) close() {
+	r.stdin.Close()
+	select {
+	case <-r.waited:
+	case <-time.After(closeWait):
+		r.cmd.Process.Kill()
+		<-r.waited
+	}
+}
+
+// resolveHost returns the host name ssh would connect to for t (its
+// HostName for an alias in the user's ssh config), asked with `ssh -G`,
+// or t.Host if that fails (an ssh that has no -G).
+func resolveHost(ctx context.Context, sshCmd []string, t Target) string {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	args := append(append([]string{}, sshCmd[1:]...), "-G", "--", t.SSHDest())
+	out, err := exec.CommandContext(ctx, sshCmd[0], args...).Output()
+	if err != nil {
+		return t.Host
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "hostname "); ok && v != "" {
+			return v
+		}
+	}
+	return t.Host
+}

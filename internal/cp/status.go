@@ -1,0 +1,78 @@
+package cp
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+)
+
+// The remote side reports on its stdout, the ssh channel, in lines that
+// start with statusPrefix; other lines (say, from a chatty login script)
+// are skipped. First "port N" (or "fail"), then "ok BYTES" or
+// "fail CODE "quoted message"".
+const statusPrefix = "RDMACP "
+
+// maxStatusLine bounds one line from the remote side.
+const maxStatusLine = 8 << 10
+
+// status is one parsed status line.
+type status struct {
+	kind  string // "port", "ok" or "fail"
+	n     int64  // the port, the byte count, or the exit code
+	msg   string // the failure, for "fail"
+	valid bool   // the line was a status line
+}
+
+func writePort(w io.Writer, port int) error {
+	_, err := fmt.Fprintf(w, "%sport %d\n", statusPrefix, port)
+	return err
+}
+
+func writeOK(w io.Writer, bytes int64) error {
+	_, err := fmt.Fprintf(w, "%sok %d\n", statusPrefix, bytes)
+	return err
+}
+
+func writeFail(w io.Writer, code int, msg string) error {
+	_, err := fmt.Fprintf(w, "%sfail %d %s\n", statusPrefix, code, strconv.Quote(msg))
+	return err
+}
+
+// parseStatus parses one line from the remote side. A line without the
+// prefix is not a status line (valid false, no error); a line with it that
+// does not parse is an error.
+func parseStatus(line string) (status, error) {
+	rest, ok := strings.CutPrefix(line, statusPrefix)
+	if !ok {
+		return status{}, nil
+	}
+	kind, args, _ := strings.Cut(rest, " ")
+	bad := fmt.Errorf("malformed status line from the remote side: %.200q", line)
+	switch kind {
+	case "port":
+		port, err := strconv.Atoi(args)
+		if err != nil || port < 1 || port > 65535 {
+			return status{}, bad
+		}
+		return status{kind: kind, n: int64(port), valid: true}, nil
+	case "ok":
+		n, err := strconv.ParseInt(args, 10, 64)
+		if err != nil || n < 0 {
+			return status{}, bad
+		}
+		return status{kind: kind, n: n, valid: true}, nil
+	case "fail":
+		codeText, quoted, _ := strings.Cut(args, " ")
+		code, err := strconv.Atoi(codeText)
+		if err != nil || code < 1 || code > 255 {
+			return status{}, bad
+		}
+		msg, err := strconv.Unquote(quoted)
+		if err != nil {
+			return status{}, bad
+		}
+		return status{kind: kind, n: int64(code), msg: msg, valid: true}, nil
+	}
+	return status{}, bad
+}
