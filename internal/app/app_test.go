@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 
@@ -119,18 +120,18 @@ func TestHostPort(t *testing.T) {
 func TestSummary(t *testing.T) {
 	st := pipe.Stats{Bytes: 3 << 20, Elapsed: 1e9,
 		Info: pipe.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, DataPath: "write", Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
-	s := newSummary("send", st, nil)
-	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4"
+	s := newSummary("send", st, nil, 1500*time.Millisecond)
+	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
 	if got := s.line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}
 	path := filepath.Join(t.TempDir(), "s.json")
-	failed := newSummary("recv", st, pipe.Errorf(pipe.KindIntegrity, "", "crc"))
+	failed := newSummary("recv", st, pipe.Errorf(pipe.KindIntegrity, "", "crc"), time.Second)
 	if err := failed.writeJSON(path); err != nil {
 		t.Fatal(err)
 	}
 	b, _ := os.ReadFile(path)
-	for _, w := range []string{`"ok": false`, `"exit_code": 5`, `"transport": "rdma"`, `"device": "mlx5_0"`} {
+	for _, w := range []string{`"ok": false`, `"exit_code": 5`, `"transport": "rdma"`, `"device": "mlx5_0"`, `"cpu_seconds": 1`, `"cpu_s_per_gib": 341.33`} {
 		if !strings.Contains(string(b), w) {
 			t.Errorf("stats JSON lacks %s:\n%s", w, b)
 		}

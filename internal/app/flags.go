@@ -17,15 +17,16 @@ const DefaultPort = 18800
 
 // options are the settings both commands share, parsed from flags.
 type options struct {
-	port      int
-	transport string // "auto", "rdma" or "tcp"
-	params    pipe.Params
-	cfg       pipe.Config
-	progress  bool
-	verbose   bool
-	statsJSON string
-	rdma      rdmaOptions
-	window    window // the chunk and depth asked for, and why
+	port       int
+	transport  string // "auto", "rdma" or "tcp"
+	params     pipe.Params
+	cfg        pipe.Config
+	progress   bool
+	verbose    bool
+	statsJSON  string
+	statsEvery time.Duration // --stats-interval; 0: none
+	rdma       rdmaOptions
+	window     window // the chunk and depth asked for, and why
 }
 
 // rdmaOptions select the RDMA device and completion mode.
@@ -38,24 +39,39 @@ type rdmaOptions struct {
 	qps      int  // --qps: asked for (rdmasend), granted at most (rdmarecv)
 }
 
+// Flag categories, in the order help shows them (urfave/cli sorts them by
+// name).
+const (
+	catCommon   = "Common"
+	catRDMA     = "RDMA"
+	catSecurity = "Security"
+	catTuning   = "Tuning and benchmarks"
+)
+
 // commonFlags are the flags of both commands.
 func commonFlags() []cli.Flag {
 	return []cli.Flag{
-		&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
-		&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
-		&cli.StringFlag{Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M where locked memory is unlimited, else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
-		&cli.IntFlag{Name: "depth", Aliases: []string{"d"}, DefaultText: "8 where locked memory is unlimited, else 4 or more", Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
-		&cli.StringFlag{Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
-		&cli.StringFlag{Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
-		&cli.DurationFlag{Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},
-		&cli.BoolFlag{Name: "progress", Aliases: []string{"p"}, Usage: "show a progress bar on stderr"},
-		&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a one-line summary on stderr: bytes, seconds, rate, transport, chunk x depth"},
-		&cli.StringFlag{Name: "stats-json", Usage: "write the summary as JSON to `FILE`"},
-		&cli.StringFlag{Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address)"},
-		&cli.IntFlag{Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
-		&cli.IntFlag{Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
-		&cli.BoolFlag{Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
-		&cli.StringFlag{Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},
+		&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
+		&cli.IntFlag{Category: catCommon, Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
+		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
+		&cli.DurationFlag{Category: catCommon, Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},
+		&cli.BoolFlag{Category: catCommon, Name: "progress", Aliases: []string{"p"}, Usage: "show a progress bar on stderr (current rate, and the average in its description)"},
+		&cli.BoolFlag{Category: catCommon, Name: "verbose", Aliases: []string{"v"}, Usage: "print a one-line summary on stderr: bytes, seconds, rate, transport, chunk x depth, CPU"},
+		&cli.StringFlag{Category: catCommon, Name: "stats-json", Usage: "write the summary as JSON to `FILE`"},
+		&cli.DurationFlag{Category: catCommon, Name: "stats-interval", Usage: "every `D` while a stream runs, print a JSON line on stderr (a human line with -v): bytes, rate over the interval, credits in flight, stalls"},
+		&cli.BoolFlag{Category: catCommon, Name: "check", Usage: "check this host (devices, ports, GIDs, locked memory, huge pages) and, for rdmasend, a real connect and handshake (no data) with the receiver over RDMA and TCP; exit 0 only if a stream would work"},
+		&cli.BoolFlag{Category: catCommon, Name: "json", Usage: "with --check: print the report as JSON"},
+		&cli.StringFlag{Name: "completion", Hidden: true, Usage: "print the `SHELL` completion script (bash, zsh or fish) and exit"},
+		&cli.BoolFlag{Name: "man", Hidden: true, Usage: "print the man page (roff) and exit"},
+		&cli.StringFlag{Category: catTuning, Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M where locked memory is unlimited, else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
+		&cli.IntFlag{Category: catTuning, Name: "depth", Aliases: []string{"d"}, DefaultText: "8 where locked memory is unlimited, else 4 or more", Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
+		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
+		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
+		&cli.StringFlag{Category: catSecurity, Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
+		&cli.StringFlag{Category: catRDMA, Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address)"},
+		&cli.IntFlag{Category: catRDMA, Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
+		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
+		&cli.StringFlag{Category: catRDMA, Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},
 	}
 }
 
@@ -63,16 +79,20 @@ func commonFlags() []cli.Flag {
 func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	var err error
 	o := options{
-		port:      c.Int("port"),
-		transport: c.String("transport"),
-		progress:  c.Bool("progress"),
-		verbose:   c.Bool("verbose"),
-		statsJSON: c.String("stats-json"),
+		port:       c.Int("port"),
+		transport:  c.String("transport"),
+		progress:   c.Bool("progress"),
+		verbose:    c.Bool("verbose"),
+		statsJSON:  c.String("stats-json"),
+		statsEvery: c.Duration("stats-interval"),
 		rdma: rdmaOptions{device: c.String("device"), ibPort: c.Int("ib-port"),
 			gidIndex: c.Int("gid-index"), busyPoll: c.Bool("busy-poll"), sendOnly: c.String("rdma-op") == "send"},
 	}
 	if op := c.String("rdma-op"); op != "write" && op != "send" {
 		return o, usagef("--rdma-op %q: must be write or send", op)
+	}
+	if o.statsEvery < 0 {
+		return o, usagef("--stats-interval must not be negative")
 	}
 	if o.port < 1 || o.port > 65535 {
 		return o, usagef("--port %d: must be 1 to 65535", o.port)

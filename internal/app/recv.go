@@ -3,7 +3,10 @@ package app
 import (
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"strconv"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 )
@@ -29,11 +32,11 @@ EXAMPLES:
 
 `, DefaultPort) + exitCodesHelp,
 		Flags: append(commonFlags(),
-			&cli.StringFlag{Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
-			&cli.IntFlag{Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
-			&cli.BoolFlag{Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
-			&cli.BoolFlag{Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
-			&cli.BoolFlag{Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
+			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
+			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
+			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
+			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
@@ -44,6 +47,9 @@ EXAMPLES:
 
 // recvAction is rdmarecv's body.
 func recvAction(c *cli.Context) error {
+	if handled, err := early(c, os.Stdout); handled {
+		return err
+	}
 	if c.NArg() != 0 {
 		return usagef("rdmarecv takes no arguments, got %q (see --help)", c.Args().Slice())
 	}
@@ -53,6 +59,11 @@ func recvAction(c *cli.Context) error {
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
 		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
+	}
+	if c.Bool("check") {
+		ctx, stop := signalContext()
+		defer stop()
+		return check(ctx, c, o, "", net.JoinHostPort(strings.Trim(c.String("bind"), "[]"), strconv.Itoa(o.port)), true, os.Stdout)
 	}
 	keep := c.Bool("keep-listening")
 	var out io.Writer = os.Stdout

@@ -33,10 +33,13 @@ type summary struct {
 	Depth     int     `json:"depth"`
 	Pinned    int64   `json:"pinned_bytes"`
 	XXHash64  string  `json:"xxhash64,omitempty"`
+	CPU       float64 `json:"cpu_seconds"`   // user+system CPU of this process
+	CPUPerGiB float64 `json:"cpu_s_per_gib"` // CPU seconds per GiB of stream (0 for an empty stream)
 }
 
-// newSummary describes a stream that ended with err.
-func newSummary(role string, st pipe.Stats, err error) summary {
+// newSummary describes a stream that ended with err, after this process
+// used cpu (user+system) in all.
+func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summary {
 	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
 		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
@@ -48,6 +51,10 @@ func newSummary(role string, st pipe.Stats, err error) summary {
 	}
 	if s.Seconds > 0 {
 		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds
+	}
+	s.CPU = cpu.Seconds()
+	if st.Bytes > 0 {
+		s.CPUPerGiB = s.CPU / (float64(st.Bytes) / (1 << 30))
 	}
 	return s
 }
@@ -68,6 +75,10 @@ func (s summary) line() string {
 		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, formatSize(int64(s.Chunk)), s.Depth)
 	if s.Pinned > 0 {
 		line += ", pinned " + formatMiB(s.Pinned)
+	}
+	line += fmt.Sprintf(", CPU %.2f s", s.CPU)
+	if s.Bytes > 0 {
+		line += fmt.Sprintf(" (%.2f s/GiB)", s.CPUPerGiB)
 	}
 	return line
 }
@@ -111,6 +122,21 @@ func newProgress(w io.Writer, size int64, desc string) *progressbar.ProgressBar 
 		progressbar.OptionFullWidth(),
 		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
 	)
+}
+
+// progressUpdater returns the Progress function that moves bar and, once
+// a second, puts the average rate since it was made into its description
+// (the bar itself shows the current rate, over its last updates).
+func progressUpdater(bar *progressbar.ProgressBar, desc string) func(int64) {
+	start := time.Now()
+	var described time.Time
+	return func(n int64) {
+		if now := time.Now(); now.Sub(described) >= time.Second {
+			bar.Describe(fmt.Sprintf("%s (average %.1f MB/s)", desc, rate(n, now.Sub(start))))
+			described = now
+		}
+		_ = bar.Set64(n)
+	}
 }
 
 // endProgress ends a progress bar on w after sent bytes of a stream of

@@ -2,6 +2,7 @@ package app
 
 import (
 	"fmt"
+	"io"
 	"os"
 	"runtime/debug"
 
@@ -15,6 +16,7 @@ import (
 // the Go runtime's 2, which is the usage error's code here.
 func runApp(app *cli.App, args []string) (code int) {
 	app.Writer, app.ErrWriter = os.Stderr, os.Stderr
+	app.EnableBashCompletion = true
 	defer func() {
 		if p := recover(); p != nil {
 			code = report(os.Stderr, app.Name, pipe.Errorf(pipe.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()))
@@ -22,6 +24,17 @@ func runApp(app *cli.App, args []string) (code int) {
 	}()
 	err := app.Run(args)
 	return report(os.Stderr, app.Name, err)
+}
+
+// early handles the flags that print something and exit instead of
+// streaming: --version, --completion and --man. handled is false when
+// none was given.
+func early(c *cli.Context, out io.Writer) (handled bool, err error) {
+	if c.Bool("version") {
+		_, err := fmt.Fprintln(out, version(c.App.Name))
+		return true, err
+	}
+	return docs(c, out)
 }
 
 // onUsageError turns a flag parsing error into a usage error.
@@ -32,7 +45,7 @@ func onUsageError(_ *cli.Context, err error, _ bool) error {
 // finish prints the -v summary and writes --stats-json for a stream that
 // ended with err, and returns err (or the stats file's error).
 func finish(o options, role string, st pipe.Stats, err error) error {
-	s := newSummary(role, st, err)
+	s := newSummary(role, st, err, cpuTime())
 	if o.verbose && err == nil {
 		fmt.Fprintf(os.Stderr, "rdma%s: %s\n", role, s.line())
 	}

@@ -34,12 +34,12 @@ EXAMPLES:
 
 ` + exitCodesHelp,
 		Flags: append(commonFlags(),
-			&cli.DurationFlag{Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
-			&cli.IntFlag{Name: "qps", Value: 1, Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
-			&cli.StringFlag{Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
-			&cli.BoolFlag{Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
-			&cli.DurationFlag{Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
-			&cli.StringFlag{Name: "bench-json", Usage: "with --bench: also write the results as JSON to `FILE`"},
+			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
+			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
+			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
+			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
+			&cli.DurationFlag{Category: catTuning, Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
+			&cli.StringFlag{Category: catTuning, Name: "bench-json", Usage: "with --bench: also write the results as JSON to `FILE`"},
 		),
 		HideHelpCommand: true,
 		OnUsageError:    onUsageError,
@@ -50,6 +50,9 @@ EXAMPLES:
 
 // sendAction is rdmasend's body.
 func sendAction(c *cli.Context) error {
+	if handled, err := early(c, os.Stdout); handled {
+		return err
+	}
 	if c.NArg() != 1 {
 		return usagef("expected exactly one HOST[:PORT] argument, got %d (see --help)", c.NArg())
 	}
@@ -70,6 +73,9 @@ func sendAction(c *cli.Context) error {
 	addr := hostPort(c.Args().First(), o.port)
 	ctx, stop := signalContext()
 	defer stop()
+	if c.Bool("check") {
+		return check(ctx, c, o, addr, "", false, os.Stdout)
+	}
 	if c.Bool("bench") {
 		if c.Duration("bench-time") <= 0 {
 			return usagef("--bench-time must be positive")
@@ -81,11 +87,16 @@ func sendAction(c *cli.Context) error {
 	var bar *progressbar.ProgressBar
 	if o.progress {
 		bar = newProgress(os.Stderr, size, "sending")
-		o.cfg.Progress = func(n int64) { _ = bar.Set64(n) }
+		o.cfg.Progress = progressUpdater(bar, "sending")
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
+	if o.statsEvery > 0 {
+		o.cfg.Gauges = &pipe.Gauges{}
+	}
+	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.cfg.Gauges)
 	st, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
+	stopStats()
 	if bar != nil {
 		endProgress(bar, os.Stderr, st.Bytes, size)
 	}

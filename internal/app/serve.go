@@ -102,6 +102,12 @@ func (s *server) run(ctx context.Context) error {
 			inFlight--
 			waiting = remove(waiting, r.p)
 			if r.p.state.Load() != claimed {
+				if errors.Is(r.err, pipe.ErrProbe) {
+					if s.o.verbose {
+						fmt.Fprintf(s.log, "rdmarecv: %s checked the connection (rdmasend --check); waiting for a stream\n", r.p.conn.Info().Remote)
+					}
+					continue
+				}
 				if r.err != nil && ctx.Err() == nil {
 					fmt.Fprintf(s.log, "rdmarecv: refused a connection: %v\n", r.err)
 				}
@@ -142,6 +148,10 @@ func (s *server) start(ctx context.Context, conn pipe.Conn) *pending {
 	hctx, cancel := context.WithCancel(ctx)
 	p := &pending{conn: conn, cancel: cancel}
 	cfg := s.o.cfg
+	stopStats := func() {}
+	if s.o.statsEvery > 0 {
+		cfg.Gauges = &pipe.Gauges{}
+	}
 	cfg.Claim = func() bool {
 		if !p.state.CompareAndSwap(handshaking, claimed) {
 			return false
@@ -151,20 +161,24 @@ func (s *server) start(ctx context.Context, conn pipe.Conn) *pending {
 			return false
 		}
 		s.l.SetBusy(true)
+		stopStats = startStats(s.o, s.log, "rdmarecv", "recv", cfg.Gauges)
 		return true
 	}
 	var bar *progressbar.ProgressBar // made when the claimed stream's data flows
 	if s.o.progress {
+		var update func(int64)
 		cfg.Progress = func(n int64) {
 			if bar == nil {
 				bar = newProgress(s.log, -1, "receiving")
+				update = progressUpdater(bar, "receiving")
 			}
-			_ = bar.Set64(n)
+			update(n)
 		}
 	}
 	go func() {
 		defer cancel()
 		st, err := pipe.Receive(hctx, conn, s.out, cfg)
+		stopStats()
 		if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
 			conn.Close()
 		}

@@ -89,14 +89,23 @@ func hasCapIPCLock() bool {
 // how much memory that locks here at most (the peer's answer may be
 // smaller, and the RDMA write data path needs less on the receiver).
 func (w window) describe(name string, receiver bool) string {
+	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(w.locks(receiver)))
+}
+
+// locks is how much buffer memory the window registers at most on the
+// sender's or the receiver's side.
+func (w window) locks(receiver bool) int64 {
 	p := pipe.NewParams(w.chunk, w.depth)
-	locks := int64(pipe.SenderLayout(p).SendBufs * pipe.SenderLayout(p).SendSize)
 	if receiver {
 		l := pipe.ReceiverLayout(p)
-		locks = int64(l.RecvBufs * l.RecvSize)
+		return int64(l.RecvBufs * l.RecvSize)
 	}
-	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(locks))
+	l := pipe.SenderLayout(p)
+	return int64(l.SendBufs * l.SendSize)
 }
+
+// short names the window, e.g. "4 MiB x 8".
+func (w window) short() string { return fmt.Sprintf("%s x %d", formatSize(int64(w.chunk)), w.depth) }
 
 // formatMiB prints a byte count in MiB with one decimal.
 func formatMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -1,0 +1,61 @@
+package app
+
+import (
+	"context"
+	"io"
+	"math"
+
+	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/internal/doctor"
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// check runs --check: it checks this host and, with a peer, a real
+// connect and handshake with it, prints the report on out (JSON with
+// --json) and fails unless a stream would work.
+func check(ctx context.Context, c *cli.Context, o options, peer, listen string, receiver bool, out io.Writer) error {
+	title := c.App.Name + " --check"
+	if peer != "" {
+		title += " " + peer
+	}
+	cfg := doctor.Config{
+		Command: title, Peer: peer, Listen: listen, Transport: o.transport,
+		RDMA: o.rdmaOpts(), Params: o.params, Key: o.cfg.Key, HandshakeTimeout: o.cfg.HandshakeTimeout,
+		Memory: memoryFacts(o.window, receiver),
+	}
+	r := doctor.Judge(doctor.Gather(ctx, cfg))
+	write := r.WriteText
+	if c.Bool("json") {
+		write = r.WriteJSON
+	}
+	if err := write(out); err != nil {
+		return pipe.Errorf(pipe.KindInternal, "", "write the report: %v", err)
+	}
+	if r.OK {
+		return nil
+	}
+	kind := pipe.KindSetup
+	if o.transport == "rdma" {
+		kind = pipe.KindNoRDMA
+	}
+	return pipe.Errorf(kind, "", "check failed: %s", r.Verdict)
+}
+
+// memoryFacts describes this process's locked-memory limits and what the
+// window w (this side's, the default unless flags set it) and the full
+// default window lock on this side.
+func memoryFacts(w window, receiver bool) doctor.Memory {
+	var lim unix.Rlimit
+	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
+		lim = unix.Rlimit{Cur: math.MaxUint64, Max: math.MaxUint64}
+	}
+	full := defaultWindow(0, true)
+	m := doctor.Memory{
+		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: hasCapIPCLock(),
+		Window: w.short(), Locks: w.locks(receiver), FullWindow: full.short(), FullLocks: full.locks(receiver),
+	}
+	m.TooLittle = !m.Unlimited && !m.CapIPCLock && receiverLocks(64<<10, 4) > lim.Max
+	return m
+}

@@ -1,0 +1,92 @@
+package app
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// statsLine is one --stats-interval report.
+type statsLine struct {
+	Role     string  `json:"role"`
+	Seconds  float64 `json:"t"`        // since the reports began
+	Bytes    int64   `json:"bytes"`    // so far
+	MBps     float64 `json:"mb_per_s"` // over the last interval
+	AvgMBps  float64 `json:"avg_mb_per_s"`
+	InFlight int64   `json:"in_flight"` // sender: credits in use; receiver: messages waiting for the writer
+	Stalls   int64   `json:"stalls"`    // sender: waits for a credit; receiver: arrivals that found the writer busy
+}
+
+// human is the line -v prints instead of JSON.
+func (s statsLine) human(name string) string {
+	return fmt.Sprintf("%s: %7.1f s %s, %.1f MB/s now, %.1f MB/s average, %d in flight, %d stalls",
+		name, s.Seconds, formatBytes(s.Bytes), s.MBps, s.AvgMBps, s.InFlight, s.Stalls)
+}
+
+// reportStats writes a statsLine for g to w every interval until ctx ends:
+// JSON, or a human line if human is set.
+func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Gauges, every time.Duration, human bool) {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	start, last, lastBytes := time.Now(), time.Now(), int64(0)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			s := statsLine{Role: role, Seconds: now.Sub(start).Seconds(), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls()}
+			s.MBps = rate(s.Bytes-lastBytes, now.Sub(last))
+			s.AvgMBps = rate(s.Bytes, now.Sub(start))
+			last, lastBytes = now, s.Bytes
+			if human {
+				fmt.Fprintln(w, s.human(name))
+				continue
+			}
+			b, _ := json.Marshal(s)
+			fmt.Fprintf(w, "%s\n", b)
+		}
+	}
+}
+
+// startStats starts reportStats for o's --stats-interval, if set, and
+// returns the function that stops it; without the flag it does nothing.
+func startStats(o options, w io.Writer, name, role string, g *pipe.Gauges) (stop func()) {
+	if o.statsEvery <= 0 {
+		return func() {}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		reportStats(ctx, w, name, role, g, o.statsEvery, o.verbose)
+	}()
+	return func() {
+		cancel()
+		<-done
+	}
+}
+
+// rate is n bytes over d in MB/s.
+func rate(n int64, d time.Duration) float64 {
+	if d <= 0 {
+		return 0
+	}
+	return float64(n) / 1e6 / d.Seconds()
+}
+
+// formatBytes prints a byte count with a binary unit and one decimal.
+func formatBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
+	}
+	return fmt.Sprintf("%d B", n)
+}
