@@ -1,0 +1,141 @@
+package doctor
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"math"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
+)
+
+// rxeFacts are the facts of a healthy SoftRoCE host whose checks all pass.
+func rxeFacts(transport string) Facts {
+	gid := netip.MustParseAddr("::ffff:10.0.3.1")
+	return Facts{
+		Config: Config{Command: "rdmasend --check 10.0.3.1:18800", Peer: "10.0.3.1:18800", Transport: transport,
+			Memory: Memory{Soft: math.MaxUint64, Hard: math.MaxUint64, Unlimited: true, Window: "4 MiB x 8", Locks: 32 << 20, FullWindow: "4 MiB x 8", FullLocks: 32 << 20}},
+		Devices: []rdma.Device{{Name: "rxe0", Transport: "RoCE", Ports: []rdma.Port{{Num: 1, State: "ACTIVE", PhysState: "LinkUp", LinkLayer: "Ethernet",
+			ActiveMTU: 1024, MaxMTU: 4096, GIDs: []rdma.GID{{Index: 2, GID: gid, Type: "IB/RoCE v1", NetDev: "dummy0"}, {Index: 3, GID: gid, Type: "RoCE v2", NetDev: "dummy0"}}}}}},
+		HugePages: HugePages{Total: 0, Free: 0},
+		Route:     &Result[rdma.Route]{Value: rdma.Route{Peer: "10.0.3.1:18800", Device: "rxe0", Port: 1, GID: gid, Local: "10.0.3.1:0"}},
+		RDMAPath:  &Result[Probe]{Value: Probe{Info: pipe.Info{Transport: "rdma", Device: "rxe0", Port: 1, DataPath: "write", Chunk: 4 << 20, Depth: 8}, GIDIndex: -1}},
+		TCPPath:   &Result[Probe]{Value: Probe{Info: pipe.Info{Transport: "tcp", Chunk: 4 << 20, Depth: 8}}},
+	}
+}
+
+func TestJudge(t *testing.T) {
+	refused := &pipe.Error{Kind: pipe.KindSetup, Op: "connect 10.0.3.1:18800", Err: errors.New("connection refused by peer (nothing listening?)")}
+	cases := []struct {
+		name   string
+		facts  func() Facts
+		ok     bool
+		path   string
+		lines  []string // "STATUS name" prefixes that must appear
+		phrase []string
+	}{
+		{"healthy rxe", func() Facts { return rxeFacts("auto") }, true, "rdma",
+			[]string{"OK rdma devices", "OK rxe0 port 1", "OK rdma route", "OK rdma handshake", "OK tcp handshake"},
+			[]string{"index 3, RoCE v2", "RoCE v2 (dummy0) <- rdma_cm's choice for 10.0.3.1:18800 (resolved source GID, RoCE v2: the kernel's default mode)", "would go over RDMA (rxe0 port 1)"}},
+		{"the handshake's GID index wins", func() Facts {
+			f := rxeFacts("auto")
+			f.RDMAPath.Value.GIDIndex = 2
+			return f
+		}, true, "rdma", nil, []string{"index 2, IB/RoCE v1", "(used by the handshake's queue pair)", "GID index 2"}},
+		{"no device, auto: TCP", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices, f.Route, f.RDMAPath, f.RDMAErr = nil, nil, nil, errors.New("no RDMA devices found")
+			return f
+		}, true, "tcp", []string{"WARN rdma devices", "OK tcp handshake"}, []string{"this host has no RDMA device", "would go over TCP (no RDMA path"}},
+		{"no device, rdma: fail", func() Facts {
+			f := rxeFacts("rdma")
+			f.Devices, f.Route, f.RDMAPath, f.RDMAErr = nil, nil, nil, errors.New("no RDMA devices found")
+			return f
+		}, false, "", []string{"FAIL rdma devices", "OK tcp handshake"}, []string{"fix: load an RDMA driver"}},
+		{"rdma fails, tcp works, rdma wanted", func() Facts {
+			f := rxeFacts("rdma")
+			f.RDMAPath = &Result[Probe]{Err: refused}
+			return f
+		}, false, "", []string{"FAIL rdma handshake"}, []string{"fix: start the receiver on the peer"}},
+		{"tcp only fails: a warning", func() Facts {
+			f := rxeFacts("auto")
+			f.TCPPath = &Result[Probe]{Err: refused}
+			return f
+		}, true, "rdma", []string{"WARN tcp handshake"}, nil},
+		{"nothing works", func() Facts {
+			f := rxeFacts("auto")
+			f.RDMAPath, f.TCPPath = &Result[Probe]{Err: refused}, &Result[Probe]{Err: refused}
+			return f
+		}, false, "", []string{"FAIL rdma handshake", "FAIL tcp handshake"}, []string{"would not work: tcp handshake"}},
+		{"wrong key", func() Facts {
+			f := rxeFacts("auto")
+			bad := &pipe.Error{Kind: pipe.KindAuth, Err: errors.New("key proof mismatch")}
+			f.RDMAPath, f.TCPPath = &Result[Probe]{Err: bad}, &Result[Probe]{Err: bad}
+			return f
+		}, false, "", nil, []string{"fix: give both sides the same key"}},
+		{"busy", func() Facts {
+			f := rxeFacts("rdma")
+			f.RDMAPath = &Result[Probe]{Err: &pipe.Error{Kind: pipe.KindBusy, Err: errors.New("busy")}}
+			return f
+		}, false, "", nil, []string{"rdmasend --wait"}},
+		{"memlock 8 MiB: shrunk window", func() Facts {
+			f := rxeFacts("auto")
+			f.Memory = Memory{Soft: 8 << 20, Hard: 8 << 20, Window: "1 MiB x 6", Locks: 6 << 20, FullWindow: "4 MiB x 8", FullLocks: 32 << 20}
+			return f
+		}, true, "rdma", []string{"WARN locked memory"}, []string{"soft 8 MiB, hard 8 MiB, no CAP_IPC_LOCK: the default window shrinks to 1 MiB x 6", "fix: ulimit -l unlimited"}},
+		{"receiver with too little memlock", func() Facts {
+			f := rxeFacts("rdma")
+			f.Peer, f.Listen, f.Route = "", ":18800", nil
+			f.Memory = Memory{Soft: 64 << 10, Hard: 64 << 10, TooLittle: true}
+			f.RDMAPath = &Result[Probe]{Value: Probe{Addr: "0.0.0.0:18800"}}
+			f.TCPPath = &Result[Probe]{Value: Probe{Addr: "[::]:18800"}}
+			return f
+		}, false, "", []string{"FAIL locked memory", "OK rdma listen", "OK tcp listen"}, []string{"too little for RDMA"}},
+		{"port down", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices[0].Ports[0].State, f.Devices[0].Ports[0].PhysState = "DOWN", "Disabled"
+			return f
+		}, true, "rdma", []string{"WARN rxe0 port 1"}, []string{"ip link set dummy0 up"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := Judge(tc.facts())
+			if r.OK != tc.ok || r.Path != tc.path {
+				t.Errorf("ok %v path %q, want %v %q", r.OK, r.Path, tc.ok, tc.path)
+			}
+			var text bytes.Buffer
+			if err := r.WriteText(&text); err != nil {
+				t.Fatal(err)
+			}
+			seen := map[string]bool{}
+			for _, c := range r.Checks {
+				seen[string(c.Status)+" "+c.Name] = true
+				if c.Status != OK && c.Fix == "" {
+					t.Errorf("%s %s has no fix", c.Status, c.Name)
+				}
+			}
+			for _, l := range tc.lines {
+				if !seen[l] {
+					t.Errorf("no check %q in:\n%s", l, text.String())
+				}
+			}
+			for _, p := range tc.phrase {
+				if !strings.Contains(text.String(), p) {
+					t.Errorf("report lacks %q:\n%s", p, text.String())
+				}
+			}
+			var js bytes.Buffer
+			if err := r.WriteJSON(&js); err != nil {
+				t.Fatal(err)
+			}
+			var back Report
+			if err := json.Unmarshal(js.Bytes(), &back); err != nil || back.OK != r.OK || len(back.Checks) != len(r.Checks) {
+				t.Errorf("JSON round trip: %v, %+v", err, back)
+			}
+		})
+	}
+}
