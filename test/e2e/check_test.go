@@ -152,8 +152,8 @@ func TestCheckMemlock(t *testing.T) {
 		name, limit string
 		says        []string
 	}{
-		{"8 MiB", "8388608", []string{"  locked memory  RLIMIT_MEMLOCK soft 8 MiB, hard 8 MiB, no CAP_IPC_LOCK: the default window shrinks to", "fix: ulimit -l unlimited"}},
-		{"64 KiB", "65536", []string{"  locked memory  RLIMIT_MEMLOCK soft 64 KiB, hard 64 KiB, no CAP_IPC_LOCK: too little for RDMA buffers", "fix: ulimit -l unlimited"}},
+		{"8 MiB", "8388608", []string{"RLIMIT_MEMLOCK soft 8 MiB, hard 8 MiB, no CAP_IPC_LOCK: the default window shrinks to", "fix: ulimit -l unlimited"}},
+		{"64 KiB", "65536", []string{"RLIMIT_MEMLOCK soft 64 KiB, hard 64 KiB, no CAP_IPC_LOCK: too little for RDMA buffers", "fix: ulimit -l unlimited"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -50,6 +50,10 @@ else
   echo "== wire.sh up failed"
   status=1
 fi
+# last, since it removes every RDMA device: --check on a host without one
+for dev in \$(rdma -j link show | grep -o '"ifname":"[^"]*"' | cut -d'"' -f4); do rdma link delete "\$dev"; done
+RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_HOST=\$RXE_IP \\
+  section "--check without RDMA devices" ./e2e.test -test.timeout 2m -test.v -test.run '^TestCheckNoDevice\$'
 exit \$status
 GUEST
 chmod +x "$suite/run.sh"
