@@ -4,10 +4,13 @@
 
 GO      ?= go
 BIN     := bin
+# make install PREFIX=... [DESTDIR=...]: binaries, man pages, completions.
+PREFIX  ?= /usr/local
+SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench clean
+.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -17,7 +20,8 @@ help:
 	@echo "make fuzz       the same for longer: FUZZTIME=10m make fuzz"
 	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
-	@echo "make build      build bin/rdmasend and bin/rdmarecv"
+	@echo "make build      build every command (./cmd/...) into bin/"
+	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -26,8 +30,31 @@ deps:
 	@./scripts/deps.sh
 	@$(GO) mod download
 
+# -buildvcs=auto stamps the VCS revision that --version prints (when built
+# from a git checkout), whatever GOFLAGS says.
 build: deps
-	$(GO) build -o $(BIN)/ ./cmd/rdmasend ./cmd/rdmarecv
+	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
+
+# install copies every command and, for each that can print them from its
+# own flag definitions (--man, --completion SHELL), its man page and
+# completion scripts.
+install: build
+	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
+		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
+	@set -e; for b in $(BIN)/*; do \
+		n=$${b##*/}; \
+		install -m 0755 $$b $(DESTDIR)$(PREFIX)/bin/$$n; \
+		if $$b --man > $(BIN)/$$n.1.tmp 2>/dev/null; then \
+			install -m 0644 $(BIN)/$$n.1.tmp $(SHARE)/man/man1/$$n.1; \
+			$$b --completion bash > $(SHARE)/bash-completion/completions/$$n; \
+			$$b --completion zsh > $(SHARE)/zsh/site-functions/_$$n; \
+			$$b --completion fish > $(SHARE)/fish/vendor_completions.d/$$n.fish; \
+			echo "installed $$n with its man page and completions"; \
+		else \
+			echo "installed $$n ($$n has no --man: no man page or completions)"; \
+		fi; \
+		rm -f $(BIN)/$$n.1.tmp; \
+	done
 
 test: test-unit test-fuzz test-rdma
 

@@ -38,13 +38,25 @@ compdef _%[2]s %[1]s
 `
 )
 
-// docs prints the completion script for shell, or the man page with man,
-// generated from app's flag definitions; handled is false when neither
-// was asked for.
-func docs(c *cli.Context, out io.Writer) (handled bool, err error) {
+// DocFlags are the hidden flags that make a command print its own man page
+// (--man) or completion script (--completion bash|zsh|fish); `make
+// install` installs them for every command that has these flags. A
+// command adds them to its flags and calls Docs first in its action.
+func DocFlags() []cli.Flag {
+	return []cli.Flag{
+		&cli.StringFlag{Name: "completion", Hidden: true, Usage: "print the `SHELL` completion script (bash, zsh or fish) and exit"},
+		&cli.BoolFlag{Name: "man", Hidden: true, Usage: "print the man page (roff) and exit"},
+	}
+}
+
+// Docs prints on out the completion script that --completion asks for, or
+// the man page with --man, generated from the app's flag definitions;
+// handled is false when neither was asked for. The bash and zsh scripts
+// need the app's EnableBashCompletion.
+func Docs(c *cli.Context, out io.Writer) (handled bool, err error) {
 	app := c.App
 	if c.Bool("man") {
-		page, err := app.ToMan()
+		page, err := app.ToManWithSection(1)
 		if err != nil {
 			return true, fmt.Errorf("generate the man page: %w", err)
 		}

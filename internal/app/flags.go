@@ -50,7 +50,7 @@ const (
 
 // commonFlags are the flags of both commands.
 func commonFlags() []cli.Flag {
-	return []cli.Flag{
+	return append(DocFlags(), []cli.Flag{
 		&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 		&cli.IntFlag{Category: catCommon, Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
 		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
@@ -61,8 +61,6 @@ func commonFlags() []cli.Flag {
 		&cli.DurationFlag{Category: catCommon, Name: "stats-interval", Usage: "every `D` while a stream runs, print a JSON line on stderr (a human line with -v): bytes, rate over the interval, credits in flight, stalls"},
 		&cli.BoolFlag{Category: catCommon, Name: "check", Usage: "check this host (devices, ports, GIDs, locked memory, huge pages) and, for rdmasend, a real connect and handshake (no data) with the receiver over RDMA and TCP; exit 0 only if a stream would work"},
 		&cli.BoolFlag{Category: catCommon, Name: "json", Usage: "with --check: print the report as JSON"},
-		&cli.StringFlag{Name: "completion", Hidden: true, Usage: "print the `SHELL` completion script (bash, zsh or fish) and exit"},
-		&cli.BoolFlag{Name: "man", Hidden: true, Usage: "print the man page (roff) and exit"},
 		&cli.StringFlag{Category: catTuning, Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M where locked memory is unlimited, else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
 		&cli.IntFlag{Category: catTuning, Name: "depth", Aliases: []string{"d"}, DefaultText: "8 where locked memory is unlimited, else 4 or more", Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
 		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
@@ -72,7 +70,7 @@ func commonFlags() []cli.Flag {
 		&cli.IntFlag{Category: catRDMA, Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
 		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
 		&cli.StringFlag{Category: catRDMA, Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},
-	}
+	}...)
 }
 
 // parseOptions reads the shared flags and the key.

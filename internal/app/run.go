@@ -34,7 +34,7 @@ func early(c *cli.Context, out io.Writer) (handled bool, err error) {
 		_, err := fmt.Fprintln(out, version(c.App.Name))
 		return true, err
 	}
-	return docs(c, out)
+	return Docs(c, out)
 }
 
 // onUsageError turns a flag parsing error into a usage error.

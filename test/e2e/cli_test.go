@@ -22,7 +22,7 @@ func TestVersionHelpDocs(t *testing.T) {
 			{[]string{"--completion", "bash"}, []string{"complete -o bashdefault -o default -F _" + bin + "_complete " + bin, "--generate-bash-completion"}},
 			{[]string{"--completion", "zsh"}, []string{"#compdef " + bin, "compdef _" + bin + " " + bin}},
 			{[]string{"--completion", "fish"}, []string{"complete -c " + bin, "-l check", "-l stats-interval"}},
-			{[]string{"--man"}, []string{".TH " + bin, "--check", "--key-file"}},
+			{[]string{"--man"}, []string{".TH " + bin + " 1", "--check", "--key-file"}},
 			{[]string{"--check", "--generate-bash-completion"}, nil},
 			{[]string{"--ch", "--generate-bash-completion"}, []string{"--check\n"}},
 		}
