@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -38,9 +39,9 @@ func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Ga
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s := statsLine{Role: role, Seconds: now.Sub(start).Seconds(), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls()}
-			s.MBps = rate(s.Bytes-lastBytes, now.Sub(last))
-			s.AvgMBps = rate(s.Bytes, now.Sub(start))
+			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls()}
+			s.MBps = round(rate(s.Bytes-lastBytes, now.Sub(last)), 1)
+			s.AvgMBps = round(rate(s.Bytes, now.Sub(start)), 1)
 			last, lastBytes = now, s.Bytes
 			if human {
 				fmt.Fprintln(w, s.human(name))
@@ -76,6 +77,12 @@ func rate(n int64, d time.Duration) float64 {
 		return 0
 	}
 	return float64(n) / 1e6 / d.Seconds()
+}
+
+// round rounds x to digits decimals.
+func round(x float64, digits int) float64 {
+	p := math.Pow(10, float64(digits))
+	return math.Round(x*p) / p
 }
 
 // formatBytes prints a byte count with a binary unit and one decimal.
