@@ -45,10 +45,11 @@ func TestVersionHelpDocs(t *testing.T) {
 
 // TestStatsInterval streams an input fed by hand with --stats-interval on
 // both sides: the sender prints JSON lines, the receiver (-v) human ones,
-// and its -v summary carries the CPU time.
+// and its -v summary carries the CPU time; its progress bar (-p) shows the
+// average rate beside the bar's current one.
 func TestStatsInterval(t *testing.T) {
 	port := freePort(t)
-	r := recv(t, port, io.Discard, "-v", "--stats-interval", "100ms")
+	r := recv(t, port, io.Discard, "-v", "-p", "--stats-interval", "100ms")
 	s, w := slowInput(t, port, "--stats-interval", "100ms")
 	chunk := strings.Repeat("x", 64<<10)
 	if _, err := io.WriteString(w, chunk); err != nil {
@@ -57,6 +58,7 @@ func TestStatsInterval(t *testing.T) {
 	s.waitStderr(time.Minute, `"bytes":65536`)
 	r.waitStderr(time.Minute, "rdmarecv: ")
 	r.waitStderr(time.Minute, "64.0 KiB, ")
+	r.waitStderr(time.Minute, "receiving (average ")
 	w.Close()
 	code, stderr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0)
