@@ -1,0 +1,440 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"testing"
+	"time"
+)
+
+// bin is the rdmacp binary the tests run, on both sides.
+var bin string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "rdmacp-test-bin")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(2)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/", ".")
+	build.Stdout, build.Stderr = os.Stderr, os.Stderr
+	if err := build.Run(); err != nil {
+		fmt.Fprintln(os.Stderr, "building rdmacp:", err)
+		os.Exit(2)
+	}
+	bin = filepath.Join(dir, "rdmacp")
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// run is one finished rdmacp.
+type run struct {
+	code   int
+	stderr string
+}
+
+// rdmacp runs the binary against s with args (flags, sources, target).
+func (s *sshd) rdmacp(t *testing.T, args ...string) run {
+	t.Helper()
+	cmd := s.command(t, args...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	err := cmd.Run()
+	r := run{stderr: stderr.String()}
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		r.code = ee.ExitCode()
+	case err != nil:
+		t.Fatalf("run rdmacp: %v", err)
+	}
+	return r
+}
+
+// command is the rdmacp command for args, pointed at s's ssh config and
+// at this binary on the remote side, over TCP (no RDMA device here).
+func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	full := append([]string{"-F", s.config, "--remote-cmd", bin, "-t", "tcp"}, args...)
+	return exec.CommandContext(ctx, bin, full...)
+}
+
+// remotes returns the process ids of remote sides (rdmacp --remote-receive
+// of this test binary) still running; with shells, those of the shells that
+// ssh started them with too.
+func remotes(t *testing.T, shells bool) []string {
+	pattern := "^" + regexp.QuoteMeta(bin) + " --remote-receive"
+	if shells {
+		pattern = pattern[1:]
+	}
+	out, err := exec.Command("pgrep", "-f", pattern).Output()
+	if err != nil && len(out) == 0 {
+		return nil
+	}
+	return strings.Fields(string(out))
+}
+
+// noStrays fails t if a remote side is still running a little after a copy
+// ended (it exits when its stream or ssh session ends).
+func noStrays(t *testing.T) {
+	t.Helper()
+	waitFor(t, 10*time.Second, "the remote side to exit", func() bool { return len(remotes(t, true)) == 0 })
+}
+
+func TestCopyFile(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+	cases := []struct {
+		name     string
+		size     int64
+		sparse   bool
+		preserve bool
+		big      bool
+	}{
+		{name: "empty", size: 0},
+		{name: "one byte", size: 1, preserve: true},
+		{name: "random 3 MiB", size: 3<<20 + 17, preserve: true},
+		{name: "sparse 1 GiB", size: 1 << 30, sparse: true, big: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.big && testing.Short() {
+				t.Skip("-short: no 1 GiB copy")
+			}
+			name := filepath.Join(src, strings.ReplaceAll(tc.name, " ", "_"))
+			makeFile(t, name, tc.size, tc.sparse)
+			if err := os.Chmod(name, 0o640); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(name, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			dst := t.TempDir()
+			args := []string{name, "target:" + dst + "/"}
+			if tc.preserve {
+				args = append([]string{"-p"}, args...)
+			}
+			r := s.rdmacp(t, args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			got := filepath.Join(dst, filepath.Base(name))
+			if a, b := hashFile(t, name), hashFile(t, got); a != b {
+				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
+			}
+			fi, err := os.Stat(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.preserve && (fi.Mode() != 0o640 || !fi.ModTime().Equal(mtime)) {
+				t.Errorf("-p: mode %v, mtime %v; want -rw-r----- and %v", fi.Mode(), fi.ModTime(), mtime)
+			}
+			if !tc.preserve && fi.ModTime().Equal(mtime) {
+				t.Errorf("without -p the mtime was copied too")
+			}
+			noLeftovers(t, dst, filepath.Base(name))
+			noStrays(t)
+		})
+	}
+}
+
+func TestCopyToNewName(t *testing.T) {
+	s := startSSHD(t)
+	name := filepath.Join(t.TempDir(), "f")
+	makeFile(t, name, 1000, false)
+	dst := filepath.Join(t.TempDir(), "renamed")
+	if r := s.rdmacp(t, "-v", name, "target:"+dst); r.code != 0 || !strings.Contains(r.stderr, "1000 bytes in") {
+		t.Fatalf("exit %d, want 0 and a summary: %s", r.code, r.stderr)
+	}
+	if hashFile(t, name) != hashFile(t, dst) {
+		t.Fatal("content differs")
+	}
+}
+
+// makeFile writes size bytes of random data to name, or makes it a hole
+// of that size.
+func makeFile(t *testing.T, name string, size int64, sparse bool) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if sparse {
+		if err := f.Truncate(size); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	rnd, err := os.Open("/dev/urandom")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer rnd.Close()
+	if _, err := io.CopyN(f, rnd, size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func hashFile(t *testing.T, name string) [32]byte {
+	t.Helper()
+	f, err := os.Open(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		t.Fatal(err)
+	}
+	return [32]byte(h.Sum(nil))
+}
+
+// noLeftovers fails t if dir holds a temporary file of rdmacp's for name.
+func noLeftovers(t *testing.T, dir, name string) {
+	t.Helper()
+	if m, _ := filepath.Glob(filepath.Join(dir, "."+name+".rdmacp-*")); len(m) > 0 {
+		t.Errorf("temporary files left behind: %v", m)
+	}
+}
+
+func TestCopyTree(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	tree := filepath.Join(src, "tree")
+	makeTree(t, tree)
+	other := filepath.Join(src, "other.txt")
+	makeFile(t, other, 5000, false)
+	cases := []struct {
+		name   string
+		srcs   []string
+		dst    func(dir string) string // the target's DST
+		copies map[string]string       // source -> where it must land, relative to dir
+	}{
+		{"into a directory", []string{tree}, func(d string) string { return d + "/" },
+			map[string]string{tree: "tree"}},
+		{"as a new name", []string{tree}, func(d string) string { return d + "/copy" },
+			map[string]string{tree: "copy"}},
+		{"several sources", []string{tree, other}, func(d string) string { return d },
+			map[string]string{tree: "tree", other: "other.txt"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			r := s.rdmacp(t, append(append([]string{"-r"}, tc.srcs...), "target:"+tc.dst(dir))...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			for from, to := range tc.copies {
+				sameTree(t, from, filepath.Join(dir, to))
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// makeTree makes a directory tree with files of several modes (setuid
+// among them), links inside and out, an empty and a read-only directory,
+// and old times.
+func makeTree(t *testing.T, root string) {
+	t.Helper()
+	old := time.Date(2003, 4, 5, 6, 7, 8, 123456789, time.UTC)
+	for _, d := range []string{"", "sub", "sub/deep", "empty", "ro"} {
+		if err := os.Mkdir(filepath.Join(root, d), 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	files := []struct {
+		name string
+		size int64
+		mode fs.FileMode
+	}{
+		{"a.txt", 100, 0o640},
+		{"zero", 0, 0o600},
+		{"sub/deep/tool", 70000, 0o755 | fs.ModeSetuid},
+		{"ro/inside", 10, 0o444},
+	}
+	for _, f := range files {
+		name := filepath.Join(root, f.name)
+		makeFile(t, name, f.size, false)
+		if err := os.Chmod(name, f.mode); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for link, target := range map[string]string{"sub/up": "../a.txt", "abs": "/etc/hostname", "dangling": "nowhere"} {
+		if err := os.Symlink(target, filepath.Join(root, link)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Chmod(filepath.Join(root, "ro"), 0o555); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(filepath.Join(root, "sub/deep"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.Type()&fs.ModeSymlink != 0 {
+			return err
+		}
+		return os.Chtimes(p, old, old.Add(time.Duration(len(p))*time.Second))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sameTree fails t unless the tree at got has the same entries as want,
+// with the same types, permission bits, modification times, contents and
+// link targets.
+func sameTree(t *testing.T, want, got string) {
+	t.Helper()
+	entries := func(root string) map[string]string {
+		m := map[string]string{}
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return err
+			}
+			fi, err := d.Info()
+			if err != nil {
+				return err
+			}
+			rel, _ := filepath.Rel(root, p)
+			desc := fi.Mode().String()
+			switch {
+			case fi.Mode()&fs.ModeSymlink != 0:
+				target, _ := os.Readlink(p)
+				desc += " -> " + target
+			case fi.Mode().IsRegular():
+				desc += fmt.Sprintf(" %s %x", fi.ModTime().UTC().Format(time.RFC3339Nano), hashFile(t, p))
+			default:
+				desc += " " + fi.ModTime().UTC().Format(time.RFC3339Nano)
+			}
+			m[rel] = desc
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	w, g := entries(want), entries(got)
+	for name, desc := range w {
+		if g[name] != desc {
+			t.Errorf("%s: got %q, want %q", name, g[name], desc)
+		}
+	}
+	for name := range g {
+		if _, ok := w[name]; !ok {
+			t.Errorf("%s: not in the source", name)
+		}
+	}
+}
+
+func TestCopyErrors(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 10, false)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"unreachable host", []string{file, "down:/tmp/"}, 3, "start the remote side on down over ssh"},
+		{"remote directory missing", []string{file, "target:/nonexistent/dir/f"}, 3, "destination directory /nonexistent/dir does not exist"},
+		{"remote tree directory missing", []string{"-r", src, file, "target:/nonexistent/dir"}, 3, "does not exist"},
+		{"missing source", []string{filepath.Join(src, "missing"), "target:/tmp/"}, 2, "no such file"},
+		{"directory without -r", []string{src, "target:/tmp/"}, 2, "use -r"},
+		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
+		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.rdmacp(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestKilledMidStream kills one side while a stream is on its way: the
+// other side exits non-zero (the local one saying why), no remote process
+// stays behind and no partial file appears under the destination name.
+func TestKilledMidStream(t *testing.T) {
+	s := startSSHD(t)
+	big := filepath.Join(t.TempDir(), "big")
+	makeFile(t, big, 8<<30, true)
+	cases := []struct {
+		name   string
+		remote bool // kill the remote side (else the local one)
+	}{
+		{"remote side killed", true},
+		{"local side killed", false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			cmd := s.command(t, big, "target:"+dst+"/")
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			waitFor(t, time.Minute, "data to arrive", func() bool { return arrived(dst, "big") })
+			if tc.remote {
+				pids := remotes(t, false)
+				if len(pids) != 1 {
+					t.Fatalf("remote sides running: %v, want one", pids)
+				}
+				if err := exec.Command("kill", "-KILL", pids[0]).Run(); err != nil {
+					t.Fatal(err)
+				}
+			} else {
+				cmd.Process.Kill()
+			}
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) {
+				t.Fatalf("rdmacp: %v, want a failure", err)
+			}
+			if tc.remote && (ee.ExitCode() != 4 || !strings.Contains(stderr.String(), "remote side")) {
+				t.Fatalf("exit %d, want 4 and a word on the remote side; stderr:\n%s", ee.ExitCode(), stderr.String())
+			}
+			t.Logf("rdmacp said: %s", stderr.String())
+			noStrays(t)
+			if _, err := os.Stat(filepath.Join(dst, "big")); !errors.Is(err, fs.ErrNotExist) {
+				t.Errorf("a partial copy is in place: %v", err)
+			}
+			if !tc.remote {
+				noLeftovers(t, dst, "big")
+			}
+		})
+	}
+}
+
+// arrived says whether some of name's data is in its temporary file in dir.
+func arrived(dir, name string) bool {
+	m, _ := filepath.Glob(filepath.Join(dir, "."+name+".rdmacp-*"))
+	for _, p := range m {
+		if fi, err := os.Stat(p); err == nil && fi.Size() > 0 {
+			return true
+		}
+	}
+	return false
+}

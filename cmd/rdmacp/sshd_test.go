@@ -1,0 +1,198 @@
+package main
+
+import (
+	"bytes"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// sshd is an OpenSSH server started by a test, with a throw-away host key
+// and user key, inside a network namespace of its own when the test may
+// make one (else on loopback).
+type sshd struct {
+	addr   string // the address sshd (and the remote side) can be reached at
+	config string // an ssh client config: hosts "target" (this sshd) and "down" (nothing listening)
+	netns  string // the network namespace sshd runs in, empty on loopback
+}
+
+// lockedBuffer collects a process's output for the test log.
+type lockedBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (l *lockedBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.Write(p)
+}
+
+func (l *lockedBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.b.String()
+}
+
+// startSSHD starts an sshd for t, stopped (and its namespace removed) at
+// the end of t.
+func startSSHD(t *testing.T) *sshd {
+	t.Helper()
+	if _, err := exec.LookPath("/usr/sbin/sshd"); err != nil {
+		t.Skip("no /usr/sbin/sshd: install openssh-server (scripts/deps.sh does)")
+	}
+	if os.Geteuid() != 0 {
+		t.Skip("sshd for the test needs root")
+	}
+	dir := t.TempDir()
+	for _, key := range []string{"host", "user"} {
+		out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, key)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	s := &sshd{}
+	port := 22
+	var wrap []string
+	ns, addr, err := makeNetns(t)
+	if err != nil {
+		t.Logf("no network namespace (%v): sshd on loopback", err)
+		addr, port = "127.0.0.1", freePort(t)
+	} else {
+		s.netns = ns
+		wrap = []string{"ip", "netns", "exec", ns}
+	}
+	s.addr = addr
+	cfg := filepath.Join(dir, "sshd_config")
+	writeFile(t, cfg, fmt.Sprintf(`Port %d
+ListenAddress %s
+HostKey %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile none
+StrictModes no
+`, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
+	s.config = filepath.Join(dir, "ssh_config")
+	writeFile(t, s.config, fmt.Sprintf(`Host target
+  HostName %s
+  Port %d
+Host down
+  HostName 127.0.0.1
+  Port %d
+Host *
+  User root
+  IdentityFile %s
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile %s
+  BatchMode yes
+  ConnectTimeout 10
+  LogLevel ERROR
+`, addr, port, freePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts")))
+
+	log := &lockedBuffer{}
+	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	cmd := exec.Command(argv[0], argv[1:]...)
+	cmd.Stdout, cmd.Stderr = log, log
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start sshd: %v", err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("sshd said:\n%s", log.String())
+		}
+	})
+	target := net.JoinHostPort(addr, strconv.Itoa(port))
+	waitFor(t, 10*time.Second, "sshd to accept connections on "+target, func() bool {
+		select {
+		case <-exited:
+			t.Fatalf("sshd exited: %s", log.String())
+		default:
+		}
+		c, err := net.DialTimeout("tcp", target, time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err == nil
+	})
+	return s
+}
+
+// makeNetns makes a network namespace joined to this one by a veth pair
+// on a random /30, removed at the end of t, and returns its name and the
+// address of its end.
+func makeNetns(t *testing.T) (ns, addr string, err error) {
+	id := rand.IntN(1 << 14)
+	ns = fmt.Sprintf("rdmacp-test-%d-%d", os.Getpid(), id)
+	host, peer := fmt.Sprintf("rcp%dh", id), fmt.Sprintf("rcp%dp", id)
+	third, fourth := id>>6, (id&63)<<2 // a /30 in 198.18.0.0/16 (for benchmarks, unused here)
+	hostAddr, peerAddr := fmt.Sprintf("198.18.%d.%d", third, fourth+1), fmt.Sprintf("198.18.%d.%d", third, fourth+2)
+	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
+		return "", "", fmt.Errorf("ip netns add: %v: %s", err, bytes.TrimSpace(out))
+	}
+	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+	for _, args := range [][]string{
+		{"link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns},
+		{"addr", "add", hostAddr + "/30", "dev", host},
+		{"link", "set", host, "up"},
+		{"-n", ns, "addr", "add", peerAddr + "/30", "dev", peer},
+		{"-n", ns, "link", "set", peer, "up"},
+		{"-n", ns, "link", "set", "lo", "up"},
+	} {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("ip %s: %v: %s", strings.Join(args, " "), err, bytes.TrimSpace(out))
+		}
+	}
+	return ns, peerAddr, nil
+}
+
+// freePort returns a TCP port that was free on loopback a moment ago.
+func freePort(t *testing.T) int {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+// waitFor polls cond until it holds, failing t after limit.
+func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(limit)
+	for delay := time.Millisecond; !cond(); delay = min(2*delay, 100*time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("gave up waiting %v for %s", limit, what)
+		}
+		time.Sleep(delay)
+	}
+}
+
+func writeFile(t *testing.T, name, text string) {
+	t.Helper()
+	if err := os.WriteFile(name, []byte(text), 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
