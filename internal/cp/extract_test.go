@@ -1,0 +1,117 @@
+package cp
+
+import (
+	"archive/tar"
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// entry is one tar entry for a test archive.
+type entry struct {
+	name, link, body string
+	typ              byte
+}
+
+func archive(t *testing.T, entries ...entry) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	for _, e := range entries {
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644, Size: int64(len(e.body))}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		if err := tw.WriteHeader(h); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := tw.Write([]byte(e.body)); err != nil && e.typ == tar.TypeReg {
+			t.Fatal(err)
+		}
+	}
+	if err := tw.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestExtractHostile feeds archives that try to write outside the
+// destination: every one must fail, and nothing may appear outside.
+func TestExtractHostile(t *testing.T) {
+	cases := []struct {
+		name    string
+		entries []entry
+		says    string
+	}{
+		{"absolute path", []entry{{name: "/etc/evil", typ: tar.TypeReg, body: "x"}}, "absolute"},
+		{"dot dot", []entry{{name: "a/../../evil", typ: tar.TypeReg, body: "x"}}, "'..'"},
+		{"dot dot alone", []entry{{name: "..", typ: tar.TypeDir}}, "'..'"},
+		{"names nothing", []entry{{name: "./", typ: tar.TypeDir}}, "names no file"},
+		{"through a link out", []entry{
+			{name: "out", typ: tar.TypeSymlink, link: "../outside"},
+			{name: "out/evil", typ: tar.TypeReg, body: "x"},
+		}, "evil"},
+		{"through an absolute link", []entry{
+			{name: "out", typ: tar.TypeSymlink, link: "/tmp"},
+			{name: "out/evil", typ: tar.TypeReg, body: "x"},
+		}, "evil"},
+		{"file over a link out", []entry{
+			{name: "f", typ: tar.TypeSymlink, link: "../outside/f"},
+			{name: "f", typ: tar.TypeSymlink, link: "../outside/g"},
+			{name: "d", typ: tar.TypeSymlink, link: "../outside"},
+			{name: "d/", typ: tar.TypeDir},
+		}, "make directory"},
+		{"hard link", []entry{{name: "h", typ: tar.TypeLink, link: "/etc/passwd"}}, "unsupported"},
+		{"device", []entry{{name: "dev", typ: tar.TypeChar}}, "unsupported"},
+		{"not tar", nil, "read archive"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			base := t.TempDir()
+			dst, outside := filepath.Join(base, "dst"), filepath.Join(base, "outside")
+			for _, d := range []string{dst, outside} {
+				if err := os.Mkdir(d, 0o755); err != nil {
+					t.Fatal(err)
+				}
+			}
+			data := []byte("this is not a tar archive, not even close to one, but long enough to be read as a header block......" + strings.Repeat("z", 512))
+			if tc.entries != nil {
+				data = archive(t, tc.entries...)
+			}
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			err = extract(root, bytes.NewReader(data), "")
+			if err == nil || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("got %v, want an error saying %q", err, tc.says)
+			}
+			if left, _ := os.ReadDir(outside); len(left) > 0 {
+				t.Fatalf("written outside the destination: %v", left)
+			}
+		})
+	}
+}
+
+func TestExtractTop(t *testing.T) {
+	dst := t.TempDir()
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	data := archive(t,
+		entry{name: "src/", typ: tar.TypeDir},
+		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
+		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
+	)
+	if err := extract(root, bytes.NewReader(data), "renamed"); err != nil {
+		t.Fatal(err)
+	}
+	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {
+		t.Fatalf("renamed/l: %q, %v", b, err)
+	}
+}
