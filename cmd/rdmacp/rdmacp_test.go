@@ -382,10 +382,14 @@ func TestKilledMidStream(t *testing.T) {
 	makeFile(t, big, 8<<30, true)
 	cases := []struct {
 		name   string
-		remote bool // kill the remote side (else the local one)
+		remote bool      // kill the remote side (else signal the local one)
+		sig    os.Signal // for the local side
+		code   int       // the local side's exit code, when it lives to say
+		says   string    // and what it says
 	}{
-		{"remote side killed", true},
-		{"local side killed", false},
+		{name: "remote side killed", remote: true, code: 4, says: "remote rdmacp was killed"},
+		{name: "local side killed", sig: os.Kill},
+		{name: "local side interrupted", sig: os.Interrupt, code: 4, says: "interrupted (SIGINT)"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -405,16 +409,16 @@ func TestKilledMidStream(t *testing.T) {
 				if err := exec.Command("kill", "-KILL", pids[0]).Run(); err != nil {
 					t.Fatal(err)
 				}
-			} else {
-				cmd.Process.Kill()
+			} else if err := cmd.Process.Signal(tc.sig); err != nil {
+				t.Fatal(err)
 			}
 			err := cmd.Wait()
 			var ee *exec.ExitError
 			if !errors.As(err, &ee) {
 				t.Fatalf("rdmacp: %v, want a failure", err)
 			}
-			if tc.remote && (ee.ExitCode() != 4 || !strings.Contains(stderr.String(), "remote side")) {
-				t.Fatalf("exit %d, want 4 and a word on the remote side; stderr:\n%s", ee.ExitCode(), stderr.String())
+			if tc.code != 0 && (ee.ExitCode() != tc.code || !strings.Contains(stderr.String(), tc.says)) {
+				t.Fatalf("exit %d, want %d saying %q; stderr:\n%s", ee.ExitCode(), tc.code, tc.says, stderr.String())
 			}
 			t.Logf("rdmacp said: %s", stderr.String())
 			noStrays(t)

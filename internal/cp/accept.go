@@ -69,6 +69,10 @@ func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Conf
 		case r := <-results:
 			return r.st, r.err
 		case <-ctx.Done():
+			if claimed.Load() { // the stream ends with the cancellation
+				r := <-results
+				return r.st, r.err
+			}
 			return pipe.Stats{}, pipe.Errorf(pipe.KindAborted, "wait for the sender", "%v", context.Cause(ctx))
 		case <-timer.C:
 			if !claimed.Load() {

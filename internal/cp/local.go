@@ -69,6 +69,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	// A failed write means ssh is gone; next says why.
 	_ = writeRequest(r.stdin, newRequest(p, t, o, key))
 	st, err := r.next(ctx, portWait)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	if err != nil {
 		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
 	}
@@ -85,6 +88,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
 	}
 	st, err = r.next(ctx, statusWait)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
 	if err != nil {
 		return pipe.Errorf(pipe.KindAborted, "after the stream", "%v", err)
 	}

@@ -117,7 +117,7 @@ func (r *remote) exitText() string {
 	case errors.As(r.err, &ee) && ee.ExitCode() == 127:
 		return "exit status 127: is rdmacp installed on the remote host and in its PATH? See --remote-cmd"
 	case errors.As(r.err, &ee) && ee.ExitCode() == 255:
-		return "ssh exit status 255: ssh failed, or the remote process was killed"
+		return "ssh exit status 255: the ssh connection failed, or the remote rdmacp was killed"
 	}
 	return r.err.Error()
 }
