@@ -2,7 +2,8 @@
 # Runs the RDMA suites in one SoftRoCE VM boot: the rdma transport's own tests,
 # then the end-to-end suite (test/e2e) with --transport rdma against rxe0, then
 # the fault tests (test/e2e/fault_test.go) over rdma and tcp on the two-host
-# wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB 10.0.9.2).
+# wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB 10.0.9.2), and
+# last, with every rxe device removed, rdmasend --check on a host without RDMA.
 # FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them.
 # Everything is compiled on the host; the VM only runs binaries.
 # `make test-rdma` calls this after `make build`. Needs root (see vm-run.sh).
