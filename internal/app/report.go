@@ -32,6 +32,7 @@ type summary struct {
 	Chunk     int     `json:"chunk"`
 	Depth     int     `json:"depth"`
 	Pinned    int64   `json:"pinned_bytes"`
+	IO        string  `json:"io,omitempty"` // how stdin was read or stdout written (pipe.Stats.IO)
 	XXHash64  string  `json:"xxhash64,omitempty"`
 	CPU       float64 `json:"cpu_seconds"`   // user+system CPU of this process
 	CPUPerGiB float64 `json:"cpu_s_per_gib"` // CPU seconds per GiB of stream (0 for an empty stream)
@@ -43,7 +44,7 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
 		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
-		Pinned: st.Info.Pinned}
+		Pinned: st.Info.Pinned, IO: st.IO}
 	if err != nil {
 		s.Error = err.Error()
 	} else {
@@ -75,6 +76,9 @@ func (s summary) line() string {
 		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, formatSize(int64(s.Chunk)), s.Depth)
 	if s.Pinned > 0 {
 		line += ", pinned " + formatMiB(s.Pinned)
+	}
+	if s.IO != "" {
+		line += ", " + s.IO
 	}
 	line += fmt.Sprintf(", CPU %.2f s", s.CPU)
 	if s.Bytes > 0 {

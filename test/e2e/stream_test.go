@@ -44,17 +44,19 @@ func TestBigStream(t *testing.T) {
 }
 
 // streamFile sends the file at in and checks that the receiver wrote
-// exactly n bytes with sha256 want, both sides exiting 0.
+// exactly n bytes with sha256 want, both sides exiting 0, through the
+// file fast paths (-v names them).
 func streamFile(t *testing.T, in string, want [32]byte, n int64, extra ...string) {
 	t.Helper()
 	port := freePort(t)
 	out := filepath.Join(t.TempDir(), "output")
+	extra = append(extra, "-v")
 	r := recv(t, port, createFile(t, out), extra...)
 	s := send(t, port, openFile(t, in), extra...)
 	code, stderr := s.wait(5 * time.Minute)
-	expect(t, "rdmasend", code, stderr, 0)
+	expect(t, "rdmasend", code, stderr, 0, ", pread")
 	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv", code, stderr, 0)
+	expect(t, "rdmarecv", code, stderr, 0, ", pwrite")
 	got, size := fileSum(t, out)
 	if size != n || got != want {
 		t.Fatalf("received %d bytes with sha256 %x, want %d bytes with %x", size, got, n, want)
