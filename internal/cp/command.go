@@ -63,9 +63,10 @@ func Main(args []string) int {
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
+		EnableBashCompletion:   true,
 		Writer:                 os.Stderr,
 		ErrWriter:              os.Stderr,
-		Flags: []cli.Flag{
+		Flags: append(app.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
 			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep a single file's mode and times (directory copies always keep them)"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
@@ -80,11 +81,14 @@ func Main(args []string) int {
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side (started by rdmacp over ssh)"},
-		},
+		),
 		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
 			return usagef("%v (see --help)", err)
 		},
 		Action: func(c *cli.Context) error {
+			if handled, err := app.Docs(c, os.Stdout); handled {
+				return err
+			}
 			if c.Bool("remote-receive") {
 				ctx, stop := signalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer stop()
