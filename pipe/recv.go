@@ -30,6 +30,9 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 		st, err = r.run(ctx)
 		return err
 	})
+	if r.relay != nil {
+		r.relay.close()
+	}
 	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
 		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error(), 0))
 	}
@@ -54,6 +57,7 @@ type receiver struct {
 	probe    bool           // the sender only checks the connection (Probe)
 	batch    int            // credits returned in one message at most
 	pending  int            // credits held back for the next message
+	relay    *relay         // towards the next receiver (Config.Forward)
 }
 
 // arrival is a received message handed to the writer goroutine: the body
@@ -84,6 +88,10 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	r.batch = creditBatch(info.Chunk, credits)
 	out := newSink(r.w, credits)
 	st.IO = out.describe()
+	if r.relay != nil {
+		st.IO += ", relay to " + r.relay.name
+		r.relay.start(ctx, credits, cancel)
+	}
 	writeDone := make(chan struct{})
 	go func() {
 		defer close(writeDone)
@@ -156,6 +164,11 @@ func (r *receiver) handshake(parent context.Context) error {
 	r.probe = theirFlags&flagProbe != 0
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
+	}
+	if !r.probe && r.cfg.Forward != nil {
+		if err := r.connectForward(ctx); err != nil {
+			return err
+		}
 	}
 	welcome := make([]byte, 2+macLen)
 	welcome[0] = msgWelcome
@@ -315,6 +328,9 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink)
 		// for the copy write(2) makes.
 		_, _ = r.sum.Write(payload)
 		r.mac.add(a.seq, payload)
+		if r.relay != nil && r.relay.forward(ctx, payload) != nil {
+			return nil // the stream is over
+		}
 		out.start(a.buf, payload)
 	}
 }
@@ -329,7 +345,7 @@ func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
 	if w.err != nil {
 		return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
 	}
-	if ctx.Err() != nil {
+	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx) != nil {
 		return nil // the stream is over: leave the buffers alone
 	}
 	r.messages.Add(1)
@@ -388,6 +404,11 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	}
 	if wantSum != sum {
 		return Errorf(KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
+	}
+	if r.relay != nil {
+		if err := r.relay.confirmed(ctx); err != nil {
+			return err
+		}
 	}
 	if r.cfg.Sync != nil {
 		if err := r.cfg.Sync(); err != nil {

@@ -57,11 +57,17 @@ type sender struct {
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
+	if err := s.handshake(ctx); err != nil {
+		return Stats{Info: s.c.Info()}, err
+	}
+	return s.stream(ctx, s.newSource(s.r))
+}
+
+// stream sends what src reads, after the handshake, and waits for the
+// receiver's confirmation.
+func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 	info := s.c.Info()
 	st := Stats{Info: info}
-	if err := s.handshake(ctx); err != nil {
-		return st, err
-	}
 	start := time.Now()
 	s.chunk = info.Chunk
 	s.free = make(chan int, s.c.SendBufs())
@@ -79,7 +85,6 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	beats.Go(func() { s.heartbeat(ctx, s.beat, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
-	src := s.newSource(s.r)
 	st.IO = src.describe()
 	readDone := make(chan struct{})
 	go func() {

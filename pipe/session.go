@@ -38,6 +38,16 @@ type Config struct {
 	// refuses the sender as busy. A receiver that handshakes with several
 	// senders at once serves the first one it claims.
 	Claim func() bool
+	// Forward, if set, makes Receive a relay: once a sender has completed
+	// the handshake, and before it is welcomed, Receive connects to the
+	// next receiver with Forward and sends it everything it writes to its
+	// own output (a probe is not forwarded). Receive confirms the stream
+	// only when the next receiver has confirmed it too, so that the
+	// sender's success means every receiver wrote every byte; a failure
+	// anywhere fails the stream on every side, naming ForwardName.
+	Forward func(ctx context.Context) (Conn, error)
+	// ForwardName names the next receiver in messages (its address).
+	ForwardName string
 }
 
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.

@@ -1,6 +1,7 @@
 package app
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"net"
@@ -9,6 +10,8 @@ import (
 	"strings"
 
 	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // Recv runs the rdmarecv command with args (args[0] is the program name)
@@ -35,6 +38,7 @@ EXAMPLES:
 			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
 			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
@@ -43,6 +47,16 @@ EXAMPLES:
 		Action:          recvAction,
 	}
 	return runApp(app, args)
+}
+
+// forwardTo makes the receiver a relay to addr (pipe.Config.Forward),
+// dialing it with the receiver's own transport flags and one queue pair.
+func forwardTo(o *options, addr string) {
+	dialing := *o
+	dialing.rdma.qps = 1
+	d := newDialer(dialing, os.Stderr, "rdmarecv")
+	o.cfg.Forward = func(ctx context.Context) (pipe.Conn, error) { return d.Dial(ctx, addr, o.params) }
+	o.cfg.ForwardName = addr
 }
 
 // recvAction is rdmarecv's body.
@@ -70,6 +84,12 @@ func recvAction(c *cli.Context) error {
 	if c.Bool("bench") {
 		keep, out = true, io.Discard
 		o.params.Chunk = max(o.params.Chunk, BenchMaxChunk)
+	}
+	if next := c.String("forward"); next != "" {
+		if c.Bool("bench") {
+			return usagef("--forward and --bench do not go together")
+		}
+		forwardTo(&o, hostPort(next, o.port))
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {

@@ -1,0 +1,146 @@
+package pipe
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/cespare/xxhash/v2"
+)
+
+// relay sends what a receiver writes on to the next receiver (see
+// Config.Forward): the writer hands it each payload, in order; a sender
+// towards the next receiver copies the payload into its own send buffers
+// and streams it, with its own credits, checksum, MAC and end of stream.
+// The receiver re-posts a buffer only once the relay has copied it, and
+// confirms its stream only once the next receiver has confirmed its own.
+type relay struct {
+	s        *sender       // towards the next receiver
+	name     string        // the next receiver, for messages
+	payloads chan []byte   // from the writer, in order; closed after the last
+	copied   chan struct{} // one per payload, once it is in a send buffer
+	done     chan error    // the next receiver's stream: nil once confirmed
+	started  bool
+}
+
+// connectForward connects to the next receiver (Config.Forward) and
+// completes the handshake with it, with this receiver's key and timeouts.
+func (r *receiver) connectForward(ctx context.Context) error {
+	name := r.cfg.ForwardName
+	c, err := r.cfg.Forward(ctx)
+	if err != nil {
+		return wrap(KindOf(err), "forward to "+name, err)
+	}
+	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout}
+	s := &sender{session: newSession(c, cfg, "next receiver "+name), sum: xxhash.New()}
+	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
+		s.failed(err)
+		s.release()
+		c.Close()
+		return wrap(KindOf(err), "forward to "+name, err)
+	}
+	r.relay = &relay{s: s, name: name}
+	return nil
+}
+
+// start streams to the next receiver until the writer closes payloads or
+// ctx ends; a failure there fails this receiver's stream through fail.
+func (rl *relay) start(ctx context.Context, credits int, fail func(error)) {
+	rl.payloads = make(chan []byte, 1)
+	rl.copied = make(chan struct{}, credits+1)
+	rl.done = make(chan error, 1)
+	rl.started = true
+	go func() {
+		err := guard(func() error {
+			_, err := rl.s.stream(ctx, &relaySource{rl: rl})
+			return err
+		})
+		rl.s.failed(err)
+		if err != nil && ctx.Err() == nil {
+			err = wrap(KindOf(err), "forward to "+rl.name, err)
+			fail(err)
+		}
+		rl.done <- err
+	}()
+}
+
+// forward hands payload p to the relay.
+func (rl *relay) forward(ctx context.Context, p []byte) error {
+	select {
+	case rl.payloads <- p:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// wait waits until the relay has copied the oldest payload not yet waited for.
+func (rl *relay) wait(ctx context.Context) error {
+	select {
+	case <-rl.copied:
+		return nil
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// confirmed ends the stream to the next receiver and waits for its
+// confirmation.
+func (rl *relay) confirmed(ctx context.Context) error {
+	close(rl.payloads)
+	select {
+	case err := <-rl.done:
+		rl.done <- err // for close
+		return err
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// close waits for the stream to the next receiver to end, then closes
+// the connection.
+func (rl *relay) close() {
+	if rl.started {
+		rl.done <- <-rl.done
+	}
+	rl.s.release()
+	rl.s.c.Close()
+}
+
+// relaySource is the input of the sender towards the next receiver: the
+// payloads the receiver hands over, copied into send buffers (split where
+// the next receiver's chunk is smaller).
+type relaySource struct {
+	rl      *relay
+	rest    []byte // what is left of the payload being copied
+	holding bool
+}
+
+func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
+	s := rs.rl.s
+	if !rs.holding {
+		select {
+		case p, ok := <-rs.rl.payloads:
+			if !ok {
+				i, err := s.freeBuf(ctx)
+				return i, 0, err == nil, err
+			}
+			rs.rest, rs.holding = p, true
+		case <-ctx.Done():
+			return 0, 0, false, context.Cause(ctx)
+		}
+	}
+	i, err := s.freeBuf(ctx)
+	if err != nil {
+		return 0, 0, false, err
+	}
+	n := copy(s.c.SendBuf(i)[:s.chunk], rs.rest)
+	if rs.rest = rs.rest[n:]; len(rs.rest) == 0 {
+		rs.holding = false
+		rs.rl.copied <- struct{}{}
+	}
+	return i, n, false, nil
+}
+
+func (rs *relaySource) close() {}
+
+func (rs *relaySource) describe() string { return fmt.Sprintf("relay to %s", rs.rl.name) }

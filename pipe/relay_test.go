@@ -1,0 +1,149 @@
+package pipe_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+)
+
+// hop is one receiver of a chain.
+type hop struct {
+	params pipe.Params // of its connection from the previous side
+	key    string
+	out    io.Writer // nil: a lockedBuffer
+}
+
+// chainResult is what every side of a chain reported.
+type chainResult struct {
+	sendErr error
+	outs    []*lockedBuffer // nil where the hop had its own writer
+	errs    []error
+}
+
+// runChain streams in from a sender (with key) through hops: each hop but
+// the last forwards to the next one over a memconn pair.
+func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
+	t.Helper()
+	res := chainResult{outs: make([]*lockedBuffer, len(hops)), errs: make([]error, len(hops))}
+	ctx := context.Background()
+	var wg sync.WaitGroup
+	// senders[i] is the dialing end of the connection into hop i.
+	senders := make([]pipe.Conn, len(hops))
+	receivers := make([]pipe.Conn, len(hops))
+	for i, h := range hops {
+		sc, rc, err := memconn.Pair(h.params, h.params, memconn.Faults{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		senders[i], receivers[i] = sc, rc
+	}
+	for i, h := range hops {
+		out := h.out
+		if out == nil {
+			res.outs[i] = &lockedBuffer{}
+			out = res.outs[i]
+		}
+		cfg := pipe.Config{Key: []byte(h.key)}
+		if i+1 < len(hops) {
+			next := senders[i+1]
+			cfg.Forward = func(context.Context) (pipe.Conn, error) { return next, nil }
+			cfg.ForwardName = fmt.Sprintf("hop%d", i+1)
+		}
+		wg.Go(func() {
+			_, res.errs[i] = pipe.Receive(ctx, receivers[i], out, cfg)
+			receivers[i].Close()
+		})
+	}
+	_, res.sendErr = pipe.Send(ctx, senders[0], bytes.NewReader(in), pipe.Config{Key: []byte(key)})
+	senders[0].Close()
+	wg.Wait()
+	for i := 1; i < len(hops); i++ {
+		senders[i].Close() // closed by the relay already; Close is idempotent
+	}
+	return res
+}
+
+func TestRelay(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	in := randomBytes(50*4096+123, 21)
+	tests := []struct {
+		name string
+		key  string
+		hops []hop
+	}{
+		{"two receivers", "", []hop{{params: p}, {params: p}}},
+		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}},
+		{"smaller chunks downstream", "", []hop{{params: p}, {params: pipe.NewParams(1024, 3)}}},
+		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runChain(t, in, tt.key, tt.hops)
+			if r.sendErr != nil {
+				t.Fatalf("send: %v", r.sendErr)
+			}
+			for i := range tt.hops {
+				if r.errs[i] != nil {
+					t.Errorf("hop %d: %v", i, r.errs[i])
+				}
+				if !bytes.Equal(r.outs[i].Bytes(), in) {
+					t.Errorf("hop %d wrote %d bytes, want %d identical ones", i, len(r.outs[i].Bytes()), len(in))
+				}
+			}
+		})
+	}
+}
+
+func TestRelayFailures(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	in := randomBytes(50*4096, 22)
+	tests := []struct {
+		name     string
+		hops     []hop
+		sendKind pipe.Kind
+		sendSays string
+		hopSays  []string // what each hop's error says
+	}{
+		{
+			"last receiver's output fails",
+			[]hop{{params: p}, {params: p}, {params: p, out: &failingWriter{after: 5 * 4096}}},
+			pipe.KindAborted, `forward to hop1: `,
+			[]string{"forward to hop1", "forward to hop2", "disk on fire"},
+		},
+		{
+			"middle receiver's output fails",
+			[]hop{{params: p}, {params: p, out: &failingWriter{after: 5 * 4096}}, {params: p}},
+			pipe.KindAborted, `forward to hop1: next receiver hop1 aborted: \"write output: disk on fire`,
+			[]string{"forward to hop1", "disk on fire", `sender aborted: "write output: disk on fire`},
+		},
+		{
+			"next receiver has another key",
+			[]hop{{params: p, key: "k"}, {params: p, key: "other"}},
+			pipe.KindAuth, `forward to hop1: next receiver hop1 refused the connection: \"authenticate: the sender's key is wrong`,
+			[]string{"forward to hop1", "the sender's key is wrong"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runChain(t, in, tt.hops[0].key, tt.hops)
+			checkErr(t, "sender", r.sendErr, tt.sendKind, tt.sendSays)
+			for i, says := range tt.hopSays {
+				if r.errs[i] == nil {
+					t.Errorf("hop %d succeeded; want an error that says %q", i, says)
+					continue
+				}
+				var pe *pipe.Error
+				if !errors.As(r.errs[i], &pe) || !bytes.Contains([]byte(r.errs[i].Error()), []byte(says)) {
+					t.Errorf("hop %d: error %q does not say %q", i, r.errs[i], says)
+				}
+			}
+		})
+	}
+}
