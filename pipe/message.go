@@ -37,12 +37,14 @@ const (
 	msgHello   byte = 'H'
 	msgWelcome byte = 'W'
 	msgDone    byte = 'F'
+	msgChain   byte = 'C'
 )
 
 // Hello and auth flags.
 const (
 	flagKey   byte = 1 // the side holds a shared key
 	flagProbe byte = 2 // auth: the sender only checks the connection (Probe)
+	flagChain byte = 4 // auth: chain messages follow (Config.Chain)
 )
 
 const (

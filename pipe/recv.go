@@ -162,11 +162,17 @@ func (r *receiver) handshake(parent context.Context) error {
 		return Errorf(KindAuth, "authenticate", "the sender's key is wrong")
 	}
 	r.probe = theirFlags&flagProbe != 0
+	var chain []string
+	if theirFlags&flagChain != 0 {
+		if chain, err = r.receiveChain(ctx); err != nil {
+			return err
+		}
+	}
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
 	}
-	if !r.probe && r.cfg.Forward != nil {
-		if err := r.connectForward(ctx); err != nil {
+	if !r.probe {
+		if err := r.connectForward(ctx, chain); err != nil {
 			return err
 		}
 	}

@@ -22,15 +22,25 @@ type relay struct {
 	started  bool
 }
 
-// connectForward connects to the next receiver (Config.Forward) and
-// completes the handshake with it, with this receiver's key and timeouts.
-func (r *receiver) connectForward(ctx context.Context) error {
-	name := r.cfg.ForwardName
-	c, err := r.cfg.Forward(ctx)
+// connectForward connects to the next receiver of chain (after ForwardTo,
+// if set) with Config.Forward and completes the handshake with it, with
+// this receiver's key and timeouts, passing the rest of the chain on.
+func (r *receiver) connectForward(ctx context.Context, chain []string) error {
+	if r.cfg.ForwardTo != "" {
+		chain = append([]string{r.cfg.ForwardTo}, chain...)
+	}
+	if len(chain) == 0 {
+		return nil
+	}
+	if r.cfg.Forward == nil {
+		return Errorf(KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
+	}
+	name := chain[0]
+	c, err := r.cfg.Forward(ctx, name)
 	if err != nil {
 		return wrap(KindOf(err), "forward to "+name, err)
 	}
-	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout}
+	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: chain[1:]}
 	s := &sender{session: newSession(c, cfg, "next receiver "+name), sum: xxhash.New()}
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 	"sync"
 	"testing"
 
@@ -31,6 +32,17 @@ type chainResult struct {
 // the last forwards to the next one over a memconn pair.
 func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 	t.Helper()
+	var chain []string
+	for i := 1; i < len(hops); i++ {
+		chain = append(chain, fmt.Sprintf("hop%d", i))
+	}
+	return runChainWith(t, in, key, hops, chain, false)
+}
+
+// runChainWith streams in through hops: the sender names chain, or, with
+// fixed, each hop forwards to the next by its own ForwardTo.
+func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []string, fixed bool) chainResult {
+	t.Helper()
 	res := chainResult{outs: make([]*lockedBuffer, len(hops)), errs: make([]error, len(hops))}
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -50,18 +62,26 @@ func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 			res.outs[i] = &lockedBuffer{}
 			out = res.outs[i]
 		}
-		cfg := pipe.Config{Key: []byte(h.key)}
-		if i+1 < len(hops) {
-			next := senders[i+1]
-			cfg.Forward = func(context.Context) (pipe.Conn, error) { return next, nil }
-			cfg.ForwardName = fmt.Sprintf("hop%d", i+1)
+		cfg := pipe.Config{Key: []byte(h.key), Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
+			var n int
+			if _, err := fmt.Sscanf(addr, "hop%d", &n); err != nil || n < 1 || n >= len(senders) {
+				return nil, fmt.Errorf("no receiver %q", addr)
+			}
+			return senders[n], nil
+		}}
+		if fixed && i+1 < len(hops) {
+			cfg.ForwardTo = fmt.Sprintf("hop%d", i+1)
 		}
 		wg.Go(func() {
 			_, res.errs[i] = pipe.Receive(ctx, receivers[i], out, cfg)
 			receivers[i].Close()
 		})
 	}
-	_, res.sendErr = pipe.Send(ctx, senders[0], bytes.NewReader(in), pipe.Config{Key: []byte(key)})
+	sendCfg := pipe.Config{Key: []byte(key)}
+	if !fixed {
+		sendCfg.Chain = chain
+	}
+	_, res.sendErr = pipe.Send(ctx, senders[0], bytes.NewReader(in), sendCfg)
 	senders[0].Close()
 	wg.Wait()
 	for i := 1; i < len(hops); i++ {
@@ -84,20 +104,33 @@ func TestRelay(t *testing.T) {
 		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}},
 	}
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			r := runChain(t, in, tt.key, tt.hops)
-			if r.sendErr != nil {
-				t.Fatalf("send: %v", r.sendErr)
-			}
-			for i := range tt.hops {
-				if r.errs[i] != nil {
-					t.Errorf("hop %d: %v", i, r.errs[i])
+		for _, fixed := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/fixed=%v", tt.name, fixed), func(t *testing.T) {
+				var chain []string
+				for i := 1; i < len(tt.hops); i++ {
+					chain = append(chain, fmt.Sprintf("hop%d", i))
 				}
-				if !bytes.Equal(r.outs[i].Bytes(), in) {
-					t.Errorf("hop %d wrote %d bytes, want %d identical ones", i, len(r.outs[i].Bytes()), len(in))
-				}
-			}
-		})
+				r := runChainWith(t, in, tt.key, tt.hops, chain, fixed)
+				checkChainResult(t, r, in, len(tt.hops))
+			})
+		}
+	}
+}
+
+// checkChainResult fails the test unless every side succeeded and every
+// receiver wrote in.
+func checkChainResult(t *testing.T, r chainResult, in []byte, hops int) {
+	t.Helper()
+	if r.sendErr != nil {
+		t.Fatalf("send: %v", r.sendErr)
+	}
+	for i := range hops {
+		if r.errs[i] != nil {
+			t.Errorf("hop %d: %v", i, r.errs[i])
+		}
+		if !bytes.Equal(r.outs[i].Bytes(), in) {
+			t.Errorf("hop %d wrote %d bytes, want %d identical ones", i, len(r.outs[i].Bytes()), len(in))
+		}
 	}
 }
 
@@ -146,4 +179,32 @@ func TestRelayFailures(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestChainMessages(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	in := randomBytes(10*4096+1, 23)
+	hops := []hop{{params: p}, {params: p}, {params: p}, {params: p}}
+	t.Run("names longer than one message", func(t *testing.T) {
+		pad := strings.Repeat("x", 200)
+		r := runChainWith(t, in, "", hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
+		checkChainResult(t, r, in, len(hops))
+	})
+	t.Run("a host name with a space", func(t *testing.T) {
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		go pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"bad host"}})
+		checkErr(t, "sender", err, pipe.KindUsage, "cannot be in one")
+	})
+	t.Run("a receiver that does not relay", func(t *testing.T) {
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
+			recvErr <- err
+		}()
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"hop1"}})
+		checkErr(t, "sender", err, pipe.KindSetup, "this receiver does not relay")
+		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "does not relay")
+	})
 }

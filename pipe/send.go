@@ -133,8 +133,15 @@ func (s *sender) handshake(parent context.Context) error {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	body := make([]byte, authBody)
-	if s.probe {
+	chain := len(s.cfg.Chain) > 0 && !s.probe
+	switch {
+	case s.probe:
 		body[0] = flagProbe
+	case chain:
+		if err := checkChain(s.cfg.Chain); err != nil {
+			return Errorf(KindUsage, "chain of receivers", "%v", err)
+		}
+		body[0] = flagChain
 	}
 	if haveKey {
 		body[0] |= flagKey
@@ -143,6 +150,11 @@ func (s *sender) handshake(parent context.Context) error {
 	}
 	if err := s.c.SendControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
 		return wrap(KindSetup, "send authentication", err)
+	}
+	if chain {
+		if err := s.sendChain(ctx); err != nil {
+			return err
+		}
 	}
 	welcome, err := s.controlMessage(ctx, msgWelcome, 1+macLen)
 	if err != nil {

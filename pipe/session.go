@@ -38,16 +38,22 @@ type Config struct {
 	// refuses the sender as busy. A receiver that handshakes with several
 	// senders at once serves the first one it claims.
 	Claim func() bool
-	// Forward, if set, makes Receive a relay: once a sender has completed
-	// the handshake, and before it is welcomed, Receive connects to the
-	// next receiver with Forward and sends it everything it writes to its
-	// own output (a probe is not forwarded). Receive confirms the stream
-	// only when the next receiver has confirmed it too, so that the
-	// sender's success means every receiver wrote every byte; a failure
-	// anywhere fails the stream on every side, naming ForwardName.
-	Forward func(ctx context.Context) (Conn, error)
-	// ForwardName names the next receiver in messages (its address).
-	ForwardName string
+	// Chain lists, for Send, the receivers after the one it connects to:
+	// each relays the stream to the next (see Forward), and Send succeeds
+	// only when every one of them wrote every byte.
+	Chain []string
+	// Forward, if set, lets Receive relay: when its sender names a chain of
+	// receivers, or ForwardTo is set, Receive connects to the next one
+	// with Forward (after the sender's key proof, before it welcomes it)
+	// and sends it everything it writes to its own output, passing the
+	// rest of the chain on. It confirms the stream only when the next
+	// receiver has confirmed it too; a failure anywhere fails the stream
+	// on every side, naming the receiver. Probes are not relayed. Without
+	// Forward, a sender's chain is refused.
+	Forward func(ctx context.Context, addr string) (Conn, error)
+	// ForwardTo is a next receiver Receive always relays to (before any
+	// chain the sender names).
+	ForwardTo string
 }
 
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.

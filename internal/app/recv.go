@@ -49,14 +49,14 @@ EXAMPLES:
 	return runApp(app, args)
 }
 
-// forwardTo makes the receiver a relay to addr (pipe.Config.Forward),
-// dialing it with the receiver's own transport flags and one queue pair.
-func forwardTo(o *options, addr string) {
+// relayWith lets the receiver relay to the next receiver of a chain
+// (pipe.Config.Forward), dialing it with the receiver's own transport
+// flags and one queue pair.
+func relayWith(o *options) {
 	dialing := *o
 	dialing.rdma.qps = 1
 	d := newDialer(dialing, os.Stderr, "rdmarecv")
-	o.cfg.Forward = func(ctx context.Context) (pipe.Conn, error) { return d.Dial(ctx, addr, o.params) }
-	o.cfg.ForwardName = addr
+	o.cfg.Forward = func(ctx context.Context, addr string) (pipe.Conn, error) { return d.Dial(ctx, addr, o.params) }
 }
 
 // recvAction is rdmarecv's body.
@@ -89,7 +89,10 @@ func recvAction(c *cli.Context) error {
 		if c.Bool("bench") {
 			return usagef("--forward and --bench do not go together")
 		}
-		forwardTo(&o, hostPort(next, o.port))
+		o.cfg.ForwardTo = hostPort(next, o.port)
+	}
+	if !c.Bool("bench") {
+		relayWith(&o)
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {

@@ -46,6 +46,12 @@ func onUsageError(_ *cli.Context, err error, _ bool) error {
 // ended with err, and returns err (or the stats file's error).
 func finish(o options, role string, st pipe.Stats, err error) error {
 	s := newSummary(role, st, err, cpuTime())
+	if len(o.cfg.Chain) > 0 {
+		s.Chain = o.cfg.Chain
+		if err == nil {
+			s.Receivers = 1 + len(o.cfg.Chain)
+		}
+	}
 	if o.verbose && err == nil {
 		fmt.Fprintf(os.Stderr, "rdma%s: %s\n", role, s.line())
 	}

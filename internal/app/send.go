@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/schollz/progressbar/v3"
@@ -20,7 +21,7 @@ func Send(args []string) int {
 	app := &cli.App{
 		Name:      "rdmasend",
 		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
-		UsageText: "rdmasend [flags] HOST[:PORT] < input",
+		UsageText: "rdmasend [flags] HOST[:PORT] < input\n   rdmasend [flags] --to HOST[:PORT],HOST[:PORT],... < input",
 		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
 after the receiver has verified the length and checksum (xxHash64) of the whole stream and
 written every byte to its output.
@@ -31,9 +32,13 @@ EXAMPLES:
    rdmasend --wait 30s --key-file ~/.rdmapipe.key 10.0.0.2:18801 < weights.bin
    rdmasend --transport tcp -v node2 < file    # force TCP; print a summary
    rdmasend --bench node2                      # node2 runs: rdmarecv --bench
+   rdmasend --to node2,node3,node4 < weights.bin  # each runs: rdmarecv > weights.bin
+   rdmasend --to-file hosts.txt < image.tar    # one host per line
 
 ` + exitCodesHelp,
 		Flags: append(commonFlags(),
+			&cli.StringSliceFlag{Category: catCommon, Name: "to", Usage: "broadcast: send to these receivers, comma-separated, as a chain (the first relays to the second, and so on, each writing the stream); exit 0 only when every one wrote every byte"},
+			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`, one per line (# starts a comment), after those of --to"},
 			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
 			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
@@ -53,12 +58,19 @@ func sendAction(c *cli.Context) error {
 	if handled, err := early(c, os.Stdout); handled {
 		return err
 	}
-	if c.NArg() != 1 {
-		return usagef("expected exactly one HOST[:PORT] argument, got %d (see --help)", c.NArg())
+	hosts, err := receivers(c)
+	if err != nil {
+		return err
 	}
 	o, err := parseOptions(c, os.Getenv)
 	if err != nil {
 		return err
+	}
+	for _, h := range hosts[1:] {
+		o.cfg.Chain = append(o.cfg.Chain, hostPort(h, o.port))
+	}
+	if len(o.cfg.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
+		return usagef("--bench and --check take one receiver, not a chain")
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
 		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
@@ -70,7 +82,7 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	addr := hostPort(c.Args().First(), o.port)
+	addr := hostPort(hosts[0], o.port)
 	ctx, stop := signalContext()
 	defer stop()
 	if c.Bool("check") {
@@ -101,6 +113,35 @@ func sendAction(c *cli.Context) error {
 		endProgress(bar, os.Stderr, st.Bytes, size)
 	}
 	return finish(o, "send", st, err)
+}
+
+// receivers returns the receivers rdmasend sends to: the HOST argument,
+// or those of --to and --to-file, in order.
+func receivers(c *cli.Context) ([]string, error) {
+	hosts := c.Args().Slice()
+	for _, h := range c.StringSlice("to") {
+		if h = strings.TrimSpace(h); h != "" {
+			hosts = append(hosts, h)
+		}
+	}
+	if path := c.String("to-file"); path != "" {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil, usagef("--to-file: %v", err)
+		}
+		for _, line := range strings.Split(string(b), "\n") {
+			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) != "" {
+				hosts = append(hosts, strings.TrimSpace(line))
+			}
+		}
+	}
+	switch {
+	case len(hosts) == 0:
+		return nil, usagef("expected a HOST[:PORT] argument or --to (see --help)")
+	case c.NArg() > 1 || c.NArg() == 1 && len(hosts) > 1:
+		return nil, usagef("give one HOST[:PORT] argument, or the receivers with --to / --to-file, not both (see --help)")
+	}
+	return hosts, nil
 }
 
 // sendWithRetry connects to addr and sends r, retrying for up to wait while

@@ -2,9 +2,12 @@ package e2e
 
 import (
 	"bytes"
+	"io"
 	"net"
+	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -120,4 +123,82 @@ func TestForwardSlowHop(t *testing.T) {
 	if slow.Len() != n {
 		t.Errorf("the slow receiver wrote %d bytes, want %d", slow.Len(), n)
 	}
+}
+
+// receiversOn starts n plain rdmarecv and returns them with their ports
+// and output files.
+func receiversOn(t *testing.T, n int, extra ...string) (rs []*proc, ports []int, outs []string) {
+	t.Helper()
+	for i := range n {
+		ports = append(ports, freePort(t))
+		outs = append(outs, filepath.Join(t.TempDir(), "out"+strconv.Itoa(i)))
+		rs = append(rs, recv(t, ports[i], createFile(t, outs[i]), append([]string{"-v"}, extra...)...))
+		rs[i].waitStderr(30*time.Second, listening)
+	}
+	return rs, ports, outs
+}
+
+// addrs returns suite.host with each of ports, comma-separated.
+func addrs(ports []int) string {
+	var s []string
+	for _, p := range ports {
+		s = append(s, net.JoinHostPort(suite.host, strconv.Itoa(p)))
+	}
+	return strings.Join(s, ",")
+}
+
+// TestBroadcast sends one stream to three plain receivers with --to (and
+// --to-file): each writes all of it; all exit 0.
+func TestBroadcast(t *testing.T) {
+	const n = 8<<20 + 11
+	in, want := randomFile(t, n, 79)
+	for _, how := range []string{"--to", "--to-file"} {
+		t.Run(how, func(t *testing.T) {
+			rs, ports, outs := receiversOn(t, 3)
+			arg := addrs(ports)
+			if how == "--to-file" {
+				arg = filepath.Join(t.TempDir(), "hosts")
+				text := "# the chain\n" + strings.ReplaceAll(addrs(ports), ",", "\n") + "\n"
+				if err := os.WriteFile(arg, []byte(text), 0o600); err != nil {
+					t.Fatal(err)
+				}
+			}
+			s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", suite.transport, "-v", how, arg)
+			code, stderr := s.wait(5 * time.Minute)
+			expect(t, "rdmasend", code, stderr, 0, "written by all 3 receivers")
+			for i, r := range rs {
+				code, stderr := r.wait(time.Minute)
+				expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
+				if got, size := fileSum(t, outs[i]); size != n || got != want {
+					t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+				}
+			}
+		})
+	}
+}
+
+// TestBroadcastHopKilled kills the middle receiver of a broadcast
+// mid-stream: the sender and the others exit non-zero, none with a whole
+// stream, the sender naming the lost receiver.
+func TestBroadcastHopKilled(t *testing.T) {
+	rs, ports, outs := receiversOn(t, 3, "--timeout", "20s")
+	r, w, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { w.Close() })
+	s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "--timeout", "20s", "--to", addrs(ports))
+	r.Close()
+	w.Write(bytes.Repeat([]byte("b"), 100000))
+	waitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[2]) == 100000 })
+	rs[1].cmd.Process.Signal(syscall.SIGKILL)
+	rs[1].wait(10 * time.Second)
+	w.Write(bytes.Repeat([]byte("b"), 100000))
+	lost := "forward to " + net.JoinHostPort(suite.host, strconv.Itoa(ports[1]))
+	code, stderr := s.wait(60 * time.Second)
+	expect(t, "rdmasend", code, stderr, 4, lost)
+	code, stderr = rs[0].wait(60 * time.Second)
+	expect(t, "rdmarecv 0", code, stderr, 4, lost)
+	code, stderr = rs[2].wait(60 * time.Second)
+	expect(t, "rdmarecv 2", code, stderr, 4)
 }
