@@ -5,17 +5,19 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"sync"
 
 	"golang.org/x/sys/unix"
 )
 
-// fileWritesAhead bounds the positional writes a fileSink keeps in flight.
+// fileWritesAhead bounds the writes a fileSink queues.
 const fileWritesAhead = 4
 
-// fileSink writes to a regular file with up to fileWritesAhead pwrite(2)s
-// in flight, straight from the receive buffers, from the file's current
-// offset; the file's offset is left after the bytes written, as a
+// fileSink writes to a regular file with pwrite(2), straight from the
+// receive buffers, from the file's current offset, on a goroutine of its
+// own: the writer checksums the next payloads while earlier ones are
+// written. The writes run one at a time, in stream order, so that a
+// receiver killed mid-stream leaves a prefix of the stream in the file,
+// never a hole. The file's offset is left after the bytes written, as a
 // sequential writer leaves it.
 type fileSink struct {
 	f     *os.File
@@ -23,8 +25,16 @@ type fileSink struct {
 	base  int64
 	off   int64 // where the next write starts
 	max   int
-	queue []*outWrite
-	wg    sync.WaitGroup
+	queue []*outWrite // started, not retired
+	jobs  chan fileJob
+	done  chan struct{} // closed when the write goroutine has ended
+}
+
+// fileJob is one payload for the write goroutine.
+type fileJob struct {
+	w   *outWrite
+	p   []byte
+	off int64
 }
 
 // newFileSink returns a fileSink for f, or nil if f is not a regular file
@@ -43,21 +53,37 @@ func newFileSink(f *os.File, credits int) *fileSink {
 	if err != nil {
 		return nil
 	}
-	return &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits))}
+	fs := &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits))}
+	fs.jobs = make(chan fileJob, fs.max)
+	fs.done = make(chan struct{})
+	go fs.run()
+	return fs
+}
+
+// run writes the queued payloads in order until jobs is closed. After a
+// failed write it writes nothing more: the stream fails at that one.
+func (fs *fileSink) run() {
+	defer close(fs.done)
+	var failed error
+	for j := range fs.jobs {
+		if failed == nil {
+			j.w.n, j.w.err = pwriteFull(fs.fd, j.p, j.off)
+			if j.w.err != nil {
+				j.w.err = fmt.Errorf("write at offset %d: %w", j.off, j.w.err)
+				failed = j.w.err
+			}
+		} else {
+			j.w.err = failed
+		}
+		close(j.w.done)
+	}
 }
 
 func (fs *fileSink) start(buf int, p []byte) {
 	w := &outWrite{buf: buf, done: make(chan struct{})}
 	fs.queue = append(fs.queue, w)
-	off := fs.off
+	fs.jobs <- fileJob{w: w, p: p, off: fs.off}
 	fs.off += int64(len(p))
-	fs.wg.Go(func() {
-		defer close(w.done)
-		w.n, w.err = pwriteFull(fs.fd, p, off)
-		if w.err != nil {
-			w.err = fmt.Errorf("write at offset %d: %w", off, w.err)
-		}
-	})
 }
 
 func (fs *fileSink) pending() int      { return len(fs.queue) }
@@ -66,7 +92,8 @@ func (fs *fileSink) oldest() *outWrite { return fs.queue[0] }
 func (fs *fileSink) retire()           { fs.queue = fs.queue[1:] }
 
 func (fs *fileSink) close(written int64) {
-	fs.wg.Wait()
+	close(fs.jobs)
+	<-fs.done
 	_, _ = fs.f.Seek(fs.base+written, io.SeekStart)
 }
 
