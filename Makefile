@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench clean
+.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench bench-broadcast clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -22,6 +22,7 @@ help:
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build every command (./cmd/...) into bin/"
 	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
+	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -77,6 +78,11 @@ demo: build
 # not part of `make test`: prints markdown tables and writes bench/results/latest.md
 bench: build
 	./bench/run.sh
+
+# not part of `make test`: prints one markdown table per environment
+bench-broadcast: build
+	BENCH_BIN=$(BIN) ./bench/broadcast.sh
+	VM_CPU=$${VM_CPU:-max,-erms,-fsrm} test/softroce/vm-run.sh bash -c 'BENCH_BIN=$(BIN) TRANSPORT=rdma ADDR=$$RXE_IP ./bench/broadcast.sh'
 
 demo-rdma: build
 	test/softroce/vm-run.sh bash -c 'HOST=$$RXE_IP TRANSPORT=rdma SIZE=$${SIZE:-64M} ./scripts/demo.sh'
