@@ -10,6 +10,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -55,12 +56,12 @@ func bench(ctx context.Context, d pipe.Dialer, addr string, o options, wait, per
 		p.Chunk = size
 		row, info, err := benchOne(ctx, d, addr, p, o.cfg, wait, warmup, perSize)
 		if err != nil {
-			return fmt.Errorf("bench at %s messages: %w", formatSize(int64(size)), err)
+			return fmt.Errorf("bench at %s messages: %w", units.Size(int64(size)), err)
 		}
 		row.Size = size
 		rep.Transport, rep.Device, rep.Depth = info.Transport, info.Device, info.Depth
 		rep.Rows = append(rep.Rows, row)
-		fmt.Fprintf(out, "%10s %10s %10.1f %9.3f %12.0f %12.3f\n", formatSize(int64(size)), formatSize(int64(row.Chunk)),
+		fmt.Fprintf(out, "%10s %10s %10.1f %9.3f %12.0f %12.3f\n", units.Size(int64(size)), units.Size(int64(row.Chunk)),
 			row.MBps, row.Gbps, row.MsgsPerSec, row.CPUPerGB)
 	}
 	fmt.Fprintf(out, "over %s to %s, depth %d, %v per size after a %v warm-up\n", rep.Transport, addr, rep.Depth, perSize, warmup)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -75,7 +76,7 @@ func (s summary) line() string {
 		via = "no connection"
 	}
 	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
-		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, formatSize(int64(s.Chunk)), s.Depth)
+		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, units.Size(int64(s.Chunk)), s.Depth)
 	if s.Pinned > 0 {
 		line += ", pinned " + formatMiB(s.Pinned)
 	}
@@ -102,19 +103,6 @@ func (s summary) writeJSON(path string) error {
 		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
-}
-
-// formatSize prints a byte count with a binary unit when it divides evenly.
-func formatSize(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d %s", n/u.size, u.name)
-		}
-	}
-	return fmt.Sprintf("%d B", n)
 }
 
 // newProgress returns a progress bar on w for a stream of size bytes (-1 if

@@ -5,6 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -36,7 +37,7 @@ func defaultWindow(limit uint64, unlimited bool) window {
 	if unlimited {
 		return window{bigChunk, bigDepth, "locked memory is not limited here"}
 	}
-	why := fmt.Sprintf("RLIMIT_MEMLOCK is %s here", formatSize(int64(limit)))
+	why := fmt.Sprintf("RLIMIT_MEMLOCK is %s here", units.Size(int64(limit)))
 	for chunk := bigChunk; chunk >= 64<<10; chunk /= 2 {
 		for depth := bigDepth; depth >= 4; depth-- {
 			if receiverLocks(chunk, depth) <= limit {
@@ -89,7 +90,7 @@ func hasCapIPCLock() bool {
 // how much memory that locks here at most (the peer's answer may be
 // smaller, and the RDMA write data path needs less on the receiver).
 func (w window) describe(name string, receiver bool) string {
-	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, formatSize(int64(w.chunk)), w.depth, w.why, formatMiB(w.locks(receiver)))
+	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, units.Size(int64(w.chunk)), w.depth, w.why, formatMiB(w.locks(receiver)))
 }
 
 // locks is how much buffer memory the window registers at most on the
@@ -105,7 +106,7 @@ func (w window) locks(receiver bool) int64 {
 }
 
 // short names the window, e.g. "4 MiB x 8".
-func (w window) short() string { return fmt.Sprintf("%s x %d", formatSize(int64(w.chunk)), w.depth) }
+func (w window) short() string { return fmt.Sprintf("%s x %d", units.Size(int64(w.chunk)), w.depth) }
 
 // formatMiB prints a byte count in MiB with one decimal.
 func formatMiB(n int64) string { return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20)) }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
@@ -342,7 +343,7 @@ func judgeProbe(r *Report, name string, res *Result[Probe], sev Status, keyed bo
 		key = "key proofs verified both ways"
 	}
 	r.add(name, OK, "", "connected and handshook in %s (no data sent): %s, chunk %s x %d, %s",
-		p.Elapsed.Round(time.Millisecond), via, sizeString(int64(p.Info.Chunk)), p.Info.Depth, key)
+		p.Elapsed.Round(time.Millisecond), via, units.Size(int64(p.Info.Chunk)), p.Info.Depth, key)
 }
 
 // probeFix says what to do about a failed handshake.
@@ -377,20 +378,7 @@ func limitString(n uint64) string {
 	if n == math.MaxUint64 {
 		return "unlimited"
 	}
-	return sizeString(int64(n))
-}
-
-// sizeString formats a byte count with a binary unit when it divides evenly.
-func sizeString(n int64) string {
-	for _, u := range []struct {
-		size int64
-		name string
-	}{{1 << 30, "GiB"}, {1 << 20, "MiB"}, {1 << 10, "KiB"}} {
-		if n >= u.size && n%u.size == 0 {
-			return fmt.Sprintf("%d %s", n/u.size, u.name)
-		}
-	}
-	return fmt.Sprintf("%d B", n)
+	return units.Size(int64(n))
 }
 
 // mib formats a byte count in MiB with one decimal.
