@@ -26,7 +26,7 @@ func Probe(ctx context.Context, c Conn, cfg Config) (Info, error) {
 // endProbe waits, within the handshake timeout, for a probing sender to
 // hang up after the welcome, and returns ErrProbe.
 func (r *receiver) endProbe(parent context.Context) error {
-	ctx, cancel := r.handshakeContext(parent, "the probing sender did not hang up")
+	ctx, cancel := r.handshakeContext(parent, "the probing sender did not hang up", 1)
 	defer cancel()
 	for {
 		if _, err := r.poll(ctx); err != nil {

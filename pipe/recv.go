@@ -128,8 +128,8 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 // claims the receiver for this sender (Config.Claim) and answers with the
 // welcome, all within the handshake timeout.
 func (r *receiver) handshake(parent context.Context) error {
-	ctx, cancel := r.handshakeContext(parent, "the sender did not complete the rdmapipe handshake")
-	defer cancel()
+	ctx, cancel := r.handshakeContext(parent, "the sender did not complete the rdmapipe handshake", 1)
+	defer func() { cancel() }()
 	nonce, err := newNonce()
 	if err != nil {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
@@ -171,7 +171,14 @@ func (r *receiver) handshake(parent context.Context) error {
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
 	}
-	if !r.probe {
+	next := len(chain)
+	if r.cfg.ForwardTo != "" {
+		next++
+	}
+	if !r.probe && next > 0 {
+		// The handshakes down the chain come first, one timeout each.
+		cancel()
+		ctx, cancel = r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1+next)
 		if err := r.connectForward(ctx, chain); err != nil {
 			return err
 		}

@@ -114,7 +114,11 @@ func (s *sender) beat() []byte {
 // handshake waits for the receiver's hello, proves the key (if any) and
 // waits for the receiver's welcome, all within the handshake timeout.
 func (s *sender) handshake(parent context.Context) error {
-	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?")
+	hops := 1
+	if !s.probe {
+		hops += len(s.cfg.Chain)
+	}
+	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?", hops)
 	defer cancel()
 	hello, err := s.controlMessage(ctx, msgHello, 1+nonceLen)
 	if err != nil {

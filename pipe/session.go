@@ -59,13 +59,16 @@ type Config struct {
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
 const DefaultHandshakeTimeout = 10 * time.Second
 
-// handshakeContext returns ctx bounded by the handshake timeout, ending
-// with a setup error that says what was not heard in time.
-func (s *session) handshakeContext(ctx context.Context, what string) (context.Context, context.CancelFunc) {
+// handshakeContext returns ctx bounded by the handshake timeout, once for
+// each of hops handshakes it covers (a receiver relaying to a chain waits
+// for the handshakes down the chain), ending with a setup error that says
+// what was not heard in time.
+func (s *session) handshakeContext(ctx context.Context, what string, hops int) (context.Context, context.CancelFunc) {
 	d := s.cfg.HandshakeTimeout
 	if d <= 0 {
 		d = DefaultHandshakeTimeout
 	}
+	d *= time.Duration(max(1, hops))
 	return context.WithTimeoutCause(ctx, d, Errorf(KindSetup, "handshake", "%s within %v", what, d))
 }
 
