@@ -20,6 +20,9 @@ const (
 	OpSend Op = iota + 1
 	// OpRecv reports that a message arrived in a posted receive buffer.
 	OpRecv
+	// OpForward reports that a PostForward finished: the other
+	// connection's receive buffer it sent from may be re-posted.
+	OpForward
 )
 
 // Completion reports one finished work request.
@@ -78,6 +81,19 @@ type Conn interface {
 	// Close waits briefly for queued sends to leave, then tears the
 	// connection down and frees its buffers. It unblocks a pending Poll.
 	Close() error
+}
+
+// Forwarder is implemented by connections that can send what arrived in
+// another connection's receive buffers without copying it: a relay's
+// connection to the next receiver (see Config.Forward).
+type Forwarder interface {
+	// Adopt makes up's receive buffers sendable on this connection with
+	// PostForward. It fails where they cannot be (the relay then copies).
+	Adopt(up Conn) error
+	// PostForward queues the first n bytes of up's receive buffer i as one
+	// message, as PostSend does for a send buffer; Poll reports it as
+	// OpForward with Buf i. Buffer i must stay unposted at up until then.
+	PostForward(i, n int) error
 }
 
 // ArrivalCounter is implemented by connections that can tell how many

@@ -89,7 +89,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	out := newSink(r.w, credits)
 	st.IO = out.describe()
 	if r.relay != nil {
-		st.IO += ", relay to " + r.relay.name
+		st.IO += ", " + r.relay.describe()
 		r.relay.start(ctx, credits, cancel)
 	}
 	writeDone := make(chan struct{})
@@ -341,7 +341,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink)
 		// for the copy write(2) makes.
 		_, _ = r.sum.Write(payload)
 		r.mac.add(a.seq, payload)
-		if r.relay != nil && r.relay.forward(ctx, payload) != nil {
+		if r.relay != nil && r.relay.forward(ctx, a.buf, payload) != nil {
 			return nil // the stream is over
 		}
 		out.start(a.buf, payload)

@@ -2,24 +2,32 @@ package pipe
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/cespare/xxhash/v2"
 )
 
 // relay sends what a receiver writes on to the next receiver (see
 // Config.Forward): the writer hands it each payload, in order; a sender
-// towards the next receiver copies the payload into its own send buffers
-// and streams it, with its own credits, checksum, MAC and end of stream.
+// towards the next receiver streams it, with its own credits, checksum,
+// MAC and end of stream. Where the next connection can send straight from
+// this one's receive buffers (pipe.Forwarder) and takes chunks as large,
+// it does, with the trailer rewritten in place; else the payload is copied
+// into the next connection's send buffers.
 // The receiver re-posts a buffer only once the relay has copied it, and
 // confirms its stream only once the next receiver has confirmed its own.
 type relay struct {
 	s        *sender       // towards the next receiver
 	name     string        // the next receiver, for messages
-	payloads chan []byte   // from the writer, in order; closed after the last
-	copied   chan struct{} // one per payload, once it is in a send buffer
+	payloads chan payload  // from the writer, in order; closed after the last
+	copied   chan struct{} // one per payload, once its receive buffer is free again
 	done     chan error    // the next receiver's stream: nil once confirmed
 	started  bool
+}
+
+// payload is what arrived in receive buffer buf of the upstream connection.
+type payload struct {
+	buf int
+	p   []byte
 }
 
 // connectForward connects to the next receiver of chain (after ForwardTo,
@@ -48,14 +56,18 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 		c.Close()
 		return wrap(KindOf(err), "forward to "+name, err)
 	}
+	if fw, ok := c.(Forwarder); ok && c.Info().Chunk >= r.c.Info().Chunk && fw.Adopt(r.c) == nil {
+		s.forward, s.forwardFrom = fw, r.c
+	}
 	r.relay = &relay{s: s, name: name}
+	s.onForward = func() { r.relay.copied <- struct{}{} }
 	return nil
 }
 
 // start streams to the next receiver until the writer closes payloads or
 // ctx ends; a failure there fails this receiver's stream through fail.
 func (rl *relay) start(ctx context.Context, credits int, fail func(error)) {
-	rl.payloads = make(chan []byte, 1)
+	rl.payloads = make(chan payload, 1)
 	rl.copied = make(chan struct{}, credits+1)
 	rl.done = make(chan error, 1)
 	rl.started = true
@@ -73,10 +85,11 @@ func (rl *relay) start(ctx context.Context, credits int, fail func(error)) {
 	}()
 }
 
-// forward hands payload p to the relay.
-func (rl *relay) forward(ctx context.Context, p []byte) error {
+// forward hands payload p, which arrived in receive buffer buf, to the
+// relay.
+func (rl *relay) forward(ctx context.Context, buf int, p []byte) error {
 	select {
-	case rl.payloads <- p:
+	case rl.payloads <- payload{buf: buf, p: p}:
 		return nil
 	case <-ctx.Done():
 		return context.Cause(ctx)
@@ -117,8 +130,9 @@ func (rl *relay) close() {
 }
 
 // relaySource is the input of the sender towards the next receiver: the
-// payloads the receiver hands over, copied into send buffers (split where
-// the next receiver's chunk is smaller).
+// payloads the receiver hands over. Forwarded, it returns the receive
+// buffer each arrived in; else it copies them into send buffers (split
+// where the next receiver's chunk is smaller).
 type relaySource struct {
 	rl      *relay
 	rest    []byte // what is left of the payload being copied
@@ -134,7 +148,10 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 				i, err := s.freeBuf(ctx)
 				return i, 0, err == nil, err
 			}
-			rs.rest, rs.holding = p, true
+			if s.forward != nil {
+				return p.buf, len(p.p), false, nil
+			}
+			rs.rest, rs.holding = p.p, true
 		case <-ctx.Done():
 			return 0, 0, false, context.Cause(ctx)
 		}
@@ -153,4 +170,12 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 
 func (rs *relaySource) close() {}
 
-func (rs *relaySource) describe() string { return fmt.Sprintf("relay to %s", rs.rl.name) }
+func (rs *relaySource) describe() string { return rs.rl.describe() }
+
+// describe says where the stream goes on, and how (Stats.IO).
+func (rl *relay) describe() string {
+	if rl.s.forward != nil {
+		return "relay to " + rl.name + ", zero-copy"
+	}
+	return "relay to " + rl.name + ", one copy"
+}

@@ -26,6 +26,7 @@ type chainResult struct {
 	sendErr error
 	outs    []*lockedBuffer // nil where the hop had its own writer
 	errs    []error
+	ios     []string // Stats.IO of each hop
 }
 
 // runChain streams in from a sender (with key) through hops: each hop but
@@ -43,7 +44,7 @@ func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 // fixed, each hop forwards to the next by its own ForwardTo.
 func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
-	res := chainResult{outs: make([]*lockedBuffer, len(hops)), errs: make([]error, len(hops))}
+	res := chainResult{outs: make([]*lockedBuffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	// senders[i] is the dialing end of the connection into hop i.
@@ -73,7 +74,9 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 			cfg.ForwardTo = fmt.Sprintf("hop%d", i+1)
 		}
 		wg.Go(func() {
-			_, res.errs[i] = pipe.Receive(ctx, receivers[i], out, cfg)
+			var st pipe.Stats
+			st, res.errs[i] = pipe.Receive(ctx, receivers[i], out, cfg)
+			res.ios[i] = st.IO
 			receivers[i].Close()
 		})
 	}
@@ -97,11 +100,12 @@ func TestRelay(t *testing.T) {
 		name string
 		key  string
 		hops []hop
+		how  string // how the first hop relays (Stats.IO)
 	}{
-		{"two receivers", "", []hop{{params: p}, {params: p}}},
-		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}},
-		{"smaller chunks downstream", "", []hop{{params: p}, {params: pipe.NewParams(1024, 3)}}},
-		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}},
+		{"two receivers", "", []hop{{params: p}, {params: p}}, "zero-copy"},
+		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}, "zero-copy"},
+		{"smaller chunks downstream", "", []hop{{params: p}, {params: pipe.NewParams(1024, 3)}}, "one copy"},
+		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}, "zero-copy"},
 	}
 	for _, tt := range tests {
 		for _, fixed := range []bool{false, true} {
@@ -112,6 +116,9 @@ func TestRelay(t *testing.T) {
 				}
 				r := runChainWith(t, in, tt.key, tt.hops, chain, fixed)
 				checkChainResult(t, r, in, len(tt.hops))
+				if !strings.HasSuffix(r.ios[0], tt.how) {
+					t.Errorf("the first hop relayed with %q, want %q", r.ios[0], tt.how)
+				}
 			})
 		}
 	}

@@ -54,6 +54,11 @@ type sender struct {
 	sum      *xxhash.Digest // of the bytes sent; read only after the reader is done
 	tag      []byte         // the stream MAC's tag (with a key); set with ended
 	probe    bool           // only the handshake (Probe)
+	// A relay's sender with forward set sends data from forwardFrom's
+	// receive buffers (see relay) and calls onForward as each is done.
+	forward     Forwarder
+	forwardFrom Conn
+	onForward   func()
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -212,8 +217,12 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 			return err
 		}
 		for _, c := range cs {
-			if c.Op == OpSend {
+			switch c.Op {
+			case OpSend:
 				s.free <- c.Buf
+				continue
+			case OpForward:
+				s.onForward()
 				continue
 			}
 			msg := s.c.RecvBuf(c.Buf)[:c.Len]
@@ -293,7 +302,13 @@ func (s *sender) read(ctx context.Context, src source) error {
 		if err := s.credit(ctx); err != nil {
 			return err
 		}
-		buf := s.c.SendBuf(i)
+		var buf []byte
+		post := s.c.PostSend
+		if s.forward != nil && n > 0 {
+			buf, post = s.forwardFrom.RecvBuf(i), s.forward.PostForward
+		} else {
+			buf = s.c.SendBuf(i)
+		}
 		seq++
 		if n == 0 {
 			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
@@ -312,7 +327,7 @@ func (s *sender) read(ctx context.Context, src source) error {
 			return nil
 		}
 		putTrailer(buf[n:], msgData, seq)
-		if err := s.c.PostSend(i, n+TrailerLen); err != nil {
+		if err := post(i, n+TrailerLen); err != nil {
 			return s.sendFailed(ctx, err)
 		}
 		s.posted.Store(seq)

@@ -43,6 +43,7 @@ type Conn struct {
 	closed                 bool
 	inFlight, dataInFlight int
 	stats                  Stats
+	adopted                pipe.Conn // whose receive buffers PostForward sends from
 }
 
 // message is one message on its way: send buffer buf, or ctrl if buf < 0.
@@ -51,6 +52,7 @@ type message struct {
 	buf  int
 	n    int
 	ctrl []byte
+	from []byte // PostForward: the adopted receive buffer, read when delivered
 	due  time.Time
 }
 

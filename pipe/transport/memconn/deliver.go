@@ -80,9 +80,12 @@ func (c *Conn) deliver(m message) {
 		r.dataOrder = append(r.dataOrder, i)
 	}
 	dst := r.recvBufs[i][:m.n]
-	if m.buf < 0 {
+	switch {
+	case m.from != nil:
+		copy(dst, m.from)
+	case m.buf < 0:
 		copy(dst, m.ctrl)
-	} else {
+	default:
 		copy(dst, c.sendBufs[m.buf])
 	}
 	if m.seq == c.faults.CorruptAt && m.n > 0 {
@@ -95,12 +98,17 @@ func (c *Conn) deliver(m message) {
 	c.sent(m)
 }
 
-// sent reports m's send completion, if it was a PostSend.
+// sent reports m's send completion, if it was a PostSend or PostForward.
 func (c *Conn) sent(m message) {
-	if m.buf >= 0 {
+	switch {
+	case m.from != nil:
+		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpForward, Buf: m.buf, Len: m.n})
+	case m.buf >= 0:
 		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpSend, Buf: m.buf, Len: m.n})
-		signal(c.wake)
+	default:
+		return
 	}
+	signal(c.wake)
 }
 
 // breakLink fails both ends with err, of kind k.

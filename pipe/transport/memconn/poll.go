@@ -24,9 +24,10 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 		if n := copy(cs, c.comps); n > 0 {
 			c.comps = c.comps[:copy(c.comps, c.comps[n:])]
 			for _, x := range cs[:n] {
-				if x.Op == pipe.OpSend {
+				switch x.Op {
+				case pipe.OpSend:
 					c.sendBusy[x.Buf] = false
-				} else {
+				case pipe.OpRecv:
 					c.recvBusy[x.Buf] = false
 				}
 			}

@@ -30,6 +30,31 @@ func (c *Conn) PostSend(i, n int) error {
 	return nil
 }
 
+// Adopt makes up's receive buffers sendable with PostForward.
+func (c *Conn) Adopt(up pipe.Conn) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.adopted = up
+	return nil
+}
+
+// PostForward queues the first n bytes of the adopted connection's receive
+// buffer i as one message; they are read when the message arrives.
+func (c *Conn) PostForward(i, n int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return err
+	}
+	if c.adopted == nil || i < 0 || i >= c.adopted.RecvBufs() || n < 0 || n > len(c.adopted.RecvBuf(i)) {
+		return fmt.Errorf("post forward to %s: no room for %d bytes in adopted receive buffer %d", c.peer.name, n, i)
+	}
+	c.dataInFlight++
+	c.stats.MaxDataInFlight = max(c.stats.MaxDataInFlight, c.dataInFlight)
+	c.queue(message{buf: i, n: n, from: c.adopted.RecvBuf(i)[:n]})
+	return nil
+}
+
 // SendControl copies p (at most pipe.MaxControl bytes) and queues it as
 // one message.
 func (c *Conn) SendControl(ctx context.Context, p []byte) error {
