@@ -51,7 +51,7 @@ func TestForward(t *testing.T) {
 			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
 		}
 	}
-	expect(t, "rdmarecv 0", hops[0].code, hops[0].stderr.String(), 0, "relay to")
+	expect(t, "rdmarecv 0", hops[0].code, hops[0].stderr.String(), 0, "relay to", "zero-copy")
 }
 
 // hopsPort returns the port receiver i of a chain listens on.

@@ -46,6 +46,7 @@ func Run(t *testing.T, mk MakePair) {
 		{"CloseUnblocksPoll", testCloseUnblocksPoll},
 		{"PollContext", testPollContext},
 		{"Oversize", testOversize},
+		{"Forward", testForward},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, mk) })

@@ -81,6 +81,10 @@ func (c *Conn) free() error {
 		rc, err := C.ibv_dereg_mr(c.mr)
 		check("ibv_dereg_mr", rc, err)
 	}
+	if c.fwd != nil {
+		rc, err := C.ibv_dereg_mr(c.fwd.mr)
+		check("ibv_dereg_mr", rc, err)
+	}
 	if c.pd != nil {
 		rc, err := C.ibv_dealloc_pd(c.pd)
 		check("ibv_dealloc_pd", rc, err)

@@ -37,6 +37,7 @@ const (
 	wrCtrl   uint64 = 2 << 56
 	wrRecv   uint64 = 3 << 56
 	wrNote   uint64 = 4 << 56 // a receive of a ring's receiver (see ring.go)
+	wrFwd    uint64 = 5 << 56 // a send from an adopted receive buffer (see forward.go)
 	wrKind   uint64 = 0xff << 56
 	wrBufMax uint64 = 1<<56 - 1
 )
@@ -59,6 +60,7 @@ type Conn struct {
 	qp     *C.struct_ibv_qp
 	mr     *C.struct_ibv_mr
 	lkey   C.uint32_t
+	fwd    *adopted // set by Adopt, for a relay
 	inline int
 	cqW    *waiter
 

@@ -162,6 +162,11 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 		if ok {
 			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpSend, Buf: i, Len: int(c.sendLen[i].Load())})
 		}
+	case wrFwd:
+		c.sendsOut.Add(-1)
+		if ok {
+			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpForward, Buf: i})
+		}
 	case wrCtrl:
 		c.freeSlot(i)
 	case wrRecv:

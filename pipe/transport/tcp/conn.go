@@ -61,6 +61,8 @@ type Conn struct {
 	nb    net.Buffers // what writev consumes; a field so it does not escape per call
 	hdrs  []byte      // the writer's frame headers
 	batch []work
+
+	adopted atomic.Pointer[pipe.Conn] // whose receive buffers PostForward sends from
 }
 
 // work is one message queued for the writer: send buffer buf, or control
@@ -68,6 +70,7 @@ type Conn struct {
 type work struct {
 	buf, n int
 	ctrl   bool
+	fwd    bool // buf is a receive buffer of the adopted connection
 }
 
 // newConn makes a Conn over nc with buffers for layout l and the negotiated
@@ -96,7 +99,7 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 		queue:    make(chan work, l.SendBufs+ctrl),
 		ctrlFree: make(chan int, ctrl),
 		posted:   make(chan int, l.RecvBufs),
-		comps:    make(chan pipe.Completion, l.SendBufs+l.RecvBufs),
+		comps:    make(chan pipe.Completion, 2*(l.SendBufs+l.RecvBufs)), // sends, forwards and receives
 		closing:  make(chan struct{}),
 		written:  make(chan struct{}),
 		done:     make(chan struct{}),

@@ -52,9 +52,10 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 // len(cs).
 func (c *Conn) release(cs []pipe.Completion) int {
 	for _, x := range cs {
-		if x.Op == pipe.OpSend {
+		switch x.Op {
+		case pipe.OpSend:
 			c.sendBusy[x.Buf].Store(false)
-		} else {
+		case pipe.OpRecv:
 			c.recvBusy[x.Buf].Store(false)
 		}
 	}

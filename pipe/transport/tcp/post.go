@@ -23,6 +23,27 @@ func (c *Conn) PostSend(i, n int) error {
 	return nil
 }
 
+// Adopt makes up's receive buffers sendable with PostForward: writes to
+// the socket can come from any memory.
+func (c *Conn) Adopt(up pipe.Conn) error {
+	c.adopted.Store(&up)
+	return nil
+}
+
+// PostForward queues the first n bytes of the adopted connection's receive
+// buffer i as one message, written from there.
+func (c *Conn) PostForward(i, n int) error {
+	if err := c.usable(); err != nil {
+		return err
+	}
+	up := c.adopted.Load()
+	if up == nil || i < 0 || i >= (*up).RecvBufs() || n < 0 || n > len((*up).RecvBuf(i)) {
+		return fmt.Errorf("post forward to %s: no room for %d bytes in adopted receive buffer %d", c.remote, n, i)
+	}
+	c.queue <- work{buf: i, n: n, fwd: true}
+	return nil
+}
+
 // SendControl copies p (at most pipe.MaxControl bytes) and queues it as one
 // message. It waits only while as many control messages as the peer has
 // receive buffers are still unwritten, that is while the peer is not reading.

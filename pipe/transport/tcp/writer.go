@@ -67,9 +67,12 @@ fill:
 		return false
 	}
 	for _, w := range batch {
-		if w.ctrl {
+		switch {
+		case w.ctrl:
 			c.ctrlFree <- w.buf
-		} else {
+		case w.fwd:
+			c.comps <- pipe.Completion{Op: pipe.OpForward, Buf: w.buf, Len: w.n}
+		default:
 			c.comps <- pipe.Completion{Op: pipe.OpSend, Buf: w.buf, Len: w.n}
 		}
 	}
@@ -78,8 +81,11 @@ fill:
 
 // payload returns the bytes of w.
 func (c *Conn) payload(w work) []byte {
-	if w.ctrl {
+	switch {
+	case w.ctrl:
 		return c.ctrlBufs[w.buf][:w.n]
+	case w.fwd:
+		return (*c.adopted.Load()).RecvBuf(w.buf)[:w.n]
 	}
 	return c.sendBufs[w.buf][:w.n]
 }
