@@ -202,3 +202,32 @@ func TestBroadcastHopKilled(t *testing.T) {
 	code, stderr = rs[2].wait(60 * time.Second)
 	expect(t, "rdmarecv 2", code, stderr, 4)
 }
+
+// TestBroadcastMixed chains receivers on different transports: the middle
+// one listens on TCP only, the others as --transport auto (over rxe in the
+// VM: RDMA, then TCP, then RDMA again). Each relay picks its own way on.
+func TestBroadcastMixed(t *testing.T) {
+	const n = 4<<20 + 3
+	in, want := randomFile(t, n, 80)
+	transports := []string{"auto", "tcp", "auto"}
+	var rs []*proc
+	var outs, addrList []string
+	for i, tr := range transports {
+		port := freePort(t)
+		out := filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
+		r := start(t, "rdmarecv", nil, createFile(t, out), "-v", "--transport", tr, "--port", strconv.Itoa(port), "--bind", suite.host)
+		r.waitStderr(30*time.Second, listening)
+		rs, outs = append(rs, r), append(outs, out)
+		addrList = append(addrList, net.JoinHostPort(suite.host, strconv.Itoa(port)))
+	}
+	s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", "auto", "-v", "--to", strings.Join(addrList, ","))
+	code, stderr := s.wait(5 * time.Minute)
+	expect(t, "rdmasend", code, stderr, 0, "written by all 3 receivers")
+	for i, r := range rs {
+		code, stderr := r.wait(time.Minute)
+		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
+		if got, size := fileSum(t, outs[i]); size != n || got != want {
+			t.Errorf("receiver %d (%s) wrote %d bytes with sha256 %x, want %d with %x", i, transports[i], size, got, n, want)
+		}
+	}
+}
