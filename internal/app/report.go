@@ -15,30 +15,39 @@ import (
 
 // summary is a finished stream as -v prints it and --stats-json writes it.
 type summary struct {
-	Role      string   `json:"role"`
-	OK        bool     `json:"ok"`
-	Error     string   `json:"error,omitempty"`
-	ExitCode  int      `json:"exit_code"`
-	Bytes     int64    `json:"bytes"`
-	Messages  int64    `json:"messages"`
-	Seconds   float64  `json:"seconds"`
-	MBps      float64  `json:"mb_per_s"`
-	Transport string   `json:"transport"`
-	Device    string   `json:"device,omitempty"`
-	Port      int      `json:"port,omitempty"`
-	RDMAOp    string   `json:"rdma_op,omitempty"`
-	QPs       int      `json:"qps,omitempty"`
-	Local     string   `json:"local,omitempty"`
-	Remote    string   `json:"remote,omitempty"`
-	Chunk     int      `json:"chunk"`
-	Depth     int      `json:"depth"`
-	Pinned    int64    `json:"pinned_bytes"`
-	IO        string   `json:"io,omitempty"`        // how stdin was read or stdout written (pipe.Stats.IO)
-	Chain     []string `json:"chain,omitempty"`     // rdmasend --to: the receivers after the first
-	Receivers int      `json:"receivers,omitempty"` // receivers that confirmed the whole stream, with a chain
-	XXHash64  string   `json:"xxhash64,omitempty"`
-	CPU       float64  `json:"cpu_seconds"`   // user+system CPU of this process
-	CPUPerGiB float64  `json:"cpu_s_per_gib"` // CPU seconds per GiB of stream (0 for an empty stream)
+	Role      string       `json:"role"`
+	OK        bool         `json:"ok"`
+	Error     string       `json:"error,omitempty"`
+	ExitCode  int          `json:"exit_code"`
+	Bytes     int64        `json:"bytes"`
+	Messages  int64        `json:"messages"`
+	Seconds   float64      `json:"seconds"`
+	MBps      float64      `json:"mb_per_s"`
+	Transport string       `json:"transport"`
+	Device    string       `json:"device,omitempty"`
+	Port      int          `json:"port,omitempty"`
+	RDMAOp    string       `json:"rdma_op,omitempty"`
+	QPs       int          `json:"qps,omitempty"`
+	Local     string       `json:"local,omitempty"`
+	Remote    string       `json:"remote,omitempty"`
+	Chunk     int          `json:"chunk"`
+	Depth     int          `json:"depth"`
+	Pinned    int64        `json:"pinned_bytes"`
+	IO        string       `json:"io,omitempty"`        // how stdin was read or stdout written (pipe.Stats.IO)
+	Chain     []string     `json:"chain,omitempty"`     // rdmasend --to: the receivers after the first
+	Receivers int          `json:"receivers,omitempty"` // receivers that confirmed the whole stream, with a chain
+	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
+	XXHash64  string       `json:"xxhash64,omitempty"`
+	CPU       float64      `json:"cpu_seconds"`   // user+system CPU of this process
+	CPUPerGiB float64      `json:"cpu_s_per_gib"` // CPU seconds per GiB of stream (0 for an empty stream)
+}
+
+// hostResult is one receiver's result in a broadcast: each confirms only
+// after the ones after it did, so the sender knows them all at once.
+type hostResult struct {
+	Host  string `json:"host"`
+	OK    bool   `json:"ok"`
+	Bytes int64  `json:"bytes"`
 }
 
 // newSummary describes a stream that ended with err, after this process

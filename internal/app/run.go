@@ -50,6 +50,9 @@ func finish(o options, role string, st pipe.Stats, err error) error {
 		s.Chain = o.cfg.Chain
 		if err == nil {
 			s.Receivers = 1 + len(o.cfg.Chain)
+			for _, h := range append([]string{s.Remote}, o.cfg.Chain...) {
+				s.Hosts = append(s.Hosts, hostResult{Host: h, OK: true, Bytes: st.Bytes})
+			}
 		}
 	}
 	if o.verbose && err == nil {

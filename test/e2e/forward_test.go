@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"bytes"
+	"encoding/json"
 	"io"
 	"net"
 	"os"
@@ -163,9 +164,11 @@ func TestBroadcast(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", suite.transport, "-v", how, arg)
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", suite.transport, "-v", "--stats-json", stats, how, arg)
 			code, stderr := s.wait(5 * time.Minute)
 			expect(t, "rdmasend", code, stderr, 0, "written by all 3 receivers")
+			checkHosts(t, stats, 3, n)
 			for i, r := range rs {
 				code, stderr := r.wait(time.Minute)
 				expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
@@ -174,6 +177,35 @@ func TestBroadcast(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// checkHosts checks the per-receiver results of a broadcast's
+// --stats-json: n receivers, each ok with bytes bytes.
+func checkHosts(t *testing.T, path string, n int, bytes int64) {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st struct {
+		Receivers int `json:"receivers"`
+		Hosts     []struct {
+			Host  string `json:"host"`
+			OK    bool   `json:"ok"`
+			Bytes int64  `json:"bytes"`
+		} `json:"hosts"`
+	}
+	if err := json.Unmarshal(b, &st); err != nil {
+		t.Fatalf("%s: %v", path, err)
+	}
+	if st.Receivers != n || len(st.Hosts) != n {
+		t.Fatalf("--stats-json has %d receivers and %d host results, want %d:\n%s", st.Receivers, len(st.Hosts), n, b)
+	}
+	for _, h := range st.Hosts {
+		if !h.OK || h.Bytes != bytes || h.Host == "" {
+			t.Errorf("host result %+v, want ok with %d bytes", h, bytes)
+		}
 	}
 }
 
