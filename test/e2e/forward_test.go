@@ -261,5 +261,6 @@ func TestBroadcastMixed(t *testing.T) {
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
 			t.Errorf("receiver %d (%s) wrote %d bytes with sha256 %x, want %d with %x", i, transports[i], size, got, n, want)
 		}
+		t.Logf("receiver %d (--transport %s): %s", i, transports[i], strings.TrimSpace(stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:]))
 	}
 }
