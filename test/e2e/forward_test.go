@@ -71,17 +71,34 @@ func hopsPort(hops []*proc, i int) int {
 func TestForwardHopKilled(t *testing.T) {
 	hops, ports, outs := relayChain(t, 3, "--timeout", "20s")
 	s, inW := slowInput(t, ports[0], "--timeout", "20s")
-	inW.Write(bytes.Repeat([]byte("z"), 100000))
-	waitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[2]) == 100000 })
-	hops[2].cmd.Process.Signal(syscall.SIGKILL)
-	hops[2].wait(10 * time.Second)
-	inW.Write(bytes.Repeat([]byte("z"), 100000))
-	lost := "forward to " + net.JoinHostPort(suite.host, strconv.Itoa(ports[2]))
+	killHop(t, s, inW, hops, ports, outs, 2)
+}
+
+// killHop writes into the input w of sender s, which streams to the chain
+// rs (listening on ports, writing outs), kills receiver victim once the
+// last receiver has data, writes more, and checks that the sender and
+// every other receiver exit 4, those before the victim naming it.
+func killHop(t *testing.T, s *proc, w *os.File, rs []*proc, ports []int, outs []string, victim int) {
+	t.Helper()
+	w.Write(bytes.Repeat([]byte("k"), 100000))
+	last := len(rs) - 1
+	waitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[last]) == 100000 })
+	rs[victim].cmd.Process.Signal(syscall.SIGKILL)
+	rs[victim].wait(10 * time.Second)
+	w.Write(bytes.Repeat([]byte("k"), 100000))
+	lost := "forward to " + net.JoinHostPort(suite.host, strconv.Itoa(ports[victim]))
 	code, stderr := s.wait(60 * time.Second)
 	expect(t, "rdmasend", code, stderr, 4, lost)
-	for i := range 2 {
-		code, stderr := hops[i].wait(60 * time.Second)
-		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 4, lost)
+	for i, r := range rs {
+		if i == victim {
+			continue
+		}
+		var says []string
+		if i < victim {
+			says = append(says, lost)
+		}
+		code, stderr := r.wait(60 * time.Second)
+		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 4, says...)
 	}
 }
 
@@ -221,18 +238,7 @@ func TestBroadcastHopKilled(t *testing.T) {
 	t.Cleanup(func() { w.Close() })
 	s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "--timeout", "20s", "--to", addrs(ports))
 	r.Close()
-	w.Write(bytes.Repeat([]byte("b"), 100000))
-	waitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[2]) == 100000 })
-	rs[1].cmd.Process.Signal(syscall.SIGKILL)
-	rs[1].wait(10 * time.Second)
-	w.Write(bytes.Repeat([]byte("b"), 100000))
-	lost := "forward to " + net.JoinHostPort(suite.host, strconv.Itoa(ports[1]))
-	code, stderr := s.wait(60 * time.Second)
-	expect(t, "rdmasend", code, stderr, 4, lost)
-	code, stderr = rs[0].wait(60 * time.Second)
-	expect(t, "rdmarecv 0", code, stderr, 4, lost)
-	code, stderr = rs[2].wait(60 * time.Second)
-	expect(t, "rdmarecv 2", code, stderr, 4)
+	killHop(t, s, w, rs, ports, outs, 1)
 }
 
 // TestBroadcastMixed chains receivers on different transports: the middle
