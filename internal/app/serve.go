@@ -7,7 +7,6 @@ import (
 	"io"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -68,7 +67,7 @@ func (s *server) run(ctx context.Context) error {
 	acceptErrs := make(chan error)
 	actx, stopAccepting := context.WithCancel(ctx)
 	defer stopAccepting()
-	go acceptLoop(actx, s.l, accepted, acceptErrs)
+	go pipe.AcceptLoop(actx, s.l, accepted, acceptErrs)
 
 	var waiting []*pending // handshaking, oldest first
 	inFlight := 0
@@ -205,36 +204,4 @@ func remove(ps []*pending, p *pending) []*pending {
 		}
 	}
 	return ps
-}
-
-// acceptLoop hands each sender that connects to accepted, and each accept
-// failure to errs, until ctx ends.
-func acceptLoop(ctx context.Context, l pipe.Listener, accepted chan<- pipe.Conn, errs chan<- error) {
-	for {
-		conn, err := l.Accept(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return
-			}
-			select {
-			case errs <- err:
-			case <-ctx.Done():
-				return
-			}
-			// A listener that fails at once again (a local resource
-			// problem) must not spin.
-			select {
-			case <-time.After(100 * time.Millisecond):
-			case <-ctx.Done():
-				return
-			}
-			continue
-		}
-		select {
-		case accepted <- conn:
-		case <-ctx.Done():
-			conn.Close()
-			return
-		}
-	}
 }

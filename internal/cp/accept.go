@@ -35,20 +35,18 @@ func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Conf
 	var claimed atomic.Bool
 	results := make(chan result, 1)
 	slots := make(chan struct{}, maxHandshakes)
+	accepted, acceptErrs := make(chan pipe.Conn), make(chan error)
+	wg.Go(func() { pipe.AcceptLoop(ctx, l, accepted, acceptErrs) })
 	wg.Go(func() {
 		for {
-			c, err := l.Accept(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return
-				}
+			var c pipe.Conn
+			select {
+			case c = <-accepted:
+			case err := <-acceptErrs:
 				fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", err)
-				select {
-				case <-time.After(100 * time.Millisecond):
-				case <-ctx.Done():
-					return
-				}
 				continue
+			case <-ctx.Done():
+				return
 			}
 			select {
 			case slots <- struct{}{}:
