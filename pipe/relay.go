@@ -12,14 +12,15 @@ import (
 // MAC and end of stream. Where the next connection can send straight from
 // this one's receive buffers (pipe.Forwarder) and takes chunks as large,
 // it does, with the trailer rewritten in place; else the payload is copied
-// into the next connection's send buffers.
-// The receiver re-posts a buffer only once the relay has copied it, and
-// confirms its stream only once the next receiver has confirmed its own.
+// into the next connection's send buffers. The receiver re-posts a buffer
+// only once the relay is done with it (copied, or its forwarded send
+// completed), and confirms its stream only once the next receiver has
+// confirmed its own.
 type relay struct {
 	s        *sender       // towards the next receiver
 	name     string        // the next receiver, for messages
 	payloads chan payload  // from the writer, in order; closed after the last
-	copied   chan struct{} // one per payload, once its receive buffer is free again
+	copied   chan struct{} // one per payload, once the relay is done with its receive buffer
 	done     chan error    // the next receiver's stream: nil once confirmed
 	started  bool
 }
