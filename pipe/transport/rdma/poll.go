@@ -188,7 +188,7 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
 	if wc.write != 0 {
 		c.wrote(int(wc.imm), int(wc.byte_len))
-	} else if j, ok := c.takeSpare(); ok {
+	} else if j, ok := c.takeSpare(wc); ok {
 		comp := pipe.Completion{Op: pipe.OpRecv, Buf: j, Len: copy(c.recv[j], c.notes[k][:wc.byte_len])}
 		c.control(comp, wc.has_imm != 0, uint32(wc.imm))
 	}
@@ -215,12 +215,14 @@ func (c *Conn) wrote(slot, n int) {
 	}
 }
 
-// takeSpare takes the oldest posted spare for a control message.
-func (c *Conn) takeSpare() (int, bool) {
+// takeSpare takes the oldest posted spare for the control message wc
+// reports.
+func (c *Conn) takeSpare(wc *C.struct_rp_wc) (int, bool) {
 	c.ringMu.Lock()
 	defer c.ringMu.Unlock()
 	if len(c.spares) == 0 {
-		c.violated("the peer sent more control messages than the receiver had room for")
+		c.violated(fmt.Sprintf("the peer sent more control messages than the receiver had room for (this one: %d bytes, immediate %v %d)",
+			wc.byte_len, wc.has_imm != 0, wc.imm))
 		return 0, false
 	}
 	j := c.spares[0]
