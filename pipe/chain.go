@@ -15,8 +15,9 @@ const (
 )
 
 // sendChain sends the chain of receivers after the first, joined by
-// newlines, in as many chain messages as it takes; the first byte of each
-// says whether more follow.
+// newlines, in as many chain messages as it takes, each under a control
+// credit (so no length of chain can overflow the receiver's spares); the
+// first byte of each says whether more follow.
 func (s *sender) sendChain(ctx context.Context) error {
 	text := strings.Join(s.cfg.Chain, "\n")
 	for {
@@ -26,7 +27,7 @@ func (s *sender) sendChain(ctx context.Context) error {
 			more = 1
 		}
 		body := append([]byte{more}, text[:n]...)
-		if err := s.c.SendControl(ctx, appendTrailer(body, msgChain, 0)); err != nil {
+		if err := s.handshakeControl(ctx, appendTrailer(body, msgChain, 0)); err != nil {
 			return wrap(KindSetup, "send the chain of receivers", err)
 		}
 		if text = text[n:]; more == 0 {

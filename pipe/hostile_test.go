@@ -171,12 +171,9 @@ func TestHostileReceiver(t *testing.T) {
 		says   string
 	}{
 		{"silent", func(p *peer) {}, pipe.KindSetup, "no rdmapipe handshake from the receiver"},
-		{"only heartbeats", func(p *peer) {
-			for range 20 {
-				p.control([]byte{0})
-				time.Sleep(50 * time.Millisecond)
-			}
-		}, pipe.KindSetup, "no rdmapipe handshake"},
+		{"an empty credit", func(p *peer) { p.control([]byte{0}) }, pipe.KindSetup, "no credit in a credit message"},
+		{"a control credit it never took", func(p *peer) { p.control([]byte{0x80}) }, pipe.KindSetup, "more control credits than it granted"},
+		{"a data credit before the stream", func(p *peer) { p.control([]byte{1}) }, pipe.KindSetup, "more credits than it granted"},
 		{"garbage hello", func(p *peer) { p.control([]byte("HTTP/1.1 400 Bad Request\r\n")) }, pipe.KindSetup, `unexpected message "HTTP/1.1 400 Bad`},
 		{"abort before the handshake is a setup failure, quoted", func(p *peer) {
 			p.control(append([]byte{'A', byte(pipe.KindIntegrity)}, "\x1b[2Jall your data is gone"...))
@@ -258,11 +255,17 @@ func TestHostileSender(t *testing.T) {
 	}{
 		{"silent", nil, func(p *peer) {}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
 		{"heartbeats before the key proof", key, func(p *peer) {
-			for range 20 {
+			// One heartbeat per control credit returned, for as long as
+			// the receiver answers: they must not stretch its handshake.
+			for p.next() != nil {
 				p.control(message('B', 0, ""))
-				time.Sleep(50 * time.Millisecond)
 			}
 		}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
+		{"more control messages than spares", key, func(p *peer) {
+			for range pipe.SpareRecvs + 1 {
+				p.control(message('B', 0, ""))
+			}
+		}, anyFailure, "no posted spare receive buffer"},
 		{"data before the handshake", nil, func(p *peer) {
 			p.nextOf('H')
 			p.send(0, message('D', 1, "unauthenticated"))

@@ -11,9 +11,17 @@ import (
 // bytes and a little-endian sequence number. The payload comes first, so
 // that it starts where the buffer starts: page-aligned, ready for pwrite,
 // O_DIRECT and a remote write into the receiver's ring. Messages from the
-// receiver are control messages: a single byte is a credit return (its
-// value is the number of credits, 0 being a heartbeat); longer ones start
-// with a type byte.
+// receiver are control messages: a single byte returns credits (its low
+// seven bits the number of data credits, ctrlReturn one control credit);
+// longer ones start with a type byte.
+//
+// Every message is flow-controlled. Data and end messages go under data
+// credits, one per receive buffer the receiver posted for them; the
+// sender's other messages under control credits, one per spare (see
+// SpareRecvs): the receiver returns a control credit whenever it
+// re-posts a spare, which is how a heartbeat is answered, and the last
+// spare is the abort's. The receiver's messages need no credits: the
+// protocol bounds them (see controlSlack).
 //
 //	sender -> receiver (body, trailer)  receiver -> sender
 //	'D' data: payload                   1 byte: credits
@@ -21,6 +29,7 @@ import (
 //	    [stream tag[32]]                'W' welcome: flags, mac[32]
 //	'A' abort: kind, reason             'F' finished: bytes u64, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason
+//	'C' chain: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //
@@ -39,6 +48,10 @@ const (
 	msgDone    byte = 'F'
 	msgChain   byte = 'C'
 )
+
+// ctrlReturn, in a single-byte message from the receiver, returns one
+// control credit.
+const ctrlReturn byte = 0x80
 
 // Hello and auth flags.
 const (

@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 3
+const Version = 4
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
@@ -54,11 +54,17 @@ func NewParams(chunk, depth int) Params {
 func (p Params) Credits() int { return p.Depth - 1 }
 
 // SpareRecvs is how many receive buffers a receiver posts beyond one per
-// credit (the last ones of its layout), for the sender's authentication, heartbeat and abort messages,
-// which must get through even while every data buffer is full: a heartbeat
-// and an abort can be on the wire at once, and iWARP has no "receiver not
-// ready" retry to fall back on.
+// credit (the last ones of its layout), for the sender's control messages
+// (authentication, chain, heartbeat, abort), which must get through even
+// while every data buffer is full. The sender sends them under control
+// credits (see ControlCredits): all but one spare for any control message,
+// returned by the receiver as it re-posts each spare, and the last one for
+// the abort, so that an abort is never stuck behind a heartbeat.
 const SpareRecvs = 2
+
+// ControlCredits is how many control messages other than the abort a
+// sender may have in flight: the spares less the one kept for the abort.
+const ControlCredits = SpareRecvs - 1
 
 // Validate reports whether p is within the protocol's limits.
 func (p Params) Validate() error {
@@ -77,7 +83,7 @@ func (p Params) Validate() error {
 func Negotiate(local, remote Params) (Params, error) {
 	if remote.Version != Version {
 		return Params{}, &Error{Kind: KindSetup, Op: "negotiate",
-			Err: fmt.Errorf("peer speaks protocol version %d, this build speaks %d: use the same rdmapipe release on both hosts", remote.Version, Version)}
+			Err: fmt.Errorf("version mismatch: the peer speaks protocol version %d, this build speaks %d: use the same rdmapipe release on both hosts", remote.Version, Version)}
 	}
 	if err := remote.Validate(); err != nil {
 		return Params{}, &Error{Kind: KindSetup, Op: "negotiate", Err: fmt.Errorf("peer proposed bad parameters: %w", err)}
@@ -141,5 +147,9 @@ func ReceiverLayout(p Params) Layout {
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per
-// credit, for the receiver's hello, welcome, heartbeat, done and abort.
+// credit. The receiver's messages are bounded by the protocol, not by the
+// clock: at most Credits() credit returns (each returns at least one
+// credit), ControlCredits control-credit returns, one of hello, welcome or
+// done at a time, and one abort; the slack covers all but the credit
+// returns with room to spare.
 const controlSlack = 4

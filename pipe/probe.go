@@ -16,7 +16,8 @@ var ErrProbe = errors.New("the sender only checked the connection (rdmasend --ch
 // description, or why the receiver would not take a stream. Probe does not
 // close c; closing it ends the receiver's side of the probe.
 func Probe(ctx context.Context, c Conn, cfg Config) (Info, error) {
-	s := &sender{session: newSession(c, cfg, "receiver"), probe: true}
+	s := newSender(c, cfg, "receiver")
+	s.probe = true
 	defer s.release()
 	err := guard(func() error { return s.handshake(ctx) })
 	s.failed(err)

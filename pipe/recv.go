@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -78,9 +77,6 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	}
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
-	var beats sync.WaitGroup
-	beats.Go(func() { r.heartbeat(ctx, func() []byte { return []byte{0} }, cancel) })
-	defer beats.Wait()
 	defer cancel(nil)
 	arrivals := make(chan arrival, r.c.RecvBufs())
 	info := r.c.Info()
@@ -198,9 +194,9 @@ func (r *receiver) handshake(parent context.Context) error {
 }
 
 // next waits for one handshake message from the sender (at least a
-// trailer long), copies it out and re-posts its buffer. Heartbeats are
-// skipped (the handshake timeout bounds the wait); an abort from the
-// sender ends it.
+// trailer long), copies it out, re-posts its buffer and returns the
+// sender's control credit. Heartbeats are skipped (the handshake timeout
+// bounds the wait); an abort from the sender ends it.
 func (r *receiver) next(ctx context.Context) ([]byte, error) {
 	for {
 		cs, err := r.poll(ctx)
@@ -217,10 +213,17 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			switch {
 			case err != nil:
 				return nil, wrap(KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
-			case typ == msgBeat:
-				continue
 			case typ == msgAbort:
 				return nil, r.peerAbort(body)
+			}
+			if err := r.returnControl(ctx); err != nil {
+				if ctx.Err() != nil {
+					return nil, r.cancelled(ctx)
+				}
+				return nil, wrap(KindSetup, "handshake", err)
+			}
+			if typ == msgBeat {
+				continue
 			}
 			r.keep(cs[i+1:])
 			return msg, nil
@@ -233,8 +236,8 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 var errFinished = errors.New("stream finished")
 
 // receive handles completions: data and the end of the stream go to the
-// writer in order; heartbeats are re-posted at once; an abort ends the
-// stream. It runs until ctx ends, which the writer does with errFinished
+// writer in order; heartbeats are re-posted and answered at once (their
+// control credit returned); an abort ends the stream. It runs until ctx ends, which the writer does with errFinished
 // once it has confirmed the end of the stream.
 func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 	var seq uint32
@@ -262,6 +265,9 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 					return Errorf(KindIntegrity, "receive", "the sender has sent %d messages but %d arrived: messages were lost", got, seq)
 				}
 				r.repost(c.Buf)
+				// The answer: if it cannot be sent the connection broke,
+				// and Poll says so after what arrived before.
+				_ = r.returnControl(ctx)
 				continue
 			case msgAbort:
 				return r.peerAbort(body)
@@ -289,6 +295,12 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			arrivals <- arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
 		}
 	}
+}
+
+// returnControl gives the sender back the control credit of a control
+// message whose spare was just re-posted.
+func (r *receiver) returnControl(ctx context.Context) error {
+	return r.c.SendControl(ctx, []byte{ctrlReturn})
 }
 
 // truncated describes a connection that failed before the end of the stream.

@@ -1,10 +1,6 @@
 package pipe
 
-import (
-	"context"
-
-	"github.com/cespare/xxhash/v2"
-)
+import "context"
 
 // relay sends what a receiver writes on to the next receiver (see
 // Config.Forward): the writer hands it each payload, in order; a sender
@@ -50,7 +46,7 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 		return wrap(KindOf(err), "forward to "+name, err)
 	}
 	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: chain[1:]}
-	s := &sender{session: newSession(c, cfg, "next receiver "+name), sum: xxhash.New()}
+	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
 		s.release()

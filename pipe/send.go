@@ -20,7 +20,8 @@ import (
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire; this goroutine handles completions and credits.
 func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
-	s := &sender{session: newSession(c, cfg, "receiver"), r: r, sum: xxhash.New()}
+	s := newSender(c, cfg, "receiver")
+	s.r = r
 	defer s.release()
 	var st Stats
 	err := guard(func() (err error) {
@@ -47,6 +48,7 @@ type sender struct {
 	chunk    int
 	free     chan int       // send buffers ready to be filled
 	credits  chan struct{}  // one token per receive buffer the receiver has posted for us
+	ctrl     chan struct{}  // one token per spare the receiver has posted for a control message
 	sent     atomic.Int64   // bytes handed to the wire by the reader goroutine
 	messages atomic.Int64   // data messages handed to the wire
 	posted   atomic.Uint32  // sequence number of the last message posted
@@ -59,6 +61,16 @@ type sender struct {
 	forward     Forwarder
 	forwardFrom Conn
 	onForward   func()
+}
+
+// newSender returns a sender towards peer on c, holding every control
+// credit.
+func newSender(c Conn, cfg Config, peer string) *sender {
+	s := &sender{session: newSession(c, cfg, peer), sum: xxhash.New(), ctrl: make(chan struct{}, ControlCredits)}
+	for range ControlCredits {
+		s.ctrl <- struct{}{}
+	}
+	return s
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
@@ -87,7 +99,7 @@ func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 
 	ctx, cancel := context.WithCancelCause(ctx)
 	var beats sync.WaitGroup
-	beats.Go(func() { s.heartbeat(ctx, s.beat, cancel) })
+	beats.Go(func() { s.heartbeat(ctx, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
 	st.IO = src.describe()
@@ -109,11 +121,76 @@ func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 	return st, nil
 }
 
-// beat returns the sender's heartbeat. It carries the sequence number of
-// the last message posted before it, so that the receiver notices lost
-// messages even when nothing else follows them.
-func (s *sender) beat() []byte {
-	return appendTrailer(nil, msgBeat, s.posted.Load())
+// heartbeat sends a heartbeat whenever the receiver has been silent for
+// beatInterval and the last heartbeat was answered (its control credit is
+// back), until ctx ends: so none while data flows, at most one in flight,
+// and the receiver's idle timeout fires only when this side is really gone.
+// The heartbeat carries the sequence number of the last message posted
+// before it, so that the receiver notices lost messages even when nothing
+// else follows them. One that cannot be sent fails the stream through fail.
+func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
+	every := beatInterval(s.cfg.Timeout)
+	t := time.NewTimer(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		wait := time.Until(s.lastHeard().Add(every))
+		if wait <= 0 {
+			select {
+			case <-s.ctrl:
+				if err := s.c.SendControl(ctx, appendTrailer(nil, msgBeat, s.posted.Load())); err != nil {
+					if ctx.Err() == nil {
+						fail(s.sendFailed(ctx, err))
+					}
+					return
+				}
+			default: // the last one is still unanswered
+			}
+			wait = every
+		}
+		t.Reset(wait)
+	}
+}
+
+// returned takes the credits a single-byte message from the receiver
+// returns: data credits in its low bits, a control credit in ctrlReturn.
+// A failure is of kind k: what a broken or forged message means here.
+func (s *sender) returned(b byte, k Kind) error {
+	if b == 0 {
+		return Errorf(k, "credit", "the receiver returned no credit in a credit message")
+	}
+	for range b &^ ctrlReturn {
+		select {
+		case s.credits <- struct{}{}:
+			s.cfg.Gauges.addInFlight(-1)
+		default:
+			return Errorf(k, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
+		}
+	}
+	if b&ctrlReturn != 0 {
+		select {
+		case s.ctrl <- struct{}{}:
+		default:
+			return Errorf(k, "credit", "the receiver returned more control credits than it granted: its messages were damaged or forged")
+		}
+	}
+	return nil
+}
+
+// handshakeControl sends a control message during the handshake, once a
+// control credit is back.
+func (s *sender) handshakeControl(ctx context.Context, msg []byte) error {
+	if len(s.ctrl) == 0 {
+		if _, err := s.controlMessage(ctx, 0, 0); err != nil {
+			return err
+		}
+	}
+	<-s.ctrl
+	return s.c.SendControl(ctx, msg)
 }
 
 // handshake waits for the receiver's hello, proves the key (if any) and
@@ -157,7 +234,7 @@ func (s *sender) handshake(parent context.Context) error {
 		copy(body[1:], nonce[:])
 		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
 	}
-	if err := s.c.SendControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
+	if err := s.handshakeControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
 		return wrap(KindSetup, "send authentication", err)
 	}
 	if chain {
@@ -180,8 +257,10 @@ func (s *sender) handshake(parent context.Context) error {
 }
 
 // controlMessage waits for a control message of type typ with at least
-// size bytes after the type byte, copies it out and re-posts its buffer. An
-// abort from the receiver ends the wait with the receiver's reason.
+// size bytes after the type byte, copies it out and re-posts its buffer;
+// with typ 0 it waits until a control credit is back instead. Credits are
+// taken as they come; an abort from the receiver ends the wait with the
+// receiver's reason.
 func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte, error) {
 	for {
 		cs, err := s.poll(ctx)
@@ -195,8 +274,14 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
 			s.repost(c.Buf)
 			switch {
-			case len(msg) == 1 && msg[0] == 0:
-				continue // an early heartbeat
+			case len(msg) == 1:
+				if err := s.returned(msg[0], KindSetup); err != nil {
+					return nil, err
+				}
+				if typ != 0 || len(s.ctrl) == 0 {
+					continue
+				}
+				msg = nil
 			case len(msg) > 0 && msg[0] == msgAbort:
 				return nil, s.peerAbort(msg[1:])
 			case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
@@ -243,15 +328,7 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 	switch {
 	case len(msg) == 1:
-		for range msg[0] {
-			select {
-			case s.credits <- struct{}{}:
-				s.cfg.Gauges.addInFlight(-1)
-			default:
-				return false, Errorf(KindIntegrity, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
-			}
-		}
-		return false, nil
+		return false, s.returned(msg[0], KindIntegrity)
 	case len(msg) == 0:
 		return false, Errorf(KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == msgAbort:

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"sync/atomic"
 	"time"
 )
 
@@ -13,10 +14,12 @@ type Config struct {
 	// Key is the shared secret both peers must hold; empty means none.
 	Key []byte
 	// Timeout is how long a peer may stay silent before the stream is
-	// given up; 0 means wait forever. While a stream is open each side
-	// sends a heartbeat every second (every Timeout/4 if that is shorter),
-	// so only a dead or hung peer (or network) is silent that long, as long
-	// as the peer's Timeout is over a second too.
+	// given up; 0 means wait forever. While a stream is open the sender
+	// sends a heartbeat whenever the receiver has been silent for a second
+	// (Timeout/4 if that is shorter) and its last heartbeat was answered,
+	// and the receiver answers each: so while data flows there are none,
+	// and only a dead or hung peer (or network) is silent for a Timeout,
+	// as long as the peer's Timeout is over a second too.
 	Timeout time.Duration
 	// HandshakeTimeout bounds the handshake (hello, key proofs, welcome)
 	// after the transport connected; 0 means DefaultHandshakeTimeout. A
@@ -95,7 +98,9 @@ type session struct {
 	cfg   Config
 	peer  string // "sender" or "receiver": the other side, for messages
 	cs    []Completion
-	heard time.Time // when the peer was last heard from
+	// heard is when the peer was last heard from (UnixNano); the sender's
+	// heartbeat goroutine reads it.
+	heard atomic.Int64
 	// backlog holds completions a handshake step did not get to; the next
 	// poll returns them first.
 	backlog []Completion
@@ -117,7 +122,9 @@ type session struct {
 }
 
 func newSession(c Conn, cfg Config, peer string) *session {
-	return &session{c: c, cfg: cfg, peer: peer, cs: make([]Completion, pollBatch), heard: time.Now()}
+	s := &session{c: c, cfg: cfg, peer: peer, cs: make([]Completion, pollBatch)}
+	s.heardFrom()
+	return s
 }
 
 // poll waits for completions, ending with an error if ctx ends, the
@@ -143,14 +150,14 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 			s.peerGaveUp = true
 			return nil, s.lost(err)
 		case s.arriving():
-		case time.Since(s.heard) >= s.cfg.Timeout:
+		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
 			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it
 	}
 	for _, c := range s.cs[:n] {
 		if c.Op == OpRecv {
-			s.heard = time.Now()
+			s.heardFrom()
 			break
 		}
 	}
@@ -168,7 +175,8 @@ func (s *session) arriving() bool {
 	if n == s.arrived {
 		return false
 	}
-	s.arrived, s.heard = n, time.Now()
+	s.arrived = n
+	s.heardFrom()
 	return true
 }
 
@@ -218,7 +226,7 @@ func (s *session) idleContext(ctx context.Context) context.Context {
 		if s.stopIdle != nil {
 			s.stopIdle()
 		}
-		s.idle, s.stopIdle = context.WithDeadline(ctx, s.heard.Add(s.cfg.Timeout))
+		s.idle, s.stopIdle = context.WithDeadline(ctx, s.lastHeard().Add(s.cfg.Timeout))
 		s.idleParent = ctx
 	}
 	return s.idle
@@ -243,31 +251,20 @@ func (s *session) cancelled(ctx context.Context) error {
 // maxBeat is the longest interval between heartbeats.
 const maxBeat = time.Second
 
-// heartbeat sends msg() every maxBeat (or Timeout/4 if shorter) until ctx
-// ends, so that the peer's idle timeout fires only when this side is really
-// gone. A side without a timeout still beats: its peer may have one. A
-// heartbeat that cannot be sent fails the stream through fail.
-func (s *session) heartbeat(ctx context.Context, msg func() []byte, fail func(error)) {
-	every := maxBeat
-	if s.cfg.Timeout > 0 {
-		every = min(every, s.cfg.Timeout/4)
+// beatInterval is how long a sender lets the receiver stay silent before
+// it sends a heartbeat: maxBeat, or Timeout/4 if that is shorter.
+func beatInterval(timeout time.Duration) time.Duration {
+	if timeout > 0 {
+		return max(min(maxBeat, timeout/4), time.Millisecond)
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			if err := s.c.SendControl(ctx, msg()); err != nil {
-				if ctx.Err() == nil {
-					fail(s.sendFailed(ctx, err))
-				}
-				return
-			}
-		}
-	}
+	return maxBeat
 }
+
+// heardFrom records that the peer was heard from now.
+func (s *session) heardFrom() { s.heard.Store(time.Now().UnixNano()) }
+
+// lastHeard returns when the peer was last heard from.
+func (s *session) lastHeard() time.Time { return time.Unix(0, s.heard.Load()) }
 
 // peerAbort is the error for an abort message from the peer. Its reason
 // is quoted; before the handshake completed it is marked unauthenticated

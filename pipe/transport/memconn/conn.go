@@ -35,6 +35,7 @@ type Conn struct {
 
 	out                    []message // sent, not yet delivered
 	posted                 []int     // posted receive buffers, oldest first
+	spareFrom              int       // receive buffers from this index on take control messages only; the others data only
 	recvBusy, sendBusy     []bool    // posted and not yet reported by Poll
 	holds                  []holding
 	dataOrder              []int // receive buffers holding data, in arrival order
@@ -73,6 +74,10 @@ func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults
 		recvBusy:  make([]bool, l.RecvBufs),
 		sendBusy:  make([]bool, l.SendBufs),
 		holds:     make([]holding, l.RecvBufs),
+		spareFrom: l.RecvBufs - pipe.SpareRecvs,
+	}
+	if l.SendBufs > 0 {
+		c.spareFrom = 0 // a sender receives control messages only
 	}
 	for i := range c.sendBufs {
 		c.sendBufs[i] = make([]byte, l.SendSize)

@@ -92,13 +92,31 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s, r := pair(t, tt.f)
+			// Both ends at depth 8: the sender's four messages are data
+			// messages under its 7 credits (a receiver takes control
+			// messages only in its 2 spares); the receiver's are control
+			// messages, which the sender has room for.
+			s, r, err := Pair(proposal, proposal, tt.f)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				_ = s.Close()
+				_ = r.Close()
+			})
 			from, to := s, r
 			if tt.reverse {
 				from, to = r, s
 			}
 			for k := byte(1); k <= 4; k++ {
-				if err := from.SendControl(context.Background(), []byte{k, 0}); err != nil && tt.err == "" {
+				var err error
+				if tt.reverse {
+					err = from.SendControl(context.Background(), []byte{k, 0})
+				} else {
+					from.SendBuf(int(k))[0] = k
+					err = from.PostSend(int(k), 2)
+				}
+				if err != nil && tt.err == "" {
 					t.Fatal(err)
 				}
 			}
@@ -112,7 +130,10 @@ func TestFaults(t *testing.T) {
 				}
 				return
 			}
-			_, fromErr := poll(from, time.Second)
+			var fromErr error
+			for fromErr == nil {
+				_, fromErr = poll(from, time.Second)
+			}
 			for _, err := range []error{err, fromErr} {
 				if err == nil || !strings.Contains(err.Error(), tt.err) || pipe.KindOf(err) != pipe.KindAborted {
 					t.Errorf("error %v, want %q", err, tt.err)
@@ -148,28 +169,32 @@ func TestDropReportsSent(t *testing.T) {
 }
 
 // TestDelay checks that messages arrive no sooner than the delay, in order,
-// and that the delay is latency rather than a limit on throughput.
+// and that the delay is latency rather than a limit on throughput: all
+// three are on their way at once.
 func TestDelay(t *testing.T) {
 	const delay = 100 * time.Millisecond
-	s, r := pair(t, Faults{Delay: delay})
+	s, r := pair(t, Faults{Reverse: &Faults{Delay: delay}})
 	start := time.Now()
 	for k := byte(1); k <= 3; k++ {
-		if err := s.SendControl(context.Background(), []byte{k}); err != nil {
+		if err := r.SendControl(context.Background(), []byte{k}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var got []byte
 	for len(got) < 3 {
-		cs, err := poll(r, time.Second)
+		cs, err := poll(s, 10*delay)
 		if err != nil {
 			t.Fatal(err)
 		}
+		if d := time.Since(start); d < delay {
+			t.Errorf("a message arrived after %v with a delay of %v", d, delay)
+		}
 		for _, c := range cs {
-			got = append(got, r.RecvBuf(c.Buf)[0])
+			got = append(got, s.RecvBuf(c.Buf)[0])
 		}
 	}
-	if d := time.Since(start); d < delay || d > 3*delay {
-		t.Errorf("three messages took %v with a delay of %v each", d, delay)
+	if st := r.Stats(); st.MaxInFlight != 3 {
+		t.Errorf("at most %d messages were on their way at once, want 3", st.MaxInFlight)
 	}
 	if string(got) != "\x01\x02\x03" {
 		t.Errorf("got %q", got)

@@ -14,7 +14,7 @@ import (
 // for it fails both ends and is counted.
 func TestCreditViolation(t *testing.T) {
 	s, r := pair(t, Faults{})
-	n := r.RecvBufs()
+	n := r.RecvBufs() - pipe.SpareRecvs
 	for k := range n + 1 {
 		if err := s.PostSend(k, 1); err != nil {
 			t.Fatal(err)
@@ -25,7 +25,7 @@ func TestCreditViolation(t *testing.T) {
 		for err == nil {
 			_, err = poll(c, time.Second)
 		}
-		if !strings.Contains(err.Error(), "no posted receive buffer") || pipe.KindOf(err) != pipe.KindInternal {
+		if !strings.Contains(err.Error(), "no posted data receive buffer") || pipe.KindOf(err) != pipe.KindInternal {
 			t.Errorf("%s: %v", c.Info().Local, err)
 		}
 	}
@@ -34,6 +34,52 @@ func TestCreditViolation(t *testing.T) {
 	}
 	if st := s.Stats(); st.Violations != 0 || st.MaxDataInFlight != n+1 {
 		t.Errorf("sender stats %+v, want %d data messages in flight", st, n+1)
+	}
+}
+
+// TestSpares checks that the receiver end keeps its spares for control
+// messages, as an RDMA receiver with a ring does: with every data buffer
+// full, the sender's control messages still land, each in a spare, but one
+// more than there are spares fails both ends and is counted, even though a
+// re-posted data buffer is free.
+func TestSpares(t *testing.T) {
+	s, r := pair(t, Faults{})
+	credits := r.RecvBufs() - pipe.SpareRecvs
+	for k := range credits {
+		if err := s.PostSend(k, 1); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for k := range pipe.SpareRecvs {
+		if err := s.SendControl(context.Background(), []byte{byte(k)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var got []pipe.Completion
+	for len(got) < credits+pipe.SpareRecvs {
+		cs, err := poll(r, time.Second)
+		if err != nil {
+			t.Fatalf("after %d messages: %v", len(got), err)
+		}
+		got = append(got, cs...)
+	}
+	for k, c := range got {
+		if spare := c.Buf >= credits; spare != (k >= credits) {
+			t.Errorf("message %d landed in buffer %d", k, c.Buf)
+		}
+	}
+	if err := r.PostRecv(got[0].Buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SendControl(context.Background(), []byte{9}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := poll(r, time.Second)
+	if err == nil || !strings.Contains(err.Error(), "no posted spare receive buffer") {
+		t.Errorf("receiver: %v", err)
+	}
+	if r.Stats().Violations != 1 {
+		t.Errorf("receiver stats %+v, want 1 violation", r.Stats())
 	}
 }
 

@@ -65,17 +65,21 @@ func (c *Conn) deliver(m message) {
 		c.landed(h, -1)
 		c.sent(m)
 		return
-	case len(r.posted) == 0:
-		r.stats.Violations++
-		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d arrived with no posted receive buffer: the engine sent without a credit", m.seq))
-		return
 	case m.n > len(r.recvBufs[0]):
 		r.stats.Violations++
 		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[0])))
 		return
 	}
-	i := r.posted[0]
-	r.posted = r.posted[1:]
+	i, ok := r.takePosted(h == holdsControl)
+	if !ok {
+		r.stats.Violations++
+		what := "data message %d arrived with no posted data receive buffer: the engine sent without a credit"
+		if h == holdsControl {
+			what = "control message %d arrived with no posted spare receive buffer: the engine sent without a control credit"
+		}
+		c.breakLink(pipe.KindInternal, fmt.Errorf(what, m.seq))
+		return
+	}
 	if h == holdsData {
 		r.dataOrder = append(r.dataOrder, i)
 	}
@@ -96,6 +100,20 @@ func (c *Conn) deliver(m message) {
 	r.comps = append(r.comps, pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: m.n})
 	signal(r.wake)
 	c.sent(m)
+}
+
+// takePosted takes the oldest posted receive buffer for a control message
+// (a spare) or a data message (one of the others), as an RDMA receiver
+// with a ring does: its data lands in the ring, its control messages in
+// the spares, and neither may borrow from the other.
+func (c *Conn) takePosted(control bool) (int, bool) {
+	for k, i := range c.posted {
+		if (i >= c.spareFrom) == control {
+			c.posted = append(c.posted[:k], c.posted[k+1:]...)
+			return i, true
+		}
+	}
+	return 0, false
 }
 
 // sent reports m's send completion, if it was a PostSend or PostForward.

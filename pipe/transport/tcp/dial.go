@@ -123,7 +123,7 @@ func parseReply(b []byte, proposal pipe.Params) (pipe.Params, error) {
 	}
 	switch {
 	case reply.Version != proposal.Version:
-		return pipe.Params{}, fmt.Errorf("the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
+		return pipe.Params{}, fmt.Errorf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
 	case reply.Busy:
 		return pipe.Params{}, errBusy
 	case reply.Validate() != nil || reply.Chunk > proposal.Chunk || reply.Depth > proposal.Depth:

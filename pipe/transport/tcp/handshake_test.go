@@ -333,7 +333,7 @@ func TestDialStrangers(t *testing.T) {
 		{"busy", answer(pipe.Params{Version: pipe.Version, Chunk: 1, Depth: 3, Busy: true}), 0, pipe.KindBusy,
 			"receiver busy with another stream: retry later (rdmasend --wait retries)"},
 		{"other version", answer(pipe.Params{Version: pipe.Version + 1}), 0, pipe.KindSetup,
-			fmt.Sprintf("the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", pipe.Version+1, pipe.Version)},
+			fmt.Sprintf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", pipe.Version+1, pipe.Version)},
 		{"bigger chunk", answer(pipe.NewParams(2*proposal.Chunk, proposal.Depth)), 0, pipe.KindSetup,
 			fmt.Sprintf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, 2*proposal.Chunk, proposal.Depth)},
 		{"refusal", answer(pipe.Params{Version: pipe.Version}), 0, pipe.KindSetup,
