@@ -4,16 +4,21 @@
 //
 // A writer goroutine sends queued messages in order, several per writev
 // system call; a reader goroutine reads each message straight into the
-// oldest posted receive buffer, waiting for a PostRecv if none is posted
-// (as an RDMA queue pair retries on "receiver not ready").
+// oldest posted receive buffer. A message for which none is posted fails
+// the connection: the engine never sends one (see pipe.Conn), so only a
+// peer that breaks the protocol does.
 package tcp
 
 import (
 	"bufio"
+	"errors"
+	"fmt"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -63,6 +68,8 @@ type Conn struct {
 	batch []work
 
 	adopted atomic.Pointer[pipe.Conn] // whose receive buffers PostForward sends from
+
+	mem []byte // the mapping every buffer is carved from; unmapped by Close
 }
 
 // work is one message queued for the writer: send buffer buf, or control
@@ -76,7 +83,7 @@ type work struct {
 // newConn makes a Conn over nc with buffers for layout l and the negotiated
 // params p, whose peer has peerRecvBufs receive buffers, and starts its
 // reader and writer.
-func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn {
+func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Go enables TCP_NODELAY by default; say so in case that changes.
 		// Socket buffer sizes are left to the kernel's autotuning: setting
@@ -86,9 +93,19 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 	ctrl := peerRecvBufs
 	// Data buffers start on a page (a large allocation does), so that
 	// payloads, which start their messages, suit O_DIRECT and pwrite.
+	// They are mapped outside the Go heap, so that a relay's RDMA
+	// connection may register them to send from (see MappedBuffers).
 	send, recv := roundUp(l.SendSize, pageSize), roundUp(l.RecvSize, pageSize)
-	mem := make([]byte, l.SendBufs*send+l.RecvBufs*recv+ctrl*pipe.MaxControl)
+	size := l.SendBufs*send + l.RecvBufs*recv + ctrl*pipe.MaxControl
+	mem, err := unix.Mmap(-1, 0, max(size, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		_ = nc.Close()
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "allocate buffers for " + nc.RemoteAddr().String(),
+			Err: errors.Join(fmt.Errorf("mmap %d bytes: %w", size, err), pipe.ErrLocal)}
+	}
+	base := mem
 	c := &Conn{
+		mem:      base,
 		nc:       nc,
 		remote:   nc.RemoteAddr().String(),
 		sendBufs: carve(&mem, l.SendBufs, l.SendSize, send),
@@ -119,8 +136,12 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) *Conn 
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
-	return c
+	return c, nil
 }
+
+// MappedBuffers reports that the connection's buffers are mapped outside
+// the Go heap: they stay where they are until Close.
+func (c *Conn) MappedBuffers() bool { return true }
 
 // carve cuts n buffers of size bytes, stride bytes apart, off the front of
 // *mem.
@@ -202,5 +223,5 @@ func (c *Conn) Close() error {
 	t.Stop()
 	c.fail(pipe.ErrClosed)
 	c.wg.Wait()
-	return nil
+	return unix.Munmap(c.mem)
 }

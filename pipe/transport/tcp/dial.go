@@ -82,7 +82,7 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*C
 		}
 		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
 	}
-	return newConn(nc, pipe.SenderLayout(proposal), p, pipe.ReceiverLayout(p).RecvBufs), nil
+	return newConn(nc, pipe.SenderLayout(proposal), p, pipe.ReceiverLayout(p).RecvBufs)
 }
 
 // errBusy is the cause of a busy receiver's refusal.

@@ -73,7 +73,10 @@ func FuzzListenerHandshake(f *testing.F) {
 		_ = client.(*net.TCPConn).CloseWrite()
 
 		a, ok := l.handshake(server)
-		c := a.conn()
+		c, err := a.conn()
+		if err != nil && a.err == nil {
+			t.Fatal(err)
+		}
 		if c != nil {
 			defer c.Close()
 		}
@@ -197,7 +200,10 @@ func FuzzFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		peer, nc := net.Pipe()
 		defer peer.Close()
-		c := newConn(nc, fuzzLayout, pipe.NewParams(4, 3), 1)
+		c, err := newConn(nc, fuzzLayout, pipe.NewParams(4, 3), 1)
+		if err != nil {
+			t.Fatal(err)
+		}
 		defer c.Close()
 		go func() {
 			_, _ = peer.Write(stream) // ends early when the reader fails

@@ -62,9 +62,9 @@ type accepted struct {
 }
 
 // conn makes the receiver's Conn of a successful handshake.
-func (a accepted) conn() *Conn {
+func (a accepted) conn() (*Conn, error) {
 	if a.nc == nil {
-		return nil
+		return nil, a.err
 	}
 	return newConn(a.nc, pipe.ReceiverLayout(a.p), a.p, pipe.SenderLayout(a.p).RecvBufs)
 }
@@ -148,7 +148,7 @@ func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
 		if a.err != nil {
 			return nil, a.err
 		}
-		return a.conn(), nil
+		return a.conn()
 	case <-ctx.Done():
 		return nil, interrupted(op, ctx.Err())
 	case <-l.closed.Done():

@@ -31,7 +31,9 @@ func (c *Conn) readLoop() {
 		var i int
 		select {
 		case i = <-c.posted:
-		case <-c.done:
+		default:
+			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote,
+				Err: fmt.Errorf("the peer sent a %d-byte message with no receive buffer posted for it: it does not keep to the protocol's credits", n)})
 			return
 		}
 		if _, err := io.ReadFull(c.br, c.recvBufs[i][:n]); err != nil {
