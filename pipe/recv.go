@@ -86,7 +86,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	st.IO = out.describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
-		r.relay.start(ctx, credits, cancel)
+		r.relay.start(ctx, cancel)
 	}
 	writeDone := make(chan struct{})
 	go func() {
@@ -370,7 +370,7 @@ func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
 	if w.err != nil {
 		return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
 	}
-	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx) != nil {
+	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx, w.buf) != nil {
 		return nil // the stream is over: leave the buffers alone
 	}
 	r.messages.Add(1)

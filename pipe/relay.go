@@ -13,12 +13,16 @@ import "context"
 // completed), and confirms its stream only once the next receiver has
 // confirmed its own.
 type relay struct {
-	s        *sender       // towards the next receiver
-	name     string        // the next receiver, for messages
-	payloads chan payload  // from the writer, in order; closed after the last
-	copied   chan struct{} // one per payload, once the relay is done with its receive buffer
-	done     chan error    // the next receiver's stream: nil once confirmed
-	started  bool
+	s        *sender      // towards the next receiver
+	name     string       // the next receiver, for messages
+	payloads chan payload // from the writer, in order; closed after the last
+	// freed has a channel per receive buffer of this receiver's
+	// connection, which gets a token once the relay is done with the
+	// payload in it: copied; or, forwarded, two: its send completed (sends
+	// may complete in any order) and the sender has hashed it.
+	freed   []chan struct{}
+	done    chan error // the next receiver's stream: nil once confirmed
+	started bool
 }
 
 // payload is what arrived in receive buffer buf of the upstream connection.
@@ -56,16 +60,18 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 	if fw, ok := c.(Forwarder); ok && c.Info().Chunk >= r.c.Info().Chunk && fw.Adopt(r.c) == nil {
 		s.forward, s.forwardFrom = fw, r.c
 	}
-	r.relay = &relay{s: s, name: name}
-	s.onForward = func() { r.relay.copied <- struct{}{} }
+	r.relay = &relay{s: s, name: name, freed: make([]chan struct{}, r.c.RecvBufs())}
+	for i := range r.relay.freed {
+		r.relay.freed[i] = make(chan struct{}, 2)
+	}
+	s.onForward = r.relay.free
 	return nil
 }
 
 // start streams to the next receiver until the writer closes payloads or
 // ctx ends; a failure there fails this receiver's stream through fail.
-func (rl *relay) start(ctx context.Context, credits int, fail func(error)) {
+func (rl *relay) start(ctx context.Context, fail func(error)) {
 	rl.payloads = make(chan payload, 1)
-	rl.copied = make(chan struct{}, credits+1)
 	rl.done = make(chan error, 1)
 	rl.started = true
 	go func() {
@@ -93,14 +99,23 @@ func (rl *relay) forward(ctx context.Context, buf int, p []byte) error {
 	}
 }
 
-// wait waits until the relay has copied the oldest payload not yet waited for.
-func (rl *relay) wait(ctx context.Context) error {
-	select {
-	case <-rl.copied:
-		return nil
-	case <-ctx.Done():
-		return context.Cause(ctx)
+// free says that the relay is done with receive buffer buf.
+func (rl *relay) free(buf int) { rl.freed[buf] <- struct{}{} }
+
+// wait waits until the relay is done with receive buffer buf.
+func (rl *relay) wait(ctx context.Context, buf int) error {
+	tokens := 1
+	if rl.s.forward != nil {
+		tokens = 2
 	}
+	for range tokens {
+		select {
+		case <-rl.freed[buf]:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	return nil
 }
 
 // confirmed ends the stream to the next receiver and waits for its
@@ -133,6 +148,7 @@ func (rl *relay) close() {
 type relaySource struct {
 	rl      *relay
 	rest    []byte // what is left of the payload being copied
+	buf     int    // the receive buffer it is in
 	holding bool
 }
 
@@ -148,7 +164,7 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 			if s.forward != nil {
 				return p.buf, len(p.p), false, nil
 			}
-			rs.rest, rs.holding = p.p, true
+			rs.rest, rs.buf, rs.holding = p.p, p.buf, true
 		case <-ctx.Done():
 			return 0, 0, false, context.Cause(ctx)
 		}
@@ -160,7 +176,7 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 	n := copy(s.c.SendBuf(i)[:s.chunk], rs.rest)
 	if rs.rest = rs.rest[n:]; len(rs.rest) == 0 {
 		rs.holding = false
-		rs.rl.copied <- struct{}{}
+		rs.rl.free(rs.buf)
 	}
 	return i, n, false, nil
 }

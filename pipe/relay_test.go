@@ -18,7 +18,8 @@ import (
 type hop struct {
 	params pipe.Params // of its connection from the previous side
 	key    string
-	out    io.Writer // nil: a lockedBuffer
+	out    io.Writer      // nil: a lockedBuffer
+	faults memconn.Faults // of its connection from the previous side
 }
 
 // chainResult is what every side of a chain reported.
@@ -51,7 +52,7 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 	senders := make([]pipe.Conn, len(hops))
 	receivers := make([]pipe.Conn, len(hops))
 	for i, h := range hops {
-		sc, rc, err := memconn.Pair(h.params, h.params, memconn.Faults{})
+		sc, rc, err := memconn.Pair(h.params, h.params, h.faults)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -106,6 +107,7 @@ func TestRelay(t *testing.T) {
 		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}, "zero-copy"},
 		{"smaller chunks downstream", "", []hop{{params: p}, {params: pipe.NewParams(1024, 3)}}, "one copy"},
 		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}, "zero-copy"},
+		{"forwards complete out of order", "k", []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy"},
 	}
 	for _, tt := range tests {
 		for _, fixed := range []bool{false, true} {

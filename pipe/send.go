@@ -57,10 +57,12 @@ type sender struct {
 	tag      []byte         // the stream MAC's tag (with a key); set with ended
 	probe    bool           // only the handshake (Probe)
 	// A relay's sender with forward set sends data from forwardFrom's
-	// receive buffers (see relay) and calls onForward as each is done.
+	// receive buffers (see relay) and calls onForward with each one's
+	// index twice: once its send completed, once the reader has hashed it
+	// (after posting it, so the two may come in either order).
 	forward     Forwarder
 	forwardFrom Conn
-	onForward   func()
+	onForward   func(buf int)
 }
 
 // newSender returns a sender towards peer on c, holding every control
@@ -307,7 +309,7 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 				s.free <- c.Buf
 				continue
 			case OpForward:
-				s.onForward()
+				s.onForward(c.Buf)
 				continue
 			}
 			msg := s.c.RecvBuf(c.Buf)[:c.Len]
@@ -413,6 +415,9 @@ func (s *sender) read(ctx context.Context, src source) error {
 		// not refilled before this goroutine takes it again.
 		_, _ = s.sum.Write(buf[:n])
 		s.mac.add(seq, buf[:n])
+		if s.forward != nil {
+			s.onForward(i) // done reading it here; the completion says the same of the wire
+		}
 		s.sent.Add(int64(n))
 		s.messages.Add(1)
 		s.cfg.Gauges.setBytes(s.sent.Load())

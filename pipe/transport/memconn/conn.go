@@ -3,6 +3,7 @@ package memconn
 import (
 	"errors"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -44,7 +45,10 @@ type Conn struct {
 	closed                 bool
 	inFlight, dataInFlight int
 	stats                  Stats
-	adopted                pipe.Conn // whose receive buffers PostForward sends from
+	adopted                pipe.Conn         // whose receive buffers PostForward sends from
+	lender                 *Conn             // adopted, when it is a memconn end
+	lent                   []atomic.Bool     // per receive buffer: an adopting end sends from it, not yet reported done
+	heldFwd                []pipe.Completion // a PostForward completion held back (Faults.ReorderForwards)
 }
 
 // message is one message on its way: send buffer buf, or ctrl if buf < 0.
@@ -74,6 +78,7 @@ func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults
 		recvBusy:  make([]bool, l.RecvBufs),
 		sendBusy:  make([]bool, l.SendBufs),
 		holds:     make([]holding, l.RecvBufs),
+		lent:      make([]atomic.Bool, l.RecvBufs),
 		spareFrom: l.RecvBufs - pipe.SpareRecvs,
 	}
 	if l.SendBufs > 0 {

@@ -20,6 +20,10 @@ func (c *Conn) deliverLoop() {
 		time.Sleep(time.Until(m.due))
 		c.mu.Lock()
 		c.deliver(m)
+		if len(c.out) == 0 && len(c.heldFwd) > 0 {
+			c.flushForwards() // no later one to report it after
+			signal(c.wake)
+		}
 		c.mu.Unlock()
 	}
 }
@@ -120,13 +124,25 @@ func (c *Conn) takePosted(control bool) (int, bool) {
 func (c *Conn) sent(m message) {
 	switch {
 	case m.from != nil:
-		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpForward, Buf: m.buf, Len: m.n})
+		comp := pipe.Completion{Op: pipe.OpForward, Buf: m.buf, Len: m.n}
+		if c.faults.ReorderForwards && len(c.heldFwd) == 0 {
+			c.heldFwd = append(c.heldFwd, comp)
+			return
+		}
+		c.comps = append(c.comps, comp)
+		c.flushForwards()
 	case m.buf >= 0:
+		c.flushForwards()
 		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpSend, Buf: m.buf, Len: m.n})
 	default:
 		return
 	}
 	signal(c.wake)
+}
+
+// flushForwards reports the PostForward completion held back, if any.
+func (c *Conn) flushForwards() {
+	c.comps, c.heldFwd = append(c.comps, c.heldFwd...), c.heldFwd[:0]
 }
 
 // breakLink fails both ends with err, of kind k.

@@ -26,6 +26,10 @@ type Faults struct {
 	CutAt int
 	// Delay is how long each message takes to arrive.
 	Delay time.Duration
+	// ReorderForwards reports the completions of each pair of PostForward
+	// messages in reverse order, as a NIC sending over several queue pairs
+	// may (the messages themselves still arrive in order).
+	ReorderForwards bool
 	// Reverse are the faults for the messages from the receiver end to the
 	// sender end. Its own Reverse is ignored.
 	Reverse *Faults
@@ -43,7 +47,9 @@ type Stats struct {
 	// sender that keeps to its credits keeps it at most the negotiated Depth.
 	MaxDataInFlight int
 	// Violations counts messages that reached this end with no posted
-	// receive buffer or too large for one: engine bugs.
+	// receive buffer or too large for one, and receive buffers re-posted
+	// out of order or while an adopting end still sends from them: engine
+	// bugs.
 	Violations int
 }
 

@@ -29,6 +29,10 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 					c.sendBusy[x.Buf] = false
 				case pipe.OpRecv:
 					c.recvBusy[x.Buf] = false
+				case pipe.OpForward:
+					if c.lender != nil {
+						c.lender.lent[x.Buf].Store(false)
+					}
 				}
 			}
 			c.mu.Unlock()

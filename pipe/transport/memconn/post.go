@@ -35,6 +35,7 @@ func (c *Conn) Adopt(up pipe.Conn) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.adopted = up
+	c.lender, _ = up.(*Conn)
 	return nil
 }
 
@@ -51,6 +52,9 @@ func (c *Conn) PostForward(i, n int) error {
 	}
 	c.dataInFlight++
 	c.stats.MaxDataInFlight = max(c.stats.MaxDataInFlight, c.dataInFlight)
+	if c.lender != nil {
+		c.lender.lent[i].Store(true)
+	}
 	c.queue(message{buf: i, n: n, from: c.adopted.RecvBuf(i)[:n]})
 	return nil
 }
@@ -99,6 +103,10 @@ func (c *Conn) PostRecv(i int) error {
 	}
 	if c.recvBusy[i] {
 		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.peer.name, i)
+	}
+	if c.lent[i].Load() {
+		c.stats.Violations++
+		return fmt.Errorf("post receive from %s: receive buffer %d re-posted while a forwarded send from it is in flight", c.peer.name, i)
 	}
 	if c.holds[i] == holdsData {
 		if c.dataOrder[0] != i {
