@@ -25,11 +25,13 @@ const (
 	OpForward
 )
 
-// Completion reports one finished work request.
+// Completion reports one finished work request. Completions of one kind
+// need not come in the order the work was posted, except OpRecv: messages
+// arrive in order.
 type Completion struct {
-	Op  Op  // OpSend or OpRecv
-	Buf int // index of the send or receive buffer
-	Len int // bytes received (OpRecv); bytes sent (OpSend)
+	Op  Op  // OpSend, OpRecv or OpForward
+	Buf int // index of the send buffer, or of the receive buffer (OpRecv; OpForward: the adopted connection's)
+	Len int // bytes received (OpRecv); bytes sent (OpSend, OpForward)
 }
 
 // Conn is a reliable, ordered, message-oriented connection between a sender
@@ -40,9 +42,21 @@ type Completion struct {
 //   - A message arrives only in a receive buffer its receiver posted before;
 //     when a Conn is returned all of its receive buffers are already posted.
 //     Messages arrive in the order they were sent and are never merged.
-//   - A receiver's last SpareRecvs receive buffers are for control
-//     messages: a sender has at most RecvBufs()-SpareRecvs PostSend
-//     messages (the credits) in flight at once.
+//   - Every message finds a receive buffer posted for it: the engine sends
+//     one only when the peer has room. A sender has at most
+//     RecvBufs()-SpareRecvs PostSend messages (data credits) and at most
+//     SpareRecvs SendControl messages (control credits, the last one kept
+//     for the abort) in flight; each credit comes back once its buffer is
+//     re-posted. A receiver's messages are bounded by the protocol (see
+//     SenderLayout). A transport may keep a receiver's last SpareRecvs
+//     buffers for control messages and the others for data (the RDMA ring
+//     does), or use any posted buffer for either.
+//   - A message that finds no buffer posted for it (of its kind, where the
+//     transport keeps them apart) means the peer broke the protocol: the
+//     transport fails the connection, on both ends where it can. It never
+//     waits for a buffer to be posted: iWARP cannot, and neither can a
+//     remote write. (InfiniBand and RoCE queue pairs retry on "receiver
+//     not ready" before they fail.)
 //   - Receive buffers that hold PostSend messages are re-posted in the order
 //     those messages arrived (control messages' buffers at any time): a
 //     transport may place data by remote write into the buffer it knows is
@@ -92,7 +106,8 @@ type Forwarder interface {
 	Adopt(up Conn) error
 	// PostForward queues the first n bytes of up's receive buffer i as one
 	// message, as PostSend does for a send buffer; Poll reports it as
-	// OpForward with Buf i. Buffer i must stay unposted at up until then.
+	// OpForward with Buf i and Len n, possibly after later ones. Buffer i
+	// must stay unposted at up until then.
 	PostForward(i, n int) error
 }
 

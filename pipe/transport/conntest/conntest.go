@@ -47,6 +47,8 @@ func Run(t *testing.T, mk MakePair) {
 		{"PollContext", testPollContext},
 		{"Oversize", testOversize},
 		{"Forward", testForward},
+		{"Spares", testSpares},
+		{"ControlCredits", testControlCredits},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, mk) })

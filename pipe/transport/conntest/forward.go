@@ -45,18 +45,18 @@ func testForward(t *testing.T, mk MakePair) {
 			t.Fatalf("forwarded message %d: %+v, %d bytes, want the %d sent", k, c, c.Len, len(want[k]))
 		}
 	}
-	forwarded := map[int]bool{}
+	forwarded := map[int]int{} // buffer: bytes
 	for len(forwarded) < n {
 		for _, c := range collect(t, s2, 1) {
 			if c.Op != pipe.OpForward {
 				t.Fatalf("forwarding sender: completion %+v, want OpForward", c)
 			}
-			forwarded[c.Buf] = true
+			forwarded[c.Buf] = c.Len
 		}
 	}
 	for _, c := range arrived {
-		if !forwarded[c.Buf] {
-			t.Errorf("no OpForward for receive buffer %d", c.Buf)
+		if got, ok := forwarded[c.Buf]; !ok || got != c.Len {
+			t.Errorf("OpForward for receive buffer %d: %d bytes (reported %v), want %d", c.Buf, got, ok, c.Len)
 		}
 	}
 }
