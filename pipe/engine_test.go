@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"runtime"
@@ -337,22 +338,44 @@ func TestCancel(t *testing.T) {
 	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, `sender aborted: "interrupted by test"`)
 }
 
-// TestHeartbeats checks that an idle but live stream outlasts the timeout.
+// TestHeartbeats checks that an idle but live stream outlasts the timeout:
+// the input pauses until the sender has sent enough heartbeats to span
+// more than a Timeout (they are at least Timeout/4 apart), on a link
+// without delay and on one with a delay each way (heartbeats must then
+// wait for their answers, not pile up in the receiver's spares).
 func TestHeartbeats(t *testing.T) {
-	inR, inW := io.Pipe()
-	go func() {
-		inW.Write([]byte("before"))
-		time.Sleep(2 * time.Second)
-		inW.Write([]byte(" after"))
-		inW.Close()
-	}()
-	cfg := pipe.Config{Timeout: 600 * time.Millisecond}
-	r := stream{sendCfg: cfg, recvCfg: cfg}.run(t, context.Background(), inR)
-	if r.sendErr != nil || r.recvErr != nil {
-		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
-	}
-	if got := string(r.out.Bytes()); got != "before after" {
-		t.Fatalf("received %q", got)
+	const beats = 8
+	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
+		t.Run(fmt.Sprintf("delay %v", delay), func(t *testing.T) {
+			p := pipe.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{Delay: delay, Reverse: &memconn.Faults{Delay: delay}})
+			inR, inW := io.Pipe()
+			go func() {
+				inW.Write([]byte("before"))
+				base := sc.Stats().Sent
+				for sc.Stats().Sent < base+beats {
+					time.Sleep(time.Millisecond) // polling the condition
+				}
+				inW.Write([]byte(" after"))
+				inW.Close()
+			}()
+			cfg := pipe.Config{Timeout: 300 * time.Millisecond}
+			var out lockedBuffer
+			var recvErr error
+			var wg sync.WaitGroup
+			wg.Go(func() { _, recvErr = pipe.Receive(context.Background(), rc, &out, cfg) })
+			_, sendErr := pipe.Send(context.Background(), sc, inR, cfg)
+			wg.Wait()
+			if sendErr != nil || recvErr != nil {
+				t.Fatalf("send: %v; receive: %v", sendErr, recvErr)
+			}
+			if got := string(out.Bytes()); got != "before after" {
+				t.Fatalf("received %q", got)
+			}
+			if v := rc.Stats().Violations; v != 0 {
+				t.Errorf("%d messages found no spare", v)
+			}
+		})
 	}
 }
 

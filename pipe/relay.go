@@ -44,8 +44,8 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 	if r.cfg.Forward == nil {
 		return Errorf(KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
 	}
-	name := chain[0]
-	c, err := r.cfg.Forward(ctx, name)
+	name := shortName(chain[0])
+	c, err := r.cfg.Forward(ctx, chain[0])
 	if err != nil {
 		return wrap(KindOf(err), "forward to "+name, err)
 	}
@@ -66,6 +66,17 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 	}
 	s.onForward = r.relay.free
 	return nil
+}
+
+// shortName is a host's address as errors name it: at most 64 bytes, so
+// that what failed still fits in an abort message when the address is
+// long (up to maxChainHost bytes).
+func shortName(addr string) string {
+	const most = 64
+	if len(addr) <= most {
+		return addr
+	}
+	return addr[:most-3] + "..."
 }
 
 // start streams to the next receiver until the writer closes payloads or

@@ -199,6 +199,30 @@ func TestChainMessages(t *testing.T) {
 		r := runChainWith(t, in, "", hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
 		checkChainResult(t, r, in, len(hops))
 	})
+	t.Run("the longest chain, under control credits", func(t *testing.T) {
+		// 1024 names of 255 bytes take over a thousand chain messages,
+		// each sent only once the receiver has room for it; the relay
+		// then fails to reach the first, which the sender must name.
+		var chain []string
+		for k := range 1024 {
+			chain = append(chain, fmt.Sprintf("%04d.%s", k, strings.Repeat("h", 250)))
+		}
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{
+				Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
+					return nil, pipe.Errorf(pipe.KindSetup, "", "no route to host %s", addr[:4])
+				}})
+			recvErr <- err
+		}()
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: chain})
+		checkErr(t, "sender", err, pipe.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
+		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "no route to host 0000")
+		if v := rc.Stats().Violations; v != 0 {
+			t.Errorf("%d messages found no spare", v)
+		}
+	})
 	t.Run("a host name with a space", func(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})

@@ -298,8 +298,11 @@ func guard(f func() error) (err error) {
 // exit the process instead.
 var ErrStuck = errors.New("input or output still blocked")
 
-// workerGrace is how long a failed stream waits for its reader or writer.
-const workerGrace = 2 * time.Second
+// workerGrace is how long a failed stream waits for its reader or writer:
+// short, since a failure is reported only after it (a peer's silence is to
+// be reported within a second of the timeout), and a reader blocked on an
+// idle input never returns by itself.
+const workerGrace = 500 * time.Millisecond
 
 // settle waits (up to workerGrace) for a failed stream's reader or writer
 // to finish with the connection's buffers, and returns err, marked with
