@@ -94,10 +94,10 @@ const pollBatch = 64
 // session is what a sender and a receiver share: the connection, the
 // configuration, and the bookkeeping for the idle timeout.
 type session struct {
-	c     Conn
-	cfg   Config
-	peer  string // "sender" or "receiver": the other side, for messages
-	cs    []Completion
+	c    Conn
+	cfg  Config
+	peer string // "sender" or "receiver": the other side, for messages
+	cs   []Completion
 	// heard is when the peer was last heard from (UnixNano); the sender's
 	// heartbeat goroutine reads it.
 	heard atomic.Int64
