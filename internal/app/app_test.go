@@ -193,8 +193,37 @@ func TestDefaultWindow(t *testing.T) {
 			if w.chunk != tc.chunk || w.depth != tc.depth {
 				t.Errorf("window %d x %d, want %d x %d (%s)", w.chunk, w.depth, tc.chunk, tc.depth, w.why)
 			}
-			if !tc.unlimited && w.depth >= 4 && receiverLocks(w.chunk, w.depth) > tc.limit {
-				t.Errorf("the receiver would lock %d bytes, over the limit of %d", receiverLocks(w.chunk, w.depth), tc.limit)
+			if !tc.unlimited && w.depth >= 4 && locks(w.chunk, w.depth) > tc.limit {
+				t.Errorf("a side would lock %d bytes, over the limit of %d", locks(w.chunk, w.depth), tc.limit)
+			}
+		})
+	}
+}
+
+// TestWithChunk checks the depth chosen for a chunk size the user set: the
+// largest whose buffers fit the locked-memory limit, and the smallest when
+// none does.
+func TestWithChunk(t *testing.T) {
+	cases := []struct {
+		name  string
+		limit uint64
+		chunk int
+		depth int
+	}{
+		{"unlimited", 0, 8 << 10, bigDepth},
+		{"8K under 64 KiB", 64 << 10, 8 << 10, 3},
+		{"8K under 128 KiB", 128 << 10, 8 << 10, 8},
+		{"4K under 64 KiB", 64 << 10, 4 << 10, 5},
+		{"1M under 64 KiB: nothing fits", 64 << 10, 1 << 20, pipe.MinDepth},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := window{limit: tc.limit}.withChunk(tc.chunk)
+			if w.chunk != tc.chunk || w.depth != tc.depth {
+				t.Errorf("window %d x %d, want %d x %d", w.chunk, w.depth, tc.chunk, tc.depth)
+			}
+			if tc.limit > 0 && tc.depth > pipe.MinDepth && locks(w.chunk, w.depth) > tc.limit {
+				t.Errorf("a side would lock %d bytes, over the limit of %d", locks(w.chunk, w.depth), tc.limit)
 			}
 		})
 	}

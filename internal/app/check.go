@@ -56,6 +56,6 @@ func memoryFacts(w window, receiver bool) doctor.Memory {
 		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: hasCapIPCLock(),
 		Window: w.short(), Locks: w.locks(receiver), FullWindow: full.short(), FullLocks: full.locks(receiver),
 	}
-	m.TooLittle = !m.Unlimited && !m.CapIPCLock && receiverLocks(64<<10, 4) > lim.Max
+	m.TooLittle = !m.Unlimited && !m.CapIPCLock && locks(64<<10, 4) > lim.Max
 	return m
 }

@@ -106,7 +106,8 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 		if chunk, err = parseSize(s); err != nil {
 			return o, usagef("--chunk-size: %v", err)
 		}
-		o.window.why = "--chunk-size"
+		o.window = o.window.withChunk(int(min(chunk, pipe.MaxChunk+1)))
+		depth = o.window.depth
 	}
 	if c.IsSet("depth") {
 		depth = c.Int("depth")

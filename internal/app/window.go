@@ -9,10 +9,12 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
-// window is a chunk size and depth, and why they were chosen.
+// window is a chunk size and depth, and why they were chosen, and the
+// locked-memory limit they were chosen for (0 when there is none).
 type window struct {
 	chunk, depth int
 	why          string
+	limit        uint64
 }
 
 // The window used where locking memory is not limited, as on most RDMA
@@ -30,40 +32,85 @@ const capIPCLock = 14
 // defaultWindow returns the window for a host where a process may lock
 // limit bytes (the hard RLIMIT_MEMLOCK, which the RDMA transport raises
 // the soft limit to), or any amount if unlimited: the largest chunk, from
-// 4 MiB down, with which the receiver's buffers (chunk x (depth + 1), plus
-// control buffers, rounded up to 2 MiB huge pages) fit with a depth of 4 or
-// more, and the largest such depth up to 8.
+// 4 MiB down, with which both sides' buffers (see locks) fit with a depth
+// of 4 or more, and the largest such depth up to 8.
 func defaultWindow(limit uint64, unlimited bool) window {
 	if unlimited {
-		return window{bigChunk, bigDepth, "locked memory is not limited here"}
+		return window{bigChunk, bigDepth, "locked memory is not limited here", 0}
 	}
 	why := fmt.Sprintf("RLIMIT_MEMLOCK is %s here", units.Size(int64(limit)))
 	for chunk := bigChunk; chunk >= 64<<10; chunk /= 2 {
-		for depth := bigDepth; depth >= 4; depth-- {
-			if receiverLocks(chunk, depth) <= limit {
-				return window{chunk, depth, why}
-			}
+		if depth, ok := fittingDepth(chunk, limit, 4); ok {
+			return window{chunk, depth, why, limit}
 		}
 	}
-	return window{64 << 10, pipe.MinDepth, why + " (too little for RDMA: raise it with ulimit -l)"}
+	return window{64 << 10, pipe.MinDepth, why + " (too little for RDMA: raise it with ulimit -l)", limit}
 }
 
-// receiverLocks is how much memory a receiver registers for chunk and
-// depth, at most: its receive buffers and control buffers, rounded up to
-// whole 2 MiB huge pages.
-func receiverLocks(chunk, depth int) uint64 {
-	l := pipe.ReceiverLayout(pipe.NewParams(chunk, depth))
-	need := uint64(l.RecvBufs*l.RecvSize) + 64<<10
-	const huge = 2 << 20
-	return (need + huge - 1) / huge * huge
+// withChunk is w for a chunk size the user chose: with the largest depth
+// up to bigDepth whose buffers fit the locked-memory limit, if any does.
+func (w window) withChunk(chunk int) window {
+	w.chunk, w.why = chunk, "--chunk-size"
+	if w.limit == 0 {
+		w.depth = bigDepth
+		return w
+	}
+	w.depth, _ = fittingDepth(chunk, w.limit, pipe.MinDepth)
+	return w
 }
+
+// fittingDepth returns the largest depth from bigDepth down to least whose
+// buffers for chunk fit in limit bytes of locked memory, or least and false
+// if none does.
+func fittingDepth(chunk int, limit uint64, least int) (int, bool) {
+	for depth := bigDepth; depth >= least; depth-- {
+		if locks(chunk, depth) <= limit {
+			return depth, true
+		}
+	}
+	return least, false
+}
+
+// locks is how much memory one side registers for chunk and depth at most
+// (the larger of the sender's and the receiver's, as the RDMA transport
+// lays them out): chunk buffers on whole pages, buffers of a control
+// message's size and the transport's own control buffers on cache lines,
+// the whole rounded up to pages, or to 2 MiB huge pages when it is that
+// large.
+func locks(chunk, depth int) uint64 {
+	p := pipe.NewParams(chunk, depth)
+	need := 0
+	for _, l := range []pipe.Layout{pipe.SenderLayout(p), pipe.ReceiverLayout(p)} {
+		need = max(need, bufBytes(l.SendBufs, l.SendSize)+bufBytes(l.RecvBufs, l.RecvSize)+controlBytes)
+	}
+	const page, huge = 4 << 10, 2 << 20
+	if need >= huge {
+		return uint64(roundUp(need, huge))
+	}
+	return uint64(roundUp(need, page))
+}
+
+// controlBytes is about what the RDMA transport registers beyond the
+// layout: its control and notification buffers, a few dozen of
+// pipe.MaxControl bytes.
+const controlBytes = 16 << 10
+
+// bufBytes is how much n buffers of size bytes take in a registered region.
+func bufBytes(n, size int) int {
+	if size <= pipe.MaxControl {
+		return n * size
+	}
+	return n * roundUp(size, 4<<10)
+}
+
+func roundUp(n, to int) int { return (n + to - 1) / to * to }
 
 // hostWindow is defaultWindow for this process: its hard RLIMIT_MEMLOCK,
 // and whether it holds CAP_IPC_LOCK (root usually does), which lifts it.
 func hostWindow() window {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
-		return window{pipe.DefaultChunk, pipe.DefaultDepth, fmt.Sprintf("RLIMIT_MEMLOCK unknown (%v)", err)}
+		return window{pipe.DefaultChunk, pipe.DefaultDepth, fmt.Sprintf("RLIMIT_MEMLOCK unknown (%v)", err), 0}
 	}
 	if lim.Max == unix.RLIM_INFINITY {
 		return defaultWindow(0, true)
