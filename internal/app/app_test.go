@@ -77,6 +77,37 @@ func TestLoadKey(t *testing.T) {
 	}
 }
 
+// TestKeyFileWarning checks that a key file others may read or write gets
+// a warning naming its mode, and an owner-only one none.
+func TestKeyFileWarning(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		mode os.FileMode
+		says string
+	}{
+		{0o600, ""},
+		{0o400, ""},
+		{0o640, "has mode 0640"},
+		{0o644, "has mode 0644"},
+		{0o602, "has mode 0602"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.mode.String(), func(t *testing.T) {
+			f := filepath.Join(dir, tc.mode.String())
+			if err := os.WriteFile(f, []byte("0123456789abcdef"), tc.mode); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chmod(f, tc.mode); err != nil { // past the umask
+				t.Fatal(err)
+			}
+			got := keyFileWarning(f)
+			if tc.says == "" && got != "" || tc.says != "" && !strings.Contains(got, tc.says) {
+				t.Errorf("warning %q, want one saying %q", got, tc.says)
+			}
+		})
+	}
+}
+
 func TestExitCode(t *testing.T) {
 	cases := []struct {
 		err  error

@@ -123,6 +123,9 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 		return o, usagef("--timeout must not be negative")
 	}
 	o.cfg.Key, err = loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
+	if w := keyFileWarning(c.String("key-file")); w != "" && err == nil {
+		fmt.Fprintf(c.App.ErrWriter, "%s: %s\n", c.App.Name, w)
+	}
 	if n := len(o.cfg.Key); n > 0 && n < minKeyLen {
 		fmt.Fprintf(c.App.ErrWriter, "%s: warning: the key is only %d bytes; a short key can be guessed offline from one recorded handshake: use %d or more random bytes (head -c 32 /dev/urandom | base64 > key)\n", c.App.Name, n, minKeyLen)
 	}

@@ -2,6 +2,7 @@ package app
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 )
 
@@ -36,4 +37,15 @@ func loadKey(file, flag, env string) ([]byte, error) {
 		return []byte(env), nil
 	}
 	return nil, nil
+}
+
+// keyFileWarning returns a warning if the key file can be read or written
+// by anyone but its owner, naming its mode, or "" if it cannot (or is not
+// there: loadKey reports that).
+func keyFileWarning(file string) string {
+	fi, err := os.Stat(file)
+	if err != nil || fi.Mode().Perm()&0o077 == 0 {
+		return ""
+	}
+	return fmt.Sprintf("warning: the key file %s has mode %04o: others on this host may read the key; chmod 600 %s", file, fi.Mode().Perm(), file)
 }
