@@ -33,7 +33,7 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 		r.relay.close()
 	}
 	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
-		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), err.Error(), 0))
+		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), publicReason(err), 0))
 	}
 	return st, err
 }
@@ -164,18 +164,18 @@ func (r *receiver) handshake(parent context.Context) error {
 			return err
 		}
 	}
+	next, err := r.nextHop(ctx, chain)
+	if err != nil {
+		return err
+	}
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
 	}
-	next := len(chain)
-	if r.cfg.ForwardTo != "" {
-		next++
-	}
-	if !r.probe && next > 0 {
-		// The handshakes down the chain come first, one timeout each.
-		cancel()
-		ctx, cancel = r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1+next)
-		if err := r.connectForward(ctx, chain); err != nil {
+	if !r.probe && next != "" {
+		if err := r.setUpRelay(parent, next, chain); err != nil {
+			if r.cfg.Unclaim != nil {
+				r.cfg.Unclaim()
+			}
 			return err
 		}
 	}

@@ -1,6 +1,9 @@
 package pipe
 
-import "context"
+import (
+	"context"
+	"errors"
+)
 
 // relay sends what a receiver writes on to the next receiver (see
 // Config.Forward): the writer hands it each payload, in order; a sender
@@ -31,31 +34,108 @@ type payload struct {
 	p   []byte
 }
 
-// connectForward connects to the next receiver of chain (after ForwardTo,
-// if set) with Config.Forward and completes the handshake with it, with
-// this receiver's key and timeouts, passing the rest of the chain on.
-func (r *receiver) connectForward(ctx context.Context, chain []string) error {
-	if r.cfg.ForwardTo != "" {
-		chain = append([]string{r.cfg.ForwardTo}, chain...)
+// nextHop returns the address this receiver is to relay to: ForwardTo,
+// or the first receiver of the sender's chain if Relay allows it, or ""
+// when there is no chain.
+func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) {
+	switch {
+	case r.cfg.ForwardTo != "" || len(chain) == 0:
+		return r.cfg.ForwardTo, nil
+	case r.cfg.Relay == nil:
+		return "", Errorf(KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
 	}
-	if len(chain) == 0 {
-		return nil
+	addr, err := r.cfg.Relay(ctx, chain[0])
+	if err != nil {
+		public := "this receiver does not relay to " + shortName(chain[0])
+		return "", &relayError{public: public, err: Errorf(KindSetup, "", "%s: %v", public, err)}
+	}
+	return addr, nil
+}
+
+// setUpRelay connects to the next receiver at addr and completes the
+// handshake with it (see connectForward), all within one handshake
+// timeout, however long the chain: each receiver down it sets up the rest
+// within its own. The sender is watched meanwhile: if it goes away, the
+// set-up ends.
+func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string) error {
+	ctx, cancel := r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1)
+	defer cancel()
+	wctx, stopWatching := context.WithCancel(ctx)
+	var gone error
+	var got []Completion
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		cs := make([]Completion, pollBatch)
+		for {
+			n, err := r.c.Poll(wctx, cs)
+			if err != nil {
+				if wctx.Err() == nil {
+					gone = err
+					cancel()
+				}
+				return
+			}
+			got = append(got, cs[:n]...)
+		}
+	}()
+	err := r.connectForward(ctx, addr, chain)
+	stopWatching()
+	<-watched
+	r.backlog = append(got, r.backlog...)
+	if gone != nil {
+		if r.relay != nil {
+			r.relay.close()
+			r.relay = nil
+		}
+		return r.senderGone(gone)
+	}
+	return err
+}
+
+// senderGone is the error for a sender whose connection failed while this
+// receiver was busy with something else: its abort, if it sent one, else
+// the lost connection.
+func (r *receiver) senderGone(err error) error {
+	for _, c := range r.backlog {
+		if c.Op != OpRecv {
+			continue
+		}
+		if body, typ, _, perr := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len]); perr == nil && typ == msgAbort {
+			return r.peerAbort(body)
+		}
+	}
+	r.peerGaveUp = true
+	return r.lost(err)
+}
+
+// connectForward connects to the next receiver at addr with
+// Config.Forward and completes the handshake with it, with this
+// receiver's key and timeouts, passing the rest of the chain on. Without
+// ForwardTo, addr is where Relay allowed the first of chain to be reached.
+func (r *receiver) connectForward(ctx context.Context, addr string, chain []string) error {
+	name, rest := r.cfg.ForwardTo, chain
+	if name == "" {
+		name, rest = chain[0], chain[1:]
+	}
+	name = shortName(name)
+	fail := func(err error) error {
+		return &relayError{public: "forward to " + name + ": " + setUpFailure(KindOf(err)), err: wrap(KindOf(err), "forward to "+name, err)}
 	}
 	if r.cfg.Forward == nil {
-		return Errorf(KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
+		return fail(Errorf(KindSetup, "", "this receiver cannot connect to another"))
 	}
-	name := shortName(chain[0])
-	c, err := r.cfg.Forward(ctx, chain[0])
+	c, err := r.cfg.Forward(ctx, addr)
 	if err != nil {
-		return wrap(KindOf(err), "forward to "+name, err)
+		return fail(err)
 	}
-	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: chain[1:]}
+	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
 	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
 		s.release()
 		c.Close()
-		return wrap(KindOf(err), "forward to "+name, err)
+		return fail(err)
 	}
 	if fw, ok := c.(Forwarder); ok && c.Info().Chunk >= r.c.Info().Chunk && fw.Adopt(r.c) == nil {
 		s.forward, s.forwardFrom = fw, r.c
@@ -66,6 +146,41 @@ func (r *receiver) connectForward(ctx context.Context, chain []string) error {
 	}
 	s.onForward = r.relay.free
 	return nil
+}
+
+// setUpFailure says what a failure of kind k to set up the stream to the
+// next receiver was, without its details: the next receiver's words are
+// not passed up the chain before it has welcomed the relay.
+func setUpFailure(k Kind) string {
+	switch k {
+	case KindAuth:
+		return "it does not hold the same key"
+	case KindBusy:
+		return "it is busy with another stream"
+	}
+	return "could not connect to it or complete the handshake (the relay's own log says why)"
+}
+
+// relayError is a failure to set up the relay to the next receiver. Its
+// text, for this receiver's log, says what happened; the sender is told
+// only public (see publicReason).
+type relayError struct {
+	public string
+	err    error
+}
+
+func (e *relayError) Error() string { return e.err.Error() }
+
+func (e *relayError) Unwrap() error { return e.err }
+
+// publicReason is what the sender is told of err: all of it, but for a
+// relay's set-up failure, only its public part.
+func publicReason(err error) string {
+	var re *relayError
+	if errors.As(err, &re) {
+		return re.public
+	}
+	return err.Error()
 }
 
 // shortName is a host's address as errors name it: at most 64 bytes, so

@@ -8,6 +8,8 @@ import (
 	"io"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"time"
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -41,6 +43,9 @@ func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 	return runChainWith(t, in, key, hops, chain, false)
 }
 
+// relayAnywhere is a Config.Relay that relays to any receiver named.
+func relayAnywhere(_ context.Context, next string) (string, error) { return next, nil }
+
 // runChainWith streams in through hops: the sender names chain, or, with
 // fixed, each hop forwards to the next by its own ForwardTo.
 func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []string, fixed bool) chainResult {
@@ -64,7 +69,7 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 			res.outs[i] = &lockedBuffer{}
 			out = res.outs[i]
 		}
-		cfg := pipe.Config{Key: []byte(h.key), Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
+		cfg := pipe.Config{Key: []byte(h.key), Relay: relayAnywhere, Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
 			var n int
 			if _, err := fmt.Sscanf(addr, "hop%d", &n); err != nil || n < 1 || n >= len(senders) {
 				return nil, fmt.Errorf("no receiver %q", addr)
@@ -168,8 +173,8 @@ func TestRelayFailures(t *testing.T) {
 		{
 			"next receiver has another key",
 			[]hop{{params: p, key: "k"}, {params: p, key: "other"}},
-			pipe.KindAuth, `forward to hop1: next receiver hop1 refused the connection: \"authenticate: the sender's key is wrong`,
-			[]string{"forward to hop1", "the sender's key is wrong"},
+			pipe.KindAuth, `forward to hop1: it does not hold the same key`,
+			[]string{"forward to hop1: next receiver hop1 refused the connection: \"authenticate: the sender's key is wrong", "the sender's key is wrong"},
 		},
 	}
 	for _, tt := range tests {
@@ -211,14 +216,15 @@ func TestChainMessages(t *testing.T) {
 		recvErr := make(chan error, 1)
 		go func() {
 			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{
+				Relay: relayAnywhere,
 				Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
 					return nil, pipe.Errorf(pipe.KindSetup, "", "no route to host %s", addr[:4])
 				}})
 			recvErr <- err
 		}()
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: chain})
-		checkErr(t, "sender", err, pipe.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
-		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "no route to host 0000")
+		checkErr(t, "sender", err, pipe.KindSetup, "forward to "+chain[0][:61]+"...: could not connect to it")
+		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
 		if v := rc.Stats().Violations; v != 0 {
 			t.Errorf("%d messages found no spare", v)
 		}
@@ -240,4 +246,106 @@ func TestChainMessages(t *testing.T) {
 		checkErr(t, "sender", err, pipe.KindSetup, "this receiver does not relay")
 		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "does not relay")
 	})
+}
+
+// TestRelayPolicy checks what a receiver does with a sender's chain it
+// does not relay, and with a relay it cannot set up: the sender is told
+// plainly, without the next receiver's words; no connection is made when
+// the policy refuses; a failed set-up releases the claim; the set-up has
+// one bound however long the chain; a sender that goes away ends it.
+func TestRelayPolicy(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	in := randomBytes(3*4096, 24)
+	type outcome struct {
+		sendKind   pipe.Kind
+		sendSays   string
+		recvSays   string
+		dialed     bool
+		unclaimed  bool
+		senderGone bool // the sender is cancelled once the relay dials
+	}
+	tests := []struct {
+		name    string
+		relay   func(context.Context, string) (string, error)
+		forward func(ctx context.Context, addr string) (pipe.Conn, error)
+		want    outcome
+	}{
+		{
+			"refused by the policy",
+			func(context.Context, string) (string, error) { return "", errors.New("not in the allowlist") },
+			nil,
+			outcome{sendKind: pipe.KindSetup, sendSays: `"this receiver does not relay to hop1"`, recvSays: "this receiver does not relay to hop1: not in the allowlist"},
+		},
+		{
+			"the next receiver answers garbage",
+			relayAnywhere,
+			func(context.Context, string) (pipe.Conn, error) {
+				return nil, pipe.Errorf(pipe.KindSetup, "connect", "the peer is not an rdmapipe receiver (it answered \"SSH-2.0-OpenSSH\")")
+			},
+			outcome{sendKind: pipe.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "SSH-2.0-OpenSSH", dialed: true, unclaimed: true},
+		},
+		{
+			"the next receiver never answers: one bound",
+			relayAnywhere,
+			func(ctx context.Context, _ string) (pipe.Conn, error) {
+				<-ctx.Done()
+				return nil, context.Cause(ctx)
+			},
+			outcome{sendKind: pipe.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "did not complete the rdmapipe handshake within 300ms", dialed: true, unclaimed: true},
+		},
+		{
+			"the sender goes away during the set-up",
+			relayAnywhere,
+			func(ctx context.Context, _ string) (pipe.Conn, error) {
+				<-ctx.Done()
+				return nil, context.Cause(ctx)
+			},
+			outcome{sendKind: pipe.KindAborted, sendSays: "gone", recvSays: `sender refused the connection: "gone"`, dialed: true, unclaimed: true, senderGone: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			sendCtx, cancelSend := context.WithCancelCause(context.Background())
+			defer cancelSend(nil)
+			var dialed, unclaimed atomic.Bool
+			timeout := 300 * time.Millisecond
+			if tt.want.senderGone {
+				timeout = time.Hour // only the sender's going can end the set-up
+			}
+			cfg := pipe.Config{
+				HandshakeTimeout: timeout,
+				Relay:            tt.relay,
+				Claim:            func() bool { return true },
+				Unclaim:          func() { unclaimed.Store(true) },
+				Forward: func(ctx context.Context, addr string) (pipe.Conn, error) {
+					dialed.Store(true)
+					if tt.want.senderGone {
+						cancelSend(pipe.Errorf(pipe.KindAborted, "", "gone"))
+					}
+					return tt.forward(ctx, addr)
+				},
+			}
+			recvErr := make(chan error, 1)
+			go func() {
+				_, err := pipe.Receive(context.Background(), rc, io.Discard, cfg)
+				recvErr <- err
+			}()
+			_, err := pipe.Send(sendCtx, sc, bytes.NewReader(in), pipe.Config{Chain: []string{"hop1", "hop2", "hop3"}, HandshakeTimeout: timeout})
+			if tt.want.senderGone {
+				sc.Close()
+			}
+			checkErr(t, "sender", err, tt.want.sendKind, tt.want.sendSays)
+			rerr := <-recvErr
+			if rerr == nil || !strings.Contains(rerr.Error(), tt.want.recvSays) {
+				t.Errorf("receiver: %v, want an error saying %q", rerr, tt.want.recvSays)
+			}
+			if err != nil && tt.want.recvSays != tt.want.sendSays && strings.Contains(err.Error(), tt.want.recvSays) && !tt.want.senderGone {
+				t.Errorf("the sender was told the relay's details: %v", err)
+			}
+			if dialed.Load() != tt.want.dialed || unclaimed.Load() != tt.want.unclaimed {
+				t.Errorf("dialed %v, unclaimed %v; want %v, %v", dialed.Load(), unclaimed.Load(), tt.want.dialed, tt.want.unclaimed)
+			}
+		})
+	}
 }

@@ -198,11 +198,11 @@ func (s *sender) handshakeControl(ctx context.Context, msg []byte) error {
 // handshake waits for the receiver's hello, proves the key (if any) and
 // waits for the receiver's welcome, all within the handshake timeout.
 func (s *sender) handshake(parent context.Context) error {
-	hops := 1
-	if !s.probe {
-		hops += len(s.cfg.Chain)
+	factor := 1
+	if !s.probe && len(s.cfg.Chain) > 0 {
+		factor = 2 // the set-up down the chain is bounded by one timeout
 	}
-	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?", hops)
+	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?", factor)
 	defer cancel()
 	hello, err := s.controlMessage(ctx, msgHello, 1+nonceLen)
 	if err != nil {

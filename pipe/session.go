@@ -41,18 +41,32 @@ type Config struct {
 	// refuses the sender as busy. A receiver that handshakes with several
 	// senders at once serves the first one it claims.
 	Claim func() bool
+	// Unclaim, if set, is called by Receive when it claimed the receiver
+	// but could not set up the relay to the next receiver: the stream
+	// fails before its welcome, and the receiver may serve another sender.
+	Unclaim func()
+	// Relay, if set, lets Receive relay to the chain of receivers its
+	// sender names (after the sender's key proof, if there is a key): it
+	// is given the first of them and returns the address to connect to
+	// with Forward, or why this receiver does not relay there; the sender
+	// is then told only that it does not. Without Relay a sender's chain
+	// is refused, and no connection is made. ForwardTo needs no Relay.
+	Relay func(ctx context.Context, next string) (string, error)
 	// Chain lists, for Send, the receivers after the one it connects to:
 	// each relays the stream to the next (see Forward), and Send succeeds
 	// only when every one of them wrote every byte.
 	Chain []string
-	// Forward, if set, lets Receive relay: when its sender names a chain of
-	// receivers, or ForwardTo is set, Receive connects to the next one
-	// with Forward (after the sender's key proof, before it welcomes it)
-	// and sends it everything it writes to its own output, passing the
-	// rest of the chain on. It confirms the stream only when the next
-	// receiver has confirmed it too; a failure anywhere fails the stream
-	// on every side, naming the receiver. Probes are not relayed. Without
-	// Forward, a sender's chain is refused.
+	// Forward connects a relay to the next receiver: when ForwardTo is set,
+	// or the sender names a chain of receivers that Relay allows, Receive
+	// connects to the next one with Forward (after the sender's key proof
+	// and the claim, before it welcomes the sender, all set-up down the
+	// chain within one handshake timeout) and sends it everything it
+	// writes to its own output, passing the rest of the chain on. It
+	// confirms the stream only when the next receiver has confirmed it
+	// too; a failure anywhere fails the stream on every side, naming the
+	// receiver. Until the next receiver has welcomed the relay, what it
+	// says is reported here but not passed to the sender. Probes are not
+	// relayed.
 	Forward func(ctx context.Context, addr string) (Conn, error)
 	// ForwardTo is a next receiver Receive always relays to (before any
 	// chain the sender names).
@@ -62,16 +76,16 @@ type Config struct {
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
 const DefaultHandshakeTimeout = 10 * time.Second
 
-// handshakeContext returns ctx bounded by the handshake timeout, once for
-// each of hops handshakes it covers (a receiver relaying to a chain waits
-// for the handshakes down the chain), ending with a setup error that says
-// what was not heard in time.
-func (s *session) handshakeContext(ctx context.Context, what string, hops int) (context.Context, context.CancelFunc) {
+// handshakeContext returns ctx bounded by the handshake timeout, times
+// the given factor (a sender naming a chain waits for its own handshake
+// and the set-up down the chain, bounded by one timeout more), ending
+// with a setup error that says what was not heard in time.
+func (s *session) handshakeContext(ctx context.Context, what string, factor int) (context.Context, context.CancelFunc) {
 	d := s.cfg.HandshakeTimeout
 	if d <= 0 {
 		d = DefaultHandshakeTimeout
 	}
-	d *= time.Duration(max(1, hops))
+	d *= time.Duration(max(1, factor))
 	return context.WithTimeoutCause(ctx, d, Errorf(KindSetup, "handshake", "%s within %v", what, d))
 }
 

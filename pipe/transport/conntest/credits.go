@@ -62,7 +62,7 @@ func testControlCredits(t *testing.T, mk MakePair) {
 	var outs [2]lockedBuffer
 	var errs [2]error
 	var wg sync.WaitGroup
-	relay := pipe.Config{Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
+	relay := pipe.Config{Relay: func(_ context.Context, next string) (string, error) { return next, nil }, Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
 		if addr != next {
 			t.Errorf("relay to %q, want the %d-byte name", addr, len(next))
 		}
