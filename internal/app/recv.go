@@ -39,6 +39,8 @@ EXAMPLES:
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
 			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
 			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
+			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
+			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
@@ -49,14 +51,27 @@ EXAMPLES:
 	return runApp(app, args)
 }
 
-// relayWith lets the receiver relay to the next receiver of a chain
+// relayWith lets the receiver connect to a next receiver
 // (pipe.Config.Forward), dialing it with the receiver's own transport
-// flags and one queue pair.
-func relayWith(o *options) {
+// flags and one queue pair, and, with --relay or --relay-allow, relay a
+// sender's chain as the policy allows (pipe.Config.Relay).
+func relayWith(c *cli.Context, o *options) error {
 	dialing := *o
 	dialing.rdma.qps = 1
 	d := newDialer(dialing, os.Stderr, "rdmarecv")
 	o.cfg.Forward = func(ctx context.Context, addr string) (pipe.Conn, error) { return d.Dial(ctx, addr, o.params) }
+	if !c.Bool("relay") && !c.IsSet("relay-allow") {
+		return nil
+	}
+	policy, err := parseRelayAllow(c.StringSlice("relay-allow"), o.port)
+	if err != nil {
+		return err
+	}
+	if !policy.restricted() && len(o.cfg.Key) == 0 {
+		return usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
+	}
+	o.cfg.Relay = policy.check
+	return nil
 }
 
 // recvAction is rdmarecv's body.
@@ -91,8 +106,13 @@ func recvAction(c *cli.Context) error {
 		}
 		o.cfg.ForwardTo = hostPort(next, o.port)
 	}
+	if c.Bool("bench") && (c.Bool("relay") || c.IsSet("relay-allow")) {
+		return usagef("--relay and --bench do not go together")
+	}
 	if !c.Bool("bench") {
-		relayWith(&o)
+		if err := relayWith(c, &o); err != nil {
+			return err
+		}
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {

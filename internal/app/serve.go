@@ -7,6 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 	"syscall"
+	"time"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -55,10 +56,11 @@ const (
 
 // run serves senders until the stream ends (or, with keep, until ctx ends).
 //
-// Exit status: without keep, that of the one stream served; connections
-// that fail before the handshake completes (not rdmapipe, silent, wrong
-// version) are reported and skipped, but a sender with a wrong or missing
-// key ends the receiver with the key error. With keep, that of the last
+// Exit status: without keep, that of the one stream served, the one
+// sender that claimed the receiver; connections that fail before that
+// (not rdmapipe, silent, wrong version, wrong or missing key, a relay
+// that could not be set up) are logged, at most refusalBurst a second,
+// and skipped. With keep, that of the last
 // stream served (0 if none), or the interruption if a signal cut a stream.
 // A failure of this host's resources (memlock) ends the receiver unless keep.
 func (s *server) run(ctx context.Context) error {
@@ -81,6 +83,7 @@ func (s *server) run(ctx context.Context) error {
 		}
 	}()
 	var last error
+	refused := refusals{w: s.log}
 	done := ctx.Done()
 	for {
 		select {
@@ -93,7 +96,7 @@ func (s *server) run(ctx context.Context) error {
 			waiting = append(waiting, p)
 			inFlight++
 		case err := <-acceptErrs:
-			fmt.Fprintf(s.log, "rdmarecv: refused a connection: %v\n", err)
+			refused.log(err)
 			if errors.Is(err, pipe.ErrLocal) && !s.keep && !s.serving.Load() {
 				return err
 			}
@@ -108,10 +111,7 @@ func (s *server) run(ctx context.Context) error {
 					continue
 				}
 				if r.err != nil && ctx.Err() == nil {
-					fmt.Fprintf(s.log, "rdmarecv: refused a connection: %v\n", r.err)
-				}
-				if pipe.KindOf(r.err) == pipe.KindAuth && !s.keep {
-					return r.err
+					refused.log(r.err)
 				}
 				continue
 			}
@@ -163,6 +163,13 @@ func (s *server) start(ctx context.Context, conn pipe.Conn) *pending {
 		stopStats = startStats(s.o, s.log, "rdmarecv", "recv", cfg.Gauges)
 		return true
 	}
+	cfg.Unclaim = func() {
+		stopStats()
+		stopStats = func() {}
+		s.l.SetBusy(false)
+		s.serving.Store(false)
+		p.state.Store(handshaking)
+	}
 	var bar *progressbar.ProgressBar // made when the claimed stream's data flows
 	if s.o.progress {
 		var update func(int64)
@@ -204,4 +211,34 @@ func remove(ps []*pending, p *pending) []*pending {
 		}
 	}
 	return ps
+}
+
+// refusalBurst is how many refused connections a receiver logs a second;
+// it counts the rest, so that a flood cannot fill the log.
+const refusalBurst = 10
+
+// refusals logs refused connections, at most refusalBurst a second.
+type refusals struct {
+	w      io.Writer
+	window time.Time // when the current second began
+	shown  int       // lines logged in it
+	hidden int       // refusals not logged in it
+}
+
+// log logs a refused connection, or counts it if refusalBurst were
+// logged in the last second; the count is logged when the next second's
+// first refusal is.
+func (r *refusals) log(err error) {
+	if now := time.Now(); now.Sub(r.window) >= time.Second {
+		if r.hidden > 0 {
+			fmt.Fprintf(r.w, "rdmarecv: %d more connections refused\n", r.hidden)
+		}
+		r.window, r.shown, r.hidden = now, 0, 0
+	}
+	if r.shown == refusalBurst {
+		r.hidden++
+		return
+	}
+	r.shown++
+	fmt.Fprintf(r.w, "rdmarecv: refused a connection: %v\n", err)
 }

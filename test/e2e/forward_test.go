@@ -150,7 +150,7 @@ func receiversOn(t *testing.T, n int, extra ...string) (rs []*proc, ports []int,
 	for i := range n {
 		ports = append(ports, freePort(t))
 		outs = append(outs, filepath.Join(t.TempDir(), "out"+strconv.Itoa(i)))
-		rs = append(rs, recv(t, ports[i], createFile(t, outs[i]), append([]string{"-v"}, extra...)...))
+		rs = append(rs, recv(t, ports[i], createFile(t, outs[i]), append([]string{"-v", "--relay-allow", suite.host}, extra...)...))
 		rs[i].waitStderr(30*time.Second, listening)
 	}
 	return rs, ports, outs
@@ -253,7 +253,7 @@ func TestBroadcastMixed(t *testing.T) {
 	for i, tr := range transports {
 		port := freePort(t)
 		out := filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
-		r := start(t, "rdmarecv", nil, createFile(t, out), "-v", "--transport", tr, "--port", strconv.Itoa(port), "--bind", suite.host)
+		r := start(t, "rdmarecv", nil, createFile(t, out), "-v", "--transport", tr, "--port", strconv.Itoa(port), "--bind", suite.host, "--relay-allow", suite.host)
 		r.waitStderr(30*time.Second, listening)
 		rs, outs = append(rs, r), append(outs, out)
 		addrList = append(addrList, net.JoinHostPort(suite.host, strconv.Itoa(port)))
