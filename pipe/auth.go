@@ -8,18 +8,26 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"hash"
+	"strings"
 )
 
-// Authentication is an HMAC-SHA256 challenge-response over the two peers'
-// random nonces: the receiver's hello carries its nonce, the sender answers
-// with its own nonce and a MAC over both, and the receiver's welcome proves
-// it holds the key too. The key itself never crosses the wire.
+// Authentication is an HMAC-SHA256 challenge-response over the handshake's
+// transcript: the receiver's hello carries its nonce, the sender answers
+// with its own nonce and a MAC over the transcript (see transcript: every
+// flag, both nonces, the negotiated parameters and the chain of receivers
+// it names), and the receiver's welcome proves it holds the key too, over
+// the same transcript. The key itself never crosses the wire, and an
+// on-path rewriter who changes any of it (clears the chain flag, drops a
+// chain message) fails the proofs.
 //
 // With a key, the stream is authenticated too: both sides derive a stream
-// key from the key and both nonces, the sender MACs every data message
-// (sequence number, length, payload) and the end of the stream, and the
-// receiver's confirmation carries a MAC of its own. A stream rewritten,
-// reordered, truncated or replayed from another session fails to verify.
+// key from the key and the transcript, and from it one subkey per purpose
+// (the payload MACs, the chained stream tag, the receiver's confirmation).
+// The sender MACs every data message (sequence number, length, payload)
+// and the end of the stream, and the receiver's confirmation carries a
+// MAC of its own over the bytes it wrote and the number of receivers that
+// wrote them. A stream rewritten, reordered, truncated or replayed from
+// another session fails to verify.
 //
 // The payload MAC is GMAC (AES-256-GCM with the payload as additional data
 // and nothing to encrypt), keyed per stream, one nonce per message: it runs
@@ -28,13 +36,18 @@ import (
 // tags, with each message's sequence number and length, are chained by
 // HMAC-SHA256 into the stream's tag, which binds their order and count.
 
-// Domain-separation labels, so that no MAC can be replayed as another.
+// Domain-separation labels, so that no MAC can be replayed as another and
+// no subkey serves two purposes.
 const (
-	senderLabel    = "rdmapipe v2 sender proof"
-	receiverLabel  = "rdmapipe v2 receiver proof"
-	streamKeyLabel = "rdmapipe v2 stream key"
-	endLabel       = "rdmapipe v2 end of stream"
-	doneLabel      = "rdmapipe v2 stream written"
+	proofKeyLabel  = "rdmapipe v4 proof key"
+	senderLabel    = "rdmapipe v4 sender proof"
+	receiverLabel  = "rdmapipe v4 receiver proof"
+	streamKeyLabel = "rdmapipe v4 stream key"
+	gmacKeyLabel   = "rdmapipe v4 payload MAC key"
+	tagKeyLabel    = "rdmapipe v4 stream tag key"
+	doneKeyLabel   = "rdmapipe v4 confirmation key"
+	endLabel       = "rdmapipe v4 end of stream"
+	doneLabel      = "rdmapipe v4 stream written"
 )
 
 // newNonce returns a fresh random nonce.
@@ -44,40 +57,67 @@ func newNonce() ([nonceLen]byte, error) {
 	return n, err
 }
 
-// proof returns the MAC a peer computes with key over its label and the
-// nonces in the order (challenger's, responder's).
-func proof(key []byte, label string, first, second []byte) []byte {
+// mac returns HMAC-SHA256 under key of the parts in order.
+func mac(key []byte, parts ...[]byte) []byte {
 	m := hmac.New(sha256.New, key)
-	m.Write([]byte(label))
-	m.Write(first)
-	m.Write(second)
+	for _, p := range parts {
+		m.Write(p)
+	}
 	return m.Sum(nil)
 }
 
-// validProof reports, in constant time, whether mac is the expected proof.
-func validProof(key []byte, label string, first, second, mac []byte) bool {
-	return hmac.Equal(proof(key, label, first, second), mac)
+// transcript returns the SHA-256 of what a handshake agreed on, as both
+// sides saw it: the negotiated chunk and depth, the receiver's hello
+// (flags and nonce), the sender's auth flags and nonce, and the chain of
+// receivers it names (empty without one), length-prefixed.
+func transcript(info Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
+	h := sha256.New()
+	var b [8]byte
+	binary.LittleEndian.PutUint32(b[:4], uint32(info.Chunk))
+	binary.LittleEndian.PutUint32(b[4:], uint32(info.Depth))
+	h.Write(b[:])
+	h.Write(hello)
+	h.Write([]byte{authFlags})
+	h.Write(senderNonce)
+	text := strings.Join(chain, "\n")
+	binary.LittleEndian.PutUint32(b[:4], uint32(len(text)))
+	h.Write(b[:4])
+	h.Write([]byte(text))
+	return h.Sum(nil)
+}
+
+// proof returns the MAC with which a peer proves it holds key over
+// transcript t: label says which peer.
+func proof(key []byte, label string, t []byte) []byte {
+	return mac(mac(key, []byte(proofKeyLabel)), []byte(label), t)
+}
+
+// validProof reports, in constant time, whether got is the expected proof.
+func validProof(key []byte, label string, t, got []byte) bool {
+	return hmac.Equal(proof(key, label, t), got)
 }
 
 // streamKey derives the key of one stream from the shared key and the
-// receiver's and the sender's nonces.
-func streamKey(key, receiverNonce, senderNonce []byte) []byte {
-	return proof(key, streamKeyLabel, receiverNonce, senderNonce)
+// handshake's transcript, which holds both nonces.
+func streamKey(key, t []byte) []byte {
+	return mac(key, []byte(streamKeyLabel), t)
 }
 
 // streamMAC authenticates the data of one stream in order. A nil
 // *streamMAC (no key) does nothing.
 type streamMAC struct {
-	key   []byte
-	gmac  cipher.AEAD
-	h     hash.Hash // chains the messages' tags
-	count uint64    // messages added: the GMAC nonce, never reused
-	nonce [12]byte
-	rec   [8 + 16]byte // sequence number, length and GMAC tag of a message
+	doneKey []byte
+	gmac    cipher.AEAD
+	h       hash.Hash // chains the messages' tags
+	count   uint64    // messages added: the GMAC nonce, never reused
+	nonce   [12]byte
+	rec     [8 + 16]byte // sequence number, length and GMAC tag of a message
 }
 
+// newStreamMAC returns the MAC of the stream whose key is key (see
+// streamKey), with a subkey of it for each purpose.
 func newStreamMAC(key []byte) *streamMAC {
-	block, err := aes.NewCipher(key) // 32 bytes: AES-256
+	block, err := aes.NewCipher(mac(key, []byte(gmacKeyLabel))) // 32 bytes: AES-256
 	if err != nil {
 		panic(err) // the key is always an HMAC-SHA256 output
 	}
@@ -85,7 +125,7 @@ func newStreamMAC(key []byte) *streamMAC {
 	if err != nil {
 		panic(err)
 	}
-	return &streamMAC{key: key, gmac: gmac, h: hmac.New(sha256.New, key)}
+	return &streamMAC{doneKey: mac(key, []byte(doneKeyLabel)), gmac: gmac, h: hmac.New(sha256.New, mac(key, []byte(tagKeyLabel)))}
 }
 
 // add feeds data message seq with payload p.
@@ -113,10 +153,12 @@ func (m *streamMAC) end(seq uint32, bytes int64, sum uint64) []byte {
 	return m.h.Sum(nil)
 }
 
-// done returns the MAC of the receiver's confirmation that it wrote bytes
-// bytes of the stream whose tag is tag.
-func (m *streamMAC) done(bytes int64, tag []byte) []byte {
-	var b [8]byte
-	binary.LittleEndian.PutUint64(b[:], uint64(bytes))
-	return proof(m.key, doneLabel, b[:], tag)
+// done returns the MAC of the receiver's confirmation that receivers
+// receivers (it and those down its chain) wrote bytes bytes of the stream
+// whose tag is tag.
+func (m *streamMAC) done(bytes int64, receivers uint32, tag []byte) []byte {
+	var b [12]byte
+	binary.LittleEndian.PutUint64(b[:8], uint64(bytes))
+	binary.LittleEndian.PutUint32(b[8:], receivers)
+	return mac(m.doneKey, []byte(doneLabel), b[:], tag)
 }

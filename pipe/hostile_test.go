@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,9 +205,10 @@ func TestHostileReceiver(t *testing.T) {
 					p.control([]byte{1})
 				}
 			}
-			done := make([]byte, 9)
+			done := make([]byte, 13)
 			done[0] = 'F'
 			binary.LittleEndian.PutUint64(done[1:], 3)
+			binary.LittleEndian.PutUint32(done[9:], 1)
 			p.control(done)
 		}, pipe.KindIntegrity, "wrote 3 bytes but 10000 were sent"},
 		{"short finished", func(p *peer) {
@@ -472,4 +474,54 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 			checkErr(t, "receiver", err, pipe.KindAborted, "no word from the sender")
 		})
 	}
+}
+
+// TestDowngrade puts a rewriter between a keyed sender naming a chain and
+// its receiver: it clears the chain flag in the sender's authentication
+// and drops the chain messages, so that the receiver would serve the
+// stream alone and the sender count it as written by every receiver. The
+// proofs cover the whole handshake: the receiver refuses it.
+func TestDowngrade(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	key := []byte("downgrade-test-key-0123456789abcdef")
+	sc, toSender := memPair(t, p, p, memconn.Faults{})
+	toReceiver, rc := memPair(t, p, p, memconn.Faults{})
+	relay := func(from, to *memconn.Conn, rewrite func([]byte) []byte) {
+		cs := make([]pipe.Completion, 16)
+		for {
+			n, err := from.Poll(context.Background(), cs)
+			if err != nil {
+				to.Close()
+				return
+			}
+			for _, c := range cs[:n] {
+				if c.Op != pipe.OpRecv {
+					continue
+				}
+				msg := rewrite(bytes.Clone(from.RecvBuf(c.Buf)[:c.Len]))
+				_ = from.PostRecv(c.Buf)
+				if msg != nil {
+					_ = to.SendControl(context.Background(), msg)
+				}
+			}
+		}
+	}
+	go relay(toReceiver, toSender, func(m []byte) []byte { return m })
+	go relay(toSender, toReceiver, func(m []byte) []byte {
+		switch typeOf(m) {
+		case 'K':
+			m[0] &^= 4 // the chain flag
+		case 'C':
+			return nil
+		}
+		return m
+	})
+	recvErr := make(chan error, 1)
+	go func() {
+		_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key})
+		recvErr <- err
+	}()
+	_, err := pipe.Send(context.Background(), sc, strings.NewReader("data"), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
+	checkErr(t, "receiver", <-recvErr, pipe.KindAuth, "the handshake was altered on the way")
+	checkErr(t, "sender", err, pipe.KindAuth, "the handshake was altered on the way")
 }

@@ -27,7 +27,8 @@ import (
 //	'D' data: payload                   1 byte: credits
 //	'E' end: bytes u64, sum u64,        'H' hello: flags, nonce[32]
 //	    [stream tag[32]]                'W' welcome: flags, mac[32]
-//	'A' abort: kind, reason             'F' finished: bytes u64, [mac[32]]
+//	'A' abort: kind, reason             'F' finished: bytes u64,
+//	                                        receivers u32, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason
 //	'C' chain: more u8, hosts
 //	'B' heartbeat: (no body), its
@@ -64,7 +65,7 @@ const (
 	nonceLen = 32
 	macLen   = 32
 	endBody  = 16 // bytes u64, sum u64; without the stream tag
-	doneLen  = 1 + 8
+	doneLen  = 1 + 8 + 4
 	authBody = 1 + nonceLen + macLen
 )
 

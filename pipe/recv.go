@@ -148,22 +148,29 @@ func (r *receiver) handshake(parent context.Context) error {
 		return Errorf(KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(msg))
 	}
 	theirFlags := auth[0]
-	theirNonce, mac := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
+	theirNonce, theirProof := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
 	switch {
 	case haveKey && theirFlags&flagKey == 0:
 		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key (--key-file or RDMAPIPE_KEY)")
 	case !haveKey && theirFlags&flagKey != 0:
 		return Errorf(KindAuth, "authenticate", "the sender has a key but this receiver has none")
-	case haveKey && !validProof(r.cfg.Key, senderLabel, nonce[:], theirNonce, mac):
-		return Errorf(KindAuth, "authenticate", "the sender's key is wrong")
 	}
-	r.probe = theirFlags&flagProbe != 0
 	var chain []string
 	if theirFlags&flagChain != 0 {
 		if chain, err = r.receiveChain(ctx); err != nil {
 			return err
 		}
 	}
+	// The proof covers the whole handshake, the chain included: nothing
+	// the sender said is acted on before it is checked.
+	var t []byte
+	if haveKey {
+		t = transcript(r.c.Info(), hello, theirFlags, theirNonce, chain)
+		if !validProof(r.cfg.Key, senderLabel, t, theirProof) {
+			return Errorf(KindAuth, "authenticate", "the sender's key is wrong, or the handshake was altered on the way")
+		}
+	}
+	r.probe = theirFlags&flagProbe != 0
 	next, err := r.nextHop(ctx, chain)
 	if err != nil {
 		return err
@@ -183,8 +190,8 @@ func (r *receiver) handshake(parent context.Context) error {
 	welcome[0] = msgWelcome
 	if haveKey {
 		welcome[1] = flagKey
-		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, theirNonce, nonce[:]))
-		r.mac = newStreamMAC(streamKey(r.cfg.Key, nonce[:], theirNonce))
+		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, t))
+		r.mac = newStreamMAC(streamKey(r.cfg.Key, t))
 	}
 	if err := r.c.SendControl(ctx, welcome); err != nil {
 		return wrap(KindSetup, "send welcome", err)
@@ -416,13 +423,12 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	wantSum := binary.LittleEndian.Uint64(end[8:])
 	sum := r.sum.Sum64()
 	written := r.written.Load()
-	done := make([]byte, doneLen, doneLen+macLen)
+	var tag []byte
 	if r.mac != nil {
-		tag := r.mac.end(seq, written, sum)
+		tag = r.mac.end(seq, written, sum)
 		if !hmac.Equal(end[endBody:endBody+macLen], tag) {
 			return Errorf(KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 		}
-		done = append(done, r.mac.done(written, tag)...)
 	}
 	if wantBytes != written {
 		return Errorf(KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
@@ -430,18 +436,26 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	if wantSum != sum {
 		return Errorf(KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
 	}
+	receivers := uint32(1)
 	if r.relay != nil {
-		if err := r.relay.confirmed(ctx); err != nil {
+		down, err := r.relay.confirmed(ctx)
+		if err != nil {
 			return err
 		}
+		receivers += uint32(down)
 	}
 	if r.cfg.Sync != nil {
 		if err := r.cfg.Sync(); err != nil {
 			return &Error{Kind: KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
 		}
 	}
+	done := make([]byte, doneLen, doneLen+macLen)
 	done[0] = msgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
+	binary.LittleEndian.PutUint32(done[9:], receivers)
+	if r.mac != nil {
+		done = append(done, r.mac.done(written, receivers, tag)...)
+	}
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.
 	_ = r.c.SendControl(ctx, done)

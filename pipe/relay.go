@@ -244,16 +244,16 @@ func (rl *relay) wait(ctx context.Context, buf int) error {
 	return nil
 }
 
-// confirmed ends the stream to the next receiver and waits for its
-// confirmation.
-func (rl *relay) confirmed(ctx context.Context) error {
+// confirmed ends the stream to the next receiver, waits for its
+// confirmation and returns how many receivers down the chain it counts.
+func (rl *relay) confirmed(ctx context.Context) (int, error) {
 	close(rl.payloads)
 	select {
 	case err := <-rl.done:
 		rl.done <- err // for close
-		return err
+		return rl.s.receivers, err
 	case <-ctx.Done():
-		return context.Cause(ctx)
+		return 0, context.Cause(ctx)
 	}
 }
 

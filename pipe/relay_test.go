@@ -9,8 +9,8 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"time"
 	"testing"
+	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
@@ -26,10 +26,11 @@ type hop struct {
 
 // chainResult is what every side of a chain reported.
 type chainResult struct {
-	sendErr error
-	outs    []*lockedBuffer // nil where the hop had its own writer
-	errs    []error
-	ios     []string // Stats.IO of each hop
+	sendErr   error
+	receivers int             // that confirmed the stream, as the sender counts them
+	outs      []*lockedBuffer // nil where the hop had its own writer
+	errs      []error
+	ios       []string // Stats.IO of each hop
 }
 
 // runChain streams in from a sender (with key) through hops: each hop but
@@ -90,7 +91,9 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 	if !fixed {
 		sendCfg.Chain = chain
 	}
-	_, res.sendErr = pipe.Send(ctx, senders[0], bytes.NewReader(in), sendCfg)
+	var st pipe.Stats
+	st, res.sendErr = pipe.Send(ctx, senders[0], bytes.NewReader(in), sendCfg)
+	res.receivers = st.Receivers
 	senders[0].Close()
 	wg.Wait()
 	for i := 1; i < len(hops); i++ {
@@ -137,6 +140,9 @@ func checkChainResult(t *testing.T, r chainResult, in []byte, hops int) {
 	t.Helper()
 	if r.sendErr != nil {
 		t.Fatalf("send: %v", r.sendErr)
+	}
+	if r.receivers != hops {
+		t.Errorf("the sender counted %d receivers, want %d", r.receivers, hops)
 	}
 	for i := range hops {
 		if r.errs[i] != nil {

@@ -56,6 +56,9 @@ type sender struct {
 	sum      *xxhash.Digest // of the bytes sent; read only after the reader is done
 	tag      []byte         // the stream MAC's tag (with a key); set with ended
 	probe    bool           // only the handshake (Probe)
+	// receivers is how many receivers confirmed the whole stream: the
+	// receiver and every one down its chain, counted hop by hop.
+	receivers int
 	// A relay's sender with forward set sends data from forwardFrom's
 	// receive buffers (see relay) and calls onForward with each one's
 	// index twice: once its send completed, once the reader has hashed it
@@ -120,6 +123,7 @@ func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 		return st, settle(err, readDone)
 	}
 	st.Sum = s.sum.Sum64()
+	st.Receivers = s.receivers
 	return st, nil
 }
 
@@ -208,7 +212,7 @@ func (s *sender) handshake(parent context.Context) error {
 	if err != nil {
 		return err
 	}
-	theirFlags, theirNonce := hello[1], hello[2:2+nonceLen]
+	theirFlags := hello[1]
 	haveKey := len(s.cfg.Key) > 0
 	switch {
 	case theirFlags&flagKey != 0 && !haveKey:
@@ -221,25 +225,27 @@ func (s *sender) handshake(parent context.Context) error {
 		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	body := make([]byte, authBody)
-	chain := len(s.cfg.Chain) > 0 && !s.probe
+	var chain []string
 	switch {
 	case s.probe:
 		body[0] = flagProbe
-	case chain:
+	case len(s.cfg.Chain) > 0:
 		if err := checkChain(s.cfg.Chain); err != nil {
 			return Errorf(KindUsage, "chain of receivers", "%v", err)
 		}
-		body[0] = flagChain
+		body[0], chain = flagChain, s.cfg.Chain
 	}
+	var t []byte
 	if haveKey {
 		body[0] |= flagKey
 		copy(body[1:], nonce[:])
-		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, theirNonce, nonce[:]))
+		t = transcript(s.c.Info(), hello[:2+nonceLen], body[0], nonce[:], chain)
+		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, t))
 	}
 	if err := s.handshakeControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
 		return wrap(KindSetup, "send authentication", err)
 	}
-	if chain {
+	if chain != nil {
 		if err := s.sendChain(ctx); err != nil {
 			return err
 		}
@@ -249,10 +255,10 @@ func (s *sender) handshake(parent context.Context) error {
 		return err
 	}
 	if haveKey {
-		if !validProof(s.cfg.Key, receiverLabel, nonce[:], theirNonce, welcome[2:2+macLen]) {
-			return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key")
+		if !validProof(s.cfg.Key, receiverLabel, t, welcome[2:2+macLen]) {
+			return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
-		s.mac = newStreamMAC(streamKey(s.cfg.Key, theirNonce, nonce[:]))
+		s.mac = newStreamMAC(streamKey(s.cfg.Key, t))
 	}
 	s.authenticated = true
 	return nil
@@ -356,12 +362,17 @@ func (s *sender) confirmed(msg []byte) error {
 		return Errorf(KindIntegrity, "finish", "short confirmation from the receiver (%d bytes)", len(msg))
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
-	if s.mac != nil && !hmac.Equal(msg[doneLen:doneLen+macLen], s.mac.done(got, s.tag)) {
+	receivers := binary.LittleEndian.Uint32(msg[9:])
+	if s.mac != nil && !hmac.Equal(msg[doneLen:doneLen+macLen], s.mac.done(got, receivers, s.tag)) {
 		return Errorf(KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
 		return Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 	}
+	if want := 1 + len(s.cfg.Chain); int64(receivers) < int64(want) {
+		return Errorf(KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
+	}
+	s.receivers = int(receivers)
 	return nil
 }
 

@@ -96,6 +96,10 @@ type Stats struct {
 	Sum      uint64        // xxHash64 of the payload
 	Elapsed  time.Duration // from the end of the handshake to the end of the stream
 	Info     Info          // the connection's description
+	// Receivers is, for a sender, how many receivers confirmed that they
+	// wrote the whole stream: the one it sent to and every one down its
+	// chain, counted hop by hop (and authenticated with a key).
+	Receivers int
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" where the file was read around the cache.

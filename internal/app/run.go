@@ -49,7 +49,7 @@ func finish(o options, role string, st pipe.Stats, err error) error {
 	if len(o.cfg.Chain) > 0 {
 		s.Chain = o.cfg.Chain
 		if err == nil {
-			s.Receivers = 1 + len(o.cfg.Chain)
+			s.Receivers = st.Receivers
 			for _, h := range append([]string{s.Remote}, o.cfg.Chain...) {
 				s.Hosts = append(s.Hosts, hostResult{Host: h, OK: true, Bytes: st.Bytes})
 			}
