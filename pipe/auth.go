@@ -87,14 +87,15 @@ func transcript(info Info, hello []byte, authFlags byte, senderNonce []byte, cha
 }
 
 // proof returns the MAC with which a peer proves it holds key over
-// transcript t: label says which peer.
-func proof(key []byte, label string, t []byte) []byte {
-	return mac(mac(key, []byte(proofKeyLabel)), []byte(label), t)
+// transcript t and what it adds to it (the receiver: its window's
+// description): label says which peer.
+func proof(key []byte, label string, t []byte, more ...[]byte) []byte {
+	return mac(mac(key, []byte(proofKeyLabel)), append([][]byte{[]byte(label), t}, more...)...)
 }
 
 // validProof reports, in constant time, whether got is the expected proof.
-func validProof(key []byte, label string, t, got []byte) bool {
-	return hmac.Equal(proof(key, label, t), got)
+func validProof(key []byte, label string, t, got []byte, more ...[]byte) bool {
+	return hmac.Equal(proof(key, label, t, more...), got)
 }
 
 // streamKey derives the key of one stream from the shared key and the

@@ -111,6 +111,27 @@ type Forwarder interface {
 	PostForward(i, n int) error
 }
 
+// Window is implemented by a receiving connection that allocates (for
+// RDMA, registers) its data receive buffers, its window, only when asked:
+// until then only the spares are there and posted, so that a peer that
+// has not authenticated itself or claimed the receiver costs it little,
+// and a data message from it fails the connection. The engine opens the
+// window once the sender has, before it welcomes it.
+type Window interface {
+	// OpenWindow allocates and posts the data receive buffers. It returns
+	// what the sender's connection needs to send into them (see
+	// WindowSetter), which the engine passes on in its welcome (under the
+	// key's proof, with one), or nil.
+	OpenWindow() ([]byte, error)
+}
+
+// WindowSetter is implemented by a sending connection that needs the
+// description of the receiver's window that OpenWindow returned before it
+// can send data (an RDMA ring's address and key).
+type WindowSetter interface {
+	SetWindow(desc []byte) error
+}
+
 // ArrivalCounter is implemented by connections that can tell how many
 // bytes have arrived from the peer, counting messages still arriving. The
 // engine then takes any arrival as a sign of life: on a slow link one

@@ -26,7 +26,8 @@ import (
 //	sender -> receiver (body, trailer)  receiver -> sender
 //	'D' data: payload                   1 byte: credits
 //	'E' end: bytes u64, sum u64,        'H' hello: flags, nonce[32]
-//	    [stream tag[32]]                'W' welcome: flags, mac[32]
+//	    [stream tag[32]]                'W' welcome: flags, mac[32],
+//	                                        window (see Window)
 //	'A' abort: kind, reason             'F' finished: bytes u64,
 //	                                        receivers u32, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason

@@ -186,13 +186,25 @@ func (r *receiver) handshake(parent context.Context) error {
 			return err
 		}
 	}
-	welcome := make([]byte, 2+macLen)
+	// Only now, the sender authenticated and the receiver claimed, does
+	// the stream's memory get spent.
+	var desc []byte
+	if w, ok := r.c.(Window); ok && !r.probe {
+		if desc, err = w.OpenWindow(); err != nil {
+			return wrap(KindSetup, "open the receive window", err)
+		}
+		if len(desc) > MaxControl-2-macLen {
+			return Errorf(KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
+		}
+	}
+	welcome := make([]byte, 2+macLen, 2+macLen+len(desc))
 	welcome[0] = msgWelcome
 	if haveKey {
 		welcome[1] = flagKey
-		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, t))
+		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, t, desc))
 		r.mac = newStreamMAC(streamKey(r.cfg.Key, t))
 	}
+	welcome = append(welcome, desc...)
 	if err := r.c.SendControl(ctx, welcome); err != nil {
 		return wrap(KindSetup, "send welcome", err)
 	}

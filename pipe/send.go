@@ -254,11 +254,17 @@ func (s *sender) handshake(parent context.Context) error {
 	if err != nil {
 		return err
 	}
+	desc := welcome[2+macLen:]
 	if haveKey {
-		if !validProof(s.cfg.Key, receiverLabel, t, welcome[2:2+macLen]) {
+		if !validProof(s.cfg.Key, receiverLabel, t, welcome[2:2+macLen], desc) {
 			return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
 		s.mac = newStreamMAC(streamKey(s.cfg.Key, t))
+	}
+	if ws, ok := s.c.(WindowSetter); ok && !s.probe {
+		if err := ws.SetWindow(desc); err != nil {
+			return wrap(KindSetup, "the receiver's window", err)
+		}
 	}
 	s.authenticated = true
 	return nil

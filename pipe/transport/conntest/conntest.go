@@ -67,7 +67,28 @@ func connect(t *testing.T, mk MakePair) (s, r pipe.Conn) {
 		_ = s.Close()
 		_ = r.Close()
 	})
+	openWindow(t, s, r)
 	return s, r
+}
+
+// openWindow opens the receiver's window, where it has one (pipe.Window),
+// as the engine does after the handshake, and hands the sender its
+// description.
+func openWindow(t *testing.T, s, r pipe.Conn) {
+	t.Helper()
+	w, ok := r.(pipe.Window)
+	if !ok {
+		return
+	}
+	desc, err := w.OpenWindow()
+	if err != nil {
+		t.Fatalf("open window: %v", err)
+	}
+	if ws, ok := s.(pipe.WindowSetter); ok {
+		if err := ws.SetWindow(desc); err != nil {
+			t.Fatalf("set window: %v", err)
+		}
+	}
 }
 
 // collect polls c until it has n completions, failing the test on an error.

@@ -28,6 +28,7 @@ func testNegotiate(t *testing.T, mk MakePair) {
 			}
 			defer s.Close()
 			defer r.Close()
+			openWindow(t, s, r)
 			for _, end := range []struct {
 				name string
 				c    pipe.Conn
@@ -57,12 +58,11 @@ func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
 			t.Errorf("%s: send buffer %d holds %d bytes, want %d", name, i, len(c.SendBuf(i)), l.SendSize)
 		}
 	}
-	// A receiver that offers a ring for remote writes gives its spares,
-	// which only ever hold control messages, just that much room.
-	ring := c.Info().DataPath == "write"
+	// A receiver that keeps its spares for control messages (a ring for
+	// remote writes, TCP) may give them just that much room.
 	for i := range l.RecvBufs {
 		got := len(c.RecvBuf(i))
-		spare := ring && i >= l.RecvBufs-pipe.SpareRecvs && got == pipe.MaxControl
+		spare := i >= l.RecvBufs-pipe.SpareRecvs && got == min(l.RecvSize, pipe.MaxControl)
 		if got != l.RecvSize && !spare {
 			t.Errorf("%s: receive buffer %d holds %d bytes, want %d", name, i, got, l.RecvSize)
 		}

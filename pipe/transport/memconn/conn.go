@@ -36,7 +36,8 @@ type Conn struct {
 
 	out                    []message // sent, not yet delivered
 	posted                 []int     // posted receive buffers, oldest first
-	spareFrom              int       // receive buffers from this index on take control messages only; the others data only
+	spareFrom              int       // receive buffers from this index on take control messages only (MaxControl bytes); the others data only
+	dataSize               int       // the size of a data receive buffer, allocated by OpenWindow
 	recvBusy, sendBusy     []bool    // posted and not yet reported by Poll
 	holds                  []holding
 	dataOrder              []int // receive buffers holding data, in arrival order
@@ -84,15 +85,36 @@ func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults
 	if l.SendBufs > 0 {
 		c.spareFrom = 0 // a sender receives control messages only
 	}
+	c.dataSize = l.RecvSize
 	for i := range c.sendBufs {
 		c.sendBufs[i] = make([]byte, l.SendSize)
 	}
-	for i := range c.recvBufs {
-		c.recvBufs[i] = make([]byte, l.RecvSize)
+	for i := c.spareFrom; i < len(c.recvBufs); i++ {
+		c.recvBufs[i] = make([]byte, min(l.RecvSize, pipe.MaxControl))
 		c.recvBusy[i] = true
 		c.posted = append(c.posted, i)
 	}
 	return c
+}
+
+// OpenWindow allocates a receiver end's data receive buffers and posts
+// them; until then a data message fails the pair. Only the first call
+// does anything.
+func (c *Conn) OpenWindow() ([]byte, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err := c.usable(); err != nil {
+		return nil, err
+	}
+	for i := range c.spareFrom {
+		if c.recvBufs[i] != nil {
+			break
+		}
+		c.recvBufs[i] = make([]byte, c.dataSize)
+		c.recvBusy[i] = true
+		c.posted = append(c.posted, i)
+	}
+	return nil, nil
 }
 
 // SendBuf returns send buffer i.

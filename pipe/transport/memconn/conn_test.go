@@ -37,6 +37,9 @@ func pair(t *testing.T, f Faults) (s, r *Conn) {
 		_ = s.Close()
 		_ = r.Close()
 	})
+	if _, err := r.OpenWindow(); err != nil {
+		t.Fatal(err)
+	}
 	return s, r
 }
 
@@ -104,6 +107,9 @@ func TestFaults(t *testing.T) {
 				_ = s.Close()
 				_ = r.Close()
 			})
+			if _, err := r.OpenWindow(); err != nil {
+				t.Fatal(err)
+			}
 			from, to := s, r
 			if tt.reverse {
 				from, to = r, s

@@ -37,6 +37,46 @@ func TestCreditViolation(t *testing.T) {
 	}
 }
 
+// TestWindow checks that a receiver end has only its spares, of
+// pipe.MaxControl bytes, until its window is opened: control messages
+// land, a data message fails the pair and counts as a violation.
+func TestWindow(t *testing.T) {
+	p := pipe.NewParams(1<<20, 4)
+	s, r, err := Pair(p, p, Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close()
+		_ = r.Close()
+	})
+	credits := r.RecvBufs() - pipe.SpareRecvs
+	for i := range r.RecvBufs() {
+		want := 0
+		if i >= credits {
+			want = pipe.MaxControl
+		}
+		if got := len(r.RecvBuf(i)); got != want {
+			t.Errorf("before the window opens, receive buffer %d holds %d bytes, want %d", i, got, want)
+		}
+	}
+	if err := s.SendControl(context.Background(), []byte("hello")); err != nil {
+		t.Fatal(err)
+	}
+	if cs, err := poll(r, time.Second); err != nil || len(cs) != 1 || cs[0].Buf < credits {
+		t.Fatalf("control message: %v, %v", cs, err)
+	}
+	if err := s.PostSend(0, 1); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := poll(r, time.Second); err == nil || !strings.Contains(err.Error(), "no posted data receive buffer") {
+		t.Errorf("data before the window: %v", err)
+	}
+	if v := r.Stats().Violations; v != 1 {
+		t.Errorf("%d violations, want 1", v)
+	}
+}
+
 // TestSpares checks that the receiver end keeps its spares for control
 // messages, as an RDMA receiver with a ring does: with every data buffer
 // full, the sender's control messages still land, each in a spare, but one

@@ -69,10 +69,6 @@ func (c *Conn) deliver(m message) {
 		c.landed(h, -1)
 		c.sent(m)
 		return
-	case m.n > len(r.recvBufs[0]):
-		r.stats.Violations++
-		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[0])))
-		return
 	}
 	i, ok := r.takePosted(h == holdsControl)
 	if !ok {
@@ -82,6 +78,11 @@ func (c *Conn) deliver(m message) {
 			what = "control message %d arrived with no posted spare receive buffer: the engine sent without a control credit"
 		}
 		c.breakLink(pipe.KindInternal, fmt.Errorf(what, m.seq))
+		return
+	}
+	if m.n > len(r.recvBufs[i]) {
+		r.stats.Violations++
+		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[i])))
 		return
 	}
 	if h == holdsData {

@@ -101,6 +101,9 @@ func (c *Conn) PostRecv(i int) error {
 	if i < 0 || i >= len(c.recvBufs) {
 		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.peer.name, i, len(c.recvBufs))
 	}
+	if c.recvBufs[i] == nil {
+		return fmt.Errorf("post receive from %s: receive buffer %d is in the window, which is not open", c.peer.name, i)
+	}
 	if c.recvBusy[i] {
 		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.peer.name, i)
 	}

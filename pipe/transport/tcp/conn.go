@@ -1,12 +1,15 @@
 // Package tcp is the TCP transport of rdmapipe: a pipe.Conn over one TCP
 // connection, with each message framed as a 4-byte little-endian length
-// followed by its bytes.
+// (its top bit set for a control message) followed by its bytes.
 //
 // A writer goroutine sends queued messages in order, several per writev
 // system call; a reader goroutine reads each message straight into the
-// oldest posted receive buffer. A message for which none is posted fails
-// the connection: the engine never sends one (see pipe.Conn), so only a
-// peer that breaks the protocol does.
+// oldest posted receive buffer of its kind: a receiver keeps its last
+// pipe.SpareRecvs buffers, of pipe.MaxControl bytes, for control messages,
+// as the RDMA ring does, and allocates the others, its window, only when
+// the engine opens it after authentication (pipe.Window). A message for
+// which no buffer is posted fails the connection: the engine never sends
+// one (see pipe.Conn), so only a peer that breaks the protocol does.
 package tcp
 
 import (
@@ -34,7 +37,9 @@ const closeTimeout = 2 * time.Second
 // is buffered are read directly into the receive buffer.
 const readBufferSize = 16 << 10
 
-// Conn is a pipe.Conn over TCP. Its buffers are plain memory, allocated once.
+// Conn is a pipe.Conn over TCP. Its buffers are mapped outside the Go heap:
+// the control buffers when the connection is made, a receiver's data
+// buffers (its window) only when the engine opens it (see OpenWindow).
 type Conn struct {
 	nc     net.Conn
 	info   pipe.Info
@@ -44,19 +49,26 @@ type Conn struct {
 	ctrlBufs           [][]byte      // transport-owned memory for SendControl
 	sendBusy           []atomic.Bool // posted and not yet reported by Poll
 	recvBusy           []atomic.Bool
+	// spareFrom is the first receive buffer for control messages: those
+	// before it take data messages only, those from it control messages
+	// only (a sender's are all for control messages).
+	spareFrom int
+	dataSize  int // the size of a data receive buffer, allocated by OpenWindow
+	ctrlSize  int // the size of a control receive buffer
 
-	queue    chan work // messages for the writer, in order
-	ctrlFree chan int  // indices of free ctrlBufs
-	posted   chan int  // posted receive buffers, oldest first
-	comps    chan pipe.Completion
-	closing  chan struct{} // closed by Close: the writer flushes and stops
-	written  chan struct{} // closed when the writer has stopped
-	done     chan struct{} // closed when the connection has failed or closed
-	failOnce sync.Once
-	err      error // why done was closed; set before closing done
-	closed   atomic.Bool
-	closeMu  sync.Mutex
-	wg       sync.WaitGroup
+	queue      chan work // messages for the writer, in order
+	ctrlFree   chan int  // indices of free ctrlBufs
+	postedData chan int  // posted data receive buffers, oldest first
+	postedCtrl chan int  // posted control receive buffers, oldest first
+	comps      chan pipe.Completion
+	closing    chan struct{} // closed by Close: the writer flushes and stops
+	written    chan struct{} // closed when the writer has stopped
+	done       chan struct{} // closed when the connection has failed or closed
+	failOnce   sync.Once
+	err        error // why done was closed; set before closing done
+	closed     atomic.Bool
+	closeMu    sync.Mutex
+	wg         sync.WaitGroup
 
 	br      *bufio.Reader
 	arrived atomic.Int64         // bytes read from the socket, see Arrived
@@ -69,7 +81,9 @@ type Conn struct {
 
 	adopted atomic.Pointer[pipe.Conn] // whose receive buffers PostForward sends from
 
-	mem []byte // the mapping every buffer is carved from; unmapped by Close
+	windowOnce sync.Once
+	mapMu      sync.Mutex
+	maps       [][]byte // the mappings the buffers are carved from; unmapped by Close
 }
 
 // work is one message queued for the writer: send buffer buf, or control
@@ -82,8 +96,10 @@ type work struct {
 
 // newConn makes a Conn over nc with buffers for layout l and the negotiated
 // params p, whose peer has peerRecvBufs receive buffers, and starts its
-// reader and writer.
-func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) (*Conn, error) {
+// reader and writer. The last spares receive buffers take control
+// messages, of at most pipe.MaxControl bytes: with spares < l.RecvBufs (a
+// receiver) the others, for data, are allocated by OpenWindow.
+func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Go enables TCP_NODELAY by default; say so in case that changes.
 		// Socket buffer sizes are left to the kernel's autotuning: setting
@@ -91,52 +107,92 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs int) (*Conn
 		_ = tc.SetNoDelay(true)
 	}
 	ctrl := peerRecvBufs
-	// Data buffers start on a page (a large allocation does), so that
-	// payloads, which start their messages, suit O_DIRECT and pwrite.
-	// They are mapped outside the Go heap, so that a relay's RDMA
-	// connection may register them to send from (see MappedBuffers).
-	send, recv := roundUp(l.SendSize, pageSize), roundUp(l.RecvSize, pageSize)
-	size := l.SendBufs*send + l.RecvBufs*recv + ctrl*pipe.MaxControl
-	mem, err := unix.Mmap(-1, 0, max(size, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	spareFrom := l.RecvBufs - spares
+	c := &Conn{
+		nc:         nc,
+		remote:     nc.RemoteAddr().String(),
+		spareFrom:  spareFrom,
+		dataSize:   l.RecvSize,
+		ctrlSize:   min(l.RecvSize, pipe.MaxControl),
+		recvBufs:   make([][]byte, l.RecvBufs),
+		sendBusy:   make([]atomic.Bool, l.SendBufs),
+		recvBusy:   make([]atomic.Bool, l.RecvBufs),
+		queue:      make(chan work, l.SendBufs+ctrl),
+		ctrlFree:   make(chan int, ctrl),
+		postedData: make(chan int, max(spareFrom, 0)),
+		postedCtrl: make(chan int, spares),
+		comps:      make(chan pipe.Completion, 2*(l.SendBufs+l.RecvBufs)), // sends, forwards and receives
+		closing:    make(chan struct{}),
+		written:    make(chan struct{}),
+		done:       make(chan struct{}),
+		vec:        make(net.Buffers, 0, 2*(l.SendBufs+ctrl)),
+		hdrs:       make([]byte, frameHeaderLen*(l.SendBufs+ctrl)),
+		batch:      make([]work, 0, l.SendBufs+ctrl),
+	}
+	// Send buffers start on a page, so that what is read into them suits
+	// O_DIRECT.
+	send := roundUp(l.SendSize, pageSize)
+	mem, err := c.mapBuffers(l.SendBufs*send + (ctrl+spares)*pipe.MaxControl)
 	if err != nil {
 		_ = nc.Close()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "allocate buffers for " + nc.RemoteAddr().String(),
-			Err: errors.Join(fmt.Errorf("mmap %d bytes: %w", size, err), pipe.ErrLocal)}
+		return nil, err
 	}
-	base := mem
-	c := &Conn{
-		mem:      base,
-		nc:       nc,
-		remote:   nc.RemoteAddr().String(),
-		sendBufs: carve(&mem, l.SendBufs, l.SendSize, send),
-		recvBufs: carve(&mem, l.RecvBufs, l.RecvSize, recv),
-		ctrlBufs: carve(&mem, ctrl, pipe.MaxControl, pipe.MaxControl),
-		sendBusy: make([]atomic.Bool, l.SendBufs),
-		recvBusy: make([]atomic.Bool, l.RecvBufs),
-		queue:    make(chan work, l.SendBufs+ctrl),
-		ctrlFree: make(chan int, ctrl),
-		posted:   make(chan int, l.RecvBufs),
-		comps:    make(chan pipe.Completion, 2*(l.SendBufs+l.RecvBufs)), // sends, forwards and receives
-		closing:  make(chan struct{}),
-		written:  make(chan struct{}),
-		done:     make(chan struct{}),
-		vec:      make(net.Buffers, 0, 2*(l.SendBufs+ctrl)),
-		hdrs:     make([]byte, frameHeaderLen*(l.SendBufs+ctrl)),
-		batch:    make([]work, 0, l.SendBufs+ctrl),
-	}
+	c.sendBufs = carve(&mem, l.SendBufs, l.SendSize, send)
+	c.ctrlBufs = carve(&mem, ctrl, pipe.MaxControl, pipe.MaxControl)
+	copy(c.recvBufs[spareFrom:], carve(&mem, spares, c.ctrlSize, pipe.MaxControl))
 	c.br = bufio.NewReaderSize(countingReader{nc, &c.arrived}, readBufferSize)
 	c.info = pipe.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
 	for i := range ctrl {
 		c.ctrlFree <- i
 	}
-	for i := range l.RecvBufs {
+	for i := spareFrom; i < l.RecvBufs; i++ {
 		c.recvBusy[i].Store(true)
-		c.posted <- i
+		c.postedCtrl <- i
 	}
 	c.wg.Add(2)
 	go c.readLoop()
 	go c.writeLoop()
 	return c, nil
+}
+
+// mapBuffers maps size bytes outside the Go heap, for Close to unmap, so
+// that a relay's RDMA connection may register them to send from (see
+// MappedBuffers).
+func (c *Conn) mapBuffers(size int) ([]byte, error) {
+	mem, err := unix.Mmap(-1, 0, max(size, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "allocate buffers for " + c.remote,
+			Err: errors.Join(fmt.Errorf("mmap %d bytes: %w", size, err), pipe.ErrLocal)}
+	}
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	c.maps = append(c.maps, mem)
+	return mem, nil
+}
+
+// OpenWindow allocates a receiver's data receive buffers and posts them;
+// until then a data message from the peer fails the connection. Data
+// buffers start on a page, so that payloads, which start their messages,
+// suit O_DIRECT and pwrite. It returns no description: the sender needs
+// none. Only the first call does anything.
+func (c *Conn) OpenWindow() ([]byte, error) {
+	var err error
+	c.windowOnce.Do(func() {
+		if err = c.usable(); err != nil {
+			return
+		}
+		size := roundUp(c.dataSize, pageSize)
+		var mem []byte
+		if mem, err = c.mapBuffers(c.spareFrom * size); err != nil {
+			return
+		}
+		copy(c.recvBufs, carve(&mem, c.spareFrom, c.dataSize, size))
+		for i := range c.spareFrom {
+			c.recvBusy[i].Store(true)
+			c.postedData <- i
+		}
+	})
+	return nil, err
 }
 
 // MappedBuffers reports that the connection's buffers are mapped outside
@@ -223,5 +279,12 @@ func (c *Conn) Close() error {
 	t.Stop()
 	c.fail(pipe.ErrClosed)
 	c.wg.Wait()
-	return unix.Munmap(c.mem)
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	var err error
+	for _, m := range c.maps {
+		err = errors.Join(err, unix.Munmap(m))
+	}
+	c.maps = nil
+	return err
 }

@@ -21,7 +21,13 @@ func makePair(t testing.TB, proposal, local pipe.Params) (sender, receiver pipe.
 		t.Fatal(err)
 	}
 	defer l.Close()
-	return dialAccept(t, l, l.Addr(), proposal)
+	s, r, err := dialAccept(t, l, l.Addr(), proposal)
+	if err == nil {
+		if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s, r, err
 }
 
 // dialAccept dials addr while l accepts. It returns both ends, or the

@@ -82,7 +82,8 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*C
 		}
 		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
 	}
-	return newConn(nc, pipe.SenderLayout(proposal), p, pipe.ReceiverLayout(p).RecvBufs)
+	l := pipe.SenderLayout(proposal)
+	return newConn(nc, l, p, pipe.ReceiverLayout(p).RecvBufs, l.RecvBufs)
 }
 
 // errBusy is the cause of a busy receiver's refusal.

@@ -99,11 +99,11 @@ func rawReceiver(t *testing.T, p pipe.Params) (net.Conn, *Conn) {
 // reading it.
 func TestOversizeControl(t *testing.T) {
 	pc, s := rawReceiver(t, proposal)
-	if _, err := pc.Write(frame(pipe.MaxControl+1, 0)); err != nil {
+	if _, err := pc.Write(frame(ctrlFrame|(pipe.MaxControl+1), 0)); err != nil {
 		t.Fatal(err)
 	}
 	err := pollError(t, s)
-	want := fmt.Sprintf("read from %s: peer sent a %d-byte message but receive buffers hold %d bytes", pc.LocalAddr(), pipe.MaxControl+1, pipe.MaxControl)
+	want := fmt.Sprintf("read from %s: peer sent a %d-byte control message but its receive buffers hold %d bytes", pc.LocalAddr(), pipe.MaxControl+1, pipe.MaxControl)
 	if pipe.KindOf(err) != pipe.KindIntegrity || !strings.HasPrefix(err.Error(), want) {
 		t.Errorf("poll: %v (%v), want %v: %s...", err, pipe.KindOf(err), pipe.KindIntegrity, want)
 	}

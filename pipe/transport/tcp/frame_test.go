@@ -37,6 +37,9 @@ func rawSender(t *testing.T) (net.Conn, pipe.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
+	if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+		t.Fatal(err)
+	}
 	if _, err := io.ReadFull(nc, b); err != nil {
 		t.Fatal(err)
 	}
@@ -65,9 +68,10 @@ func TestBrokenFrames(t *testing.T) {
 		kind  pipe.Kind
 		want  string
 	}{
-		{"oversize", func() []byte { return frame(size+1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", size+1, size)},
-		{"hostile length", func() []byte { return frame(1<<32-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", uint32(1<<32-1), size)},
-		{"sign bit", func() []byte { return frame(1<<31, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes", 1<<31, size)},
+		{"oversize", func() []byte { return frame(size+1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", size+1, size)},
+		{"oversize control", func() []byte { return frame(ctrlFrame|(pipe.MaxControl+1), 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", pipe.MaxControl+1, pipe.MaxControl)},
+		{"hostile length", func() []byte { return frame(1<<32-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", 1<<31-1, pipe.MaxControl)},
+		{"hostile data length", func() []byte { return frame(1<<31-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", 1<<31-1, size)},
 		{"cut header", func() []byte { return frame(10, 0)[:2] }, pipe.KindAborted, "peer closed the connection"},
 		{"cut payload", func() []byte { return frame(100, 10) }, pipe.KindAborted, "peer closed the connection in the middle of a message"},
 	}
@@ -86,7 +90,8 @@ func TestBrokenFrames(t *testing.T) {
 	}
 }
 
-// frame returns the header of an n-byte message followed by have bytes.
+// frame returns a frame header (n: the length, with ctrlFrame for a
+// control message) followed by have bytes.
 func frame(n, have int) []byte {
 	b := make([]byte, frameHeaderLen+have)
 	binary.LittleEndian.PutUint32(b, uint32(n))
@@ -120,7 +125,7 @@ func TestNoPostedBuffer(t *testing.T) {
 	}
 	defer s.Close()
 	defer r.Close()
-	n := r.RecvBufs()
+	n := r.RecvBufs() - pipe.SpareRecvs
 	for k := range n + 1 {
 		copy(s.SendBuf(k), []byte{byte(k)})
 		if err := s.PostSend(k, 1); err != nil {

@@ -179,19 +179,23 @@ func checkMessage(t *testing.T, msg string) {
 	}
 }
 
-// fuzzLayout is the small buffer layout of the frame fuzzer's Conn.
+// fuzzLayout is the small buffer layout of the frame fuzzer's Conn: one
+// data receive buffer and one for control messages, 8 bytes each.
 var fuzzLayout = pipe.Layout{SendBufs: 1, SendSize: 8, RecvBufs: 2, RecvSize: 8}
 
 // FuzzFrames feeds an arbitrary byte stream, which then ends, to a Conn's
-// reader (receive buffers of fuzzLayout.RecvSize bytes) and polls it,
-// posting each buffer again. It never panics or hangs; Poll returns
-// exactly the whole frames the stream holds, up to the first that does not
-// fit or is cut short, and then the error that says which.
+// reader and polls it, posting each buffer again. The stream is written a
+// whole frame at a time, the next once the last was taken and its buffer
+// posted again, so that each finds one posted for it. It never panics or
+// hangs; Poll returns exactly the whole frames the stream holds, each in a
+// buffer of its kind, up to the first that does not fit or is cut short,
+// and then the error that says which.
 func FuzzFrames(f *testing.F) {
 	f.Add([]byte{})
 	f.Add(frame(0, 0))
 	f.Add(append(frame(3, 0), "abc"...))
 	f.Add(append(append(frame(8, 0), "12345678"...), frame(1, 1)...))
+	f.Add(append(append(frame(ctrlFrame|2, 0), "ok"...), frame(3, 3)...))
 	f.Add(frame(9, 9))
 	f.Add(frame(1<<32-1, 0))
 	f.Add(frame(1<<31, 0))
@@ -200,24 +204,38 @@ func FuzzFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		peer, nc := net.Pipe()
 		defer peer.Close()
-		c, err := newConn(nc, fuzzLayout, pipe.NewParams(4, 3), 1)
+		c, err := newConn(nc, fuzzLayout, pipe.NewParams(4, 3), 1, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer c.Close()
+		if _, err := c.OpenWindow(); err != nil {
+			t.Fatal(err)
+		}
+		frames, rest, wantErr := splitFrames(stream, fuzzLayout.RecvSize)
+		taken := make(chan struct{})
 		go func() {
-			_, _ = peer.Write(stream) // ends early when the reader fails
-			_ = peer.Close()
+			defer peer.Close()
+			for _, fr := range frames {
+				if _, err := peer.Write(fr.raw); err != nil {
+					return
+				}
+				select {
+				case <-taken:
+				case <-time.After(fuzzBound):
+					return
+				}
+			}
+			_, _ = peer.Write(rest) // ends early when the reader fails
 		}()
-		want, wantErr := splitFrames(stream, fuzzLayout.RecvSize)
 		ctx, cancel := context.WithTimeout(t.Context(), fuzzBound)
 		defer cancel()
 		cs := make([]pipe.Completion, 4)
-		var got [][]byte
+		var got int
 		for {
 			n, err := c.Poll(ctx, cs)
 			if errors.Is(err, context.DeadlineExceeded) {
-				t.Fatalf("poll hung after %d messages", len(got))
+				t.Fatalf("poll hung after %d messages", got)
 			}
 			if err != nil {
 				if msg := "read from pipe: " + wantErr; err.Error() != msg {
@@ -227,42 +245,52 @@ func FuzzFrames(f *testing.F) {
 				break
 			}
 			for _, x := range cs[:n] {
-				if x.Op != pipe.OpRecv || x.Len > fuzzLayout.RecvSize {
-					t.Fatalf("completion %+v", x)
+				if got >= len(frames) {
+					t.Fatalf("stream %q: message %d is one too many", stream, got)
 				}
-				got = append(got, bytes.Clone(c.RecvBuf(x.Buf)[:x.Len]))
+				want := frames[got]
+				if x.Op != pipe.OpRecv || (x.Buf >= c.spareFrom) != want.ctrl || !bytes.Equal(c.RecvBuf(x.Buf)[:x.Len], want.body) {
+					t.Fatalf("stream %q: message %d arrived as %+v holding %q, want %q (control %v)", stream, got, x, c.RecvBuf(x.Buf)[:x.Len], want.body, want.ctrl)
+				}
+				got++
 				_ = c.PostRecv(x.Buf) // fails once the stream has ended: Poll says why
+				taken <- struct{}{}
 			}
 		}
-		if len(got) != len(want) {
-			t.Fatalf("stream %q: got %d messages %q, want %d %q", stream, len(got), got, len(want), want)
-		}
-		for i := range got {
-			if !bytes.Equal(got[i], want[i]) {
-				t.Fatalf("stream %q: message %d is %q, want %q", stream, i, got[i], want[i])
-			}
+		if got != len(frames) {
+			t.Fatalf("stream %q: got %d messages, want %d", stream, got, len(frames))
 		}
 	})
 }
 
-// splitFrames splits stream into the messages a reader with receive
-// buffers of size bytes delivers, and returns the error text (after the
-// "read from ADDR: ") that ends them.
-func splitFrames(stream []byte, size int) ([][]byte, string) {
-	var msgs [][]byte
+// aFrame is a whole frame of a stream: its bytes, and the message it holds.
+type aFrame struct {
+	raw, body []byte
+	ctrl      bool
+}
+
+// splitFrames splits stream into the whole frames a reader with receive
+// buffers of size bytes (of either kind) delivers, the rest, and the
+// error text (after the "read from ADDR: ") that ends them.
+func splitFrames(stream []byte, size int) ([]aFrame, []byte, string) {
+	var frames []aFrame
 	for {
 		if len(stream) < frameHeaderLen {
-			return msgs, "peer closed the connection"
+			return frames, stream, "peer closed the connection"
 		}
-		n := binary.LittleEndian.Uint32(stream)
+		v := binary.LittleEndian.Uint32(stream)
+		ctrl, n, kind := v&ctrlFrame != 0, v&^ctrlFrame, "data"
+		if ctrl {
+			kind = "control"
+		}
 		if uint64(n) > uint64(size) {
-			return msgs, fmt.Sprintf("peer sent a %d-byte message but receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, size)
+			return frames, stream, fmt.Sprintf("peer sent a %d-byte %s message but its receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, kind, size)
 		}
-		stream = stream[frameHeaderLen:]
-		if uint64(len(stream)) < uint64(n) {
-			return msgs, "peer closed the connection in the middle of a message"
+		if uint64(len(stream)-frameHeaderLen) < uint64(n) {
+			return frames, stream, "peer closed the connection in the middle of a message"
 		}
-		msgs = append(msgs, stream[:n])
-		stream = stream[n:]
+		end := frameHeaderLen + int(n)
+		frames = append(frames, aFrame{raw: stream[:end], body: stream[frameHeaderLen:end], ctrl: ctrl})
+		stream = stream[end:]
 	}
 }

@@ -290,7 +290,8 @@ func TestListenerBusy(t *testing.T) {
 	}
 	defer s.Close()
 	defer r.Close()
-	if grew := allocated(t) - before; grew < 2*4*16<<20 {
+	if grew := allocated(t) - before; grew < 4*16<<20 { // the sender's; the receiver's window is not open
+
 		t.Errorf("a connection allocated only %d bytes: the allocation check above proves nothing", grew)
 	}
 	if s.Info().Local != r.Info().Remote {

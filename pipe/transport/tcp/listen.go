@@ -66,7 +66,7 @@ func (a accepted) conn() (*Conn, error) {
 	if a.nc == nil {
 		return nil, a.err
 	}
-	return newConn(a.nc, pipe.ReceiverLayout(a.p), a.p, pipe.SenderLayout(a.p).RecvBufs)
+	return newConn(a.nc, pipe.ReceiverLayout(a.p), a.p, pipe.SenderLayout(a.p).RecvBufs, pipe.SpareRecvs)
 }
 
 var _ pipe.Listener = (*Listener)(nil)

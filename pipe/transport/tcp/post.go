@@ -76,10 +76,17 @@ func (c *Conn) PostRecv(i int) error {
 	if i < 0 || i >= len(c.recvBufs) {
 		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.remote, i, len(c.recvBufs))
 	}
+	if c.recvBufs[i] == nil {
+		return fmt.Errorf("post receive from %s: receive buffer %d is in the window, which is not open", c.remote, i)
+	}
 	if !c.recvBusy[i].CompareAndSwap(false, true) {
 		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.remote, i)
 	}
-	c.posted <- i
+	if i >= c.spareFrom {
+		c.postedCtrl <- i
+	} else {
+		c.postedData <- i
+	}
 	return nil
 }
 

@@ -14,26 +14,26 @@ import (
 // reports each as an OpRecv completion, until the connection fails.
 func (c *Conn) readLoop() {
 	defer c.wg.Done()
-	size := 0
-	if len(c.recvBufs) > 0 {
-		size = len(c.recvBufs[0])
-	}
 	for {
 		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 			c.fail(c.readError(err, "peer closed the connection"))
 			return
 		}
-		n, err := frameLen(c.hdr, size)
+		n, ctrl, err := frameLen(c.hdr, c.dataSize, c.ctrlSize)
 		if err != nil {
 			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote, Err: err})
 			return
 		}
+		posted, kind := c.postedData, "data"
+		if ctrl {
+			posted, kind = c.postedCtrl, "control"
+		}
 		var i int
 		select {
-		case i = <-c.posted:
+		case i = <-posted:
 		default:
 			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote,
-				Err: fmt.Errorf("the peer sent a %d-byte message with no receive buffer posted for it: it does not keep to the protocol's credits", n)})
+				Err: fmt.Errorf("the peer sent a %d-byte %s message with no receive buffer posted for it: it does not keep to the protocol's credits", n, kind)})
 			return
 		}
 		if _, err := io.ReadFull(c.br, c.recvBufs[i][:n]); err != nil {
@@ -44,16 +44,35 @@ func (c *Conn) readLoop() {
 	}
 }
 
-// frameLen decodes a frame header and checks the length against size, the
-// capacity of the receive buffers. The comparison is made before any
-// conversion to int, so that no length can turn negative or index past a
-// buffer.
-func frameLen(hdr [frameHeaderLen]byte, size int) (int, error) {
-	n := binary.LittleEndian.Uint32(hdr[:])
-	if uint64(n) > uint64(size) {
-		return 0, fmt.Errorf("peer sent a %d-byte message but receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, size)
+// ctrlFrame is the bit of a frame header that marks a control message.
+const ctrlFrame = 1 << 31
+
+// frameHeader encodes the header of a message of n bytes: its length,
+// with ctrlFrame set for a control message.
+func frameHeader(h []byte, n int, ctrl bool) {
+	v := uint32(n)
+	if ctrl {
+		v |= ctrlFrame
 	}
-	return int(n), nil
+	binary.LittleEndian.PutUint32(h, v)
+}
+
+// frameLen decodes a frame header and checks the length against the
+// capacity of the receive buffers for its kind: dataSize bytes for a data
+// message, ctrlSize for a control message. The comparison is made before
+// any conversion to int, so that no length can turn negative or index past
+// a buffer.
+func frameLen(hdr [frameHeaderLen]byte, dataSize, ctrlSize int) (int, bool, error) {
+	v := binary.LittleEndian.Uint32(hdr[:])
+	ctrl := v&ctrlFrame != 0
+	n, size, kind := v&^ctrlFrame, dataSize, "data"
+	if ctrl {
+		size, kind = ctrlSize, "control"
+	}
+	if uint64(n) > uint64(size) {
+		return 0, false, fmt.Errorf("peer sent a %d-byte %s message but its receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, kind, size)
+	}
+	return int(n), ctrl, nil
 }
 
 // readError describes a failed read; eof says what an end of file means.

@@ -25,7 +25,7 @@ type loop struct {
 // ends it.
 func newLoop(s, r pipe.Conn, size int) *loop {
 	l := &loop{s: s, r: r, size: size, start: make(chan int), done: make(chan error),
-		cs: make([]pipe.Completion, 16), free: make([]int, 0, s.SendBufs()), credits: r.RecvBufs()}
+		cs: make([]pipe.Completion, 16), free: make([]int, 0, s.SendBufs()), credits: r.RecvBufs() - pipe.SpareRecvs}
 	for i := range s.SendBufs() {
 		l.free = append(l.free, i)
 	}

@@ -1,10 +1,6 @@
 package tcp
 
-import (
-	"encoding/binary"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
-)
+import "github.com/rdmapipe/rdmapipe/pipe"
 
 // maxBatchBytes is where the writer stops adding queued messages to one
 // writev: small messages share a system call, while a large one is reported
@@ -58,7 +54,7 @@ fill:
 	vec := c.vec[:0]
 	for k, w := range batch {
 		h := c.hdrs[k*frameHeaderLen : (k+1)*frameHeaderLen]
-		binary.LittleEndian.PutUint32(h, uint32(w.n))
+		frameHeader(h, w.n, w.ctrl)
 		vec = append(vec, h, c.payload(w))
 	}
 	c.nb = vec
