@@ -510,3 +510,51 @@ func TestCloseDropsFinished(t *testing.T) {
 		t.Errorf("poll: %v (%v), want the peer closed the connection", err, pipe.KindOf(err))
 	}
 }
+
+// TestWindowAfterAuthentication checks that an accepted connection holds
+// no chunk-sized buffer until its window is opened (after the sender
+// authenticated itself, in the engine): its proposal alone makes the
+// receiver map a few KiB, however large the chunks it asks for.
+func TestWindowAfterAuthentication(t *testing.T) {
+	big := pipe.NewParams(16<<20, 4)
+	l, err := Listen(t.Context(), "127.0.0.1:0", big)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	nc, err := net.Dial("tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	b, _ := big.MarshalBinary()
+	if _, err := nc.Write(b); err != nil {
+		t.Fatal(err)
+	}
+	before := allocated(t)
+	r, err := l.Accept(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	// A receiver's buffers for big take 48 MiB; a thread's stack or a
+	// runtime's reservation may add a few MiB of address space.
+	if grew := allocated(t) - before; grew > 40<<20 {
+		t.Errorf("accepting a connection allocated %d bytes before its window opened", grew)
+	}
+	for i := range r.RecvBufs() - pipe.SpareRecvs {
+		if r.RecvBuf(i) != nil {
+			t.Fatalf("data receive buffer %d exists before the window opened", i)
+		}
+	}
+	before = allocated(t)
+	if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+		t.Fatal(err)
+	}
+	if grew := allocated(t) - before; grew < 3*16<<20 {
+		t.Errorf("opening the window allocated only %d bytes: the check above proves nothing", grew)
+	}
+	if len(r.RecvBuf(0)) != big.Chunk+pipe.TrailerLen {
+		t.Errorf("data receive buffer 0 holds %d bytes after the window opened", len(r.RecvBuf(0)))
+	}
+}
