@@ -176,14 +176,18 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 	for _, c := range s.cs[:n] {
 		if c.Op == OpRecv {
 			s.heardFrom()
+			if ac, ok := s.c.(ArrivalCounter); ok {
+				s.arrived = ac.Arrived() // what arrived so far is heard
+			}
 			break
 		}
 	}
 	return s.cs[:n], nil
 }
 
-// arriving reports whether bytes arrived since it was last asked, when the
-// connection can tell (ArrivalCounter); if so the peer counts as heard.
+// arriving reports whether bytes arrived since the peer was last heard
+// from or it was last asked, when the connection can tell
+// (ArrivalCounter); if so the peer counts as heard.
 func (s *session) arriving() bool {
 	ac, ok := s.c.(ArrivalCounter)
 	if !ok {

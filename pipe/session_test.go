@@ -1,0 +1,55 @@
+package pipe
+
+import (
+	"context"
+	"testing"
+	"time"
+)
+
+// silentConn is a Conn whose peer sent one message and then fell silent,
+// after bytes of it arrived: Poll returns that message once, then waits
+// for its context, recording each deadline it was given.
+type silentConn struct {
+	Conn
+	polled    int
+	deadlines []time.Time
+}
+
+func (c *silentConn) Poll(ctx context.Context, cs []Completion) (int, error) {
+	if c.polled++; c.polled == 1 {
+		cs[0] = Completion{Op: OpRecv, Len: 1}
+		return 1, nil
+	}
+	d, _ := ctx.Deadline()
+	c.deadlines = append(c.deadlines, d)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (c *silentConn) Arrived() int64 { return 100 }
+
+func (c *silentConn) Info() Info { return Info{Remote: "silent"} }
+
+// TestSilenceFromLastWord checks that the idle timeout counts from the
+// peer's last message: bytes that arrived before it do not count as a sign
+// of life later (they once stretched the timeout by up to its length).
+func TestSilenceFromLastWord(t *testing.T) {
+	const timeout = 100 * time.Millisecond
+	c := &silentConn{}
+	s := newSession(c, Config{Timeout: timeout}, "sender")
+	defer s.release()
+	s.heard.Store(time.Now().Add(-timeout / 2).UnixNano()) // the stream began a while ago
+	if _, err := s.poll(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	last := s.lastHeard()
+	_, err := s.poll(t.Context())
+	if KindOf(err) != KindAborted {
+		t.Fatalf("poll: %v, want the silence reported", err)
+	}
+	for i, d := range c.deadlines {
+		if d.After(last.Add(timeout)) {
+			t.Errorf("wait %d had its deadline %v after the last word, want at most %v", i, d.Sub(last), timeout)
+		}
+	}
+}
