@@ -197,6 +197,9 @@ func (r *receiver) handshake(parent context.Context) error {
 			return Errorf(KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 		}
 	}
+	if r.relay != nil {
+		r.relay.adopt(r.c)
+	}
 	welcome := make([]byte, 2+macLen, 2+macLen+len(desc))
 	welcome[0] = msgWelcome
 	if haveKey {

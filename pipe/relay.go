@@ -137,15 +137,21 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 		c.Close()
 		return fail(err)
 	}
-	if fw, ok := c.(Forwarder); ok && c.Info().Chunk >= r.c.Info().Chunk && fw.Adopt(r.c) == nil {
-		s.forward, s.forwardFrom = fw, r.c
-	}
 	r.relay = &relay{s: s, name: name, freed: make([]chan struct{}, r.c.RecvBufs())}
 	for i := range r.relay.freed {
 		r.relay.freed[i] = make(chan struct{}, 2)
 	}
 	s.onForward = r.relay.free
 	return nil
+}
+
+// adopt lets the relay send what arrives on up straight from its receive
+// buffers, where the connection to the next receiver can (pipe.Forwarder)
+// and takes chunks as large; else it copies. up's window must be open.
+func (rl *relay) adopt(up Conn) {
+	if fw, ok := rl.s.c.(Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
+		rl.s.forward, rl.s.forwardFrom = fw, up
+	}
 }
 
 // setUpFailure says what a failure of kind k to set up the stream to the
