@@ -13,12 +13,35 @@ import (
 )
 
 // maxHandshakes bounds the connections the remote side handshakes with at
-// once; more are closed at once. Only the one holding the one-time key
-// gets past the handshake; the others fail it within the handshake timeout.
+// once. When another arrives, the one that has waited longest in its
+// handshake is dropped, so that connections that say nothing cannot lock
+// the real sender out: it handshakes beside them, proves the key and
+// claims the receiver. Only the one holding the one-time key gets past
+// the handshake.
 const maxHandshakes = 8
 
-// result is how the stream of the claimed connection ended.
+// pending is a connection in its handshake, or the claimed one.
+type pending struct {
+	cancel context.CancelFunc
+	state  atomic.Int32 // handshaking, claimed or dropped
+}
+
+const (
+	handshaking int32 = iota
+	claimed
+	dropped
+)
+
+// drop gives up a connection still in its handshake (a claimed one stays).
+func (p *pending) drop() {
+	if p.state.CompareAndSwap(handshaking, dropped) {
+		p.cancel()
+	}
+}
+
+// result is how one connection ended.
 type result struct {
+	p   *pending
 	st  pipe.Stats
 	err error
 }
@@ -26,81 +49,99 @@ type result struct {
 // receiveOne accepts connections on l until one proves the key and claims
 // the receiver, writes its stream to w, and returns how it ended. No sender
 // claiming within wait is a setup failure. Connections that fail the
-// handshake are reported on log and skipped.
+// handshake are reported on log and skipped; dropped ones are not reported.
 func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Config, wait time.Duration, log io.Writer) (pipe.Stats, error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer wg.Wait()
-	defer cancel()
-	var claimed atomic.Bool
-	results := make(chan result, 1)
-	slots := make(chan struct{}, maxHandshakes)
+	actx, stopAccepting := context.WithCancel(ctx)
 	accepted, acceptErrs := make(chan pipe.Conn), make(chan error)
-	wg.Go(func() { pipe.AcceptLoop(ctx, l, accepted, acceptErrs) })
-	wg.Go(func() {
-		for {
-			var c pipe.Conn
-			select {
-			case c = <-accepted:
-			case err := <-acceptErrs:
-				fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", err)
-				continue
-			case <-ctx.Done():
-				return
-			}
-			select {
-			case slots <- struct{}{}:
-			default:
-				c.Close()
-				continue
-			}
-			wg.Go(func() {
-				defer func() { <-slots }()
-				serveOne(ctx, c, w, cfg, &claimed, l, results, log)
-			})
+	var wg sync.WaitGroup
+	wg.Go(func() { pipe.AcceptLoop(actx, l, accepted, acceptErrs) })
+	results := make(chan result)
+	var waiting []*pending // handshaking, oldest first
+	inFlight := 0
+	defer func() {
+		stopAccepting()
+		for _, p := range waiting {
+			p.drop()
 		}
-	})
+		for ; inFlight > 0; inFlight-- {
+			<-results
+		}
+		wg.Wait()
+	}()
+	var won atomic.Bool // a sender has claimed the receiver
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
+	done := ctx.Done()
 	for {
 		select {
+		case c := <-accepted:
+			if len(waiting) == maxHandshakes {
+				waiting[0].drop()
+				waiting = waiting[1:]
+			}
+			waiting = append(waiting, start(ctx, c, w, cfg, &won, l, results))
+			inFlight++
+		case err := <-acceptErrs:
+			fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", err)
 		case r := <-results:
-			return r.st, r.err
-		case <-ctx.Done():
-			if claimed.Load() { // the stream ends with the cancellation
-				r := <-results
+			inFlight--
+			waiting = remove(waiting, r.p)
+			switch r.p.state.Load() {
+			case claimed:
 				return r.st, r.err
+			case handshaking:
+				if r.err != nil && ctx.Err() == nil {
+					fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", r.err)
+				}
+			}
+		case <-done:
+			if won.Load() {
+				done = nil // the stream in progress ends with the cancellation
+				continue
 			}
 			return pipe.Stats{}, pipe.Errorf(pipe.KindAborted, "wait for the sender", "%v", context.Cause(ctx))
 		case <-timer.C:
-			if !claimed.Load() {
+			if !won.Load() {
 				return pipe.Stats{}, pipe.Errorf(pipe.KindSetup, "wait for the sender", "no sender proved the key within %v", wait)
 			}
 		}
 	}
 }
 
-// serveOne handshakes with the sender on c; if it is the first to claim
-// the receiver, streams it to w and sends the outcome to results.
-func serveOne(ctx context.Context, c pipe.Conn, w io.Writer, cfg pipe.Config, claimed *atomic.Bool, l pipe.Listener, results chan<- result, log io.Writer) {
-	var mine atomic.Bool
+// start handshakes with the sender on c in a goroutine; if it is the
+// first to claim the receiver, it streams it to w. The outcome goes to
+// results.
+func start(ctx context.Context, c pipe.Conn, w io.Writer, cfg pipe.Config, won *atomic.Bool, l pipe.Listener, results chan<- result) *pending {
+	hctx, cancel := context.WithCancel(ctx)
+	p := &pending{cancel: cancel}
 	cfg.Claim = func() bool {
-		if !claimed.CompareAndSwap(false, true) {
+		if !p.state.CompareAndSwap(handshaking, claimed) {
 			return false
 		}
-		mine.Store(true)
+		if !won.CompareAndSwap(false, true) {
+			p.state.Store(handshaking)
+			return false
+		}
 		l.SetBusy(true)
 		return true
 	}
-	st, err := pipe.Receive(ctx, c, w, cfg)
-	if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
-		c.Close()
+	go func() {
+		defer cancel()
+		st, err := pipe.Receive(hctx, c, w, cfg)
+		if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
+			c.Close()
+		}
+		results <- result{p, st, err}
+	}()
+	return p
+}
+
+// remove returns ps without p.
+func remove(ps []*pending, p *pending) []*pending {
+	for i, q := range ps {
+		if q == p {
+			return append(ps[:i], ps[i+1:]...)
+		}
 	}
-	if mine.Load() {
-		results <- result{st, err}
-		return
-	}
-	if err != nil && ctx.Err() == nil {
-		fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", err)
-	}
+	return ps
 }
