@@ -8,7 +8,7 @@ import (
 // ErrProbe is what Receive returns when the sender only checked the
 // connection (see Probe): no stream was sent, nothing was written, and a
 // receiver serving one stream should wait for the real sender.
-var ErrProbe = errors.New("the sender only checked the connection (rdmasend --check)")
+var ErrProbe = errors.New("the sender only checked the connection")
 
 // Probe checks that a receiver is there and would accept a stream from
 // this side: it completes the rdmapipe handshake on c (the key proofs

@@ -151,7 +151,7 @@ func (r *receiver) handshake(parent context.Context) error {
 	theirNonce, theirProof := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
 	switch {
 	case haveKey && theirFlags&flagKey == 0:
-		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key (--key-file or RDMAPIPE_KEY)")
+		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key")
 	case !haveKey && theirFlags&flagKey != 0:
 		return Errorf(KindAuth, "authenticate", "the sender has a key but this receiver has none")
 	}
@@ -176,7 +176,7 @@ func (r *receiver) handshake(parent context.Context) error {
 		return err
 	}
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
-		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later (rdmasend --wait retries)")
+		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later")
 	}
 	if !r.probe && next != "" {
 		if err := r.setUpRelay(parent, next, chain); err != nil {

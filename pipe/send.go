@@ -216,7 +216,7 @@ func (s *sender) handshake(parent context.Context) error {
 	haveKey := len(s.cfg.Key) > 0
 	switch {
 	case theirFlags&flagKey != 0 && !haveKey:
-		return Errorf(KindAuth, "authenticate", "the receiver requires a shared key: pass --key-file or set RDMAPIPE_KEY")
+		return Errorf(KindAuth, "authenticate", "the receiver requires a shared key")
 	case theirFlags&flagKey == 0 && haveKey:
 		return Errorf(KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
 	}

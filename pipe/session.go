@@ -169,7 +169,7 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 			return nil, s.lost(err)
 		case s.arriving():
 		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
-			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v (--timeout): giving up", s.peer, s.cfg.Timeout)
+			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it
 	}

@@ -259,3 +259,28 @@ func TestWithChunk(t *testing.T) {
 		})
 	}
 }
+
+// TestHints checks the hints a command adds to an error: in its own
+// flags, which the library's errors do not name.
+func TestHints(t *testing.T) {
+	cases := []struct {
+		name string
+		err  error
+		says string
+	}{
+		{"rdmasend", pipe.Errorf(pipe.KindAuth, "authenticate", "the receiver requires a shared key"), "--key-file FILE"},
+		{"rdmarecv", pipe.Errorf(pipe.KindAuth, "authenticate", "the sender's key is wrong"), "--key-file FILE"},
+		{"rdmasend", pipe.Errorf(pipe.KindBusy, "", "busy"), "rdmasend --wait DURATION"},
+		{"rdmarecv", pipe.Errorf(pipe.KindBusy, "", "busy"), ""},
+		{"rdmasend", pipe.Errorf(pipe.KindSetup, "", `receiver refused the connection: "this receiver does not relay to h2"`), "rdmarecv --relay-allow HOSTS"},
+		{"rdmarecv", pipe.Errorf(pipe.KindAborted, "wait for sender", "no word from the sender for 5s: giving up"), "--timeout DURATION"},
+		{"rdmacp", pipe.Errorf(pipe.KindAuth, "", "key"), ""},
+		{"rdmasend", pipe.Errorf(pipe.KindIntegrity, "", "checksum mismatch"), ""},
+	}
+	for _, tc := range cases {
+		got := hint(tc.name, tc.err)
+		if tc.says == "" && got != "" || !strings.Contains(got, tc.says) {
+			t.Errorf("%s, %v: hint %q, want one saying %q", tc.name, tc.err, got, tc.says)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -74,5 +75,29 @@ func report(stderr io.Writer, name string, err error) int {
 	}
 	code := ExitCode(err)
 	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if h := hint(name, err); h != "" {
+		fmt.Fprintf(stderr, "%s: hint: %s\n", name, h)
+	}
 	return code
+}
+
+// hint is what the user of command name can do about err, in the
+// command's own flags (the library's errors say what happened, not which
+// flag to use), or "".
+func hint(name string, err error) string {
+	if name != "rdmasend" && name != "rdmarecv" {
+		return ""
+	}
+	text := err.Error()
+	switch {
+	case pipe.KindOf(err) == pipe.KindAuth:
+		return "both sides need the same key: --key-file FILE (or RDMAPIPE_KEY) on each"
+	case pipe.KindOf(err) == pipe.KindBusy && name == "rdmasend":
+		return "rdmasend --wait DURATION retries while the receiver is busy"
+	case strings.Contains(text, "does not relay") && name == "rdmasend":
+		return "a receiver relays a broadcast only when started to: rdmarecv --relay-allow HOSTS (the hosts after it), or rdmarecv --relay with a key"
+	case strings.Contains(text, "no word from the"):
+		return "--timeout DURATION sets how long a silent peer is waited for"
+	}
+	return ""
 }

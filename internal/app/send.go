@@ -112,9 +112,6 @@ func sendAction(c *cli.Context) error {
 	if bar != nil {
 		endProgress(bar, os.Stderr, st.Bytes, size)
 	}
-	if err != nil && len(o.cfg.Chain) > 0 && strings.Contains(err.Error(), "does not relay") {
-		fmt.Fprintln(os.Stderr, "rdmasend: hint: a receiver relays a broadcast only when started to: rdmarecv --relay-allow HOSTS (the hosts after it), or rdmarecv --relay with a key")
-	}
 	return finish(o, "send", st, err)
 }
 

@@ -87,7 +87,7 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*C
 }
 
 // errBusy is the cause of a busy receiver's refusal.
-var errBusy = errors.New("receiver busy with another stream: retry later (rdmasend --wait retries)")
+var errBusy = errors.New("receiver busy with another stream: retry later")
 
 // propose sends proposal over nc and returns the receiver's answer; timeout
 // is the deadline already set on nc, for the error message.
