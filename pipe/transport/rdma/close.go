@@ -81,8 +81,8 @@ func (c *Conn) free() error {
 		rc, err := C.ibv_dereg_mr(c.mr)
 		check("ibv_dereg_mr", rc, err)
 	}
-	if c.fwd != nil {
-		rc, err := C.ibv_dereg_mr(c.fwd.mr)
+	if f := c.fwd.Load(); f != nil {
+		rc, err := C.ibv_dereg_mr(f.mr)
 		check("ibv_dereg_mr", rc, err)
 	}
 	if c.pd != nil {

@@ -14,6 +14,7 @@ import (
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma/ringstate"
 )
 
 // Connection setup and state. The work is split by job: post.go posts
@@ -60,7 +61,7 @@ type Conn struct {
 	qp     *C.struct_ibv_qp
 	mr     *C.struct_ibv_mr
 	lkey   C.uint32_t
-	fwd    *adopted // set by Adopt, for a relay
+	fwd    atomic.Pointer[adopted] // set by Adopt, for a relay
 	inline int
 	cqW    *waiter
 
@@ -83,10 +84,15 @@ type Conn struct {
 	pending []pipe.Completion // taken from the CQ by SendControl or Close
 	unacked int               // CQ events not yet acknowledged (Poll and Close only)
 
+	// pollWaits counts the times Poll found nothing to report and began to
+	// wait (BusyPoll: every busyCheck empty polls). Tests read it to know
+	// that a Poll is blocked.
+	pollWaits atomic.Uint64
+
 	sendLen    []atomic.Int32 // bytes posted per send buffer, for OpSend
 	sendsOut   atomic.Int32   // data sends posted and not completed
 	sendPosted []atomic.Bool  // per send buffer: posted, not yet completed
-	recvPosted []atomic.Bool  // per receive buffer: posted, not yet completed
+	recvPosted []atomic.Bool  // per receive buffer: posted, not yet completed (SEND data path)
 
 	ctrlMu   sync.Mutex
 	ctrlFree []int // control buffers not in flight
@@ -97,15 +103,13 @@ type Conn struct {
 	writes atomic.Uint64
 
 	// A receiver offering a ring: recv[:slots] are the ring, recv[slots:]
-	// the spares; notes are the buffers of the posted receive work
-	// requests, notesPerLane for each queue pair.
+	// the spares, and rs keeps their books; notes are the buffers of the
+	// posted receive work requests, notesPerLane for each queue pair.
 	slots        int
 	notes        [][]byte
 	notesPerLane int
-	nextWrite    int // the slot the sender's next write must land in (under cqMu)
 	ringMu       sync.Mutex
-	nextRepost   int   // the slot the engine must re-post next (under ringMu)
-	spares       []int // posted spares, oldest first (under ringMu)
+	rs           *ringstate.Ring // under ringMu
 
 	// Lanes: the queue pairs of a striped connection (see lanes.go), qps[0]
 	// being qp; laneIDs are the rdma_cm ids of qps[1:]. sendWR and recvWR
@@ -113,7 +117,6 @@ type Conn struct {
 	qps            []*C.struct_ibv_qp
 	laneIDs        []*C.struct_rdma_cm_id
 	sendWR, recvWR int
-	order          laneOrder // a striped receiver's reordering (under cqMu)
 }
 
 // newConn returns a Conn owning the CM channel and id.
@@ -158,27 +161,24 @@ func (c *Conn) setup(l pipe.Layout, slots, lanes int) error {
 	if err := c.mapBuffers(l, lanes*recvWR); err != nil {
 		return err
 	}
-	c.order.init(slots)
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
 	c.sendPosted = make([]atomic.Bool, l.SendBufs)
-	c.recvPosted = make([]atomic.Bool, l.RecvBufs)
 	c.ctrlFree = make([]int, ctrlSlots)
 	for i := range c.ctrlFree {
 		c.ctrlFree[i] = i
 	}
+	if slots > 0 {
+		c.rs = ringstate.New(slots, l.RecvBufs-slots, l.RecvSize, lanes)
+		return c.postNotes(0)
+	}
+	c.recvPosted = make([]atomic.Bool, l.RecvBufs)
 	for i := range c.recv {
 		c.recvPosted[i].Store(true)
-		if slots > 0 {
-			if i >= slots {
-				c.spares = append(c.spares, i)
-			}
-			continue
-		}
 		if rc := c.postRecv(i); rc != 0 {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		}
 	}
-	return c.postNotes(0)
+	return nil
 }
 
 // postNotes posts the notification receives of lane k of a ring.

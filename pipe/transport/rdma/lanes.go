@@ -24,7 +24,8 @@ import (
 // engine sees them. Control messages stay on lane 0 and carry, as
 // immediate data, how many data messages the sender had posted before
 // them; the receiver holds each one back until those have arrived, so
-// that a heartbeat never overtakes the data it vouches for.
+// that a heartbeat never overtakes the data it vouches for (package
+// ringstate keeps those books).
 //
 // Setting up: the first queue pair connects as usual, asking for up to
 // Options.QPs lanes; the receiver grants at most maxLanes, and only with a
@@ -173,57 +174,4 @@ func (c *Conn) expectOn(ctx context.Context, id *C.struct_rdma_cm_id, want C.int
 		err = fmt.Errorf("unexpected %s on another lane", eventName(&ev))
 	}
 	return err
-}
-
-// laneOrder is how a receiver's ring puts writes back in order (lanes > 1)
-// and holds control messages back until the data posted before them has
-// arrived (cqMu held).
-type laneOrder struct {
-	arrived   []int  // per ring slot: bytes written there out of turn, -1 if none
-	delivered uint32 // data messages handed to the engine
-	held      []heldControl
-}
-
-// heldControl is a control message waiting for after data messages.
-type heldControl struct {
-	after uint32
-	comp  pipe.Completion
-}
-
-// init sizes the order for a ring of slots.
-func (o *laneOrder) init(slots int) {
-	o.arrived = make([]int, slots)
-	for i := range o.arrived {
-		o.arrived[i] = -1
-	}
-}
-
-// deliver reports the writes that are next in ring order, then the
-// control messages they release.
-func (c *Conn) deliver() {
-	o := &c.order
-	for o.arrived[c.nextWrite] >= 0 {
-		slot := c.nextWrite
-		c.recvPosted[slot].Store(false)
-		c.pending = append(c.pending, pipe.Completion{Op: pipe.OpRecv, Buf: slot, Len: o.arrived[slot]})
-		o.arrived[slot] = -1
-		c.nextWrite = (slot + 1) % c.slots
-		o.delivered++
-	}
-	for len(o.held) > 0 && int32(o.delivered-o.held[0].after) >= 0 {
-		c.pending = append(c.pending, o.held[0].comp)
-		o.held = o.held[1:]
-	}
-}
-
-// control reports a control message, or holds it (and every later one)
-// back while data messages the sender posted before it (after, if
-// counted) have not arrived.
-func (c *Conn) control(comp pipe.Completion, counted bool, after uint32) {
-	o := &c.order
-	if counted && (len(o.held) > 0 || int32(o.delivered-after) < 0) {
-		o.held = append(o.held, heldControl{after: after, comp: comp})
-		return
-	}
-	c.pending = append(c.pending, comp)
 }

@@ -62,6 +62,10 @@ type Listener struct {
 	loopErr  error          // why the loop ended, unless Close
 	wg       sync.WaitGroup // the request loop and the setups
 
+	// acceptWaits counts the Accepts that began to wait. Tests read it to
+	// know that an Accept is blocked.
+	acceptWaits atomic.Uint64
+
 	joinMu sync.Mutex
 	joins  map[uint64]chan *event // setups waiting for lanes, by token (lanes.go)
 
@@ -200,6 +204,7 @@ func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
 	if l.done.Err() != nil {
 		return nil, l.closedError()
 	}
+	l.acceptWaits.Add(1)
 	select {
 	case a := <-l.results:
 		if a.err != nil {
@@ -448,3 +453,4 @@ func (l *Listener) Close() error {
 var _ pipe.Listener = (*Listener)(nil)
 var _ pipe.Dialer = Dialer{}
 var _ pipe.Conn = (*Conn)(nil)
+var _ mappedBuffers = (*Conn)(nil)

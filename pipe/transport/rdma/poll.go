@@ -2,6 +2,10 @@ package rdma
 
 /*
 #include "verbs.h"
+// rp_poll keeps no pointer it is given: its out-parameters may stay on
+// the Go stack (no allocation per poll).
+#cgo noescape rp_poll
+#cgo nocallback rp_poll
 */
 import "C"
 
@@ -9,6 +13,7 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -43,6 +48,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 		}
 		if c.opt.BusyPoll {
 			if spin%busyCheck == 0 {
+				c.pollWaits.Add(1)
 				if err := c.stopped(); err != nil {
 					return c.last(cs, err)
 				}
@@ -65,6 +71,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 		if n := c.reap(cs); n > 0 {
 			return n, nil
 		}
+		c.pollWaits.Add(1)
 		if err := c.cqW.wait(ctx, c.stopped, c.cqEvent); err != nil {
 			if ctx.Err() != nil {
 				return 0, err
@@ -111,20 +118,39 @@ func (c *Conn) reap(cs []pipe.Completion) int {
 	n := c.take(cs)
 	for n < len(cs) {
 		want := min(len(c.wcs), len(cs)-n)
-		k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(want)))
-		if k < 0 {
-			c.fail(fmt.Sprintf("ibv_poll_cq: %v", errno(C.int(k))))
-			break
-		}
-		for i := range k {
-			c.complete(&c.wcs[i])
-		}
+		k, ok := c.pollCQ(want)
 		n += c.take(cs[n:])
-		if k < want {
+		if !ok || k < want {
 			break
 		}
 	}
 	return n
+}
+
+// pollCQ takes up to want completions from the CQ and accounts for them
+// (cqMu held). It returns how many it took, and false if ibv_poll_cq
+// failed, which fails the connection: the completions taken before the
+// failure are still accounted for.
+func (c *Conn) pollCQ(want int) (int, bool) {
+	var rc, eno C.int
+	k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(want), &rc, &eno))
+	for i := range k {
+		c.complete(&c.wcs[i])
+	}
+	if rc < 0 {
+		c.fail(pollError(int(rc), syscall.Errno(eno)))
+		return k, false
+	}
+	return k, true
+}
+
+// pollError describes a failed ibv_poll_cq by its return value rc and the
+// errno it left (0 if none: providers need not set it).
+func pollError(rc int, eno syscall.Errno) string {
+	if eno == 0 {
+		return fmt.Sprintf("ibv_poll_cq failed (returned %d)", rc)
+	}
+	return fmt.Sprintf("ibv_poll_cq failed (returned %d): %v", rc, eno)
 }
 
 // take moves kept completions into cs and returns how many.
@@ -139,11 +165,8 @@ func (c *Conn) take(cs []pipe.Completion) int {
 func (c *Conn) drain() int {
 	c.cqMu.Lock()
 	defer c.cqMu.Unlock()
-	k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(len(c.wcs))))
-	for i := range k {
-		c.complete(&c.wcs[i])
-	}
-	return max(k, 0)
+	k, _ := c.pollCQ(len(c.wcs))
+	return k
 }
 
 // complete accounts for one work completion and keeps in c.pending what
@@ -165,7 +188,7 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 	case wrFwd:
 		c.sendsOut.Add(-1)
 		if ok {
-			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpForward, Buf: i})
+			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpForward, Buf: i, Len: int(c.fwd.Load().sendLen[i].Load())})
 		}
 	case wrCtrl:
 		c.freeSlot(i)
@@ -182,53 +205,28 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 }
 
 // noted handles the completion of note receive k of a receiver's ring and
-// re-posts it: a write into the ring slot its immediate names (checked and
-// put in ring order by c.order), or a control message, copied into the
-// oldest posted spare.
+// re-posts it: a write into the ring slot its immediate names, or a control
+// message, copied into the spare the ring's books give it. c.rs checks both
+// and says which completions are due.
 func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
+	n := int(wc.byte_len)
+	var err error
+	c.ringMu.Lock()
 	if wc.write != 0 {
-		c.wrote(int(wc.imm), int(wc.byte_len))
-	} else if j, ok := c.takeSpare(wc); ok {
-		comp := pipe.Completion{Op: pipe.OpRecv, Buf: j, Len: copy(c.recv[j], c.notes[k][:wc.byte_len])}
-		c.control(comp, wc.has_imm != 0, uint32(wc.imm))
+		c.pending, err = c.rs.Write(c.pending, int(wc.imm), n)
+	} else {
+		var j int
+		if j, c.pending, err = c.rs.Control(c.pending, n, wc.has_imm != 0, uint32(wc.imm)); err == nil {
+			copy(c.recv[j], c.notes[k][:n])
+		}
+	}
+	c.ringMu.Unlock()
+	if err != nil {
+		c.violated(err.Error())
 	}
 	if rc := c.postNote(k); rc != 0 {
 		c.fail(fmt.Sprintf("ibv_post_recv: %v", errno(rc)))
 	}
-}
-
-// wrote accepts a write of n bytes into ring slot: it must be a posted
-// slot, not written since, and, with a single lane, the slot that is due.
-func (c *Conn) wrote(slot, n int) {
-	switch {
-	case slot < 0 || slot >= c.slots:
-		c.violated(fmt.Sprintf("the peer wrote to ring slot %d of %d", slot, c.slots))
-	case len(c.qps) == 1 && slot != c.nextWrite:
-		c.violated(fmt.Sprintf("the peer wrote ring slot %d where slot %d was due", slot, c.nextWrite))
-	case !c.recvPosted[slot].Load() || c.order.arrived[slot] >= 0:
-		c.violated(fmt.Sprintf("the peer wrote ring slot %d before the receiver freed it", slot))
-	case n > len(c.recv[slot]):
-		c.violated(fmt.Sprintf("the peer wrote %d bytes into a %d-byte ring slot", n, len(c.recv[slot])))
-	default:
-		c.order.arrived[slot] = n
-		c.deliver()
-	}
-}
-
-// takeSpare takes the oldest posted spare for the control message wc
-// reports.
-func (c *Conn) takeSpare(wc *C.struct_rp_wc) (int, bool) {
-	c.ringMu.Lock()
-	defer c.ringMu.Unlock()
-	if len(c.spares) == 0 {
-		c.violated(fmt.Sprintf("the peer sent more control messages than the receiver had room for (this one: %d bytes, immediate %v %d)",
-			wc.byte_len, wc.has_imm != 0, wc.imm))
-		return 0, false
-	}
-	j := c.spares[0]
-	c.spares = c.spares[1:]
-	c.recvPosted[j].Store(false)
-	return j, true
 }
 
 // violated fails a receiver's connection whose sender broke the ring

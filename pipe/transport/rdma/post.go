@@ -37,21 +37,33 @@ func (c *Conn) PostSend(i, n int) error {
 	}
 	c.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
-	var rc C.int
-	if r := c.ring; r != nil {
-		k := c.writes.Add(1) - 1
-		slot := k % uint64(r.slots)
-		rc = C.rp_post_write_imm(c.qps[k%uint64(len(c.qps))], C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey,
-			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkey), C.uint32_t(slot))
-	} else {
-		rc = C.rp_post_send(c.qp, C.uint64_t(wrData|uint64(i)), unsafe.Pointer(&c.send[i][0]), C.uint32_t(n), c.lkey, 0, 0, 0)
-	}
-	if rc != 0 {
+	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.send[i][0]), n, c.lkey); rc != 0 {
 		c.sendsOut.Add(-1)
 		c.sendPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil
+}
+
+// postData posts n bytes at addr (in the memory region of lkey) as the
+// next data message, with work request id wr: an RDMA WRITE with immediate
+// into the receiver's next ring slot, over the next lane, or a SEND. A
+// write counts in c.writes only once it is posted: a control message says
+// how many went before it (lanes.go), and the receiver waits for that many.
+// Data messages are posted from one goroutine at a time.
+func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkey C.uint32_t) C.int {
+	r := c.ring
+	if r == nil {
+		return C.rp_post_send(c.qp, C.uint64_t(wr), addr, C.uint32_t(n), lkey, 0, 0, 0)
+	}
+	k := c.writes.Load()
+	slot := k % uint64(r.slots)
+	rc := C.rp_post_write_imm(c.qps[k%uint64(len(c.qps))], C.uint64_t(wr), addr, C.uint32_t(n), lkey,
+		C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkey), C.uint32_t(slot))
+	if rc == 0 {
+		c.writes.Add(1)
+	}
+	return rc
 }
 
 // PostRecv makes receive buffer i available for the next message. The
@@ -66,34 +78,34 @@ func (c *Conn) PostRecv(i int) error {
 	if err := c.stopped(); err != nil {
 		return err
 	}
-	if !c.recvPosted[i].CompareAndSwap(false, true) {
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
-	}
 	if c.slots > 0 {
 		return c.repostRing(i)
 	}
+	if !c.recvPosted[i].CompareAndSwap(false, true) {
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
+	}
 	if rc := c.postRecv(i); rc != 0 {
 		c.recvPosted[i].Store(false)
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: fmt.Errorf("ibv_post_recv: %w", errno(rc))}
+		err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
+		c.fail(err.Error())
+		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: err}
 	}
 	return nil
 }
 
 // repostRing gives buffer i back to a receiver's ring: a ring slot, which
-// must be the oldest one the engine holds, or a spare, which takes the
-// next control message.
+// must be the oldest one the engine holds, or a spare, which takes a later
+// control message. A re-post the ring refuses fails the connection: the
+// slot would stay unposted, and the sender's next write into it would be
+// blamed on the sender.
 func (c *Conn) repostRing(i int) error {
 	c.ringMu.Lock()
-	defer c.ringMu.Unlock()
-	if i >= c.slots {
-		c.spares = append(c.spares, i)
-		return nil
+	err := c.rs.Repost(i)
+	c.ringMu.Unlock()
+	if err != nil {
+		c.fail("re-post refused: " + err.Error())
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "%v", err)
 	}
-	if i != c.nextRepost {
-		c.recvPosted[i].Store(false)
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "ring slot %d re-posted before slot %d, whose data arrived first", i, c.nextRepost)
-	}
-	c.nextRepost = (i + 1) % c.slots
 	return nil
 }
 

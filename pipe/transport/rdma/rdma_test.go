@@ -85,6 +85,21 @@ func poll(t testing.TB, c pipe.Conn) pipe.Completion {
 	return cs[0]
 }
 
+// blockedPoll starts a Poll of c under ctx and returns once it waits for
+// completions; the channel gets what it returns.
+func blockedPoll(t *testing.T, ctx context.Context, c pipe.Conn) <-chan error {
+	t.Helper()
+	rc := c.(*Conn)
+	before := rc.pollWaits.Load()
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Poll(ctx, make([]pipe.Completion, 4))
+		done <- err
+	}()
+	waitFor(t, "Poll to wait for completions", func() bool { return rc.pollWaits.Load() > before })
+	return done
+}
+
 func fill(b []byte, seed int) {
 	for i := range b {
 		b[i] = byte(seed*7 + i*13)
@@ -584,12 +599,7 @@ func TestPeerClose(t *testing.T) {
 			if who == "receiver" {
 				closer, other = rcv, snd
 			}
-			done := make(chan error, 1)
-			go func() {
-				_, err := other.Poll(context.Background(), make([]pipe.Completion, 4))
-				done <- err
-			}()
-			time.Sleep(100 * time.Millisecond)
+			done := blockedPoll(t, context.Background(), other)
 			start := time.Now()
 			if err := closer.Close(); err != nil {
 				t.Fatal(err)
@@ -614,12 +624,7 @@ func TestCloseUnblocksPoll(t *testing.T) {
 			opt.BusyPoll = busy
 			p := pipe.NewParams(4096, 4)
 			snd, _ := pair(t, p, p, opt)
-			done := make(chan error, 1)
-			go func() {
-				_, err := snd.Poll(context.Background(), make([]pipe.Completion, 4))
-				done <- err
-			}()
-			time.Sleep(100 * time.Millisecond)
+			done := blockedPoll(t, context.Background(), snd)
 			if err := snd.Close(); err != nil {
 				t.Fatal(err)
 			}
@@ -648,9 +653,16 @@ func TestPollContext(t *testing.T) {
 	p := pipe.NewParams(4096, 4)
 	snd, _ := pair(t, p, p, DefaultOptions())
 	ctx, cancel := context.WithCancel(context.Background())
-	time.AfterFunc(100*time.Millisecond, cancel)
-	if _, err := snd.Poll(ctx, make([]pipe.Completion, 1)); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Poll = %v, want context.Canceled", err)
+	defer cancel()
+	done := blockedPoll(t, ctx, snd)
+	cancel()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Fatalf("Poll = %v, want context.Canceled", err)
+		}
+	case <-time.After(3 * time.Second):
+		t.Fatal("Poll still blocked 3 s after its context ended")
 	}
 	// The connection still works afterwards.
 	if err := snd.SendControl(context.Background(), []byte{1}); err != nil {
@@ -665,7 +677,7 @@ func TestListenerClose(t *testing.T) {
 		_, err := l.Accept(context.Background())
 		done <- err
 	}()
-	time.Sleep(100 * time.Millisecond)
+	waitFor(t, "Accept to wait", func() bool { return l.acceptWaits.Load() > 0 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -754,12 +766,7 @@ func TestPeerKilled(t *testing.T) {
 	}
 	defer c.Close()
 	expectLine(t, out, "connected")
-	done := make(chan error, 1)
-	go func() {
-		_, err := c.Poll(context.Background(), make([]pipe.Completion, 4))
-		done <- err
-	}()
-	time.Sleep(100 * time.Millisecond)
+	done := blockedPoll(t, context.Background(), c)
 	start := time.Now()
 	cmd.Process.Signal(syscall.SIGKILL)
 	select {

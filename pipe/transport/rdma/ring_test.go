@@ -113,8 +113,9 @@ func TestDataPath(t *testing.T) {
 }
 
 // TestRingProtocol checks that a receiver offering a ring fails the
-// connection when the sender writes to a slot out of turn, and refuses
-// ring slots re-posted out of arrival order.
+// connection when the sender writes to a slot out of turn, and when the
+// engine re-posts ring slots out of arrival order (the slot would stay
+// unposted, and the sender's next write into it be blamed on the sender).
 func TestRingProtocol(t *testing.T) {
 	p := pipe.NewParams(4096, 4)
 	t.Run("write out of turn", func(t *testing.T) {
@@ -138,13 +139,15 @@ func TestRingProtocol(t *testing.T) {
 			}
 			got = append(got, poll(t, rcv))
 		}
-		if err := rcv.PostRecv(got[1].Buf); err == nil || !strings.Contains(err.Error(), "re-posted before slot") {
-			t.Errorf("re-posting the second slot first: %v", err)
+		const why = "ring slot 1 re-posted before slot 0, whose data arrived first"
+		if err := rcv.PostRecv(got[1].Buf); pipe.KindOf(err) != pipe.KindInternal || !strings.Contains(err.Error(), why) {
+			t.Errorf("re-posting the second slot first: %v, want a KindInternal error saying %q", err, why)
 		}
-		for _, c := range got {
-			if err := rcv.PostRecv(c.Buf); err != nil {
-				t.Error(err)
-			}
+		if _, err := rcv.Poll(timeout(t, 10*time.Second), make([]pipe.Completion, 4)); err == nil || !strings.Contains(err.Error(), "re-post refused: "+why) {
+			t.Errorf("receiver's Poll after the refused re-post: %v, want the connection failed by it", err)
+		}
+		if err := rcv.PostRecv(got[0].Buf); err == nil {
+			t.Error("PostRecv on the failed connection succeeded")
 		}
 	})
 }

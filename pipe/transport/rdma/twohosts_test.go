@@ -83,7 +83,10 @@ var breaks = []struct {
 // TestDialNoRDMAPeer measures how a Dial to a host that has no RDMA device
 // (its interface is up with its address, its rxe device is gone) and a Dial
 // to a port nothing listens on fail, with a 3 s deadline as a caller that
-// falls back to TCP would set.
+// falls back to TCP would set, and checks that Dial gives up once that
+// deadline has passed: what it does then (destroying its id) does not wait
+// for the peer. The bound, four times the deadline, is slack for a loaded
+// emulated machine, not a measure of speed.
 func TestDialNoRDMAPeer(t *testing.T) {
 	twoHosts(t)
 	p := pipe.NewParams(4096, 4)
@@ -101,10 +104,26 @@ func TestDialNoRDMAPeer(t *testing.T) {
 			sh(t, tt.break_...)
 			defer portsActive(t)
 			defer sh(t, tt.repair...)
-			ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+			const deadline = 3 * time.Second
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
+			type result struct {
+				c   pipe.Conn
+				err error
+			}
+			res := make(chan result, 1)
 			start := time.Now()
-			c, err := Dialer{DefaultOptions()}.Dial(ctx, net.JoinHostPort(hostB, "18897"), p)
+			go func() {
+				c, err := Dialer{DefaultOptions()}.Dial(ctx, net.JoinHostPort(hostB, "18897"), p)
+				res <- result{c, err}
+			}()
+			var r result
+			select {
+			case r = <-res:
+			case <-time.After(4 * deadline):
+				t.Fatalf("Dial still blocked %v after its %v deadline", 3*deadline, deadline)
+			}
+			c, err := r.c, r.err
 			took := time.Since(start)
 			if err == nil {
 				c.Close()
@@ -112,9 +131,6 @@ func TestDialNoRDMAPeer(t *testing.T) {
 			}
 			t.Logf("MEASURE %s: Dial failed after %v (kind %v, deadline %v): %v", tt.name, took.Round(time.Millisecond),
 				pipe.KindOf(err), errors.Is(err, context.DeadlineExceeded), err)
-			if took > 3*time.Second+2*time.Second {
-				t.Errorf("Dial returned %v after its 3 s deadline", took-3*time.Second)
-			}
 			if errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "no answer") {
 				t.Errorf("Dial = %v, want an explanation of the missing answer", err)
 			}
@@ -135,7 +151,10 @@ func pairAB(t *testing.T, p pipe.Params) (snd, rcv pipe.Conn) {
 	if err != nil || aerr != nil {
 		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 	}
-	t.Cleanup(func() { snd.Close(); rcv.Close() })
+	t.Cleanup(func() {
+		closeWithin(t, "sender", snd)
+		closeWithin(t, "receiver", rcv)
+	})
 	if !strings.HasPrefix(snd.Info().Local, hostA+":") {
 		t.Fatalf("sender is on %s, not on %s", snd.Info().Local, hostA)
 	}
@@ -143,13 +162,35 @@ func pairAB(t *testing.T, p pipe.Params) (snd, rcv pipe.Conn) {
 	return snd, rcv
 }
 
+// closeBound bounds a Close whose peer has vanished: closeTimeout for the
+// queued sends, then a disconnect and a destroy that do not wait for the
+// peer. The rest of it is slack for a loaded emulated machine, not a
+// measure of speed.
+const closeBound = 10 * closeTimeout
+
+// closeWithin closes c, failing t if Close has not returned within
+// closeBound; it then leaves Close running, so that the test ends instead
+// of hanging.
+func closeWithin(t *testing.T, what string, c pipe.Conn) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		c.Close()
+		close(done)
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeBound):
+		t.Errorf("%s: Close still blocked after %v", what, closeBound)
+	}
+}
+
 // TestCloseVanishedPeer measures how long Close takes when the peer
 // vanished silently in the middle of a stream, with data sends still
 // outstanding (sender) or none (receiver), and how long a sender takes to
-// notice without Close. Close must be bounded: closeTimeout for the sends,
-// then a disconnect and a destroy that do not wait for the peer. Each way
-// of breaking the wire is applied once, to three connections at a time;
-// the link goes down last, as the wire is slow to recover from it.
+// notice without Close. Close must return within closeBound. Each way of
+// breaking the wire is applied once, to three connections at a time; the
+// link goes down last, as the wire is slow to recover from it.
 func TestCloseVanishedPeer(t *testing.T) {
 	twoHosts(t)
 	p := pipe.NewParams(64<<10, 4)
@@ -171,20 +212,28 @@ func TestCloseVanishedPeer(t *testing.T) {
 					}
 				}
 			}
+			// observe is how long the sender without Close polls.
+			const observe = 20 * time.Second
+			// A report is a measurement, late if it broke closeBound.
+			type measure struct {
+				line string
+				late bool
+			}
 			start := time.Now()
-			report := make(chan string, 3)
+			report := make(chan measure, 3)
 			timed := func(what string, c pipe.Conn) {
 				err := c.Close()
-				report <- fmt.Sprintf("%s Close returned after %v (err %v)", what, time.Since(start).Round(time.Millisecond), err)
+				took := time.Since(start)
+				report <- measure{fmt.Sprintf("%s Close returned after %v (err %v)", what, took.Round(time.Millisecond), err), took > closeBound}
 			}
 			go timed("sender (data sends outstanding)", pairs[0].snd)
 			go timed("receiver", pairs[1].rcv)
 			// The transport's own retries are the only way a sender notices
 			// a silent peer without the engine's heartbeats; how soon they
 			// end depends on the device (rxe 6.1 may never give up), so
-			// this is observed for 20 s, not asserted.
+			// this is observed for a while, not asserted.
 			go func() {
-				ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+				ctx, cancel := context.WithTimeout(context.Background(), observe)
 				defer cancel()
 				var err error
 				for err == nil {
@@ -192,15 +241,21 @@ func TestCloseVanishedPeer(t *testing.T) {
 				}
 				failed := time.Now()
 				pairs[2].snd.Close()
-				report <- fmt.Sprintf("sender without Close: Poll ended after %v (%v); Close then took %v",
-					failed.Sub(start).Round(time.Millisecond), err, time.Since(failed).Round(time.Millisecond))
+				took := time.Since(failed)
+				report <- measure{fmt.Sprintf("sender without Close: Poll ended after %v (%v); Close then took %v",
+					failed.Sub(start).Round(time.Millisecond), err, took.Round(time.Millisecond)), took > closeBound}
 			}()
+			deadline := time.After(observe + closeBound)
 			for range 3 {
 				select {
-				case r := <-report:
-					t.Logf("MEASURE %s: %s", br.name, r)
-				case <-time.After(60 * time.Second):
-					t.Fatal("a Close or Poll still blocked after 60 s")
+				case m := <-report:
+					t.Logf("MEASURE %s: %s", br.name, m.line)
+					if m.late {
+						t.Errorf("%s: %s: more than %v", br.name, m.line, closeBound)
+					}
+				case <-deadline:
+					t.Errorf("a Close or Poll still blocked after %v", observe+closeBound)
+					return
 				}
 			}
 		})

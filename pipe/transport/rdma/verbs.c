@@ -306,17 +306,25 @@ int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, ui
 	return ret ? -ret : 0;
 }
 
-// rp_poll takes up to n completions from cq into wcs and returns how many,
-// or a negative value if polling failed.
-int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n)
+// rp_poll takes up to n completions from cq into wcs and returns how many.
+// If ibv_poll_cq fails, it stops there, stores its (negative) return value
+// in *rc and errno in *err (0 if the provider set none), and still returns
+// the completions taken before; otherwise *rc is 0.
+int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n, int *rc, int *err)
 {
 	struct ibv_wc wc[32];
 	int got = 0;
+	*rc = 0;
+	*err = 0;
 	while (got < n) {
 		int want = n - got < 32 ? n - got : 32;
+		errno = 0;
 		int k = ibv_poll_cq(cq, want, wc);
-		if (k < 0)
-			return got ? got : -EIO;
+		if (k < 0) {
+			*rc = k;
+			*err = errno;
+			return got;
+		}
 		for (int i = 0; i < k; i++) {
 			wcs[got + i].wr_id = wc[i].wr_id;
 			wcs[got + i].status = wc[i].status;

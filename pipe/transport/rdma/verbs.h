@@ -62,7 +62,7 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
 int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey);
-int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n);
+int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n, int *rc, int *err);
 int rp_arm(struct ibv_cq *cq);
 int rp_get_cq_event(struct ibv_comp_channel *cc);
 int rp_port_mtu(const char *name, int port, int *active, int *max);

@@ -1,0 +1,84 @@
+package rdma
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// heapConn is a pipe.Conn whose receive buffers are Go heap memory.
+type heapConn struct {
+	pipe.Conn
+	bufs [][]byte
+}
+
+func (h heapConn) RecvBufs() int        { return len(h.bufs) }
+func (h heapConn) RecvBuf(i int) []byte { return h.bufs[i] }
+
+// claimingConn is a heapConn with a MappedBuffers method that says mapped.
+type claimingConn struct {
+	heapConn
+	mapped bool
+}
+
+func (c claimingConn) MappedBuffers() bool { return c.mapped }
+
+// TestAdoptRefusesHeap checks that Adopt refuses, before it touches the
+// device, a connection that does not say its buffers are mapped outside
+// the Go heap: the relay then copies.
+func TestAdoptRefusesHeap(t *testing.T) {
+	heap := heapConn{bufs: [][]byte{make([]byte, 4096), make([]byte, 4096)}}
+	tests := []struct {
+		name string
+		up   pipe.Conn
+	}{
+		{"no MappedBuffers method", heap},
+		{"MappedBuffers false", claimingConn{heap, false}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := &Conn{}
+			err := c.Adopt(tt.up)
+			if err == nil || !strings.Contains(err.Error(), "Go heap") {
+				t.Fatalf("Adopt = %v, want a refusal of Go heap memory", err)
+			}
+			if c.fwd.Load() != nil {
+				t.Fatal("Adopt refused but adopted")
+			}
+		})
+	}
+}
+
+// TestFailedPostNotCounted fills a ring sender's send queue with forwards
+// until a post fails (the receiver's notification receives run out, so the
+// writes wait on receiver-not-ready and none completes) and checks that
+// only the posted ones count as written: a control message says how many
+// writes went before it, and the receiver holds it until that many have
+// arrived, so a write counted but never posted would hold it forever.
+func TestFailedPostNotCounted(t *testing.T) {
+	p := pipe.NewParams(4096, 4)
+	snd, _ := pair(t, p, p, DefaultOptions())
+	_, up := pair(t, p, p, DefaultOptions())
+	c := snd.(*Conn)
+	if err := c.Adopt(up); err != nil {
+		t.Fatal(err)
+	}
+	const most = 10000
+	posted := 0
+	var err error
+	for ; posted < most && err == nil; posted++ {
+		err = c.PostForward(0, 100)
+	}
+	if err == nil {
+		t.Fatalf("%d forwards posted with none completed, and no post failed", most)
+	}
+	posted-- // the last one failed
+	t.Logf("forward %d failed: %v", posted, err)
+	if pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "ibv_post_send") {
+		t.Errorf("failed forward: %v, want a KindAborted ibv_post_send error", err)
+	}
+	if got := c.writes.Load(); got != uint64(posted) {
+		t.Errorf("%d writes counted after %d posted and one failed", got, posted)
+	}
+}
