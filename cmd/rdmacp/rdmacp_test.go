@@ -151,16 +151,33 @@ func TestCopyFile(t *testing.T) {
 	}
 }
 
+// TestCopyToNewName copies a file to a new name with -v: the summary line,
+// and the remote side listening only on the address the ssh connection
+// arrived on, or on the one --data-host names.
 func TestCopyToNewName(t *testing.T) {
 	s := startSSHD(t)
 	name := filepath.Join(t.TempDir(), "f")
 	makeFile(t, name, 1000, false)
-	dst := filepath.Join(t.TempDir(), "renamed")
-	if r := s.rdmacp(t, "-v", name, "target:"+dst); r.code != 0 || !strings.Contains(r.stderr, "1000 bytes in") {
-		t.Fatalf("exit %d, want 0 and a summary: %s", r.code, r.stderr)
+	cases := []struct {
+		name  string
+		flags []string
+		says  string
+	}{
+		{"ssh address", nil, "(the address the ssh connection arrived on)"},
+		{"data host", []string{"--data-host", s.addr}, "(the address of --data-host)"},
 	}
-	if hashFile(t, name) != hashFile(t, dst) {
-		t.Fatal("content differs")
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := filepath.Join(t.TempDir(), "renamed")
+			r := s.rdmacp(t, append(append([]string{"-v"}, tc.flags...), name, "target:"+dst)...)
+			listening := "listening on " + s.addr + ":"
+			if r.code != 0 || !strings.Contains(r.stderr, "1000 bytes in") || !strings.Contains(r.stderr, listening) || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want 0, a summary and %q %q: %s", r.code, listening, tc.says, r.stderr)
+			}
+			if hashFile(t, name) != hashFile(t, dst) {
+				t.Fatal("content differs")
+			}
+		})
 	}
 }
 

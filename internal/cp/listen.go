@@ -3,9 +3,12 @@ package cp
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"strconv"
+	"strings"
 	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -18,13 +21,33 @@ import (
 // the one the kernel offered for TCP is taken on RDMA or TCP meanwhile.
 const listenAttempts = 5
 
-// listenAnyPort listens on a port of the system's choice on every address
-// with transport ("auto": RDMA and TCP on the same port) and returns the
-// listener and its port. notice is told when auto mode listens on TCP only.
-func listenAnyPort(ctx context.Context, transport string, p pipe.Params, notice io.Writer) (pipe.Listener, int, error) {
+// listenHost returns the address the remote side listens on and why: the
+// one the request names (the local side's --data-host, resolved), else the
+// address the ssh connection arrived on, the third field of sshConnection
+// (SSH_CONNECTION: client address and port, server address and port),
+// else "", every address.
+func listenHost(req Request, sshConnection string) (host, why string) {
+	if req.Listen != "" {
+		return req.Listen, "the address of --data-host"
+	}
+	fields := strings.Fields(sshConnection)
+	if len(fields) != 4 {
+		return "", fmt.Sprintf("every address: SSH_CONNECTION %.100q names no address of the ssh connection", sshConnection)
+	}
+	if _, err := netip.ParseAddr(fields[2]); err != nil {
+		return "", fmt.Sprintf("every address: SSH_CONNECTION's server address %.64q: %v", fields[2], err)
+	}
+	return fields[2], "the address the ssh connection arrived on"
+}
+
+// listenAnyPort listens on a port of the system's choice on host (every
+// address if host is empty) with transport ("auto": RDMA and TCP on the
+// same port) and returns the listener and its port. notice is told when
+// auto mode listens on TCP only.
+func listenAnyPort(ctx context.Context, transport, host string, p pipe.Params, notice io.Writer) (pipe.Listener, int, error) {
 	switch transport {
 	case "tcp":
-		l, err := tcp.Listen(ctx, ":0", p)
+		l, err := tcp.Listen(ctx, net.JoinHostPort(host, "0"), p)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -33,7 +56,7 @@ func listenAnyPort(ctx context.Context, transport string, p pipe.Params, notice 
 		if err := rdma.Available(); err != nil {
 			return nil, 0, err
 		}
-		l, err := rdma.Listen(ctx, ":0", p, rdma.Options{GIDIndex: -1})
+		l, err := rdma.Listen(ctx, net.JoinHostPort(host, "0"), p, rdma.Options{GIDIndex: -1})
 		if err != nil {
 			return nil, 0, err
 		}
@@ -42,11 +65,11 @@ func listenAnyPort(ctx context.Context, transport string, p pipe.Params, notice 
 	var err error
 	for range listenAttempts {
 		var port int
-		if port, err = freeTCPPort(); err != nil {
+		if port, err = freeTCPPort(host); err != nil {
 			return nil, 0, pipe.Errorf(pipe.KindSetup, "listen", "find a free port: %v", err)
 		}
 		var l pipe.Listener
-		l, err = auto.Listen(ctx, ":"+strconv.Itoa(port), p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
+		l, err = auto.Listen(ctx, net.JoinHostPort(host, strconv.Itoa(port)), p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
 		if err == nil {
 			return l, port, nil
 		}
@@ -57,10 +80,10 @@ func listenAnyPort(ctx context.Context, transport string, p pipe.Params, notice 
 	return nil, 0, err
 }
 
-// freeTCPPort returns a TCP port that was free a moment ago: auto mode
-// listens on RDMA first, then on TCP with the same port number.
-func freeTCPPort() (int, error) {
-	l, err := net.Listen("tcp", ":0")
+// freeTCPPort returns a TCP port on host that was free a moment ago: auto
+// mode listens on RDMA first, then on TCP with the same port number.
+func freeTCPPort(host string) (int, error) {
+	l, err := net.Listen("tcp", net.JoinHostPort(host, "0"))
 	if err != nil {
 		return 0, err
 	}

@@ -57,9 +57,14 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	}
 	key := make([]byte, keyLen)
 	rand.Read(key)
-	host := o.DataHost
+	host, listen := o.DataHost, ""
 	if host == "" {
 		host = resolveHost(ctx, o.SSH, t)
+	} else {
+		if host, err = dataAddr(ctx, host); err != nil {
+			return err
+		}
+		listen = host
 	}
 	r, err := startRemote(o.SSH, t, o.RemoteCmd, o.Stderr)
 	if err != nil {
@@ -67,7 +72,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	}
 	defer r.close()
 	// A failed write means ssh is gone; next says why.
-	_ = writeRequest(r.stdin, newRequest(p, t, o, key))
+	_ = writeRequest(r.stdin, newRequest(p, t, o, key, listen))
 	st, err := r.next(ctx, portWait)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
@@ -106,10 +111,21 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	return nil
 }
 
-// newRequest is the request for copying p to t.
-func newRequest(p plan, t Target, o Options, key []byte) Request {
+// dataAddr resolves --data-host to the IP address the stream goes to and
+// the remote side listens on.
+func dataAddr(ctx context.Context, dataHost string) (string, error) {
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", dataHost)
+	if err != nil {
+		return "", pipe.Errorf(pipe.KindSetup, "--data-host", "%v", err)
+	}
+	return ips[0].Unmap().String(), nil
+}
+
+// newRequest is the request for copying p to t; the remote side is to
+// listen on listen (empty: the address of the ssh connection).
+func newRequest(p plan, t Target, o Options, key []byte, listen string) Request {
 	req := Request{Version: protocolVersion, Key: hex.EncodeToString(key), Dest: t.Path, Mode: p.mode,
-		Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+		Listen: listen, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
 	if p.mode == modeTar {
 		req.Single = len(p.srcs) == 1
 		return req

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/netip"
 	"strings"
 	"time"
 
@@ -54,7 +55,11 @@ type Request struct {
 	// Single says, in tar mode, that the archive holds one top-level
 	// entry, which becomes DST itself when DST does not exist (like
 	// scp -r dir host:newname).
-	Single    bool          `json:"single,omitempty"`
+	Single bool `json:"single,omitempty"`
+	// Listen is the address to listen on, an IP address: the local
+	// side's --data-host, resolved there. Empty: the address the ssh
+	// connection arrived on.
+	Listen    string        `json:"listen,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -116,6 +121,11 @@ func (r Request) validate() error {
 	}
 	if r.Perm > 0o7777 {
 		return fmt.Errorf("permissions %o: more than 07777", r.Perm)
+	}
+	if r.Listen != "" {
+		if _, err := netip.ParseAddr(r.Listen); err != nil {
+			return fmt.Errorf("listen address %.64q: %v", r.Listen, err)
+		}
 	}
 	switch r.Transport {
 	case "auto", "rdma", "tcp":

@@ -3,7 +3,9 @@ package cp
 import (
 	"bufio"
 	"context"
+	"fmt"
 	"io"
+	"os"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/app"
@@ -19,7 +21,7 @@ const (
 // Serve runs the remote side of a copy (rdmacp --remote-receive), which
 // the local side starts over ssh: it reads the request line from stdin,
 // prepares the destination, listens on a port of the system's choice on
-// every address, reports the port on stdout, receives one stream from
+// the address the ssh connection arrived on (see listenHost), reports the port on stdout, receives one stream from
 // the sender that proves the request's one-time key, puts it in place and
 // reports the result on stdout (see status.go). It stops when stdin (the
 // ssh channel) ends, and returns the exit code.
@@ -50,12 +52,14 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 	if err != nil {
 		return 0, err
 	}
-	l, port, err := listenAnyPort(ctx, req.Transport, defaultParams(), notices(req.Verbose, stderr))
+	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
+	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(), notices(req.Verbose, stderr))
 	if err != nil {
 		s.Abort()
 		return 0, err
 	}
 	defer l.Close()
+	fmt.Fprintf(notices(req.Verbose, stderr), "rdmacp: listening on %s (%s)\n", l.Addr(), why)
 	if err := writePort(stdout, port); err != nil {
 		s.Abort()
 		return 0, pipe.Errorf(pipe.KindAborted, "report the port", "%v", err)
