@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma demo demo-rdma bench bench-broadcast clean
+.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -18,11 +18,13 @@ help:
 	@echo "make test-unit  vet and the fast tests only (no VM)"
 	@echo "make test-fuzz  every fuzz target for FUZZTIME each (default 5s; part of make test)"
 	@echo "make fuzz       the same for longer: FUZZTIME=10m make fuzz"
-	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM (needs root)"
+	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM, over rxe and soft-iWARP (needs root)"
+	@echo "make test-delay 32 MiB streams over the VM's two-host rxe wire with 5, 20 and 50 ms netem delay each way, DELAY_RUNS times each (default 20)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build every command (./cmd/...) into bin/"
 	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
+	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -72,6 +74,11 @@ test-fuzz fuzz: deps
 test-rdma: build
 	./test/softroce/run-suite.sh
 
+# not part of `make test` (test-rdma runs the same test 3 times per delay)
+DELAY_RUNS ?= 20
+test-delay: build
+	DELAY_RUNS=$(DELAY_RUNS) ./test/softroce/delay.sh
+
 demo: build
 	./scripts/demo.sh
 
@@ -83,6 +90,10 @@ bench: build
 bench-broadcast: build
 	BENCH_BIN=$(BIN) ./bench/broadcast.sh
 	VM_CPU=$${VM_CPU:-max,-erms,-fsrm} test/softroce/vm-run.sh bash -c 'BENCH_BIN=$(BIN) TRANSPORT=rdma ADDR=$$RXE_IP ./bench/broadcast.sh'
+
+# not part of `make test`: OLD=REV is the revision to compare with
+bench-versions: build
+	./bench/versions.sh $(OLD)
 
 demo-rdma: build
 	test/softroce/vm-run.sh bash -c 'HOST=$$RXE_IP TRANSPORT=rdma SIZE=$${SIZE:-64M} ./scripts/demo.sh'

@@ -4,7 +4,7 @@
 # file into the run dir; its only argument is that dir.
 #
 # Run dir protocol (all files written by vm-run.sh on the host, except the last three):
-#   vars       shell assignments: VMRUN_TOKEN, PATH, RXE_WORK, VM_WIRE, forwarded VM_ENV variables
+#   vars       shell assignments: VMRUN_TOKEN, PATH, RXE_WORK, VM_WIRE, VM_SIW, forwarded VM_ENV variables
 #   cmd        bash script: cd to the host's current directory, then the command
 #   modprobe   kernel usermode-helper modprobe pointing at the unpacked kernel tree
 #   wire.sh    the two-host wire, set up when vars says VM_WIRE=1
@@ -60,6 +60,22 @@ rdma link show rxe0/1 | grep -q 'state ACTIVE' || setup_fail "rxe0 port not ACTI
 export RXE_DEV=rxe0 RXE_IP=10.0.3.1 RXE_WORK
 
 say "rxe0 ready on dummy0 $RXE_IP (root: $(cat /run/vm-root-mode 2>/dev/null), $(nproc) CPUs)"
+# VM_SIW=1: soft-iWARP beside it, siw0 on dummy1 (vm-run.sh built siw.ko into the kernel
+# tree; the kernel's modprobe helper loads it from there)
+if [ "${VM_SIW:-0}" = 1 ]; then
+  "$(cat /proc/sys/kernel/modprobe)" siw || setup_fail "modprobe siw (VM_SIW=1)"
+  ip link add dummy1 type dummy || setup_fail "ip link add dummy1 type dummy"
+  ip link set dummy1 up || setup_fail "ip link set dummy1 up"
+  ip addr add 10.0.5.1/24 dev dummy1 || setup_fail "ip addr add 10.0.5.1/24 dev dummy1"
+  rdma link add siw0 type siw netdev dummy1 || setup_fail "rdma link add siw0 type siw netdev dummy1"
+  for _ in $(seq 50); do
+    rdma link show siw0/1 2>/dev/null | grep -q 'state ACTIVE' && break
+    sleep 0.1
+  done
+  rdma link show siw0/1 | grep -q 'state ACTIVE' || setup_fail "siw0 port not ACTIVE: $(rdma link show siw0/1 2>&1)"
+  export SIW_DEV=siw0 SIW_IP=10.0.5.1
+  say "siw0 ready on dummy1 $SIW_IP"
+fi
 # VM_WIRE=1: two "hosts" on a veth pair (see wire.sh); its variables go to the command
 if [ "${VM_WIRE:-0}" = 1 ]; then
   wire=$(bash "$RUN/wire.sh" up 2>&1) || setup_fail "wire.sh up: $wire"

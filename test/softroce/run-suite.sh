@@ -1,12 +1,20 @@
 #!/usr/bin/env bash
-# Runs the RDMA suites in one SoftRoCE VM boot: the rdma transport's own tests,
-# then the end-to-end suite (test/e2e) with --transport rdma against rxe0, then
-# the fault tests (test/e2e/fault_test.go) over rdma and tcp on the two-host
-# wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB 10.0.9.2), and
-# last, with every rxe device removed, rdmasend --check on a host without RDMA.
-# FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them.
-# Everything is compiled on the host; the VM only runs binaries.
-# `make test-rdma` calls this after `make build`. Needs root (see vm-run.sh).
+# Runs the RDMA suites in one SoftRoCE VM boot (`make test-rdma`, after `make build`):
+#  1. the rdma transport's own tests on rxe0 (RoCE), then on siw0 (soft-iWARP);
+#  2. the end-to-end suite (test/e2e) with --transport rdma against rxe0, then against
+#     siw0 (iWARP: no immediate data, so rdmapipe sends its data with SEND; no
+#     receiver-not-ready retry);
+#  3. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
+#     10.0.9.2): the fault tests (test/e2e/fault_test.go) over rdma and tcp, and the delay
+#     test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS times
+#     each, 3 here; `make test-delay` runs it 20 times);
+#  4. last, with every RDMA device removed, rdmasend --check on a host without RDMA.
+# env: FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them
+#      (and the delay test); SIW=0 leaves soft-iWARP out (no siw.ko build, no siw sections);
+#      SIW_RUN / SIW_SKIP: -test.run / -test.skip of the e2e suite over siw; SIW_RDMA_SKIP:
+#      -test.skip of the rdma transport tests over siw;
+#      DELAY_RUNS (3): runs per delay of the delay test, 0 to leave it out.
+# Everything is compiled on the host; the VM only runs binaries. Needs root (see vm-run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 export RXE_WORK=${RXE_WORK:-$PWD/.cache/softroce}
@@ -36,17 +44,41 @@ section() {
 }
 if [ "${FAULT_ONLY:-0}" != 1 ]; then
   section "rdma transport tests on \$RXE_DEV" ./rdma.test -test.timeout 5m
+  if [ -n "\${SIW_DEV:-}" ]; then
+    # Left out on iWARP (tests that assume RoCE's ways, see README.md): the RDMA WRITE data
+    # path (TestConn/write*, TestDataPath, TestRingProtocol: iWARP always takes SEND), and
+    # TestStalledPeer (its stalled set-up is an IB/RoCE one that never sends the RTU).
+    RXE_DEV=\$SIW_DEV RXE_IP=\$SIW_IP section "rdma transport tests on \$SIW_DEV (soft-iWARP)" \\
+      ./rdma.test -test.timeout 5m -test.skip '${SIW_RDMA_SKIP:-^TestConn/write|^TestDataPath\$|^TestRingProtocol\$|^TestStalledPeer\$}'
+  fi
   RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$RXE_IP RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_BIG_MIB=64 \\
-    section "end-to-end suite over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 8m -test.v
+    section "end-to-end suite over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 15m -test.v
+  if [ -n "\${SIW_DEV:-}" ]; then
+    # Left out on iWARP: TestCheckAgainstReceiver, which wants the GID lines of a RoCE
+    # report (--check says "iWARP, no GID" there).
+    RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_BIG_MIB=64 \\
+      section "end-to-end suite over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP)" \\
+      ./e2e.test -test.timeout 15m -test.v -test.run '${SIW_RUN:-.}' -test.skip '${SIW_SKIP:-^TestCheckAgainstReceiver\$}'
+  elif [ "${SIW:-1}" = 1 ]; then
+    echo "== no soft-iWARP device (SIW_DEV unset)"
+    status=1
+  fi
 fi
 # the two-host wire; its variables (WIRE_A, WIRE_B, WIRE_SCRIPT) go to the fault tests
 if wire=\$(bash ./wire.sh up); then
   export \$wire
   echo "== wire: \$wire"
   RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_WORK="$suite/fault" \\
-    section "fault tests on the wire, rdma and tcp" ./e2e.test -test.timeout 6m -test.v -test.run '${FAULT_RUN:-^TestFault}'
+    section "fault tests on the wire, rdma and tcp" ./e2e.test -test.timeout 12m -test.v -test.run '${FAULT_RUN:-^TestFault}'
   echo "== fault results (seconds from the fault to the exit):"
   cat "$suite/fault/fault-results.txt" 2>/dev/null
+  if [ "${DELAY_RUNS:-3}" != 0 ]; then
+    RDMAPIPE_BIN="$suite" RDMAPIPE_DELAY_RUNS=${DELAY_RUNS:-3} RDMAPIPE_DELAY_RESULTS="$suite/delay-results.txt" \\
+      section "delay test on the wire: 32 MiB streams, 5, 20 and 50 ms each way, ${DELAY_RUNS:-3} runs each" \\
+      ./e2e.test -test.timeout 20m -test.v -test.run '^TestDelay\$'
+    echo "== delay results:"
+    cat "$suite/delay-results.txt" 2>/dev/null
+  fi
 else
   echo "== wire.sh up failed"
   status=1
@@ -58,4 +90,4 @@ RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_HOST=\$RXE_IP \\
 exit \$status
 GUEST
 chmod +x "$suite/run.sh"
-VM_TIMEOUT=${VM_TIMEOUT:-900} test/softroce/vm-run.sh "$suite/run.sh"
+VM_SIW=${SIW:-1} VM_TIMEOUT=${VM_TIMEOUT:-2400} test/softroce/vm-run.sh "$suite/run.sh"

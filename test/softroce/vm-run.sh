@@ -29,6 +29,8 @@
 #               (the guest does not inherit the host's environment; PATH is passed)
 #   VM_LOG      also copy the command's output to this file
 #   VM_WIRE     1: set up the two-host wire (wire.sh up) before running the command
+#   VM_SIW      1: also a soft-iWARP device, SIW_DEV=siw0 SIW_IP=10.0.5.1 (siw on dummy1);
+#               siw.ko is built out of tree once per kernel (needs gcc, make, the mirror)
 set -euo pipefail
 export LC_ALL=C   # stable tool output and a '.' in $EPOCHREALTIME
 
@@ -110,6 +112,9 @@ fetch_kernel() {
     log "cannot unpack $pkg"
     rm -rf "$tmp"; return 1
   fi
+  # the package version (6.1.192-2): linux-source and the headers of the same version
+  # build siw.ko (VM_SIW=1)
+  dpkg-deb -f "$tmp/${pkg}"_*.deb Version > "$tmp/tree/.version"
   touch "$tmp/tree/.complete"
   rm -rf "${CACHE:?}/kernel"; mkdir -p "$CACHE/kernel"
   rm -f "$CACHE"/initrd-*.gz
@@ -142,6 +147,49 @@ if [ -z "$KPKG" ] || [ ! -f "$CACHE/kernel/$KVER/.complete" ]; then
   log "using the cached kernel $KVER"
 fi
 KDIR=$CACHE/kernel/$KVER
+
+# 3b. soft-iWARP (VM_SIW=1): Debian's kernel config has CONFIG_RDMA_SIW unset, so siw.ko is
+#     built out of tree from linux-source and linux-headers of the kernel's own version and
+#     kept in the kernel tree (lib/modules/$KVER/updates/siw.ko, depmod'ed: the guest loads
+#     it with modprobe siw). The downloads (~150 MB) are dropped after the build.
+SIW_KO=$KDIR/lib/modules/$KVER/updates/siw.ko
+# build_siw: builds $SIW_KO; ~1 min on a fresh machine (download, unpack, compile)
+build_siw() {
+  local ver ser=${KVER%%-*} tmp hdr out d
+  ser=${ser%.*}   # 6.1.0-56-amd64 -> 6.1
+  ver=$(cat "$KDIR/.version" 2>/dev/null) ||
+    ver=$(apt-cache show --no-all-versions "linux-image-$KVER" 2>/dev/null | awk '/^Version:/ {print $2; exit}')
+  [ -n "$ver" ] || { log "siw: cannot tell the version of linux-image-$KVER"; return 1; }
+  log "building siw.ko for $KVER ($ver) from linux-source-$ser"
+  tmp=$(mktemp -d "$CACHE/siw.XXXXXX")
+  TMPS+=("$tmp")
+  if ! out=$(cd "$tmp" && apt-get -q download "linux-headers-$KVER=$ver" "linux-headers-${KVER%-*}-common=$ver" \
+               "linux-kbuild-$ser=$ver" "linux-source-$ser=$ver" 2>&1); then
+    grep -v -e unsandboxed -e '^Get:' <<<"$out" >&2
+    return 1
+  fi
+  hdr=$tmp/hdr
+  for d in "$tmp"/linux-headers-*.deb "$tmp"/linux-kbuild-*.deb; do dpkg -x "$d" "$hdr" || return 1; done
+  # the headers' Makefile includes the common headers by their absolute /usr/src path
+  sed -i "s#include /usr/src/#include $hdr/usr/src/#" "$hdr/usr/src/linux-headers-$KVER/Makefile"
+  dpkg-deb --fsys-tarfile "$tmp"/linux-source-"$ser"_*.deb | tar -xO "./usr/src/linux-source-$ser.tar.xz" |
+    tar -xJ -C "$tmp" --wildcards "linux-source-$ser/drivers/infiniband/sw/siw/*" || return 1
+  make -s -C "$hdr/usr/src/linux-headers-$KVER" M="$tmp/linux-source-$ser/drivers/infiniband/sw/siw" \
+    CONFIG_RDMA_SIW=m modules >&2 || return 1
+  mkdir -p "${SIW_KO%/*}"
+  cp "$tmp/linux-source-$ser/drivers/infiniband/sw/siw/siw.ko" "$SIW_KO.tmp" || return 1
+  mv "$SIW_KO.tmp" "$SIW_KO"
+  depmod -b "$KDIR" "$KVER" || return 1
+  rm -rf "$tmp"
+}
+if [ "${VM_SIW:-0}" = 1 ] && [ ! -f "$SIW_KO" ]; then
+  T2=$EPOCHREALTIME
+  if ! build_siw; then
+    # the package lists may be stale (the mirror moved on): refresh once and retry
+    softroce_apt_update && build_siw || die "cannot build siw.ko for $KVER (VM_SIW=1)"
+  fi
+  log "siw.ko built in $(since "$T2")"
+fi
 
 # 4. initramfs, cached by content: static busybox, /init, the modules in dependency order
 # veth and sch_netem: the two-host wire (wire.sh) and its faults
@@ -185,6 +233,7 @@ cp "$HERE/guest.sh" "$HERE/wire.sh" "$RUN/"
   printf 'export PATH=%q\n' "$PATH:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
   printf 'export RXE_WORK=%q\n' "$WORK"
   printf 'VM_WIRE=%q\n' "${VM_WIRE:-0}"
+  printf 'VM_SIW=%q\n' "${VM_SIW:-0}"
   for v in ${VM_ENV:-}; do
     if [ -n "${!v+set}" ]; then printf 'export %s=%q\n' "$v" "${!v}"; fi
   done
