@@ -60,6 +60,9 @@ func TestFailedPostNotCounted(t *testing.T) {
 	p := pipe.NewParams(4096, 4)
 	snd, _ := pair(t, p, p, DefaultOptions())
 	_, up := pair(t, p, p, DefaultOptions())
+	if snd.Info().DataPath != "write" {
+		t.Skip("data travels as SENDs here (iWARP): no ring, no write count")
+	}
 	c := snd.(*Conn)
 	if err := c.Adopt(up); err != nil {
 		t.Fatal(err)
