@@ -113,7 +113,15 @@ type proc struct {
 // wires up (nil: /dev/null and discard).
 func start(t *testing.T, name string, stdin io.Reader, stdout io.Writer, args ...string) *proc {
 	t.Helper()
-	p := &proc{t: t, name: name, cmd: exec.Command(filepath.Join(suite.bin, name), args...), done: make(chan struct{})}
+	return startWith(t, nil, name, stdin, stdout, args...)
+}
+
+// startWith is start with a command line prefix that runs the command
+// (prlimit, setpriv).
+func startWith(t *testing.T, prefix []string, name string, stdin io.Reader, stdout io.Writer, args ...string) *proc {
+	t.Helper()
+	argv := append(append(prefix, filepath.Join(suite.bin, name)), args...)
+	p := &proc{t: t, name: name, cmd: exec.Command(argv[0], argv[1:]...), done: make(chan struct{})}
 	p.cmd.Stdin, p.cmd.Stdout, p.cmd.Stderr = stdin, stdout, &p.stderr
 	if err := p.cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)

@@ -39,8 +39,14 @@ func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
 	} else {
 		notes = 0
 	}
+	// Receive buffers that only ever hold control messages (a sender's)
+	// need no page each.
+	recvAlign := bufAlign
+	if l.RecvSize <= pipe.MaxControl {
+		recvAlign = ctrlAlign
+	}
 	small := roundUp(pipe.MaxControl, ctrlAlign)
-	size := l.SendBufs*roundUp(l.SendSize, bufAlign) + recvs*roundUp(l.RecvSize, bufAlign) +
+	size := roundUp(l.SendBufs*roundUp(l.SendSize, bufAlign)+recvs*roundUp(l.RecvSize, recvAlign), bufAlign) +
 		(spares+notes+ctrlSlots)*small
 	mem, err := mapRegion(size)
 	if err != nil {
@@ -57,7 +63,9 @@ func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
 		return bufs
 	}
 	c.send = carve(l.SendBufs, l.SendSize, bufAlign)
-	c.recv = append(carve(recvs, l.RecvSize, bufAlign), carve(spares, pipe.MaxControl, ctrlAlign)...)
+	c.recv = carve(recvs, l.RecvSize, recvAlign)
+	off = roundUp(off, bufAlign)
+	c.recv = append(c.recv, carve(spares, pipe.MaxControl, ctrlAlign)...)
 	c.notes = carve(notes, pipe.MaxControl, ctrlAlign)
 	c.ctrl = carve(ctrlSlots, pipe.MaxControl, ctrlAlign)
 
