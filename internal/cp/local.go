@@ -21,7 +21,8 @@ import (
 // Bounds of the local side's waits.
 const (
 	portWait   = 2 * time.Minute  // ssh login (which may ask for a password) and the remote start
-	dialWait   = 15 * time.Second // connecting to the remote side's port
+	dialWait   = 15 * time.Second // connecting to the remote side's port, attempts included
+	retryPause = 100 * time.Millisecond
 	statusWait = 5 * time.Minute  // the remote side putting the copy in place after the stream
 )
 
@@ -87,7 +88,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
-	stats, err := stream(ctx, addr, p, in, o, key)
+	stats, err := stream(ctx, addr, p, in, o, key, r.waited)
 	if err != nil {
 		r.close()
 		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
@@ -141,15 +142,52 @@ func newRequest(p plan, t Target, o Options, key []byte, listen string) Request 
 
 // stream connects to the remote side at addr and sends it the sources:
 // the open file in (as is, so that pipe can see a regular file) or a tar
-// archive of p's sources.
-func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, key []byte) (pipe.Stats, error) {
+// archive of p's sources. An attempt that fails before the stream starts
+// (refused, reset, or dropped in its handshake, as a flood of other
+// connections or a race may do) is tried again, until dialWait has passed
+// since the first or gone is closed (the remote side ended). Retrying is
+// safe: pipe.Send reads nothing before the handshake has finished.
+func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, key []byte, gone <-chan struct{}) (pipe.Stats, error) {
 	if o.Transport == "rdma" {
 		if err := rdma.Available(); err != nil {
 			return pipe.Stats{}, err
 		}
 	}
-	dctx, cancel := context.WithTimeout(ctx, dialWait)
-	conn, err := newDialer(o).Dial(dctx, addr, defaultParams())
+	d := newDialer(o)
+	deadline := time.Now().Add(dialWait)
+	for {
+		st, err := streamOnce(ctx, d, addr, p, in, o, key, time.Until(deadline))
+		if err == nil || !beforeStream(st, err) || ctx.Err() != nil || time.Now().After(deadline) {
+			return st, err
+		}
+		if o.Verbose {
+			fmt.Fprintf(o.Stderr, "rdmacp: connecting again: %v\n", err)
+		}
+		select {
+		case <-time.After(retryPause):
+		case <-ctx.Done():
+			return st, err
+		case <-gone:
+			return st, err
+		}
+	}
+}
+
+// beforeStream says whether a stream failed with err before it started
+// (its handshake never finished, so Elapsed is zero), in a way that
+// another attempt may mend: not for a wrong key or bad parameters.
+func beforeStream(st pipe.Stats, err error) bool {
+	switch pipe.KindOf(err) {
+	case pipe.KindSetup, pipe.KindAborted, pipe.KindBusy:
+		return st.Elapsed == 0
+	}
+	return false
+}
+
+// streamOnce is one attempt of stream, connecting with d within wait.
+func streamOnce(ctx context.Context, d pipe.Dialer, addr string, p plan, in *os.File, o Options, key []byte, wait time.Duration) (pipe.Stats, error) {
+	dctx, cancel := context.WithTimeout(ctx, wait)
+	conn, err := d.Dial(dctx, addr, defaultParams())
 	cancel()
 	if err != nil {
 		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
