@@ -15,28 +15,14 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
-// lockedBuffer is a bytes.Buffer safe to read while a receiver may still be
+// lockedBuffer is a buffer safe to read while a receiver may still be
 // writing to it (after a failed stream).
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
-}
+type lockedBuffer = testutil.Buffer
 
 // result is how one stream ended on both sides.
 type result struct {

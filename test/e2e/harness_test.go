@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"bytes"
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
@@ -19,10 +18,11 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // env is the environment the suite runs in.
@@ -80,23 +80,8 @@ func getenv(name, def string) string {
 	return def
 }
 
-// syncBuffer is a bytes.Buffer that a process writes while the test reads.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
+// syncBuffer is a buffer that a process writes while the test reads.
+type syncBuffer = testutil.Buffer
 
 // proc is a started rdmasend or rdmarecv.
 type proc struct {

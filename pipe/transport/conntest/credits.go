@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -59,7 +60,7 @@ func testControlCredits(t *testing.T, mk MakePair) {
 	in := pattern(7, 300_000)
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	var outs [2]lockedBuffer
+	var outs [2]testutil.Buffer
 	var errs [2]error
 	var wg sync.WaitGroup
 	relay := pipe.Config{Relay: func(_ context.Context, next string) (string, error) { return next, nil }, Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
@@ -83,23 +84,4 @@ func testControlCredits(t *testing.T, mk MakePair) {
 			t.Errorf("receiver %d wrote %d bytes, want %d identical ones", k, len(outs[k].Bytes()), len(in))
 		}
 	}
-}
-
-// lockedBuffer is a bytes.Buffer safe for concurrent use.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-// Bytes returns a copy of what was written.
-func (l *lockedBuffer) Bytes() []byte {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return bytes.Clone(l.b.Bytes())
 }
