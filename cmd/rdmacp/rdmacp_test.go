@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -228,6 +229,8 @@ func noLeftovers(t *testing.T, dir, name string) {
 	}
 }
 
+// TestCopyTree copies trees: with -p modes arrive exactly (setuid too);
+// without, less the remote umask and without setuid and setgid.
 func TestCopyTree(t *testing.T) {
 	s := startSSHD(t)
 	src := t.TempDir()
@@ -235,28 +238,43 @@ func TestCopyTree(t *testing.T) {
 	makeTree(t, tree)
 	other := filepath.Join(src, "other.txt")
 	makeFile(t, other, 5000, false)
+	exact := func(m fs.FileMode) fs.FileMode { return m }
+	mask := fs.FileMode(syscall.Umask(0))
+	syscall.Umask(int(mask)) // the remote side's, which sshd passes on from this process
+	plain := func(m fs.FileMode) fs.FileMode {
+		if m&fs.ModeSymlink != 0 {
+			return m
+		}
+		m &^= fs.ModeSetuid | fs.ModeSetgid | mask
+		if !m.IsDir() {
+			m &^= fs.ModeSticky
+		}
+		return m
+	}
 	cases := []struct {
 		name   string
+		flags  []string
 		srcs   []string
 		dst    func(dir string) string // the target's DST
 		copies map[string]string       // source -> where it must land, relative to dir
+		mode   func(fs.FileMode) fs.FileMode
 	}{
-		{"into a directory", []string{tree}, func(d string) string { return d + "/" },
-			map[string]string{tree: "tree"}},
-		{"as a new name", []string{tree}, func(d string) string { return d + "/copy" },
-			map[string]string{tree: "copy"}},
-		{"several sources", []string{tree, other}, func(d string) string { return d },
-			map[string]string{tree: "tree", other: "other.txt"}},
+		{"into a directory, -p", []string{"-p"}, []string{tree}, func(d string) string { return d + "/" },
+			map[string]string{tree: "tree"}, exact},
+		{"as a new name", nil, []string{tree}, func(d string) string { return d + "/copy" },
+			map[string]string{tree: "copy"}, plain},
+		{"several sources", nil, []string{tree, other}, func(d string) string { return d },
+			map[string]string{tree: "tree", other: "other.txt"}, plain},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			r := s.rdmacp(t, append(append([]string{"-r"}, tc.srcs...), "target:"+tc.dst(dir))...)
+			r := s.rdmacp(t, append(append(append([]string{"-r"}, tc.flags...), tc.srcs...), "target:"+tc.dst(dir))...)
 			if r.code != 0 {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			for from, to := range tc.copies {
-				sameTree(t, from, filepath.Join(dir, to))
+				sameTree(t, from, filepath.Join(dir, to), tc.mode)
 			}
 			noStrays(t)
 		})
@@ -314,11 +332,11 @@ func makeTree(t *testing.T, root string) {
 }
 
 // sameTree fails t unless the tree at got has the same entries as want,
-// with the same types, permission bits, modification times, contents and
-// link targets.
-func sameTree(t *testing.T, want, got string) {
+// with the same types, permission bits (those of want as mode makes them),
+// modification times, contents and link targets.
+func sameTree(t *testing.T, want, got string, mode func(fs.FileMode) fs.FileMode) {
 	t.Helper()
-	entries := func(root string) map[string]string {
+	entries := func(root string, mode func(fs.FileMode) fs.FileMode) map[string]string {
 		m := map[string]string{}
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			if err != nil {
@@ -329,7 +347,7 @@ func sameTree(t *testing.T, want, got string) {
 				return err
 			}
 			rel, _ := filepath.Rel(root, p)
-			desc := fi.Mode().String()
+			desc := mode(fi.Mode()).String()
 			switch {
 			case fi.Mode()&fs.ModeSymlink != 0:
 				target, _ := os.Readlink(p)
@@ -347,7 +365,7 @@ func sameTree(t *testing.T, want, got string) {
 		}
 		return m
 	}
-	w, g := entries(want), entries(got)
+	w, g := entries(want, mode), entries(got, func(m fs.FileMode) fs.FileMode { return m })
 	for name, desc := range w {
 		if g[name] != desc {
 			t.Errorf("%s: got %q, want %q", name, g[name], desc)
@@ -377,6 +395,7 @@ func TestCopyErrors(t *testing.T) {
 		{"missing source", []string{filepath.Join(src, "missing"), "target:/tmp/"}, 2, "no such file"},
 		{"directory without -r", []string{src, "target:/tmp/"}, 2, "use -r"},
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
+		{"destination is a device", []string{file, "target:/dev/null"}, 3, "/dev/null is a device: not replaced"},
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
 	}
 	for _, tc := range cases {

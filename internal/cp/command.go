@@ -68,7 +68,7 @@ func Main(args []string) int {
 		ErrWriter:              os.Stderr,
 		Flags: append(app.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
-			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep a single file's mode and times (directory copies always keep them)"},
+			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the remote umask, without those), and a single file's times (directory copies always keep times)"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
 			&cli.StringFlag{Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
 			&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},

@@ -2,6 +2,7 @@ package cp
 
 import (
 	"archive/tar"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -11,6 +12,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -21,19 +23,58 @@ type dirMeta struct {
 	atime, mtime time.Time
 }
 
+// modes says how an archive's modes are applied: exactly with preserve
+// (setuid, setgid and sticky too), else less umask and without setuid and
+// setgid, and without sticky on files, as a new file of one's own would be.
+type modes struct {
+	preserve bool
+	umask    fs.FileMode
+}
+
+// of returns the mode to give an entry of the archive with mode m.
+func (ms modes) of(m fs.FileMode, dir bool) fs.FileMode {
+	m &= fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky
+	if ms.preserve {
+		return m
+	}
+	keep := fs.ModePerm
+	if dir {
+		keep |= fs.ModeSticky
+	}
+	return m & keep &^ ms.umask
+}
+
+// counter counts the bytes read through it: what arrived of the archive.
+type counter struct {
+	r io.Reader
+	n int64
+}
+
+func (c *counter) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	c.n += int64(n)
+	return n, err
+}
+
 // extract writes the tar archive read from r into root, treating it as
 // hostile: entry names must be relative and free of "..", and every file
 // operation goes through root, which refuses to resolve a path (or a
-// symbolic link on it) to anywhere outside. Regular files, directories and
-// symbolic links are created with the archive's permission bits and
-// modification times; any other entry type fails the extraction. If top is
-// not empty, the first element of every name is replaced with it.
+// symbolic link on it) to anywhere outside. Regular files (sparse ones
+// too), directories and symbolic links are created with the archive's
+// permission bits as ms says and its modification times; any other entry
+// type fails the extraction. If top is not empty, the first element of
+// every name is replaced with it. It stops, failing, when ctx ends.
 //
-// Existing files and links in the way are replaced; existing directories
-// are kept and merged into. Directory modes and times are set at the end,
-// deepest first, so that read-only directories can still be filled.
-func extract(root *os.Root, r io.Reader, top string) error {
-	tr := tar.NewReader(r)
+// Files and links are written under a temporary name and renamed into
+// place, atomically replacing a file or link in the way (never writing
+// through it); a directory, device or other special file in the way fails
+// the extraction and stays. Existing directories are kept and merged into.
+// Directory modes and times are set at the end, deepest first, so that
+// read-only directories can still be filled.
+func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms modes) error {
+	arrived := &counter{r: r}
+	tr := tar.NewReader(arrived)
+	buf := make([]byte, copyBuf)
 	var dirs []dirMeta
 	for {
 		h, err := tr.Next()
@@ -47,15 +88,16 @@ func extract(root *os.Root, r io.Reader, top string) error {
 		if err != nil {
 			return err
 		}
-		mode := h.FileInfo().Mode() & (fs.ModePerm | fs.ModeSetuid | fs.ModeSetgid | fs.ModeSticky)
+		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := makeDir(root, name); err != nil {
 				return err
 			}
-			dirs = append(dirs, dirMeta{name, mode, h.AccessTime, h.ModTime})
-		case tar.TypeReg:
-			if err := writeFile(root, name, tr, mode, h.AccessTime, h.ModTime); err != nil {
+			dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+		case tar.TypeReg, tar.TypeGNUSparse:
+			data := func(f *os.File) error { return writeData(ctx, f, tr, arrived, buf) }
+			if err := writeFile(root, name, data, ms.of(mode, false), h.AccessTime, h.ModTime); err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
@@ -74,6 +116,64 @@ func extract(root *os.Root, r io.Reader, top string) error {
 		if err := root.Chtimes(d.name, orNow(d.atime, d.mtime), d.mtime); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// copyBuf is the size of extract's buffer; holeBlock the size of the
+// blocks it checks for zeros where a read was partly holes.
+const (
+	copyBuf   = 256 << 10
+	holeBlock = 4096
+)
+
+// writeData writes the current entry of tr to f, a new empty file, with
+// buf. What arrived in the archive is written; the holes of a sparse
+// entry, which the archive only describes, are skipped (and the size set
+// at the end), so that the file takes no more room than what arrived,
+// however big the entry says it is. It stops when ctx ends: skipping a
+// huge hole reads nothing from the stream.
+func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, buf []byte) error {
+	var off int64
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		before := arrived.n
+		n, err := tr.Read(buf)
+		if n > 0 {
+			var werr error
+			if arrived.n-before == int64(n) { // all of it arrived
+				_, werr = f.WriteAt(buf[:n], off)
+			} else {
+				werr = writeSparse(f, buf[:n], off)
+			}
+			if werr != nil {
+				return werr
+			}
+			off += int64(n)
+		}
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			return err
+		}
+	}
+	return f.Truncate(off)
+}
+
+// writeSparse writes b at off in f, skipping the blocks of zeros (those
+// of holes), block by block as the file's offsets go.
+func writeSparse(f *os.File, b []byte, off int64) error {
+	for len(b) > 0 {
+		n := min(len(b), holeBlock-int(off%holeBlock))
+		if slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
+			if _, err := f.WriteAt(b[:n], off); err != nil {
+				return err
+			}
+		}
+		b, off = b[n:], off+int64(n)
 	}
 	return nil
 }
@@ -114,33 +214,44 @@ func makeDir(root *os.Root, name string) error {
 	return fmt.Errorf("make directory: %w", err)
 }
 
-// writeFile writes the file name from r, replacing a file or link in the
-// way, and sets its mode and times.
-func writeFile(root *os.Root, name string, r io.Reader, mode fs.FileMode, atime, mtime time.Time) error {
+// writeFile makes the file name with data, mode and times: under a
+// temporary name, renamed into place once complete (see clearWay).
+func writeFile(root *os.Root, name string, data func(*os.File) error, mode fs.FileMode, atime, mtime time.Time) error {
 	if err := clearWay(root, name); err != nil {
 		return err
 	}
-	f, err := root.OpenFile(name, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
+	tmp, err := tempName(name)
+	if err != nil {
+		return err
+	}
+	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
 	if err != nil {
 		return fmt.Errorf("create file: %w", err)
 	}
-	if _, err := io.Copy(f, r); err != nil {
-		f.Close()
+	err = data(f)
+	if err == nil {
+		err = f.Chmod(mode)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = root.Chtimes(tmp, orNow(atime, mtime), mtime)
+	}
+	if err == nil {
+		err = root.Rename(tmp, name)
+	}
+	if err != nil {
+		root.Remove(tmp)
 		return fmt.Errorf("write %s: %w", name, err)
 	}
-	if err := f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", name, err)
-	}
-	if err := root.Chmod(name, mode); err != nil {
-		return err
-	}
-	return root.Chtimes(name, orNow(atime, mtime), mtime)
+	return nil
 }
 
-// makeLink makes the symbolic link name pointing to target, replacing a
-// file or link in the way. The target is stored as it came: a link may
-// point anywhere, but nothing is ever written through one that leads out
-// of the root.
+// makeLink makes the symbolic link name pointing to target, under a
+// temporary name renamed into place (see clearWay). The target is stored
+// as it came: a link may point anywhere, but nothing is ever written
+// through one that leads out of the root.
 func makeLink(root *os.Root, name, target string) error {
 	if target == "" || len(target) > maxPathLen || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("archive entry %q: link target empty, too long or with a NUL byte", name)
@@ -148,23 +259,57 @@ func makeLink(root *os.Root, name, target string) error {
 	if err := clearWay(root, name); err != nil {
 		return err
 	}
-	if err := root.Symlink(target, name); err != nil {
+	tmp, err := tempName(name)
+	if err != nil {
+		return err
+	}
+	if err := root.Symlink(target, tmp); err != nil {
+		return fmt.Errorf("make link: %w", err)
+	}
+	if err := root.Rename(tmp, name); err != nil {
+		root.Remove(tmp)
 		return fmt.Errorf("make link: %w", err)
 	}
 	return nil
 }
 
-// clearWay removes what is at name unless it is a directory (which
-// the create that follows then fails on).
+// clearWay checks what is at name in root, which a file or link is about
+// to replace (see replaceable).
 func clearWay(root *os.Root, name string) error {
 	fi, err := root.Lstat(name)
-	if err != nil || fi.IsDir() {
+	return replaceable(name, fi, err)
+}
+
+// replaceable says whether what is at name, as Lstat described it with
+// fi and err, may be replaced with a file or link: nothing, a regular file
+// or a symbolic link may (a rename replaces the entry, not what a link
+// points to); a directory, device or other special file may not, and
+// stays.
+func replaceable(name string, fi fs.FileInfo, err error) error {
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
 		return nil
-	}
-	if err := root.Remove(name); err != nil {
-		return fmt.Errorf("replace existing: %w", err)
+	case err != nil:
+		return err
+	case fi.IsDir():
+		return fmt.Errorf("%s is a directory: not replaced with a file or link", name)
+	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0:
+		return fmt.Errorf("%s is a %s: not replaced with a file or link", name, special(fi.Mode()))
 	}
 	return nil
+}
+
+// special names the type of a special file.
+func special(m fs.FileMode) string {
+	switch {
+	case m&fs.ModeDevice != 0:
+		return "device"
+	case m&fs.ModeNamedPipe != 0:
+		return "named pipe"
+	case m&fs.ModeSocket != 0:
+		return "socket"
+	}
+	return "special file"
 }
 
 // orNow returns t, or fallback when t is unset (an archive without access

@@ -3,6 +3,8 @@ package cp
 import (
 	"archive/tar"
 	"bytes"
+	"cmp"
+	"context"
 	"os"
 	"path/filepath"
 	"strings"
@@ -13,6 +15,7 @@ import (
 type entry struct {
 	name, link, body string
 	typ              byte
+	mode             int64 // 0: 0644
 }
 
 func archive(t *testing.T, entries ...entry) []byte {
@@ -20,7 +23,7 @@ func archive(t *testing.T, entries ...entry) []byte {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
 	for _, e := range entries {
-		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644, Size: int64(len(e.body))}
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: cmp.Or(e.mode, 0o644), Size: int64(len(e.body))}
 		if e.typ != tar.TypeReg {
 			h.Size = 0
 		}
@@ -85,7 +88,7 @@ func TestExtractHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			err = extract(root, bytes.NewReader(data), "")
+			err = extract(context.Background(), root, bytes.NewReader(data), "", modes{})
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -108,7 +111,7 @@ func TestExtractTop(t *testing.T) {
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
 		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
 	)
-	if err := extract(root, bytes.NewReader(data), "renamed"); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), "renamed", modes{}); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {

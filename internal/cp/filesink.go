@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -24,14 +25,15 @@ type sink interface {
 	Abort()
 }
 
-// fileSink receives one regular file. It writes to a temporary file next
-// to the destination and renames it into place only when the stream has
-// arrived whole, so a failed copy never leaves a partial file behind. A
-// destination that exists and is not a regular file (say /dev/null) is
-// written in place.
+// fileSink receives one regular file. It writes to a new temporary file
+// next to the destination and renames it into place only when the stream
+// has arrived whole, so a failed copy never leaves a partial file behind
+// and nothing is written through what is at the destination: a file or a
+// symbolic link there is replaced (the link itself, not what it points
+// to); a directory, device or other special file is refused and stays.
 type fileSink struct {
 	f     *os.File
-	tmp   string // the temporary name; empty when writing in place
+	tmp   string
 	final string
 	req   Request
 }
@@ -39,23 +41,18 @@ type fileSink struct {
 // newFileSink opens the output for a file-mode request.
 func newFileSink(req Request) (*fileSink, error) {
 	dst := expandHome(req.Dest)
+	// DST naming a directory, through a link or not, means the source's
+	// name in it.
 	fi, err := os.Stat(dst)
 	switch {
 	case err == nil && fi.IsDir():
 		dst = filepath.Join(dst, req.Name)
-		fi, err = os.Stat(dst)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
 		return nil, setupf("destination %s: %v", dst, err)
 	}
-	if err == nil && !fi.Mode().IsRegular() {
-		if fi.IsDir() {
-			return nil, setupf("destination %s is a directory (the file's name in it is taken by a directory)", dst)
-		}
-		f, err := os.OpenFile(dst, os.O_WRONLY, 0)
-		if err != nil {
-			return nil, setupf("open destination: %v", err)
-		}
-		return &fileSink{f: f, final: dst, req: req}, nil
+	fi, err = os.Lstat(dst)
+	if err := replaceable(dst, fi, err); err != nil {
+		return nil, setupf("destination %v", err)
 	}
 	if err := checkDir(filepath.Dir(dst)); err != nil {
 		return nil, err
@@ -64,7 +61,7 @@ func newFileSink(req Request) (*fileSink, error) {
 	if err != nil {
 		return nil, setupf("temporary name: %v", err)
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL, fs.FileMode(req.Perm)&fs.ModePerm)
+	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fs.FileMode(req.Perm)&fs.ModePerm)
 	if err != nil {
 		return nil, setupf("create %s: %v", tmp, err)
 	}
@@ -75,25 +72,30 @@ func newFileSink(req Request) (*fileSink, error) {
 // regular file.
 func (s *fileSink) Writer() io.Writer { return s.f }
 
-// Finish closes the file, sets its mode and times when asked to preserve
-// them, and renames it into place.
+// Finish sets the file's mode and times when asked to preserve them,
+// closes it and renames it into place. Without that the file has the
+// source's permission bits less the umask, from its creation.
 func (s *fileSink) Finish() error {
+	if s.req.Preserve {
+		if err := s.f.Chmod(fileMode(s.req.Perm)); err != nil {
+			s.Abort()
+			return err
+		}
+	}
 	if err := s.f.Close(); err != nil {
 		s.remove()
 		return fmt.Errorf("write %s: %w", s.final, err)
 	}
-	if s.tmp == "" {
-		return nil
-	}
 	if s.req.Preserve {
-		if err := os.Chmod(s.tmp, fileMode(s.req.Perm)); err != nil {
-			s.remove()
-			return err
-		}
 		if err := os.Chtimes(s.tmp, time.Unix(0, s.req.ATime), time.Unix(0, s.req.MTime)); err != nil {
 			s.remove()
 			return err
 		}
+	}
+	fi, err := os.Lstat(s.final)
+	if err := replaceable(s.final, fi, err); err != nil {
+		s.remove()
+		return fmt.Errorf("destination %w", err)
 	}
 	if err := os.Rename(s.tmp, s.final); err != nil {
 		s.remove()
@@ -109,9 +111,7 @@ func (s *fileSink) Abort() {
 }
 
 func (s *fileSink) remove() {
-	if s.tmp != "" {
-		os.Remove(s.tmp)
-	}
+	os.Remove(s.tmp)
 }
 
 // tempName returns a fresh hidden name next to dst.

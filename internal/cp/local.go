@@ -29,7 +29,7 @@ const (
 // Options are the local side's settings.
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
-	Preserve  bool          // keep a single file's mode and times
+	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
 	SSH       []string      // the ssh command and its options
 	RemoteCmd string        // the rdmacp command on the remote host
 	DataHost  string        // where the stream goes; empty: the host ssh connects to
@@ -126,13 +126,13 @@ func dataAddr(ctx context.Context, dataHost string) (string, error) {
 // listen on listen (empty: the address of the ssh connection).
 func newRequest(p plan, t Target, o Options, key []byte, listen string) Request {
 	req := Request{Version: protocolVersion, Key: hex.EncodeToString(key), Dest: t.Path, Mode: p.mode,
-		Listen: listen, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+		Preserve: o.Preserve, Listen: listen, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
 	if p.mode == modeTar {
 		req.Single = len(p.srcs) == 1
 		return req
 	}
 	fi := p.srcs[0].info
-	req.Name, req.Perm, req.Preserve = p.srcs[0].name, unixPerm(fi.Mode()), o.Preserve
+	req.Name, req.Perm = p.srcs[0].name, unixPerm(fi.Mode())
 	if o.Preserve {
 		req.MTime = fi.ModTime().UnixNano()
 		req.ATime = accessTime(fi).UnixNano()

@@ -106,12 +106,12 @@ func TestStreamRetries(t *testing.T) {
 			key := bytes.Repeat([]byte{9}, keyLen)
 			notes := &notesWriter{again: make(chan struct{}, 1)}
 			o := Options{Transport: "tcp", Timeout: time.Minute, Verbose: true, Stderr: notes}
+			l := tc.first(t, ctx, addr)
 			sent := make(chan error, 1)
 			go func() {
 				_, err := stream(ctx, addr, p, in, o, key, nil)
 				sent <- err
 			}()
-			l := tc.first(t, ctx, addr)
 			select {
 			case <-notes.again:
 			case err := <-sent:

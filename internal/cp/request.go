@@ -48,7 +48,9 @@ type Request struct {
 	// Perm is, in file mode, the source's permission bits (with setuid,
 	// setgid and sticky as in fs.FileMode).
 	Perm uint32 `json:"perm,omitempty"`
-	// Preserve asks, in file mode, for Perm, ATime and MTime exactly.
+	// Preserve asks, in file mode, for Perm, ATime and MTime exactly;
+	// in tar mode, for the archive's modes exactly. Else modes lose the
+	// umask, setuid and setgid (and sticky on files).
 	Preserve bool  `json:"preserve,omitempty"`
 	ATime    int64 `json:"atime,omitempty"` // Unix nanoseconds
 	MTime    int64 `json:"mtime,omitempty"` // Unix nanoseconds

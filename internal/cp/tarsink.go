@@ -1,12 +1,15 @@
 package cp
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // tarSink receives a tar archive and extracts it as it arrives (see
@@ -15,13 +18,15 @@ type tarSink struct {
 	root *os.Root
 	pr   *io.PipeReader
 	pw   *io.PipeWriter
-	done chan error // the extraction's result
+	stop context.CancelFunc // ends the extraction
+	done chan error         // the extraction's result
 }
 
 // newTarSink prepares the destination of a tar-mode request: an existing
 // directory, which receives the archive's top-level entries; or, for a
 // single top-level entry, a new name in an existing directory, which that
-// entry becomes.
+// entry becomes. Modes are applied as the archive has them with
+// req.Preserve, else less the umask and without setuid and setgid.
 func newTarSink(req Request) (*tarSink, error) {
 	dst := expandHome(req.Dest)
 	dir, top := dst, ""
@@ -43,10 +48,12 @@ func newTarSink(req Request) (*tarSink, error) {
 	if err != nil {
 		return nil, setupf("destination: %v", err)
 	}
+	ms := modes{preserve: req.Preserve, umask: umask()}
 	pr, pw := io.Pipe()
-	s := &tarSink{root: root, pr: pr, pw: pw, done: make(chan error, 1)}
+	ctx, stop := context.WithCancel(context.Background())
+	s := &tarSink{root: root, pr: pr, pw: pw, stop: stop, done: make(chan error, 1)}
 	go func() {
-		err := extract(root, pr, top)
+		err := extract(ctx, root, pr, top, ms)
 		if err == nil {
 			_, err = io.Copy(io.Discard, pr) // the archive's padding
 		}
@@ -63,6 +70,7 @@ func (s *tarSink) Writer() io.Writer { return s.pw }
 func (s *tarSink) Finish() error {
 	s.pw.Close()
 	err := <-s.done
+	s.stop()
 	s.root.Close()
 	return err
 }
@@ -70,8 +78,17 @@ func (s *tarSink) Finish() error {
 // Abort stops the extraction. What was extracted stays.
 func (s *tarSink) Abort() {
 	s.pw.CloseWithError(errors.New("the stream failed"))
+	s.stop()
 	<-s.done
 	s.root.Close()
+}
+
+// umask returns the process's umask. It sets it for a moment, so it is
+// called before anything is created.
+func umask() fs.FileMode {
+	m := unix.Umask(0)
+	unix.Umask(m)
+	return fs.FileMode(m) & fs.ModePerm
 }
 
 // errOr returns err, or fallback when err is nil.
