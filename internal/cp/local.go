@@ -23,7 +23,7 @@ const (
 	portWait   = 2 * time.Minute  // ssh login (which may ask for a password) and the remote start
 	dialWait   = 15 * time.Second // connecting to the remote side's port, attempts included
 	retryPause = 100 * time.Millisecond
-	statusWait = 5 * time.Minute  // the remote side putting the copy in place after the stream
+	statusWait = 5 * time.Minute // the remote side putting the copy in place after the stream
 )
 
 // Options are the local side's settings.
