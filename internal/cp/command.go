@@ -18,16 +18,19 @@ const help = `Copies files and directories to HOST like scp, with the data on an
 system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
 "rdmacp --remote-receive" there, which must be installed on HOST. Over the ssh
 channel it passes a one-time random key (never on a command line); the remote side
-listens on a port of the system's choice and reports it back; rdmacp connects to
-HOST on it and streams. Every byte is checked (length and a MAC under the one-time
+listens on a port of the system's choice, on the address the ssh connection arrived
+on (or --data-host's), and reports it back; rdmacp connects to HOST on it (trying
+again for up to 15 s if refused or reset before the stream starts) and streams. Every byte is checked (length and a MAC under the one-time
 key) and rdmacp exits 0 only when the remote side has written everything and put it
 in place. The remote side exits when the stream or the ssh session ends.
 
 One regular file travels as is and lands in DST (or DST/NAME when DST is a directory),
 written to a temporary name and renamed into place on success. With -r, directories
-(and several sources) travel as one tar archive, with permission bits and
-modification times, symbolic links as links; DST must be a directory, or, for one
-source, a new name in an existing directory.
+(and several sources) travel as one tar archive, with permission bits (less the
+remote umask and without setuid and setgid, unless -p) and modification times,
+symbolic links as links; DST must be a directory, or, for one source, a new name in
+an existing directory. A file or link in the way is replaced, never written through;
+a directory or device in the way is refused and kept.
 
 The data connection goes straight to HOST (the HostName of an ssh alias), not
 through ssh or a jump host: use --data-host to name another address, e.g. that of the
