@@ -2,6 +2,7 @@ package cp
 
 import (
 	"archive/tar"
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -143,9 +144,11 @@ func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, 
 		n, err := tr.Read(buf)
 		if n > 0 {
 			var werr error
-			if arrived.n-before == int64(n) { // all of it arrived
+			switch arrived.n - before {
+			case int64(n): // all of it arrived
 				_, werr = f.WriteAt(buf[:n], off)
-			} else {
+			case 0: // all of it a hole
+			default:
 				werr = writeSparse(f, buf[:n], off)
 			}
 			if werr != nil {
@@ -163,12 +166,15 @@ func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, 
 	return f.Truncate(off)
 }
 
+// zeros is a block of zeros, to compare with.
+var zeros [holeBlock]byte
+
 // writeSparse writes b at off in f, skipping the blocks of zeros (those
 // of holes), block by block as the file's offsets go.
 func writeSparse(f *os.File, b []byte, off int64) error {
 	for len(b) > 0 {
 		n := min(len(b), holeBlock-int(off%holeBlock))
-		if slices.ContainsFunc(b[:n], func(c byte) bool { return c != 0 }) {
+		if !bytes.Equal(b[:n], zeros[:n]) {
 			if _, err := f.WriteAt(b[:n], off); err != nil {
 				return err
 			}

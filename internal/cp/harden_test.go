@@ -10,8 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -156,7 +156,7 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		case <-t.Context().Done():
 			t.Fatalf("gave up waiting for %s", what)
 		default:
-			syscall.Nanosleep(&syscall.Timespec{Nsec: 1e6}, nil)
+			time.Sleep(time.Millisecond)
 		}
 	}
 }
@@ -290,9 +290,6 @@ func TestExtractCutKeepsOld(t *testing.T) {
 // which stays.
 func TestFileSinkInTheWay(t *testing.T) {
 	for _, tc := range inTheWay {
-		if tc.name == "named pipe" {
-			continue // the code before O_NOFOLLOW would block opening it, not fail
-		}
 		t.Run(tc.name, func(t *testing.T) {
 			base := t.TempDir()
 			dst, outside := filepath.Join(base, "dst"), filepath.Join(base, "outside")
