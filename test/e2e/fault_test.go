@@ -52,8 +52,9 @@ const (
 )
 
 // peerGone are the words of which a side's stderr must contain one when
-// its peer was killed or stopped: silence, or the connection closed.
-var peerGone = append([]string{"peer closed", "peer disconnected", "aborted"}, silence...)
+// its peer was killed or stopped: silence, or the connection closed or
+// reset (TCP: a killed receiver's kernel resets the connection).
+var peerGone = append([]string{"peer closed", "peer disconnected", "connection reset", "aborted"}, silence...)
 
 // silence are the words of which a side's stderr must contain one when it
 // gave up on a peer it no longer hears.
