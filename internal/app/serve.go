@@ -7,7 +7,6 @@ import (
 	"io"
 	"sync/atomic"
 	"syscall"
-	"time"
 
 	"github.com/schollz/progressbar/v3"
 
@@ -59,7 +58,7 @@ const (
 // Exit status: without keep, that of the one stream served, the one
 // sender that claimed the receiver; connections that fail before that
 // (not rdmapipe, silent, wrong version, wrong or missing key, a relay
-// that could not be set up) are logged, at most refusalBurst a second,
+// that could not be set up) are logged, at most RefusalBurst a second,
 // and skipped. With keep, that of the last
 // stream served (0 if none), or the interruption if a signal cut a stream.
 // A failure of this host's resources (memlock) ends the receiver unless keep.
@@ -83,7 +82,7 @@ func (s *server) run(ctx context.Context) error {
 		}
 	}()
 	var last error
-	refused := refusals{w: s.log}
+	refused := Refusals{W: s.log, Prog: "rdmarecv"}
 	done := ctx.Done()
 	for {
 		select {
@@ -96,7 +95,7 @@ func (s *server) run(ctx context.Context) error {
 			waiting = append(waiting, p)
 			inFlight++
 		case err := <-acceptErrs:
-			refused.log(err)
+			refused.Log(err)
 			if errors.Is(err, pipe.ErrLocal) && !s.keep && !s.serving.Load() {
 				return err
 			}
@@ -111,7 +110,7 @@ func (s *server) run(ctx context.Context) error {
 					continue
 				}
 				if r.err != nil && ctx.Err() == nil {
-					refused.log(r.err)
+					refused.Log(r.err)
 				}
 				continue
 			}
@@ -211,34 +210,4 @@ func remove(ps []*pending, p *pending) []*pending {
 		}
 	}
 	return ps
-}
-
-// refusalBurst is how many refused connections a receiver logs a second;
-// it counts the rest, so that a flood cannot fill the log.
-const refusalBurst = 10
-
-// refusals logs refused connections, at most refusalBurst a second.
-type refusals struct {
-	w      io.Writer
-	window time.Time // when the current second began
-	shown  int       // lines logged in it
-	hidden int       // refusals not logged in it
-}
-
-// log logs a refused connection, or counts it if refusalBurst were
-// logged in the last second; the count is logged when the next second's
-// first refusal is.
-func (r *refusals) log(err error) {
-	if now := time.Now(); now.Sub(r.window) >= time.Second {
-		if r.hidden > 0 {
-			fmt.Fprintf(r.w, "rdmarecv: %d more connections refused\n", r.hidden)
-		}
-		r.window, r.shown, r.hidden = now, 0, 0
-	}
-	if r.shown == refusalBurst {
-		r.hidden++
-		return
-	}
-	r.shown++
-	fmt.Fprintf(r.w, "rdmarecv: refused a connection: %v\n", err)
 }

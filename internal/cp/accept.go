@@ -3,12 +3,12 @@ package cp
 import (
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"sync"
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/app"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -49,7 +49,8 @@ type result struct {
 // receiveOne accepts connections on l until one proves the key and claims
 // the receiver, writes its stream to w, and returns how it ended. No sender
 // claiming within wait is a setup failure. Connections that fail the
-// handshake are reported on log and skipped; dropped ones are not reported.
+// handshake are reported on log (at most app.RefusalBurst a second) and
+// skipped; dropped ones are not reported.
 func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Config, wait time.Duration, log io.Writer) (pipe.Stats, error) {
 	actx, stopAccepting := context.WithCancel(ctx)
 	accepted, acceptErrs := make(chan pipe.Conn), make(chan error)
@@ -68,6 +69,7 @@ func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Conf
 		}
 		wg.Wait()
 	}()
+	refused := app.Refusals{W: log, Prog: "rdmacp"}
 	var won atomic.Bool // a sender has claimed the receiver
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
@@ -82,7 +84,7 @@ func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Conf
 			waiting = append(waiting, start(ctx, c, w, cfg, &won, l, results))
 			inFlight++
 		case err := <-acceptErrs:
-			fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", err)
+			refused.Log(err)
 		case r := <-results:
 			inFlight--
 			waiting = remove(waiting, r.p)
@@ -91,7 +93,7 @@ func receiveOne(ctx context.Context, l pipe.Listener, w io.Writer, cfg pipe.Conf
 				return r.st, r.err
 			case handshaking:
 				if r.err != nil && ctx.Err() == nil {
-					fmt.Fprintf(log, "rdmacp: refused a connection: %v\n", r.err)
+					refused.Log(r.err)
 				}
 			}
 		case <-done:
