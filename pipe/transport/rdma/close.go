@@ -81,9 +81,15 @@ func (c *Conn) free() error {
 		rc, err := C.ibv_dereg_mr(c.mr)
 		check("ibv_dereg_mr", rc, err)
 	}
-	if f := c.fwd.Load(); f != nil {
-		rc, err := C.ibv_dereg_mr(f.mr)
+	if c.winMR != nil {
+		rc, err := C.ibv_dereg_mr(c.winMR)
 		check("ibv_dereg_mr", rc, err)
+	}
+	if f := c.fwd.Load(); f != nil {
+		for _, mr := range f.mrs {
+			rc, err := C.ibv_dereg_mr(mr)
+			check("ibv_dereg_mr", rc, err)
+		}
 	}
 	if c.pd != nil {
 		rc, err := C.ibv_dealloc_pd(c.pd)
@@ -98,9 +104,11 @@ func (c *Conn) free() error {
 		check("rdma_destroy_id", rc, err)
 	}
 	c.cm.destroy()
-	if c.mem != nil {
-		if err := unmapRegion(c.mem); err != nil {
-			errs = append(errs, fmt.Errorf("munmap: %w", err))
+	for _, mem := range [][]byte{c.mem, c.winMem} {
+		if mem != nil {
+			if err := unmapRegion(mem); err != nil {
+				errs = append(errs, fmt.Errorf("munmap: %w", err))
+			}
 		}
 	}
 	if len(errs) > 0 {

@@ -11,7 +11,6 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
-	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma/ringstate"
@@ -44,9 +43,12 @@ const (
 )
 
 // Conn is an RDMA connection: an RC queue pair with its completion queue,
-// completion channel and one registered memory region holding all of its
-// buffers. It implements pipe.Conn. Buffers returned by SendBuf and RecvBuf
-// are unmapped by Close and must not be used afterwards.
+// completion channel and a registered memory region holding its buffers,
+// registered for local access only; a receiver's data receive buffers (its
+// window) get a region of their own once the engine opens it, the only
+// memory a peer may write into (see OpenWindow). It implements pipe.Conn.
+// Buffers returned by SendBuf and RecvBuf are unmapped by Close and must
+// not be used afterwards.
 type Conn struct {
 	opt      Options
 	peer     string
@@ -67,6 +69,24 @@ type Conn struct {
 
 	mem              []byte // the mapped region
 	send, recv, ctrl [][]byte
+	pinned           atomic.Int64 // bytes registered, for Info
+
+	// A receiver's window: its data receive buffers, recv[:window], mapped
+	// and registered (for remote writes with a ring) by OpenWindow, in a
+	// region of their own; until then they are nil and a data message
+	// fails the connection.
+	window     int
+	windowOnce sync.Once
+	windowErr  error
+	winOpen    atomic.Bool
+	winMem     []byte
+	winMR      *C.struct_ibv_mr
+	winLkey    C.uint32_t
+	dataSize   int // the size of a data receive buffer
+
+	// params are the negotiated stream parameters (a sender checks the
+	// receiver's ring against them, see SetWindow).
+	params pipe.Params
 
 	// life is held shared by every operation that touches the queue pair
 	// or completion queue and exclusively while Close frees them.
@@ -97,8 +117,11 @@ type Conn struct {
 	ctrlMu   sync.Mutex
 	ctrlFree []int // control buffers not in flight
 
-	// A sender writing into the receiver's ring (see ring.go): the ring,
-	// and how many data messages were posted.
+	// A sender: whether SetWindow said the receiver's window is open; the
+	// receiver's ring, if it granted one (see ring.go), known from the
+	// accept and placed by SetWindow; and how many data messages were
+	// posted.
+	placed bool
 	ring   *ring
 	writes atomic.Uint64
 
@@ -125,11 +148,12 @@ func newConn(cm *eventChannel, id *C.struct_rdma_cm_id, peer string, opt Options
 }
 
 // setup creates the queue pair and buffers for layout l on the device
-// rdma_cm bound the id to, and posts every receive buffer. With slots > 0
-// the first slots receive buffers form a ring for the peer to write into
-// (see ring.go). The completion queue and, for a ring, the notification
-// receives are sized for lanes queue pairs (see lanes.go).
-func (c *Conn) setup(l pipe.Layout, slots, lanes int) error {
+// rdma_cm bound the id to, and posts the receive buffers. A receiver's
+// first window receive buffers, for data, are left to OpenWindow; with
+// ring they form a ring for the peer to write into (see ring.go). The
+// completion queue and, for a ring, the notification receives are sized
+// for lanes queue pairs (see lanes.go).
+func (c *Conn) setup(l pipe.Layout, window int, ring bool, lanes int) error {
 	verbs := c.id.verbs
 	var err error
 	if c.pd, err = C.ibv_alloc_pd(verbs); c.pd == nil {
@@ -141,9 +165,12 @@ func (c *Conn) setup(l pipe.Layout, slots, lanes int) error {
 	if c.cqW, err = newWaiter(c.cc.fd, "rdma completion channel"); err != nil {
 		return err
 	}
-	c.slots = slots
+	c.window = window
+	if ring {
+		c.slots = window
+	}
 	sendWR, recvWR := l.SendBufs+ctrlSlots, max(l.RecvBufs, 1)
-	if slots > 0 {
+	if c.slots > 0 {
 		recvWR = l.RecvBufs + noteSlack
 	}
 	c.sendWR, c.recvWR = sendWR, recvWR
@@ -167,12 +194,12 @@ func (c *Conn) setup(l pipe.Layout, slots, lanes int) error {
 	for i := range c.ctrlFree {
 		c.ctrlFree[i] = i
 	}
-	if slots > 0 {
-		c.rs = ringstate.New(slots, l.RecvBufs-slots, l.RecvSize, lanes)
+	if c.slots > 0 {
+		c.rs = ringstate.New(c.slots, l.RecvBufs-c.slots, l.RecvSize, lanes)
 		return c.postNotes(0)
 	}
 	c.recvPosted = make([]atomic.Bool, l.RecvBufs)
-	for i := range c.recv {
+	for i := window; i < len(c.recv); i++ {
 		c.recvPosted[i].Store(true)
 		if rc := c.postRecv(i); rc != 0 {
 			return fmt.Errorf("ibv_post_recv: %w", errno(rc))
@@ -194,16 +221,6 @@ func (c *Conn) postNotes(lane int) error {
 	return nil
 }
 
-// offer returns the ring this receiver offers its sender.
-func (c *Conn) offer() ring {
-	stride := len(c.recv[0])
-	if c.slots > 1 {
-		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
-	}
-	return ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.mr.rkey),
-		stride: uint32(stride), slots: uint32(c.slots)}
-}
-
 // SendBuf returns send buffer i.
 func (c *Conn) SendBuf(i int) []byte { return c.send[i] }
 
@@ -217,7 +234,11 @@ func (c *Conn) SendBufs() int { return len(c.send) }
 func (c *Conn) RecvBufs() int { return len(c.recv) }
 
 // Info describes the connection.
-func (c *Conn) Info() pipe.Info { return c.info }
+func (c *Conn) Info() pipe.Info {
+	i := c.info
+	i.Pinned = c.pinned.Load()
+	return i
+}
 
 // fail records the first failure of the connection and wakes Poll.
 func (c *Conn) fail(cause string) {
@@ -253,9 +274,10 @@ func (c *Conn) failed() bool {
 // events for a peer that goes away.
 func (c *Conn) start(p pipe.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
+	c.params = p
 	c.info = pipe.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
 		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps),
-		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth, Pinned: int64(len(c.mem))}
+		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
 	c.monDone = make(chan struct{})
 	go c.monitor()
 }

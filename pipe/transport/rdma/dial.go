@@ -84,7 +84,7 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
 	}
 	if err == nil && !d.SendOnly {
-		c.ring, err = parseRing(priv[pipe.ParamsLen:], ans, d.QPs)
+		c.ring, err = parseGrant(priv[pipe.ParamsLen:], d.QPs)
 	}
 	if err == nil && c.ring != nil && c.ring.lanes > 1 {
 		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal)
@@ -146,7 +146,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Pa
 	if !d.SendOnly {
 		lanes = min(max(d.QPs, 1), maxLanes)
 	}
-	if err := c.setup(pipe.SenderLayout(proposal), 0, lanes); err != nil {
+	if err := c.setup(pipe.SenderLayout(proposal), 0, false, lanes); err != nil {
 		return fail(pipe.KindSetup, local(err))
 	}
 

@@ -15,44 +15,54 @@ import (
 
 // adopted is another connection's receive memory registered with this
 // connection's protection domain, so that a relay sends from it (see
-// pipe.Forwarder).
+// pipe.Forwarder): one memory region per mapped region of up's that holds
+// receive buffers, and the key to send each buffer with.
 type adopted struct {
 	up      pipe.Conn
-	mr      *C.struct_ibv_mr
-	lkey    C.uint32_t
+	mrs     []*C.struct_ibv_mr
+	lkeys   []C.uint32_t   // per adopted buffer
 	sendLen []atomic.Int32 // bytes posted per adopted buffer, for OpForward
 }
 
-// mappedBuffers is implemented by connections whose receive buffers are
-// mapped outside the Go heap (mmap) and stay where they are until Close.
-// Only such memory may be registered with the HCA: the device reads it
-// behind the garbage collector's back, which may free and reuse heap
-// memory it finds unreferenced.
+// mappedBuffers is implemented by connections whose buffers are mapped
+// outside the Go heap (mmap) and stay where they are until Close. Only
+// such memory may be registered with the HCA: the device reads it behind
+// the garbage collector's back, which may free and reuse heap memory it
+// finds unreferenced.
 type mappedBuffers interface {
-	MappedBuffers() bool
+	// MappedRegions returns the mapped regions that hold the buffers.
+	MappedRegions() [][]byte
 }
 
-// MappedBuffers reports that c's buffers are mapped outside the Go heap
-// (see mem.go), so that another connection may adopt them.
-func (c *Conn) MappedBuffers() bool { return true }
+// MappedRegions returns the regions c's buffers are mapped in (see
+// mem.go), so that another connection may adopt them: the window's too
+// once it is open.
+func (c *Conn) MappedRegions() [][]byte {
+	if c.winOpen.Load() {
+		return [][]byte{c.mem, c.winMem}
+	}
+	return [][]byte{c.mem}
+}
 
-// Adopt registers the span of up's receive buffers (one mapped region, for
-// the rdma and tcp transports) with this connection's protection domain,
-// for PostForward. It refuses a connection that does not report, by a
-// MappedBuffers method, that its buffers are mapped outside the Go heap,
-// and fails where the span cannot be registered.
+// Adopt registers the mapped regions that hold up's receive buffers with
+// this connection's protection domain, for PostForward. Call it once up's
+// window is open. It refuses a connection that does not report, by a
+// MappedRegions method, that every receive buffer lies in memory mapped
+// outside the Go heap, and fails where a region cannot be registered.
 func (c *Conn) Adopt(up pipe.Conn) error {
-	if m, ok := up.(mappedBuffers); !ok || !m.MappedBuffers() {
+	m, ok := up.(mappedBuffers)
+	if !ok {
 		return fmt.Errorf("adopt: the other connection's receive buffers may be Go heap memory, which must not be registered")
 	}
-	if up.RecvBufs() == 0 {
-		return fmt.Errorf("adopt: no receive buffers")
+	regions := m.MappedRegions()
+	in := make([]int, up.RecvBufs()) // the region of each receive buffer
+	for i := range in {
+		if in[i] = regionOf(regions, up.RecvBuf(i)); in[i] < 0 {
+			return fmt.Errorf("adopt: receive buffer %d of the other connection is not in its mapped regions: it may be Go heap memory, which must not be registered", i)
+		}
 	}
-	lo, hi := ^uintptr(0), uintptr(0)
-	for i := range up.RecvBufs() {
-		b := up.RecvBuf(i)
-		p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
-		lo, hi = min(lo, p), max(hi, p+uintptr(len(b)))
+	if len(in) == 0 {
+		return fmt.Errorf("adopt: no receive buffers")
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -62,14 +72,39 @@ func (c *Conn) Adopt(up pipe.Conn) error {
 	if c.fwd.Load() != nil {
 		return fmt.Errorf("adopt: already adopted")
 	}
-	base := unsafe.Pointer(unsafe.SliceData(up.RecvBuf(0)))
-	base = unsafe.Add(base, -int(uintptr(base)-lo))
-	mr, err := C.rp_reg_mr(c.pd, base, C.size_t(hi-lo), 0)
-	if mr == nil {
-		return fmt.Errorf("adopt: register the %d bytes of the other connection's receive buffers: ibv_reg_mr: %w", hi-lo, err)
+	f := &adopted{up: up, lkeys: make([]C.uint32_t, len(in)), sendLen: make([]atomic.Int32, len(in))}
+	mrs := make(map[int]*C.struct_ibv_mr)
+	for i, k := range in {
+		mr := mrs[k]
+		if mr == nil {
+			var err error
+			mr, err = C.rp_reg_mr(c.pd, unsafe.Pointer(unsafe.SliceData(regions[k])), C.size_t(len(regions[k])), 0)
+			if mr == nil {
+				for _, mr := range f.mrs {
+					C.ibv_dereg_mr(mr)
+				}
+				return fmt.Errorf("adopt: register the %d bytes of the other connection's receive buffers: ibv_reg_mr: %w", len(regions[k]), err)
+			}
+			mrs[k] = mr
+			f.mrs = append(f.mrs, mr)
+		}
+		f.lkeys[i] = mr.lkey
 	}
-	c.fwd.Store(&adopted{up: up, mr: mr, lkey: mr.lkey, sendLen: make([]atomic.Int32, up.RecvBufs())})
+	c.fwd.Store(f)
 	return nil
+}
+
+// regionOf returns the index of the region that holds all of b, -1 if
+// none does.
+func regionOf(regions [][]byte, b []byte) int {
+	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
+	for k, r := range regions {
+		lo := uintptr(unsafe.Pointer(unsafe.SliceData(r)))
+		if len(b) > 0 && len(r) > 0 && p >= lo && p+uintptr(len(b)) <= lo+uintptr(len(r)) {
+			return k
+		}
+	}
+	return -1
 }
 
 // PostForward posts the first n bytes of the adopted connection's receive
@@ -77,8 +112,11 @@ func (c *Conn) Adopt(up pipe.Conn) error {
 // pipe.OpForward with Buf i and Len n.
 func (c *Conn) PostForward(i, n int) error {
 	f := c.fwd.Load()
-	if f == nil || i < 0 || i >= f.up.RecvBufs() || n < 0 || n > len(f.up.RecvBuf(i)) || c.ring != nil && n > int(c.ring.stride) {
+	if f == nil || i < 0 || i >= f.up.RecvBufs() || n < 0 || n > len(f.up.RecvBuf(i)) {
 		return pipe.Errorf(pipe.KindInternal, "post forward to "+c.peer, "adopted buffer %d, %d bytes: out of range", i, n)
+	}
+	if err := c.fits(n); err != nil {
+		return pipe.Errorf(pipe.KindInternal, "post forward to "+c.peer, "%v", err)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -87,7 +125,7 @@ func (c *Conn) PostForward(i, n int) error {
 	}
 	f.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
-	if rc := c.postData(wrFwd|uint64(i), unsafe.Pointer(unsafe.SliceData(f.up.RecvBuf(i))), n, f.lkey); rc != 0 {
+	if rc := c.postData(wrFwd|uint64(i), unsafe.Pointer(unsafe.SliceData(f.up.RecvBuf(i))), n, f.lkeys[i]); rc != 0 {
 		c.sendsOut.Add(-1)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post forward to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}

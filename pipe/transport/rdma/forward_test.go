@@ -16,13 +16,14 @@ type heapConn struct {
 func (h heapConn) RecvBufs() int        { return len(h.bufs) }
 func (h heapConn) RecvBuf(i int) []byte { return h.bufs[i] }
 
-// claimingConn is a heapConn with a MappedBuffers method that says mapped.
+// claimingConn is a heapConn with a MappedRegions method that names
+// regions.
 type claimingConn struct {
 	heapConn
-	mapped bool
+	regions [][]byte
 }
 
-func (c claimingConn) MappedBuffers() bool { return c.mapped }
+func (c claimingConn) MappedRegions() [][]byte { return c.regions }
 
 // TestAdoptRefusesHeap checks that Adopt refuses, before it touches the
 // device, a connection that does not say its buffers are mapped outside
@@ -33,8 +34,9 @@ func TestAdoptRefusesHeap(t *testing.T) {
 		name string
 		up   pipe.Conn
 	}{
-		{"no MappedBuffers method", heap},
-		{"MappedBuffers false", claimingConn{heap, false}},
+		{"no MappedRegions method", heap},
+		{"no regions", claimingConn{heap, nil}},
+		{"a buffer outside the regions", claimingConn{heap, [][]byte{heap.bufs[0]}}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -385,11 +385,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 	if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
 		return reject(local(fmt.Errorf("rdma_migrate_id: %w", err)))
 	}
-	slots := 0
-	if lanes > 0 {
-		slots = p.Credits()
-	}
-	if err := c.setup(pipe.ReceiverLayout(p), slots, max(lanes, 1)); err != nil {
+	if err := c.setup(pipe.ReceiverLayout(p), p.Credits(), lanes > 0, max(lanes, 1)); err != nil {
 		return reject(local(err))
 	}
 
@@ -403,8 +399,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 	ans, _ := p.MarshalBinary()
 	var joins chan *event
 	if lanes > 0 {
-		r := c.offer()
-		r.lanes = lanes
+		r := ring{lanes: lanes}
 		if lanes > 1 {
 			if r.token, err = newToken(); err != nil {
 				return reject(local(err))
@@ -415,7 +410,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 			l.joinMu.Unlock()
 			defer l.endJoins(r.token, joins)
 		}
-		ans = append(ans, r.marshal()...)
+		ans = append(ans, r.marshalGrant()...)
 	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()
@@ -454,3 +449,5 @@ var _ pipe.Listener = (*Listener)(nil)
 var _ pipe.Dialer = Dialer{}
 var _ pipe.Conn = (*Conn)(nil)
 var _ mappedBuffers = (*Conn)(nil)
+var _ pipe.Window = (*Conn)(nil)
+var _ pipe.WindowSetter = (*Conn)(nil)

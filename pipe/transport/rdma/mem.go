@@ -27,32 +27,35 @@ const (
 	hugePage = 2 << 20
 )
 
-// mapBuffers maps one region for all buffers of l plus the control ring
-// and registers it. A receiver offering a ring (c.slots > 0) has only its
-// ring's buffers of l.RecvSize, spares of pipe.MaxControl bytes, and notes
-// buffers of that size for its receive work requests; its region is
-// registered for remote writes.
+// mapBuffers maps one region for the buffers of l, but for a receiver's
+// window (see OpenWindow), plus the control ring, and registers it for
+// local access only: nothing in it is the peer's to write. A receiver
+// offering a ring (c.slots > 0) gives its spares pipe.MaxControl bytes
+// each and has notes buffers of that size for its receive work requests.
+// On the SEND data path a receiver's spares are as large as its data
+// buffers: a receive queue is first in, first out, so once the window is
+// open a data message may land in a spare posted before it.
 func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
-	recvs, spares := l.RecvBufs, 0
+	spares, spareSize := l.RecvBufs-c.window, l.RecvSize
 	if c.slots > 0 {
-		recvs, spares = c.slots, l.RecvBufs-c.slots
+		spareSize = pipe.MaxControl
 	} else {
 		notes = 0
 	}
-	// Receive buffers that only ever hold control messages (a sender's)
-	// need no page each.
-	recvAlign := bufAlign
-	if l.RecvSize <= pipe.MaxControl {
-		recvAlign = ctrlAlign
+	// Receive buffers that only ever hold control messages need no page
+	// each.
+	spareAlign := bufAlign
+	if spareSize <= pipe.MaxControl {
+		spareAlign = ctrlAlign
 	}
 	small := roundUp(pipe.MaxControl, ctrlAlign)
-	size := roundUp(l.SendBufs*roundUp(l.SendSize, bufAlign)+recvs*roundUp(l.RecvSize, recvAlign), bufAlign) +
-		(spares+notes+ctrlSlots)*small
+	size := roundUp(l.SendBufs*roundUp(l.SendSize, bufAlign)+spares*roundUp(spareSize, spareAlign), bufAlign) +
+		(notes+ctrlSlots)*small
 	mem, err := mapRegion(size)
 	if err != nil {
 		return fmt.Errorf("map %d bytes of buffers: %w", size, err)
 	}
-	c.mem = mem
+	c.mem, c.dataSize = mem, l.RecvSize
 	off := 0
 	carve := func(n, size, align int) [][]byte {
 		bufs := make([][]byte, n)
@@ -63,22 +66,90 @@ func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
 		return bufs
 	}
 	c.send = carve(l.SendBufs, l.SendSize, bufAlign)
-	c.recv = carve(recvs, l.RecvSize, recvAlign)
+	c.recv = append(make([][]byte, c.window), carve(spares, spareSize, spareAlign)...)
 	off = roundUp(off, bufAlign)
-	c.recv = append(c.recv, carve(spares, pipe.MaxControl, ctrlAlign)...)
 	c.notes = carve(notes, pipe.MaxControl, ctrlAlign)
 	c.ctrl = carve(ctrlSlots, pipe.MaxControl, ctrlAlign)
-
-	raiseMemlock()
-	remote := C.int(0)
-	if c.slots > 0 {
-		remote = 1
-	}
-	if c.mr, err = C.rp_reg_mr(c.pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem)), remote); c.mr == nil {
-		return registerError(len(mem), err)
+	if c.mr, err = register(c.pd, mem, false); err != nil {
+		return err
 	}
 	c.lkey = c.mr.lkey
+	c.pinned.Store(int64(len(mem)))
 	return nil
+}
+
+// OpenWindow maps and registers a receiver's data receive buffers, its
+// window, in a region of their own, and posts them. With a ring it is the
+// only memory the peer may write into, registered for remote writes only
+// now that the engine has authenticated the sender and the receiver is
+// claimed; it returns the ring's description, which the sender's Conn
+// needs (see SetWindow). On the SEND data path the buffers are posted
+// behind the spares and the description is nil. Only the first call does
+// anything.
+func (c *Conn) OpenWindow() ([]byte, error) {
+	c.windowOnce.Do(func() { c.windowErr = c.openWindow() })
+	if c.windowErr != nil || c.slots == 0 {
+		return nil, c.windowErr
+	}
+	return c.offer().marshal(), nil
+}
+
+// openWindow does the work of OpenWindow.
+func (c *Conn) openWindow() error {
+	op := "open the receive window for " + c.peer
+	if c.window == 0 {
+		return pipe.Errorf(pipe.KindInternal, op, "a sender's connection has no window")
+	}
+	c.life.RLock()
+	defer c.life.RUnlock()
+	if err := c.stopped(); err != nil {
+		return err
+	}
+	stride := roundUp(c.dataSize, bufAlign)
+	mem, err := mapRegion(c.window * stride)
+	if err != nil {
+		return &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", c.window*stride, err))}
+	}
+	c.winMem = mem
+	if c.winMR, err = register(c.pd, mem, c.slots > 0); err != nil {
+		return &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(err)}
+	}
+	c.winLkey = c.winMR.lkey
+	c.pinned.Add(int64(len(mem)))
+	for i := range c.window {
+		c.recv[i] = mem[i*stride : i*stride+c.dataSize : i*stride+c.dataSize]
+	}
+	c.winOpen.Store(true)
+	if c.slots > 0 {
+		c.ringMu.Lock()
+		c.rs.Open()
+		c.ringMu.Unlock()
+		return nil
+	}
+	for i := range c.window {
+		c.recvPosted[i].Store(true)
+		if rc := c.postRecv(i); rc != 0 {
+			err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
+			c.fail(err.Error())
+			return &pipe.Error{Kind: pipe.KindAborted, Op: op, Err: err}
+		}
+	}
+	return nil
+}
+
+// register registers mem with pd for local writes, and for remote writes
+// too if remote.
+func register(pd *C.struct_ibv_pd, mem []byte, remote bool) (*C.struct_ibv_mr, error) {
+	raiseMemlock()
+	rw := C.int(0)
+	if remote {
+		rw = 1
+	}
+	mr, err := C.rp_reg_mr(pd, unsafe.Pointer(&mem[0]), C.size_t(len(mem)), rw)
+	if mr == nil {
+		return nil, registerError(len(mem), err)
+	}
+	return mr, nil
 }
 
 // mapping is one way of mapping a region: its length, a multiple of the

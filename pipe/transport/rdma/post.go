@@ -24,8 +24,11 @@ const ctrlWaitMax = 10 * time.Millisecond
 // until its completion is taken from the completion queue. Data messages
 // are posted from one goroutine at a time.
 func (c *Conn) PostSend(i, n int) error {
-	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) || c.ring != nil && n > int(c.ring.stride) {
+	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
 		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
+	}
+	if err := c.fits(n); err != nil {
+		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "%v", err)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -41,6 +44,21 @@ func (c *Conn) PostSend(i, n int) error {
 		c.sendsOut.Add(-1)
 		c.sendPosted[i].Store(false)
 		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
+	}
+	return nil
+}
+
+// fits says why an n-byte data message cannot be sent, if it cannot: the
+// receiver's window is not known yet (see SetWindow), or the message is
+// larger than a slot of its ring.
+func (c *Conn) fits(n int) error {
+	switch r := c.ring; {
+	case !c.placed:
+		return fmt.Errorf("the receiver's window is not known yet (SetWindow)")
+	case r == nil:
+		return nil
+	case n > int(r.stride):
+		return fmt.Errorf("%d bytes do not fit a %d-byte ring slot", n, r.stride)
 	}
 	return nil
 }
@@ -77,6 +95,9 @@ func (c *Conn) PostRecv(i int) error {
 	defer c.life.RUnlock()
 	if err := c.stopped(); err != nil {
 		return err
+	}
+	if i < c.window && !c.winOpen.Load() {
+		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is in the window, which is not open", i)
 	}
 	if c.slots > 0 {
 		return c.repostRing(i)
@@ -115,10 +136,14 @@ func (c *Conn) postNote(k int) C.int {
 	return C.rp_post_recv(c.qps[k/c.notesPerLane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
 }
 
-// postRecv posts receive buffer i.
+// postRecv posts receive buffer i, which is in the window's region if
+// i < c.window.
 func (c *Conn) postRecv(i int) C.int {
-	b := c.recv[i]
-	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
+	b, lkey := c.recv[i], c.lkey
+	if i < c.window {
+		lkey = c.winLkey
+	}
+	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), lkey)
 }
 
 // SendControl sends p from one of a ring of registered buffers (inline

@@ -3,6 +3,7 @@ package rdma
 import (
 	"encoding/binary"
 	"fmt"
+	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -17,6 +18,14 @@ import (
 // small buffers of their own. A control message is copied into the oldest
 // posted spare buffer (the rest of the layout, MaxControl bytes each), so
 // that the engine sees every message in a buffer it posted.
+//
+// The ring is the only memory a peer can write, and only once it has
+// earned it: the accept grants a ring (and the lanes, see lanes.go) but
+// says nothing of where it is; the receiver maps and registers it when the
+// engine opens its window, after the sender authenticated itself and
+// claimed the receiver, and its address and key travel in the engine's
+// welcome, under the key's proof when there is one (see OpenWindow and
+// SetWindow). Everything else is registered for local access only.
 //
 // Both sides walk the ring in order: the engine re-posts data buffers in
 // the order their messages arrived (see pipe.Conn), so the slot freed by a
@@ -33,18 +42,23 @@ import (
 // a ring; the next byte asks for lanes (see lanes.go).
 const opWrite = 1
 
-// ringLen is the encoded size of a ring: flags u8 (opWrite), lanes u8, two
-// zero bytes, rkey u32, address u64, stride u32, slots u32, token u64,
-// little-endian. It follows the answer's pipe.Params in the accept's
-// private data. Lanes and token are for striping (see lanes.go).
-const ringLen = 32
-
 // noteSlack is how many notification receives a receiver posts beyond one
 // per message the sender may have in flight.
 const noteSlack = 2
 
+// grantLen is the encoded size of a ring's grant: flags u8 (opWrite),
+// lanes u8, two zero bytes, token u64, little-endian. It follows the
+// answer's pipe.Params in the accept's private data. Lanes and token are
+// for striping (see lanes.go).
+const grantLen = 12
+
+// ringLen is the encoded size of a ring's place, the description
+// OpenWindow returns for the welcome: rkey u32, address u64, stride u32,
+// slots u32, little-endian.
+const ringLen = 20
+
 // ring is a receiver's data ring as the sender sees it, and the lanes it
-// granted.
+// granted. Until SetWindow, only lanes and token are known.
 type ring struct {
 	addr   uint64
 	rkey   uint32
@@ -54,41 +68,88 @@ type ring struct {
 	token  uint64 // names the connection in the joins of lanes 1 and up
 }
 
-// marshal encodes r for the accept's private data.
-func (r ring) marshal() []byte {
-	b := make([]byte, ringLen)
+// marshalGrant encodes r's lanes and token for the accept's private data.
+func (r ring) marshalGrant() []byte {
+	b := make([]byte, grantLen)
 	b[0], b[1] = opWrite, byte(r.lanes)
-	binary.LittleEndian.PutUint32(b[4:], r.rkey)
-	binary.LittleEndian.PutUint64(b[8:], r.addr)
-	binary.LittleEndian.PutUint32(b[16:], r.stride)
-	binary.LittleEndian.PutUint32(b[20:], r.slots)
-	binary.LittleEndian.PutUint64(b[24:], r.token)
+	binary.LittleEndian.PutUint64(b[4:], r.token)
 	return b
 }
 
-// parseRing decodes the ring that follows the Params in an accept's
-// private data, if there is one, and checks that it can carry the
-// negotiated stream p: a slot per credit, each large enough for a chunk
-// and its trailer, over 1 to asked lanes.
-func parseRing(b []byte, p pipe.Params, asked int) (*ring, error) {
-	if len(b) < ringLen || b[0]&opWrite == 0 {
+// parseGrant decodes the grant of a ring that follows the Params in an
+// accept's private data, if there is one, and checks that it grants 1 to
+// asked lanes.
+func parseGrant(b []byte, asked int) (*ring, error) {
+	if len(b) < grantLen || b[0]&opWrite == 0 {
 		return nil, nil
 	}
-	r := &ring{
-		lanes:  int(b[1]),
-		rkey:   binary.LittleEndian.Uint32(b[4:]),
-		addr:   binary.LittleEndian.Uint64(b[8:]),
-		stride: binary.LittleEndian.Uint32(b[16:]),
-		slots:  binary.LittleEndian.Uint32(b[20:]),
-		token:  binary.LittleEndian.Uint64(b[24:]),
-	}
-	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+pipe.TrailerLen {
-		return nil, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
-	}
+	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:])}
 	if r.lanes < 1 || r.lanes > max(asked, 1) {
 		return nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
 	}
 	return r, nil
+}
+
+// marshal encodes where r is, for the welcome.
+func (r ring) marshal() []byte {
+	b := make([]byte, ringLen)
+	binary.LittleEndian.PutUint32(b, r.rkey)
+	binary.LittleEndian.PutUint64(b[4:], r.addr)
+	binary.LittleEndian.PutUint32(b[12:], r.stride)
+	binary.LittleEndian.PutUint32(b[16:], r.slots)
+	return b
+}
+
+// parseRing decodes where a receiver's ring is and checks that it can
+// carry the negotiated stream p: a slot per credit, each large enough for
+// a chunk and its trailer.
+func parseRing(b []byte, p pipe.Params) (ring, error) {
+	if len(b) != ringLen {
+		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d", len(b), ringLen)
+	}
+	r := ring{
+		rkey:   binary.LittleEndian.Uint32(b),
+		addr:   binary.LittleEndian.Uint64(b[4:]),
+		stride: binary.LittleEndian.Uint32(b[12:]),
+		slots:  binary.LittleEndian.Uint32(b[16:]),
+	}
+	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+pipe.TrailerLen {
+		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
+	}
+	return r, nil
+}
+
+// offer returns where the ring of this receiver is, once its window is
+// open.
+func (c *Conn) offer() ring {
+	stride := len(c.recv[0])
+	if c.slots > 1 {
+		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
+	}
+	return ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
+		stride: uint32(stride), slots: uint32(c.slots)}
+}
+
+// SetWindow tells a sender's connection that the receiver's window is
+// open, and places its writes in the ring whose place the receiver's
+// OpenWindow described (desc, from the welcome); without a ring granted in
+// the accept, desc must be empty. Data messages are refused until then. It
+// must be called from the goroutine that posts them, or before it starts.
+func (c *Conn) SetWindow(desc []byte) error {
+	if c.ring == nil {
+		if len(desc) > 0 {
+			return fmt.Errorf("receiver %s described a ring (%d bytes) it did not grant", c.peer, len(desc))
+		}
+		c.placed = true
+		return nil
+	}
+	r, err := parseRing(desc, c.params)
+	if err != nil {
+		return fmt.Errorf("%s: %w", c.peer, err)
+	}
+	r.lanes, r.token = c.ring.lanes, c.ring.token
+	c.ring, c.placed = &r, true
+	return nil
 }
 
 // ringRequest is what a connect request asks for beyond its Params: a ring

@@ -9,10 +9,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
-func TestParseRing(t *testing.T) {
-	p := pipe.NewParams(4096, 5) // 4 credits
-	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4, lanes: 1}
-	striped := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4, lanes: 3, token: 1 << 60}
+func TestParseGrant(t *testing.T) {
 	cases := []struct {
 		name string
 		b    []byte
@@ -20,25 +17,51 @@ func TestParseRing(t *testing.T) {
 		err  string
 	}{
 		{"none (send)", nil, nil, ""},
-		{"flag clear", make([]byte, ringLen), nil, ""},
-		{"good", good.marshal(), &good, ""},
-		{"striped", striped.marshal(), &striped, ""},
-		{"more lanes than asked", ring{stride: 8192, slots: 4, lanes: 4}.marshal(), nil, "granted 4 queue pairs where 3 were asked for"},
-		{"no lanes", ring{stride: 8192, slots: 4}.marshal(), nil, "granted 0 queue pairs"},
-		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), nil, "3 slots of 8192 bytes for 4 credits"},
-		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), nil, "5 slots"},
-		{"slots too small", ring{stride: 4096 + pipe.TrailerLen - 1, slots: 4}.marshal(), nil, "of 4103 bytes"},
+		{"flag clear", make([]byte, grantLen), nil, ""},
+		{"one lane", ring{lanes: 1}.marshalGrant(), &ring{lanes: 1}, ""},
+		{"striped", ring{lanes: 3, token: 1 << 60}.marshalGrant(), &ring{lanes: 3, token: 1 << 60}, ""},
+		{"more lanes than asked", ring{lanes: 4}.marshalGrant(), nil, "granted 4 queue pairs where 3 were asked for"},
+		{"no lanes", ring{}.marshalGrant(), nil, "granted 0 queue pairs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseRing(tc.b, p, 3)
+			got, err := parseGrant(tc.b, 3)
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("error %v, want one saying %q", err, tc.err)
 			case tc.err == "" && err != nil:
 				t.Errorf("error %v", err)
 			case tc.want == nil && got != nil, tc.want != nil && (got == nil || *got != *tc.want):
-				t.Errorf("ring %+v, want %+v", got, tc.want)
+				t.Errorf("grant %+v, want %+v", got, tc.want)
+			}
+		})
+	}
+}
+
+func TestParseRing(t *testing.T) {
+	p := pipe.NewParams(4096, 5) // 4 credits
+	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}
+	cases := []struct {
+		name string
+		b    []byte
+		err  string
+	}{
+		{"good", good.marshal(), ""},
+		{"none", nil, "in 0 bytes, not 20"},
+		{"cut", good.marshal()[:ringLen-1], "in 19 bytes"},
+		{"too long", append(good.marshal(), 0), "in 21 bytes"},
+		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), "3 slots of 8192 bytes for 4 credits"},
+		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), "5 slots"},
+		{"slots too small", ring{stride: 4096 + pipe.TrailerLen - 1, slots: 4}.marshal(), "of 4103 bytes"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseRing(tc.b, p)
+			switch {
+			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
+				t.Errorf("error %v, want one saying %q", err, tc.err)
+			case tc.err == "" && (err != nil || got != good):
+				t.Errorf("ring %+v, %v; want %+v", got, err, good)
 			}
 		})
 	}

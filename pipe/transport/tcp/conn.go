@@ -17,6 +17,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -157,7 +158,7 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int
 
 // mapBuffers maps size bytes outside the Go heap, for Close to unmap, so
 // that a relay's RDMA connection may register them to send from (see
-// MappedBuffers).
+// MappedRegions).
 func (c *Conn) mapBuffers(size int) ([]byte, error) {
 	mem, err := unix.Mmap(-1, 0, max(size, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
@@ -195,9 +196,13 @@ func (c *Conn) OpenWindow() ([]byte, error) {
 	return nil, err
 }
 
-// MappedBuffers reports that the connection's buffers are mapped outside
-// the Go heap: they stay where they are until Close.
-func (c *Conn) MappedBuffers() bool { return true }
+// MappedRegions returns the regions, mapped outside the Go heap, that hold
+// the connection's buffers: they stay where they are until Close.
+func (c *Conn) MappedRegions() [][]byte {
+	c.mapMu.Lock()
+	defer c.mapMu.Unlock()
+	return slices.Clone(c.maps)
+}
 
 // carve cuts n buffers of size bytes, stride bytes apart, off the front of
 // *mem.

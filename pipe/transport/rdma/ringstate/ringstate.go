@@ -12,7 +12,10 @@
 //
 // The receive buffers are numbered as the engine sees them: 0 to slots-1
 // are the ring's slots, slots to slots+spares-1 the spares that hold the
-// sender's control messages. All of them start posted.
+// sender's control messages. The spares start posted; the slots only once
+// the receiver opens its window (Open), after the sender authenticated
+// itself: until then the ring is not even registered, and a write into it
+// breaks the protocol.
 package ringstate
 
 import (
@@ -27,6 +30,7 @@ type Ring struct {
 	slots    int
 	slotSize int
 	striped  bool // writes come over several queue pairs, so out of ring order
+	open     bool // the slots are posted (see Open)
 
 	posted     []bool // per buffer: posted and not reported since
 	arrived    []int  // per slot: bytes written there and not yet reported, -1 if none
@@ -45,21 +49,32 @@ type held struct {
 }
 
 // New returns the state of a ring of slots slots of slotSize bytes each,
-// followed by spares spares, all posted, into which the sender writes over
-// lanes queue pairs.
+// not yet posted (see Open), followed by spares spares, posted, into which
+// the sender writes over lanes queue pairs.
 func New(slots, spares, slotSize, lanes int) *Ring {
 	r := &Ring{slots: slots, slotSize: slotSize, striped: lanes > 1,
 		posted: make([]bool, slots+spares), arrived: make([]int, slots)}
-	for i := range r.posted {
-		r.posted[i] = true
-	}
 	for i := range r.arrived {
 		r.arrived[i] = -1
 	}
 	for j := slots; j < slots+spares; j++ {
+		r.posted[j] = true
 		r.spares = append(r.spares, j)
 	}
 	return r
+}
+
+// Open posts the ring's slots: the receiver has registered them and is
+// about to tell the sender where they are. Only the first call does
+// anything.
+func (r *Ring) Open() {
+	if r.open {
+		return
+	}
+	r.open = true
+	for i := range r.slots {
+		r.posted[i] = true
+	}
 }
 
 // Write accepts the sender's write of n bytes into ring slot: it must be a
@@ -72,6 +87,8 @@ func (r *Ring) Write(out []pipe.Completion, slot, n int) ([]pipe.Completion, err
 	switch {
 	case slot < 0 || slot >= r.slots:
 		return out, fmt.Errorf("the peer wrote to ring slot %d of %d", slot, r.slots)
+	case !r.open:
+		return out, fmt.Errorf("the peer wrote to ring slot %d before the receiver opened its window", slot)
 	case !r.striped && slot != r.nextWrite:
 		return out, fmt.Errorf("the peer wrote ring slot %d where slot %d was due", slot, r.nextWrite)
 	case !r.posted[slot] || r.arrived[slot] >= 0:
@@ -120,6 +137,8 @@ func (r *Ring) Repost(i int) error {
 		return fmt.Errorf("receive buffer %d out of range", i)
 	case r.posted[i]:
 		return fmt.Errorf("receive buffer %d is already posted", i)
+	case i < r.slots && !r.open:
+		return fmt.Errorf("ring slot %d re-posted before the window was opened", i)
 	case i >= r.slots:
 		r.spares = append(r.spares, i)
 	case i != r.nextRepost:

@@ -9,7 +9,7 @@ import (
 
 // step is one event fed to a Ring in a table test.
 type step struct {
-	op   string // "write", "control" or "repost"
+	op   string // "open", "write", "control" or "repost"
 	a, b int    // write: slot, bytes; control: bytes, after (-1: not counted); repost: buffer
 	want []pipe.Completion
 	err  string // what the error says, "" for none
@@ -21,87 +21,99 @@ func recv(i, n int) pipe.Completion { return pipe.Completion{Op: pipe.OpRecv, Bu
 func TestRing(t *testing.T) {
 	// Two lanes or one; a ring of 3 slots of 64 bytes, buffers 3 and 4
 	// the spares.
+	// Each test opens the window first unless closed is set.
 	tests := []struct {
-		name  string
-		lanes int
-		steps []step
+		name   string
+		lanes  int
+		closed bool
+		steps  []step
 	}{
-		{"writes in turn", 1, []step{
+		{"closed window: writes refused, control messages taken", 1, true, []step{
+			{op: "write", a: 0, b: 10, err: "the peer wrote to ring slot 0 before the receiver opened its window"},
+			{op: "repost", a: 0, err: "ring slot 0 re-posted before the window was opened"},
+			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
+			{op: "repost", a: 3},
+			{op: "open"},
+			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
+			{op: "open"}, // again: nothing changes
+			{op: "write", a: 0, b: 10, err: "the peer wrote ring slot 0 where slot 1 was due"},
+		}},
+		{"writes in turn", 1, false, []step{
 			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
 			{op: "write", a: 1, b: 64, want: []pipe.Completion{recv(1, 64)}},
 			{op: "repost", a: 0},
 			{op: "write", a: 2, b: 0, want: []pipe.Completion{recv(2, 0)}},
 			{op: "write", a: 0, b: 5, want: []pipe.Completion{recv(0, 5)}},
 		}},
-		{"write out of turn", 1, []step{
+		{"write out of turn", 1, false, []step{
 			{op: "write", a: 1, b: 10, err: "the peer wrote ring slot 1 where slot 0 was due"},
 			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
 		}},
-		{"write outside the ring", 2, []step{
+		{"write outside the ring", 2, false, []step{
 			{op: "write", a: 3, b: 10, err: "the peer wrote to ring slot 3 of 3"},
 			{op: "write", a: -1, b: 10, err: "the peer wrote to ring slot -1 of 3"},
 		}},
-		{"write into a slot not re-posted", 1, []step{
+		{"write into a slot not re-posted", 1, false, []step{
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
 			{op: "write", a: 1, b: 1, want: []pipe.Completion{recv(1, 1)}},
 			{op: "write", a: 2, b: 1, want: []pipe.Completion{recv(2, 1)}},
 			{op: "write", a: 0, b: 1, err: "the peer wrote ring slot 0 before the receiver freed it"},
 		}},
-		{"write twice into one slot", 2, []step{
+		{"write twice into one slot", 2, false, []step{
 			{op: "write", a: 1, b: 1},
 			{op: "write", a: 1, b: 2, err: "the peer wrote ring slot 1 before the receiver freed it"},
 		}},
-		{"write too large", 1, []step{
+		{"write too large", 1, false, []step{
 			{op: "write", a: 0, b: 65, err: "the peer wrote 65 bytes into a 64-byte ring slot"},
 		}},
-		{"striped writes reported in ring order", 2, []step{
+		{"striped writes reported in ring order", 2, false, []step{
 			{op: "write", a: 2, b: 3},
 			{op: "write", a: 1, b: 2},
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(1, 2), recv(2, 3)}},
 		}},
-		{"control messages take the oldest spare", 1, []step{
+		{"control messages take the oldest spare", 1, false, []step{
 			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
 			{op: "control", a: 8, b: -1, want: []pipe.Completion{recv(4, 8)}},
 			{op: "repost", a: 3},
 			{op: "control", a: 9, b: -1, want: []pipe.Completion{recv(3, 9)}},
 		}},
-		{"more control messages than spares", 1, []step{
+		{"more control messages than spares", 1, false, []step{
 			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
 			{op: "control", a: 8, b: -1, want: []pipe.Completion{recv(4, 8)}},
 			{op: "control", a: 9, b: 2, err: "the peer sent more control messages than the receiver had room for (this one: 9 bytes, immediate true 2)"},
 		}},
-		{"control held until the data it counts", 2, []step{
+		{"control held until the data it counts", 2, false, []step{
 			{op: "control", a: 7, b: 2},
 			{op: "control", a: 8, b: 0}, // counts nothing, but may not overtake the first
 			{op: "write", a: 1, b: 2},
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(1, 2), recv(3, 7), recv(4, 8)}},
 		}},
-		{"an uncounted control message waits behind a held one", 2, []step{
+		{"an uncounted control message waits behind a held one", 2, false, []step{
 			{op: "control", a: 7, b: 1},
 			{op: "control", a: 8, b: -1},
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(3, 7), recv(4, 8)}},
 		}},
-		{"control counting data already reported", 2, []step{
+		{"control counting data already reported", 2, false, []step{
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
 			{op: "control", a: 7, b: 1, want: []pipe.Completion{recv(3, 7)}},
 		}},
-		{"a held control message's spare is not posted", 2, []step{
+		{"a held control message's spare is not posted", 2, false, []step{
 			{op: "control", a: 7, b: 1},
 			{op: "repost", a: 3, err: "receive buffer 3 is already posted"},
 		}},
-		{"re-post out of arrival order", 1, []step{
+		{"re-post out of arrival order", 1, false, []step{
 			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
 			{op: "write", a: 1, b: 1, want: []pipe.Completion{recv(1, 1)}},
 			{op: "repost", a: 1, err: "ring slot 1 re-posted before slot 0, whose data arrived first"},
 			{op: "repost", a: 0},
 			{op: "repost", a: 1},
 		}},
-		{"re-post of a posted buffer", 1, []step{
+		{"re-post of a posted buffer", 1, false, []step{
 			{op: "repost", a: 0, err: "receive buffer 0 is already posted"},
 			{op: "repost", a: 4, err: "receive buffer 4 is already posted"},
 			{op: "repost", a: 5, err: "receive buffer 5 out of range"},
 		}},
-		{"re-post of a slot written but not reported", 2, []step{
+		{"re-post of a slot written but not reported", 2, false, []step{
 			{op: "write", a: 1, b: 1},
 			{op: "repost", a: 1, err: "receive buffer 1 is already posted"},
 		}},
@@ -109,10 +121,15 @@ func TestRing(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			r := New(3, 2, 64, tt.lanes)
+			if !tt.closed {
+				r.Open()
+			}
 			for k, s := range tt.steps {
 				var got []pipe.Completion
 				var err error
 				switch s.op {
+				case "open":
+					r.Open()
 				case "write":
 					got, err = r.Write(nil, s.a, s.b)
 				case "control":
@@ -138,6 +155,7 @@ func TestRing(t *testing.T) {
 type model struct {
 	slots, spares, size int
 	striped             bool
+	open                bool // the window is open: the slots are posted
 
 	free      []bool // per slot: the sender may write it (posted, not written since)
 	written   []int  // per slot: bytes written and not yet reported, -1 if none
@@ -157,7 +175,7 @@ type ctrl struct {
 
 // writable reports whether the sender may write n bytes into slot now.
 func (m *model) writable(slot, n int) bool {
-	return slot >= 0 && slot < m.slots && (m.striped || slot == m.due) && m.free[slot] && n >= 0 && n <= m.size
+	return m.open && slot >= 0 && slot < m.slots && (m.striped || slot == m.due) && m.free[slot] && n >= 0 && n <= m.size
 }
 
 // freeSpares returns how many spares hold no message.
@@ -171,7 +189,7 @@ func (m *model) busy(j int) bool {
 // repostable reports whether the engine may re-post buffer i now.
 func (m *model) repostable(i int) bool {
 	if i < m.slots {
-		return len(m.engine) > 0 && m.engine[0] == i
+		return m.open && len(m.engine) > 0 && m.engine[0] == i
 	}
 	return slices.Contains(m.engSpares, i)
 }
@@ -221,17 +239,18 @@ func (m *model) check(t *testing.T, cs []pipe.Completion) {
 	}
 }
 
-// FuzzRing feeds a Ring random interleavings of writes, control messages
-// and re-posts, most of them what a correct sender and engine would do,
+// FuzzRing feeds a Ring random interleavings of writes, control messages,
+// re-posts and the opening of its window, most of them what a correct sender and engine would do,
 // some not, and checks every answer against a model: data is reported in
 // ring order, each slot once per re-post; a write or re-post the rules do
-// not allow is refused, and one they allow accepted; spares are never used
+// not allow (a write or a slot's re-post before the window opened among
+// them) is refused, and one they allow accepted; spares are never used
 // twice over; control messages come in order, each only after the data it
 // counts; nothing reportable is held back; and a refusal changes nothing.
 func FuzzRing(f *testing.F) {
-	f.Add([]byte{3, 2, 0, 0, 0, 1, 0, 0, 9, 3, 5, 4, 0, 1, 1, 3, 5, 0, 0})
-	f.Add([]byte{4, 2, 1, 0, 0, 0, 1, 0, 2, 1, 1, 1, 0, 3, 7, 1, 0, 1, 5, 4, 0, 5, 3, 2, 40})
-	f.Add([]byte{1, 0, 2, 2, 200, 3, 1, 5, 9, 0, 0, 1, 0, 1, 0, 4, 0})
+	f.Add([]byte{3, 2, 0, 7, 0, 0, 0, 1, 0, 0, 9, 3, 5, 4, 0, 1, 1, 3, 5, 0, 0})
+	f.Add([]byte{4, 2, 1, 7, 0, 0, 0, 1, 0, 2, 1, 1, 1, 0, 3, 7, 1, 0, 1, 5, 4, 0, 5, 3, 2, 40})
+	f.Add([]byte{1, 0, 2, 2, 200, 3, 1, 5, 9, 7, 0, 0, 0, 1, 0, 1, 0, 4, 0})
 	f.Fuzz(func(t *testing.T, b []byte) {
 		if len(b) < 3 {
 			return
@@ -245,12 +264,13 @@ func FuzzRing(f *testing.F) {
 			m.free[i], m.written[i] = true, -1
 		}
 		// The sender: it writes data message k into slot k mod slots once
-		// the slot is re-posted (credits), and the writes it posted arrive
-		// in any order with lanes, in order with one.
+		// the window is open and the slot re-posted (credits), and the
+		// writes it posted arrive in any order with lanes, in order with
+		// one.
 		var inflight []int
-		posted, credits := 0, slots
+		posted, credits := 0, 0
 		for ops := b[3:]; len(ops) >= 2; ops = ops[2:] {
-			op, arg := ops[0]%7, int(ops[1])
+			op, arg := ops[0]%8, int(ops[1])
 			var cs []pipe.Completion
 			var err error
 			valid := true
@@ -307,6 +327,11 @@ func FuzzRing(f *testing.F) {
 				err = r.Repost(i)
 				if err == nil {
 					m.repost(i, &credits)
+				}
+			case 7: // the receiver opens its window (again: nothing changes)
+				r.Open()
+				if !m.open {
+					m.open, credits = true, slots
 				}
 			case 6: // any re-post
 				i := arg%(slots+spares+2) - 1
