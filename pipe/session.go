@@ -320,6 +320,19 @@ func guard(f func() error) (err error) {
 // exit the process instead.
 var ErrStuck = errors.New("input or output still blocked")
 
+// Release closes c after Send or Receive returned err, unless err says
+// that the stream's reader or writer may still be using c's buffers
+// (ErrStuck): c must then stay open, since closing it would unmap memory
+// the kernel may still read or write, and the process should exit soon.
+// It reports whether it left c open.
+func Release(c Conn, err error) (stuck bool) {
+	if errors.Is(err, ErrStuck) {
+		return true
+	}
+	c.Close()
+	return false
+}
+
 // workerGrace is how long a failed stream waits for its reader or writer:
 // short, since a failure is reported only after it (a peer's silence is to
 // be reported within a second of the timeout), and a reader blocked on an

@@ -90,7 +90,7 @@ func recvAction(c *cli.Context) error {
 		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
 	}
 	if c.Bool("check") {
-		ctx, stop := signalContext()
+		ctx, stop := SignalContext()
 		defer stop()
 		return check(ctx, c, o, "", net.JoinHostPort(strings.Trim(c.String("bind"), "[]"), strconv.Itoa(o.port)), true, os.Stdout)
 	}
@@ -121,7 +121,7 @@ func recvAction(c *cli.Context) error {
 		o.cfg.Sync = os.Stdout.Sync
 	}
 	growPipe(os.Stdout, o.params.Chunk)
-	ctx, stop := signalContext()
+	ctx, stop := SignalContext()
 	defer stop()
 	l, err := listen(ctx, o, c.String("bind"), os.Stderr, "rdmarecv")
 	if err != nil {
@@ -132,6 +132,6 @@ func recvAction(c *cli.Context) error {
 		fmt.Fprintln(os.Stderr, o.window.describe("rdmarecv", true))
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
-	srv := &server{l: l, o: o, out: out, keep: keep, log: os.Stderr}
-	return srv.run(ctx)
+	_, err = receiver(l, o, out, keep, os.Stderr).Serve(ctx)
+	return err
 }

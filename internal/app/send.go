@@ -2,7 +2,6 @@ package app
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -83,7 +82,7 @@ func sendAction(c *cli.Context) error {
 		return err
 	}
 	addr := hostPort(hosts[0], o.port)
-	ctx, stop := signalContext()
+	ctx, stop := SignalContext()
 	defer stop()
 	if c.Bool("check") {
 		return check(ctx, c, o, addr, "", false, os.Stdout)
@@ -157,9 +156,7 @@ func sendWithRetry(ctx context.Context, d pipe.Dialer, addr string, p pipe.Param
 		dialed := err == nil
 		if dialed {
 			st, err = pipe.Send(ctx, conn, r, cfg)
-			if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
-				conn.Close()
-			}
+			pipe.Release(conn, err)
 			if err == nil {
 				return st, nil
 			}

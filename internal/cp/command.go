@@ -93,7 +93,7 @@ func Main(args []string) int {
 				return err
 			}
 			if c.Bool("remote-receive") {
-				ctx, stop := signalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				ctx, stop := app.SignalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer stop()
 				code = Serve(ctx, os.Stdin, os.Stdout, os.Stderr)
 				return nil
@@ -142,7 +142,7 @@ func copyAction(c *cli.Context) error {
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err
 	}
-	ctx, stop := signalContext(syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := app.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return Copy(ctx, args[:len(args)-1], t, o)
 }

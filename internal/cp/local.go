@@ -199,9 +199,7 @@ func streamOnce(ctx context.Context, d pipe.Dialer, addr string, p plan, in *os.
 	} else {
 		st, err = sendTar(ctx, conn, p.srcs, cfg, o.Stderr)
 	}
-	if !errors.Is(err, pipe.ErrStuck) { // else the process exits with the buffers mapped
-		conn.Close()
-	}
+	pipe.Release(conn, err)
 	return st, err
 }
 

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
@@ -124,7 +125,8 @@ func TestStreamRetries(t *testing.T) {
 			}
 			defer l.Close()
 			var out bytes.Buffer
-			if _, err := receiveOne(ctx, l, &out, pipe.Config{Key: key, Timeout: time.Minute}, time.Minute, io.Discard); err != nil {
+			srv := server.Server{Listener: l, Out: &out, Config: pipe.Config{Key: key, Timeout: time.Minute}, Log: io.Discard, Wait: time.Minute}
+			if _, err := srv.Serve(ctx); err != nil {
 				t.Fatalf("receiver: %v", err)
 			}
 			if err := <-sent; err != nil || out.String() != "the real stream" {

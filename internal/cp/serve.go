@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/app"
+	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -65,7 +66,9 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 		return 0, pipe.Errorf(pipe.KindAborted, "report the port", "%v", err)
 	}
 	cfg := pipe.Config{Key: req.keyBytes(), Timeout: req.Timeout}
-	st, err := receiveOne(ctx, l, s.Writer(), cfg, senderWait, stderr)
+	// Only the holder of the one-time key gets past the handshake.
+	srv := server.Server{Listener: l, Out: s.Writer(), Config: cfg, Log: stderr, Prog: "rdmacp", Wait: senderWait}
+	st, err := srv.Serve(ctx)
 	if err != nil {
 		s.Abort()
 		return st.Bytes, err

@@ -1,4 +1,4 @@
-package app
+package server
 
 import (
 	"fmt"
@@ -6,13 +6,13 @@ import (
 	"time"
 )
 
-// RefusalBurst is how many refused connections a server logs a second; it
+// RefusalBurst is how many refused connections a Server logs a second; it
 // counts the rest, so that a flood cannot fill the log.
 const RefusalBurst = 10
 
-// Refusals logs the connections a server (rdmarecv, rdmacp's remote side)
-// refused, at most RefusalBurst a second, as "PROG: refused a connection:
-// ...". Its zero value, but for W and Prog, is ready to use.
+// Refusals logs the connections a Server refused, at most RefusalBurst a
+// second, as "PROG: refused a connection: ...". Its zero value, but for W
+// and Prog, is ready to use.
 type Refusals struct {
 	W    io.Writer
 	Prog string

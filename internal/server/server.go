@@ -1,0 +1,244 @@
+// Package server is the one accept loop of a receiver, rdmarecv's and
+// rdmacp's remote side: "claim first". It handshakes with several
+// connections at once, streams the first that authenticates itself and
+// claims the receiver, and never lets one that does not end it or hold
+// the real sender up.
+package server
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync/atomic"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+)
+
+// MaxHandshakes is how many connections a Server handshakes with at once.
+// A connection that says nothing cannot lock the real sender out: the two
+// handshake side by side, the real one claims the receiver, and when more
+// connect, the one waiting longest is dropped.
+const MaxHandshakes = 8
+
+// Server serves the senders that connect to Listener. Its zero value but
+// for Listener, Out, Log and Prog serves one stream.
+type Server struct {
+	Listener pipe.Listener
+	// Out is where streams are written.
+	Out io.Writer
+	// Config is each connection's engine configuration; Claim and
+	// Unclaim are the Server's.
+	Config pipe.Config
+	// Log takes the refused connections, at most RefusalBurst lines a
+	// second, each prefixed with Prog.
+	Log  io.Writer
+	Prog string
+	// Keep serves the next sender when a stream ends, until the context
+	// ends.
+	Keep bool
+	// Wait, if not 0, bounds the wait for a sender to claim the receiver.
+	Wait time.Duration
+	// Attach, if set, is called for each connection before its handshake:
+	// it may add to its configuration (progress, gauges) and returns what
+	// to call when the connection claims the receiver and when its stream
+	// ends.
+	Attach func(cfg *pipe.Config) Hooks
+	// Served, if set, is told how each claimed stream ended and returns
+	// the error that stands for it (for the exit status), and whether a
+	// Server with Keep may serve another.
+	Served func(st pipe.Stats, err error) (result error, more bool)
+	// Probed, if set, is told of each sender that only checked the
+	// connection (pipe.ErrProbe).
+	Probed func(remote string)
+}
+
+// Hooks are a command's part in one connection (see Server.Attach).
+type Hooks struct {
+	Claimed   func() // the connection claimed the receiver
+	Unclaimed func() // it gave the claim back before its stream began
+	// Ended is called when the claimed stream ended; stuck says that its
+	// reader or writer may still be busy (see pipe.ErrStuck).
+	Ended func(stuck bool)
+}
+
+// pending is a connection in its handshake, or the claimed one.
+type pending struct {
+	conn   pipe.Conn
+	cancel context.CancelFunc
+	state  atomic.Int32 // handshaking, claimed or dropped
+}
+
+const (
+	handshaking int32 = iota
+	claimed
+	dropped
+)
+
+// served is how one connection ended.
+type served struct {
+	p   *pending
+	st  pipe.Stats
+	err error
+}
+
+// Serve serves senders until a stream ends, or with Keep until ctx ends.
+//
+// Without Keep it returns the one stream served: its Stats and the error
+// Served made of its outcome. Connections that fail before claiming the
+// receiver (not rdmapipe, silent, wrong version, wrong or missing key, a
+// relay that could not be set up) are logged and skipped. With Keep it
+// returns the last stream's outcome (nil if none) once ctx ends, and ends
+// early only when Served says so or a stream's reader or writer is stuck.
+// A failure of this host's resources (pipe.ErrLocal) ends it unless Keep or
+// a stream is in progress; no claim within Wait is a KindSetup error, and
+// ctx ending before any a KindAborted one that wraps its cause.
+func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
+	results := make(chan served)
+	accepted, acceptErrs := make(chan pipe.Conn), make(chan error)
+	actx, stopAccepting := context.WithCancel(ctx)
+	loopDone := make(chan struct{})
+	go func() {
+		defer close(loopDone)
+		pipe.AcceptLoop(actx, s.Listener, accepted, acceptErrs)
+	}()
+	var waiting []*pending // handshaking, oldest first
+	inFlight := 0
+	defer func() {
+		stopAccepting()
+		for _, p := range waiting {
+			p.drop()
+		}
+		for ; inFlight > 0; inFlight-- {
+			<-results
+		}
+		<-loopDone
+	}()
+	var serving atomic.Bool // a sender has claimed the receiver
+	refused := Refusals{W: s.Log, Prog: s.Prog}
+	var wait <-chan time.Time
+	if s.Wait > 0 {
+		timer := time.NewTimer(s.Wait)
+		defer timer.Stop()
+		wait = timer.C
+	}
+	var last served
+	done := ctx.Done()
+	for {
+		select {
+		case conn := <-accepted:
+			if len(waiting) == MaxHandshakes {
+				waiting[0].drop()
+				waiting = waiting[1:]
+			}
+			waiting = append(waiting, s.start(ctx, conn, &serving, results))
+			inFlight++
+		case err := <-acceptErrs:
+			refused.Log(err)
+			if errors.Is(err, pipe.ErrLocal) && !s.Keep && !serving.Load() {
+				return pipe.Stats{}, err
+			}
+		case r := <-results:
+			inFlight--
+			waiting = remove(waiting, r.p)
+			if r.p.state.Load() != claimed {
+				switch {
+				case errors.Is(r.err, pipe.ErrProbe):
+					if s.Probed != nil {
+						s.Probed(r.p.conn.Info().Remote)
+					}
+				case r.err != nil && ctx.Err() == nil:
+					refused.Log(r.err)
+				}
+				continue
+			}
+			wait = nil
+			err, more := r.err, true
+			if s.Served != nil {
+				err, more = s.Served(r.st, r.err)
+			}
+			serving.Store(false)
+			s.Listener.SetBusy(false)
+			last = served{st: r.st, err: err}
+			if !s.Keep || !more || errors.Is(r.err, pipe.ErrStuck) || ctx.Err() != nil {
+				return r.st, err
+			}
+			if err != nil {
+				fmt.Fprintf(s.Log, "%s: %v (waiting for the next sender)\n", s.Prog, err)
+			}
+		case <-wait:
+			return pipe.Stats{}, pipe.Errorf(pipe.KindSetup, "wait for the sender", "no sender claimed the receiver within %v", s.Wait)
+		case <-done:
+			if serving.Load() {
+				done = nil // the stream in progress ends with the cancellation
+				continue
+			}
+			if s.Keep {
+				return last.st, last.err
+			}
+			return pipe.Stats{}, &pipe.Error{Kind: pipe.KindAborted, Op: "wait for the sender", Err: context.Cause(ctx)}
+		}
+	}
+}
+
+// start handshakes with the sender on conn in a goroutine and, if it
+// claims the receiver, streams it to s.Out; the outcome goes to results.
+func (s *Server) start(ctx context.Context, conn pipe.Conn, serving *atomic.Bool, results chan<- served) *pending {
+	hctx, cancel := context.WithCancel(ctx)
+	p := &pending{conn: conn, cancel: cancel}
+	cfg := s.Config
+	var h Hooks
+	if s.Attach != nil {
+		h = s.Attach(&cfg)
+	}
+	cfg.Claim = func() bool {
+		if !p.state.CompareAndSwap(handshaking, claimed) {
+			return false
+		}
+		if !serving.CompareAndSwap(false, true) {
+			p.state.Store(handshaking)
+			return false
+		}
+		s.Listener.SetBusy(true)
+		if h.Claimed != nil {
+			h.Claimed()
+		}
+		return true
+	}
+	cfg.Unclaim = func() {
+		if h.Unclaimed != nil {
+			h.Unclaimed()
+		}
+		s.Listener.SetBusy(false)
+		serving.Store(false)
+		p.state.Store(handshaking)
+	}
+	go func() {
+		defer cancel()
+		st, err := pipe.Receive(hctx, conn, s.Out, cfg)
+		stuck := pipe.Release(conn, err)
+		if p.state.Load() == claimed && h.Ended != nil {
+			h.Ended(stuck)
+		}
+		results <- served{p: p, st: st, err: err}
+	}()
+	return p
+}
+
+// drop gives up a connection still in its handshake (a claimed one stays).
+func (p *pending) drop() {
+	if p.state.CompareAndSwap(handshaking, dropped) {
+		p.cancel()
+	}
+}
+
+// remove returns ps without p.
+func remove(ps []*pending, p *pending) []*pending {
+	for i, q := range ps {
+		if q == p {
+			return append(ps[:i], ps[i+1:]...)
+		}
+	}
+	return ps
+}

@@ -1,0 +1,165 @@
+package server
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+)
+
+// memListener hands out the receiver ends of in-memory pairs, and accept
+// errors, in the order the test gives them.
+type memListener struct {
+	conns chan pipe.Conn
+	errs  chan error
+}
+
+func (m *memListener) Accept(ctx context.Context) (pipe.Conn, error) {
+	select {
+	case c := <-m.conns:
+		return c, nil
+	case err := <-m.errs:
+		return nil, err
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+}
+
+func (m *memListener) SetBusy(bool) {}
+func (m *memListener) Addr() string { return "mem" }
+func (m *memListener) Close() error { return nil }
+
+// TestFloodDropsOldest connects silent peers (they never answer the
+// handshake) before the real sender: however many there are, the real
+// sender gets through, since the oldest handshake is dropped to make room.
+func TestFloodDropsOldest(t *testing.T) {
+	for _, silent := range []int{0, MaxHandshakes - 1, MaxHandshakes, 4 * MaxHandshakes} {
+		t.Run(fmt.Sprintf("%d silent", silent), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			key := bytes.Repeat([]byte{7}, 32)
+			p := pipe.NewParams(4096, 4)
+			cfg := pipe.Config{Key: key, Timeout: time.Minute} // silent handshakes last 10 s
+			l := &memListener{conns: make(chan pipe.Conn)}
+			var out bytes.Buffer
+			done := make(chan error, 1)
+			go func() {
+				srv := Server{Listener: l, Out: &out, Config: cfg, Log: io.Discard, Wait: time.Minute}
+				_, err := srv.Serve(ctx)
+				done <- err
+			}()
+			for range silent {
+				s, r, err := memconn.Pair(p, p, memconn.Faults{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				l.conns <- r
+			}
+			s, r, err := memconn.Pair(p, p, memconn.Faults{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			l.conns <- r
+			if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), cfg); err != nil {
+				t.Fatalf("real sender after %d silent ones: %v", silent, err)
+			}
+			if err := <-done; err != nil || out.String() != "the real stream" {
+				t.Fatalf("receiver: %v, wrote %q", err, out.String())
+			}
+		})
+	}
+}
+
+// TestServe checks how a Server ends: a stream served, with Keep the next
+// ones, a refused sender that does not end it, no sender within Wait, a
+// failure of local resources, and Served saying no more.
+func TestServe(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, 32)
+	p := pipe.NewParams(4096, 4)
+	cfg := pipe.Config{Key: key, Timeout: time.Minute}
+	// a sender: its stream, and the key it uses
+	type sender struct {
+		data string
+		key  []byte
+	}
+	tests := []struct {
+		name    string
+		keep    bool
+		wait    time.Duration
+		senders []sender
+		errs    []error // accept errors, before the senders
+		more    bool    // what Served says
+		want    string  // what Out gets
+		err     string  // what Serve's error says, "" for none
+		kind    pipe.Kind
+		logged  string // what Log gets, in part
+	}{
+		{name: "one stream", senders: []sender{{"abc", key}}, more: true, want: "abc"},
+		{name: "a wrong key is refused, the real sender served", senders: []sender{{"no", []byte("another key of 32 bytes, really!")}, {"abc", key}},
+			more: true, want: "abc", logged: "rdmatest: refused a connection: "},
+		{name: "keep: streams one after the other", keep: true, senders: []sender{{"abc", key}, {"def", key}}, more: true,
+			want: "abcdef"},
+		{name: "keep, but Served says no more", keep: true, senders: []sender{{"abc", key}}, more: false, want: "abc"},
+		{name: "no sender within Wait", wait: 50 * time.Millisecond, err: "no sender claimed the receiver within 50ms", kind: pipe.KindSetup},
+		{name: "local resources", errs: []error{&pipe.Error{Kind: pipe.KindSetup, Op: "accept", Err: pipe.ErrLocal}},
+			err: "local resources", kind: pipe.KindSetup, logged: "refused a connection: accept: local resources"},
+		{name: "keep survives local resources", keep: true, errs: []error{&pipe.Error{Kind: pipe.KindSetup, Op: "accept", Err: pipe.ErrLocal}},
+			senders: []sender{{"abc", key}}, more: true, want: "abc"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
+			defer cancel()
+			l := &memListener{conns: make(chan pipe.Conn), errs: make(chan error, len(tt.errs))}
+			for _, err := range tt.errs {
+				l.errs <- err
+			}
+			var out, log testutil.Buffer
+			srv := Server{Listener: l, Out: &out, Config: cfg, Log: &log, Prog: "rdmatest", Keep: tt.keep, Wait: tt.wait,
+				Served: func(st pipe.Stats, err error) (error, bool) { return err, tt.more }}
+			done := make(chan error, 1)
+			go func() {
+				_, err := srv.Serve(ctx)
+				done <- err
+			}()
+			for _, snd := range tt.senders {
+				s, r, err := memconn.Pair(p, p, memconn.Faults{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer s.Close()
+				select {
+				case l.conns <- r:
+				case err := <-done:
+					t.Fatalf("Serve ended before sender %q: %v", snd.data, err)
+				}
+				c := cfg
+				c.Key = snd.key
+				if _, err := pipe.Send(ctx, s, strings.NewReader(snd.data), c); err != nil {
+					t.Logf("sender %q: %v", snd.data, err)
+				}
+			}
+			if tt.keep && tt.more {
+				cancel() // every stream is written: Send returned once the receiver confirmed it
+			}
+			err := <-done
+			switch {
+			case tt.err == "" && err != nil, tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || pipe.KindOf(err) != tt.kind):
+				t.Errorf("Serve = %v (kind %v), want an error saying %q (kind %v)", err, pipe.KindOf(err), tt.err, tt.kind)
+			case out.String() != tt.want:
+				t.Errorf("wrote %q, want %q", out.String(), tt.want)
+			case !strings.Contains(log.String(), tt.logged):
+				t.Errorf("logged %q, want %q in it", log.String(), tt.logged)
+			}
+		})
+	}
+}
