@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"strings"
 	"sync"
+	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
@@ -16,7 +18,9 @@ import (
 // Listen listens on addr with RDMA (when a device is present and addr
 // belongs to one) and TCP at once, and returns a Listener that hands out
 // senders from both. If RDMA cannot listen it says why once on notice
-// (prefixed with name) and listens on TCP only.
+// (prefixed with name) and listens on TCP only. On iWARP, whose RDMA
+// listener holds the TCP port of the same number, it says so and listens
+// on RDMA only.
 func Listen(ctx context.Context, addr string, local pipe.Params, opt rdma.Options, notice io.Writer, name string) (pipe.Listener, error) {
 	// RDMA first: once TCP accepts, RDMA is up too, so a sender in auto mode
 	// that retries never settles for TCP while RDMA is still starting.
@@ -26,6 +30,10 @@ func Listen(ctx context.Context, addr string, local pipe.Params, opt rdma.Option
 		rl, err = rdma.Listen(ctx, addr, local, opt)
 	}
 	tl, terr := tcp.Listen(ctx, addr, local)
+	if terr != nil && rl != nil && errors.Is(terr, syscall.EADDRINUSE) && rl.HoldsTCPPort() {
+		fmt.Fprintf(notice, "%s: not listening on TCP: the iWARP listener holds TCP port %s itself; RDMA only\n", name, port(rl.Addr()))
+		return rl, nil
+	}
 	if terr != nil {
 		if rl != nil {
 			rl.Close()
@@ -121,4 +129,13 @@ func (m *Listener) Close() error {
 		}
 	})
 	return errors.Join(errs...)
+}
+
+// port returns the port of a "host:port" address.
+func port(addr string) string {
+	_, p, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	return p
 }

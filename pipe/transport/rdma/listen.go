@@ -186,6 +186,25 @@ func (l *Listener) free() error {
 // connect requests are refused as busy (see pipe.Listener).
 func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
+// HoldsTCPPort reports whether the listener holds the TCP port of its
+// number as well, as an iWARP listener does (an iWARP connection is a TCP
+// connection): bound to an iWARP device, or to a wildcard address on a
+// host that has one.
+func (l *Listener) HoldsTCPPort() bool {
+	for _, id := range l.ids {
+		if id.verbs != nil {
+			return C.rp_is_iwarp(id) != 0
+		}
+	}
+	devs, _ := Devices()
+	for _, d := range devs {
+		if d.Transport == "iWARP" {
+			return true
+		}
+	}
+	return false
+}
+
 // Addr returns the address the listener is bound to, with the port chosen.
 func (l *Listener) Addr() string { return l.addr }
 
