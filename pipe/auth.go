@@ -9,6 +9,8 @@ import (
 	"encoding/binary"
 	"hash"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Authentication is an HMAC-SHA256 challenge-response over the handshake's
@@ -70,7 +72,7 @@ func mac(key []byte, parts ...[]byte) []byte {
 // sides saw it: the negotiated chunk and depth, the receiver's hello
 // (flags and nonce), the sender's auth flags and nonce, and the chain of
 // receivers it names (empty without one), length-prefixed.
-func transcript(info Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
+func transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
 	h := sha256.New()
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[:4], uint32(info.Chunk))

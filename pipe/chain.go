@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Bounds on a chain of receivers (Config.Chain), which a receiver takes
@@ -11,7 +13,7 @@ import (
 const (
 	maxChainHosts = 1024
 	maxChainHost  = 255
-	chainPiece    = MaxControl - TrailerLen - 1 // chain bytes per message
+	chainPiece    = conn.MaxControl - conn.TrailerLen - 1 // chain bytes per message
 )
 
 // sendChain sends the chain of receivers after the first, joined by
@@ -28,7 +30,7 @@ func (s *sender) sendChain(ctx context.Context) error {
 		}
 		body := append([]byte{more}, text[:n]...)
 		if err := s.handshakeControl(ctx, appendTrailer(body, msgChain, 0)); err != nil {
-			return wrap(KindSetup, "send the chain of receivers", err)
+			return wrap(conn.KindSetup, "send the chain of receivers", err)
 		}
 		if text = text[n:]; more == 0 {
 			return nil
@@ -47,10 +49,10 @@ func (r *receiver) receiveChain(ctx context.Context) ([]string, error) {
 		}
 		body, typ, _, _ := parseTrailer(msg)
 		if typ != msgChain || len(body) < 1 {
-			return nil, Errorf(KindSetup, "handshake", "unexpected message %s from the sender where the chain of receivers was due", describe(msg))
+			return nil, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the sender where the chain of receivers was due", describe(msg))
 		}
 		if text = append(text, body[1:]...); len(text) > maxChainHosts*(maxChainHost+1) {
-			return nil, Errorf(KindSetup, "handshake", "the sender's chain of receivers is longer than %d bytes", maxChainHosts*(maxChainHost+1))
+			return nil, conn.Errorf(conn.KindSetup, "handshake", "the sender's chain of receivers is longer than %d bytes", maxChainHosts*(maxChainHost+1))
 		}
 		if body[0] == 0 {
 			break
@@ -58,7 +60,7 @@ func (r *receiver) receiveChain(ctx context.Context) ([]string, error) {
 	}
 	hosts := strings.Split(string(text), "\n")
 	if err := checkChain(hosts); err != nil {
-		return nil, wrap(KindSetup, "handshake", fmt.Errorf("the sender's chain of receivers: %w", err))
+		return nil, wrap(conn.KindSetup, "handshake", fmt.Errorf("the sender's chain of receivers: %w", err))
 	}
 	return hosts, nil
 }

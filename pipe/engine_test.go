@@ -17,6 +17,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -34,7 +35,7 @@ type result struct {
 
 // stream runs a sender and a receiver over a memconn pair.
 type stream struct {
-	proposal, local pipe.Params
+	proposal, local conn.Params
 	faults          memconn.Faults
 	sendCfg         pipe.Config
 	recvCfg         pipe.Config
@@ -43,10 +44,10 @@ type stream struct {
 
 func (s stream) run(t *testing.T, ctx context.Context, in io.Reader) result {
 	t.Helper()
-	if s.proposal == (pipe.Params{}) {
-		s.proposal = pipe.NewParams(4096, 4)
+	if s.proposal == (conn.Params{}) {
+		s.proposal = conn.NewParams(4096, 4)
 	}
-	if s.local == (pipe.Params{}) {
+	if s.local == (conn.Params{}) {
 		s.local = s.proposal
 	}
 	sc, rc, err := memconn.Pair(s.proposal, s.local, s.faults)
@@ -82,7 +83,7 @@ func (r result) checkCredits(t *testing.T, depth int) {
 	if ss.Violations != 0 || rs.Violations != 0 {
 		t.Errorf("credit violations: sender end %d, receiver end %d", ss.Violations, rs.Violations)
 	}
-	if credits := pipe.NewParams(1, depth).Credits(); ss.MaxDataInFlight > credits {
+	if credits := conn.NewParams(1, depth).Credits(); ss.MaxDataInFlight > credits {
 		t.Errorf("sender had %d data messages in flight, depth %d gives %d credits", ss.MaxDataInFlight, depth, credits)
 	}
 	if ss.MaxInFlight > r.receiver.RecvBufs() {
@@ -115,7 +116,7 @@ func TestStreamSizes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			in := randomBytes(tc.size, uint64(tc.size))
-			s := stream{proposal: pipe.NewParams(tc.chunk, 4)}
+			s := stream{proposal: conn.NewParams(tc.chunk, 4)}
 			r := s.run(t, context.Background(), bytes.NewReader(in))
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
@@ -135,12 +136,12 @@ func TestStreamSizes(t *testing.T) {
 
 func TestNegotiatedParams(t *testing.T) {
 	in := randomBytes(100000, 1)
-	s := stream{proposal: pipe.NewParams(8192, 8), local: pipe.NewParams(1000, 3)}
+	s := stream{proposal: conn.NewParams(8192, 8), local: conn.NewParams(1000, 3)}
 	r := s.run(t, context.Background(), bytes.NewReader(in))
 	if r.sendErr != nil || r.recvErr != nil {
 		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 	}
-	for _, info := range []pipe.Info{r.send.Info, r.recv.Info} {
+	for _, info := range []conn.Info{r.send.Info, r.recv.Info} {
 		if info.Chunk != 1000 || info.Depth != 3 {
 			t.Errorf("%s negotiated chunk %d depth %d, want 1000 and 3", info.Local, info.Chunk, info.Depth)
 		}
@@ -162,16 +163,16 @@ func TestFaults(t *testing.T) {
 	cases := []struct {
 		name               string
 		faults             memconn.Faults
-		sendKind, recvKind pipe.Kind
+		sendKind, recvKind conn.Kind
 		recvSays, sendSays string
 	}{
 		{"delay", memconn.Faults{Delay: time.Millisecond}, 0, 0, "", ""},
-		{"data message dropped", memconn.Faults{DropAt: 4}, pipe.KindIntegrity, pipe.KindIntegrity, "lost or reordered", "receiver aborted"},
-		{"end message dropped", memconn.Faults{DropAt: 12}, pipe.KindIntegrity, pipe.KindIntegrity, "messages were lost", "receiver aborted"},
-		{"data corrupted", memconn.Faults{CorruptAt: 5}, pipe.KindIntegrity, pipe.KindIntegrity, "checksum mismatch", "checksum mismatch"},
-		{"cut mid-stream", memconn.Faults{CutAt: 6}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
-		{"credits cut", memconn.Faults{Reverse: &memconn.Faults{CutAt: 4}}, pipe.KindAborted, pipe.KindAborted, "truncated after", "connection to receiver"},
-		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, pipe.KindSetup, pipe.KindAborted, "no word from the sender", "receiver refused the connection: \"wait for sender: no word from the sender"},
+		{"data message dropped", memconn.Faults{DropAt: 4}, conn.KindIntegrity, conn.KindIntegrity, "lost or reordered", "receiver aborted"},
+		{"end message dropped", memconn.Faults{DropAt: 12}, conn.KindIntegrity, conn.KindIntegrity, "messages were lost", "receiver aborted"},
+		{"data corrupted", memconn.Faults{CorruptAt: 5}, conn.KindIntegrity, conn.KindIntegrity, "checksum mismatch", "checksum mismatch"},
+		{"cut mid-stream", memconn.Faults{CutAt: 6}, conn.KindAborted, conn.KindAborted, "truncated after", "connection to receiver"},
+		{"credits cut", memconn.Faults{Reverse: &memconn.Faults{CutAt: 4}}, conn.KindAborted, conn.KindAborted, "truncated after", "connection to receiver"},
+		{"hello lost", memconn.Faults{Reverse: &memconn.Faults{DropAt: 1}}, conn.KindSetup, conn.KindAborted, "no word from the sender", "receiver refused the connection: \"wait for sender: no word from the sender"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -192,7 +193,7 @@ func TestFaults(t *testing.T) {
 
 // checkErr checks that err is nil when kind is 0, else an error of kind
 // whose text contains says.
-func checkErr(t *testing.T, who string, err error, kind pipe.Kind, says string) {
+func checkErr(t *testing.T, who string, err error, kind conn.Kind, says string) {
 	t.Helper()
 	if kind == 0 {
 		if err != nil {
@@ -204,7 +205,7 @@ func checkErr(t *testing.T, who string, err error, kind pipe.Kind, says string) 
 		t.Errorf("%s: no error, want %v", who, kind)
 		return
 	}
-	if got := pipe.KindOf(err); got != kind {
+	if got := conn.KindOf(err); got != kind {
 		t.Errorf("%s: error kind %v, want %v: %v", who, got, kind, err)
 	}
 	if !strings.Contains(err.Error(), says) {
@@ -216,14 +217,14 @@ func TestKeys(t *testing.T) {
 	cases := []struct {
 		name               string
 		sendKey, recvKey   string
-		kind               pipe.Kind
+		kind               conn.Kind
 		sendSays, recvSays string
 	}{
 		{"no keys", "", "", 0, "", ""},
 		{"same key", "k1", "k1", 0, "", ""},
-		{"wrong key", "k1", "k2", pipe.KindAuth, "key is wrong", "key is wrong"},
-		{"sender has none", "", "k1", pipe.KindAuth, "requires a shared key", "requires a shared key"},
-		{"receiver has none", "k1", "", pipe.KindAuth, "receiver has none", "receiver has none"},
+		{"wrong key", "k1", "k2", conn.KindAuth, "key is wrong", "key is wrong"},
+		{"sender has none", "", "k1", conn.KindAuth, "requires a shared key", "requires a shared key"},
+		{"receiver has none", "k1", "", conn.KindAuth, "receiver has none", "receiver has none"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -284,13 +285,13 @@ func TestIOFailures(t *testing.T) {
 	in := randomBytes(20*4096, 3)
 	t.Run("output fails", func(t *testing.T) {
 		r := stream{out: &failingWriter{after: 3 * 4096}}.run(t, context.Background(), bytes.NewReader(in))
-		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "disk on fire")
-		checkErr(t, "sender", r.sendErr, pipe.KindAborted, `receiver aborted: "write output: disk on fire`)
+		checkErr(t, "receiver", r.recvErr, conn.KindAborted, "disk on fire")
+		checkErr(t, "sender", r.sendErr, conn.KindAborted, `receiver aborted: "write output: disk on fire`)
 	})
 	t.Run("input fails", func(t *testing.T) {
 		r := stream{}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
-		checkErr(t, "sender", r.sendErr, pipe.KindAborted, "input device gone")
-		checkErr(t, "receiver", r.recvErr, pipe.KindAborted, `sender aborted: "read input`)
+		checkErr(t, "sender", r.sendErr, conn.KindAborted, "input device gone")
+		checkErr(t, "receiver", r.recvErr, conn.KindAborted, `sender aborted: "read input`)
 	})
 }
 
@@ -301,7 +302,7 @@ func TestCancel(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	done := make(chan result, 1)
 	go func() {
-		sc, rc, err := memconn.Pair(pipe.NewParams(4096, 4), pipe.NewParams(4096, 4), memconn.Faults{})
+		sc, rc, err := memconn.Pair(conn.NewParams(4096, 4), conn.NewParams(4096, 4), memconn.Faults{})
 		if err != nil {
 			panic(err)
 		}
@@ -318,10 +319,10 @@ func TestCancel(t *testing.T) {
 	}()
 	inW.Write([]byte("some"))
 	<-arrived.first // the stream flows: the handshake is behind it
-	cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted by test"))
+	cancel(conn.Errorf(conn.KindAborted, "", "interrupted by test"))
 	r := <-done
-	checkErr(t, "sender", r.sendErr, pipe.KindAborted, "interrupted by test")
-	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, `sender aborted: "interrupted by test"`)
+	checkErr(t, "sender", r.sendErr, conn.KindAborted, "interrupted by test")
+	checkErr(t, "receiver", r.recvErr, conn.KindAborted, `sender aborted: "interrupted by test"`)
 }
 
 // TestHeartbeats checks that an idle but live stream outlasts the timeout:
@@ -333,7 +334,7 @@ func TestHeartbeats(t *testing.T) {
 	const beats = 8
 	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
 		t.Run(fmt.Sprintf("delay %v", delay), func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{Delay: delay, Reverse: &memconn.Faults{Delay: delay}})
 			inR, inW := io.Pipe()
 			go func() {
@@ -366,16 +367,16 @@ func TestHeartbeats(t *testing.T) {
 }
 
 func TestRefuse(t *testing.T) {
-	sc, rc, err := memconn.Pair(pipe.NewParams(4096, 4), pipe.NewParams(4096, 4), memconn.Faults{})
+	sc, rc, err := memconn.Pair(conn.NewParams(4096, 4), conn.NewParams(4096, 4), memconn.Faults{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer sc.Close()
-	if err := pipe.Refuse(rc, pipe.KindBusy, "busy right now"); err != nil {
+	if err := pipe.Refuse(rc, conn.KindBusy, "busy right now"); err != nil {
 		t.Fatal(err)
 	}
 	_, err = pipe.Send(context.Background(), sc, strings.NewReader("x"), pipe.Config{})
-	checkErr(t, "sender", err, pipe.KindBusy, "busy right now")
+	checkErr(t, "sender", err, conn.KindBusy, "busy right now")
 }
 
 // firstWrite is an output that discards what it is given and closes first
@@ -415,7 +416,7 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 // message, and the stream still arrives whole.
 func TestCreditBatches(t *testing.T) {
 	const chunk, depth, size = 4096, 64, 1 << 20
-	p := pipe.NewParams(chunk, depth)
+	p := conn.NewParams(chunk, depth)
 	sc, rc := memPair(t, p, p, memconn.Faults{})
 	in := randomBytes(size, 7)
 	// Half the window: the credits a batch holds back shrink the sender's.
@@ -487,17 +488,17 @@ func TestProbe(t *testing.T) {
 	tests := []struct {
 		name              string
 		sendKey, recvKey  string
-		kind              pipe.Kind
+		kind              conn.Kind
 		probeErr, recvErr string
 	}{
 		{name: "no key"},
 		{name: "same key", sendKey: "k1", recvKey: "k1"},
-		{name: "wrong key", sendKey: "k1", recvKey: "k2", kind: pipe.KindAuth, probeErr: "receiver refused the connection", recvErr: "the sender's key is wrong"},
-		{name: "key missing", recvKey: "k2", kind: pipe.KindAuth, probeErr: "requires a shared key", recvErr: "sender refused the connection"},
+		{name: "wrong key", sendKey: "k1", recvKey: "k2", kind: conn.KindAuth, probeErr: "receiver refused the connection", recvErr: "the sender's key is wrong"},
+		{name: "key missing", recvKey: "k2", kind: conn.KindAuth, probeErr: "requires a shared key", recvErr: "sender refused the connection"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			out := &lockedBuffer{}
 			recvErr := make(chan error, 1)

@@ -8,9 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"golang.org/x/sys/unix"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // fileWith writes data to a new file in dir and returns it open for
@@ -82,7 +81,7 @@ func TestFileInput(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := stream{proposal: pipe.NewParams(chunk, 4)}.run(t, context.Background(), f)
+			r := stream{proposal: conn.NewParams(chunk, 4)}.run(t, context.Background(), f)
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 			}
@@ -158,6 +157,6 @@ func TestFileOutputFails(t *testing.T) {
 	}
 	defer ro.Close()
 	r := stream{out: ro}.run(t, context.Background(), bytes.NewReader(randomBytes(20*4096, 5)))
-	checkErr(t, "receiver", r.recvErr, pipe.KindAborted, "write output: write at offset 0")
-	checkErr(t, "sender", r.sendErr, pipe.KindAborted, `receiver aborted: "write output`)
+	checkErr(t, "receiver", r.recvErr, conn.KindAborted, "write output: write at offset 0")
+	checkErr(t, "sender", r.sendErr, conn.KindAborted, `receiver aborted: "write output`)
 }

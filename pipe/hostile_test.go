@@ -14,6 +14,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -29,10 +30,10 @@ const hostileBound = 30 * time.Second
 var hostileCfg = pipe.Config{Timeout: 2 * time.Second, HandshakeTimeout: 500 * time.Millisecond}
 
 // anyFailure in a case asks for an error of any kind.
-const anyFailure = pipe.Kind(255)
+const anyFailure = conn.Kind(255)
 
 // checkFailure is checkErr that also takes anyFailure.
-func checkFailure(t *testing.T, who string, err error, kind pipe.Kind, says string) {
+func checkFailure(t *testing.T, who string, err error, kind conn.Kind, says string) {
 	t.Helper()
 	if kind != anyFailure {
 		checkErr(t, who, err, kind, says)
@@ -44,7 +45,7 @@ func checkFailure(t *testing.T, who string, err error, kind pipe.Kind, says stri
 }
 
 // memPair returns a memconn pair, closed at the end of the test.
-func memPair(t testing.TB, proposal, local pipe.Params, f memconn.Faults) (sender, receiver *memconn.Conn) {
+func memPair(t testing.TB, proposal, local conn.Params, f memconn.Faults) (sender, receiver *memconn.Conn) {
 	t.Helper()
 	sc, rc, err := memconn.Pair(proposal, local, f)
 	if err != nil {
@@ -61,8 +62,8 @@ func memPair(t testing.TB, proposal, local pipe.Params, f memconn.Faults) (sende
 type peer struct {
 	t       *testing.T
 	c       *memconn.Conn
-	cs      []pipe.Completion
-	pending []pipe.Completion // polled, not yet returned by next
+	cs      []conn.Completion
+	pending []conn.Completion // polled, not yet returned by next
 }
 
 // next returns the next message that arrives (copied), re-posting its
@@ -75,7 +76,7 @@ func (p *peer) next() []byte {
 		for len(p.pending) > 0 {
 			c := p.pending[0]
 			p.pending = p.pending[1:]
-			if c.Op != pipe.OpRecv {
+			if c.Op != conn.OpRecv {
 				continue
 			}
 			msg := bytes.Clone(p.c.RecvBuf(c.Buf)[:c.Len])
@@ -116,10 +117,10 @@ func (p *peer) nextFromSender(typ byte) []byte {
 
 // typeOf returns the type of a sender message, from its trailer.
 func typeOf(msg []byte) byte {
-	if len(msg) < pipe.TrailerLen {
+	if len(msg) < conn.TrailerLen {
 		return 0
 	}
-	return msg[len(msg)-pipe.TrailerLen]
+	return msg[len(msg)-conn.TrailerLen]
 }
 
 // control sends a control message.
@@ -172,32 +173,32 @@ func TestHostileReceiver(t *testing.T) {
 	cases := []struct {
 		name   string
 		script func(p *peer)
-		kind   pipe.Kind
+		kind   conn.Kind
 		says   string
 	}{
-		{"silent", func(p *peer) {}, pipe.KindSetup, "no rdmapipe handshake from the receiver"},
-		{"an empty credit", func(p *peer) { p.control([]byte{0}) }, pipe.KindSetup, "no credit in a credit message"},
-		{"a control credit it never took", func(p *peer) { p.control([]byte{0x80}) }, pipe.KindSetup, "more control credits than it granted"},
-		{"a data credit before the stream", func(p *peer) { p.control([]byte{1}) }, pipe.KindSetup, "more credits than it granted"},
-		{"garbage hello", func(p *peer) { p.control([]byte("HTTP/1.1 400 Bad Request\r\n")) }, pipe.KindSetup, `unexpected message "HTTP/1.1 400 Bad`},
+		{"silent", func(p *peer) {}, conn.KindSetup, "no rdmapipe handshake from the receiver"},
+		{"an empty credit", func(p *peer) { p.control([]byte{0}) }, conn.KindSetup, "no credit in a credit message"},
+		{"a control credit it never took", func(p *peer) { p.control([]byte{0x80}) }, conn.KindSetup, "more control credits than it granted"},
+		{"a data credit before the stream", func(p *peer) { p.control([]byte{1}) }, conn.KindSetup, "more credits than it granted"},
+		{"garbage hello", func(p *peer) { p.control([]byte("HTTP/1.1 400 Bad Request\r\n")) }, conn.KindSetup, `unexpected message "HTTP/1.1 400 Bad`},
 		{"abort before the handshake is a setup failure, quoted", func(p *peer) {
-			p.control(append([]byte{'A', byte(pipe.KindIntegrity)}, "\x1b[2Jall your data is gone"...))
-		}, pipe.KindSetup, `receiver refused the connection: "\x1b[2Jall your data is gone"`},
+			p.control(append([]byte{'A', byte(conn.KindIntegrity)}, "\x1b[2Jall your data is gone"...))
+		}, conn.KindSetup, `receiver refused the connection: "\x1b[2Jall your data is gone"`},
 		{"busy before the handshake", func(p *peer) {
-			p.control(append([]byte{'A', byte(pipe.KindBusy)}, "busy"...))
-		}, pipe.KindBusy, `"busy"`},
+			p.control(append([]byte{'A', byte(conn.KindBusy)}, "busy"...))
+		}, conn.KindBusy, `"busy"`},
 		{"unknown abort kind after the handshake", func(p *peer) {
 			p.greet()
 			p.control(append([]byte{'A', 200}, "?"...))
-		}, pipe.KindAborted, `receiver aborted: "?"`},
+		}, conn.KindAborted, `receiver aborted: "?"`},
 		{"excess credits", func(p *peer) {
 			p.greet()
 			p.control([]byte{9})
-		}, pipe.KindIntegrity, "more credits than it granted"},
+		}, conn.KindIntegrity, "more credits than it granted"},
 		{"early finished", func(p *peer) {
 			p.greet()
 			p.control(append([]byte{'F'}, make([]byte, 8)...))
-		}, pipe.KindIntegrity, "has not finished"},
+		}, conn.KindIntegrity, "has not finished"},
 		{"finished with the wrong count", func(p *peer) {
 			p.greet()
 			for {
@@ -214,7 +215,7 @@ func TestHostileReceiver(t *testing.T) {
 			binary.LittleEndian.PutUint64(done[1:], 3)
 			binary.LittleEndian.PutUint32(done[9:], 1)
 			p.control(done)
-		}, pipe.KindIntegrity, "wrote 3 bytes but 10000 were sent"},
+		}, conn.KindIntegrity, "wrote 3 bytes but 10000 were sent"},
 		{"short finished", func(p *peer) {
 			p.greet()
 			for msg := p.next(); msg != nil && typeOf(msg) != 'E'; msg = p.next() {
@@ -223,17 +224,17 @@ func TestHostileReceiver(t *testing.T) {
 				}
 			}
 			p.control([]byte{'F', 0})
-		}, pipe.KindIntegrity, "short confirmation"},
+		}, conn.KindIntegrity, "short confirmation"},
 		{"unknown message", func(p *peer) {
 			p.greet()
 			p.control([]byte("Zzzz"))
-		}, pipe.KindIntegrity, `unexpected message "Zzzz"`},
+		}, conn.KindIntegrity, `unexpected message "Zzzz"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
-			go tc.script(&peer{t: t, c: rc, cs: make([]pipe.Completion, 16)})
+			go tc.script(&peer{t: t, c: rc, cs: make([]conn.Completion, 16)})
 			done := make(chan error, 1)
 			go func() {
 				_, err := pipe.Send(context.Background(), sc, bytes.NewReader(make([]byte, 10000)), hostileCfg)
@@ -256,19 +257,19 @@ func TestHostileSender(t *testing.T) {
 		name   string
 		key    []byte
 		script func(p *peer)
-		kind   pipe.Kind
+		kind   conn.Kind
 		says   string
 	}{
-		{"silent", nil, func(p *peer) {}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
+		{"silent", nil, func(p *peer) {}, conn.KindSetup, "did not complete the rdmapipe handshake"},
 		{"heartbeats before the key proof", key, func(p *peer) {
 			// One heartbeat per control credit returned, for as long as
 			// the receiver answers: they must not stretch its handshake.
 			for p.next() != nil {
 				p.control(message('B', 0, ""))
 			}
-		}, pipe.KindSetup, "did not complete the rdmapipe handshake"},
+		}, conn.KindSetup, "did not complete the rdmapipe handshake"},
 		{"more control messages than spares", key, func(p *peer) {
-			for range pipe.SpareRecvs + 1 {
+			for range conn.SpareRecvs + 1 {
 				p.control(message('B', 0, ""))
 			}
 		}, anyFailure, "no posted spare receive buffer"},
@@ -279,33 +280,33 @@ func TestHostileSender(t *testing.T) {
 		{"unkeyed sender to a keyed receiver", key, func(p *peer) {
 			p.nextOf('H')
 			p.control(auth())
-		}, pipe.KindAuth, "presented no key"},
+		}, conn.KindAuth, "presented no key"},
 		{"abort before the handshake is a setup failure, quoted", nil, func(p *peer) {
-			p.control(message('A', 0, string(pipe.KindIntegrity)+"\x07bell"))
-		}, pipe.KindSetup, `sender refused the connection: "\abell"`},
-		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, pipe.KindSetup, "short message of 1 bytes"},
+			p.control(message('A', 0, string(conn.KindIntegrity)+"\x07bell"))
+		}, conn.KindSetup, `sender refused the connection: "\abell"`},
+		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, conn.KindSetup, "short message of 1 bytes"},
 		{"unknown type", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('Q', 1, ""))
-		}, pipe.KindIntegrity, `unknown message type 'Q'`},
+		}, conn.KindIntegrity, `unknown message type 'Q'`},
 		{"wrong sequence", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 7, "x"))
-		}, pipe.KindIntegrity, "message 7 arrived where 1 was expected"},
+		}, conn.KindIntegrity, "message 7 arrived where 1 was expected"},
 		{"short end message", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('E', 1, "\x00\x00"))
-		}, pipe.KindIntegrity, "short end-of-stream message"},
+		}, conn.KindIntegrity, "short end-of-stream message"},
 		{"end with the wrong count", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 1, "abc"))
 			body := binary.LittleEndian.AppendUint64(nil, 4)
 			p.send(1, message('E', 2, string(body)+string(make([]byte, 8))))
-		}, pipe.KindIntegrity, "sent 4 bytes but 3 arrived"},
+		}, conn.KindIntegrity, "sent 4 bytes but 3 arrived"},
 		{"heartbeat ahead of the data", nil, func(p *peer) {
 			p.handshake()
 			p.control(message('B', 5, ""))
-		}, pipe.KindIntegrity, "messages were lost"},
+		}, conn.KindIntegrity, "messages were lost"},
 		// memconn breaks the link on a message larger than the receive
 		// buffer with an internal error (for an engine it is a bug); RDMA
 		// reports a length error and TCP a framing error. What matters is
@@ -317,10 +318,10 @@ func TestHostileSender(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
-			send := pipe.NewParams(8192, 4) // room for the oversized message
+			p := conn.NewParams(4096, 4)
+			send := conn.NewParams(8192, 4) // room for the oversized message
 			sc, rc := memPair(t, send, p, memconn.Faults{})
-			go tc.script(&peer{t: t, c: sc, cs: make([]pipe.Completion, 16)})
+			go tc.script(&peer{t: t, c: sc, cs: make([]conn.Completion, 16)})
 			cfg := hostileCfg
 			cfg.Key = tc.key
 			var out lockedBuffer
@@ -354,20 +355,20 @@ type tamperConn struct {
 	sum     *xxhash.Digest
 }
 
-func (c *tamperConn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
+func (c *tamperConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	n, err := c.Conn.Poll(ctx, cs)
 	for i := range cs[:n] {
-		if cs[i].Op != pipe.OpRecv {
+		if cs[i].Op != conn.OpRecv {
 			continue
 		}
 		msg := c.RecvBuf(cs[i].Buf)
-		body := cs[i].Len - pipe.TrailerLen
+		body := cs[i].Len - conn.TrailerLen
 		switch typeOf(msg[:cs[i].Len]) {
 		case 'D':
 			c.seq++
 			trailer := bytes.Clone(msg[body:cs[i].Len])
 			p := c.rewrite(c.seq, bytes.Clone(msg[:body]))
-			n := copy(msg[:len(msg)-pipe.TrailerLen], p)
+			n := copy(msg[:len(msg)-conn.TrailerLen], p)
 			cs[i].Len = n + copy(msg[n:], trailer)
 			c.bytes += int64(len(p))
 			_, _ = c.sum.Write(p)
@@ -416,7 +417,7 @@ func TestKeyedStreamTampering(t *testing.T) {
 	for _, a := range attacks {
 		for _, key := range []string{"", "0123456789abcdef"} {
 			t.Run(a.name+" key="+key, func(t *testing.T) {
-				p := pipe.NewParams(4096, 4)
+				p := conn.NewParams(4096, 4)
 				sc, rc := memPair(t, p, p, memconn.Faults{})
 				cfg := pipe.Config{Key: []byte(key), Timeout: 5 * time.Second}
 				sent := make(chan error, 1)
@@ -433,8 +434,8 @@ func TestKeyedStreamTampering(t *testing.T) {
 					}
 					return
 				}
-				checkErr(t, "receiver", err, pipe.KindIntegrity, "does not match its MAC")
-				checkErr(t, "sender", serr, pipe.KindIntegrity, "does not match its MAC")
+				checkErr(t, "receiver", err, conn.KindIntegrity, "does not match its MAC")
+				checkErr(t, "sender", serr, conn.KindIntegrity, "does not match its MAC")
 			})
 		}
 	}
@@ -452,22 +453,22 @@ func (c *trickleConn) Arrived() int64 { return c.n.Add(1) }
 
 // TestSlowLinkIsNotSilence: a peer whose messages take longer than the
 // idle timeout to arrive is not given up while its bytes keep arriving,
-// when the connection can tell (pipe.ArrivalCounter); it is when it cannot.
+// when the connection can tell (conn.ArrivalCounter); it is when it cannot.
 func TestSlowLinkIsNotSilence(t *testing.T) {
 	in := randomBytes(3*4096, 11)
 	for _, counts := range []bool{true, false} {
 		t.Run(fmt.Sprintf("counts arrivals %v", counts), func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{Delay: 400 * time.Millisecond})
 			sendCfg := pipe.Config{Timeout: time.Minute}
 			recvCfg := pipe.Config{Timeout: 150 * time.Millisecond, HandshakeTimeout: 10 * time.Second}
 			go pipe.Send(context.Background(), sc, bytes.NewReader(in), sendCfg)
-			var conn pipe.Conn = rc
+			var recv conn.Conn = rc
 			if counts {
-				conn = &trickleConn{Conn: rc}
+				recv = &trickleConn{Conn: rc}
 			}
 			var out lockedBuffer
-			_, err := pipe.Receive(context.Background(), conn, &out, recvCfg)
+			_, err := pipe.Receive(context.Background(), recv, &out, recvCfg)
 			if counts {
 				checkErr(t, "receiver", err, 0, "")
 				if !bytes.Equal(out.Bytes(), in) {
@@ -475,7 +476,7 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 				}
 				return
 			}
-			checkErr(t, "receiver", err, pipe.KindAborted, "no word from the sender")
+			checkErr(t, "receiver", err, conn.KindAborted, "no word from the sender")
 		})
 	}
 }
@@ -486,12 +487,12 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 // stream alone and the sender count it as written by every receiver. The
 // proofs cover the whole handshake: the receiver refuses it.
 func TestDowngrade(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	key := []byte("downgrade-test-key-0123456789abcdef")
 	sc, toSender := memPair(t, p, p, memconn.Faults{})
 	toReceiver, rc := memPair(t, p, p, memconn.Faults{})
 	relay := func(from, to *memconn.Conn, rewrite func([]byte) []byte) {
-		cs := make([]pipe.Completion, 16)
+		cs := make([]conn.Completion, 16)
 		for {
 			n, err := from.Poll(context.Background(), cs)
 			if err != nil {
@@ -499,7 +500,7 @@ func TestDowngrade(t *testing.T) {
 				return
 			}
 			for _, c := range cs[:n] {
-				if c.Op != pipe.OpRecv {
+				if c.Op != conn.OpRecv {
 					continue
 				}
 				msg := rewrite(bytes.Clone(from.RecvBuf(c.Buf)[:c.Len]))
@@ -526,6 +527,6 @@ func TestDowngrade(t *testing.T) {
 		recvErr <- err
 	}()
 	_, err := pipe.Send(context.Background(), sc, strings.NewReader("data"), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
-	checkErr(t, "receiver", <-recvErr, pipe.KindAuth, "the handshake was altered on the way")
-	checkErr(t, "sender", err, pipe.KindAuth, "the handshake was altered on the way")
+	checkErr(t, "receiver", <-recvErr, conn.KindAuth, "the handshake was altered on the way")
+	checkErr(t, "sender", err, conn.KindAuth, "the handshake was altered on the way")
 }

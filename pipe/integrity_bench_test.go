@@ -7,12 +7,13 @@ import (
 	"testing"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The cost of the stream's integrity checks per core, for the README:
 // go test -run '^$' -bench Integrity ./pipe (MB/s is per core).
 func BenchmarkIntegrity(b *testing.B) {
-	chunk := make([]byte, DefaultChunk)
+	chunk := make([]byte, conn.DefaultChunk)
 	b.Run("xxHash64 stream checksum", func(b *testing.B) {
 		d := xxhash.New()
 		b.SetBytes(int64(len(chunk)))
@@ -41,7 +42,7 @@ func BenchmarkIntegrity(b *testing.B) {
 
 // BenchmarkHMAC is the MAC the stream MAC replaced, for comparison.
 func BenchmarkHMAC(b *testing.B) {
-	chunk := make([]byte, DefaultChunk)
+	chunk := make([]byte, conn.DefaultChunk)
 	h := hmac.New(sha256.New, make([]byte, 32))
 	b.SetBytes(int64(len(chunk)))
 	for b.Loop() {

@@ -4,6 +4,8 @@ import (
 	"encoding/binary"
 	"fmt"
 	"strconv"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The wire format. Messages from the sender land in the receiver's chunk
@@ -36,7 +38,7 @@ import (
 //	    seq is the last message's
 //
 // The bracketed fields are there only with a shared key (see auth.go).
-const TrailerLen = 8
+// The trailer is conn.TrailerLen bytes long.
 
 // Message types.
 const (
@@ -78,7 +80,7 @@ func putTrailer(b []byte, typ byte, seq uint32) {
 
 // appendTrailer appends a sender message trailer to body.
 func appendTrailer(body []byte, typ byte, seq uint32) []byte {
-	b := append(body, make([]byte, TrailerLen)...)
+	b := append(body, make([]byte, conn.TrailerLen)...)
 	putTrailer(b[len(body):], typ, seq)
 	return b
 }
@@ -86,20 +88,20 @@ func appendTrailer(body []byte, typ byte, seq uint32) []byte {
 // parseTrailer splits a sender message into its body, type and sequence
 // number.
 func parseTrailer(b []byte) (body []byte, typ byte, seq uint32, err error) {
-	if len(b) < TrailerLen {
+	if len(b) < conn.TrailerLen {
 		return nil, 0, 0, fmt.Errorf("short message of %d bytes", len(b))
 	}
-	t := b[len(b)-TrailerLen:]
-	return b[:len(b)-TrailerLen], t[0], binary.LittleEndian.Uint32(t[4:]), nil
+	t := b[len(b)-conn.TrailerLen:]
+	return b[:len(b)-conn.TrailerLen], t[0], binary.LittleEndian.Uint32(t[4:]), nil
 }
 
 // abortMessage appends to prefix (the receiver's type byte, or nothing for
 // the sender, whose trailer follows) the body of an abort of kind k with a
 // human-readable reason, truncated so that the whole message, with room
 // bytes after it, fits in MaxControl bytes.
-func abortMessage(prefix []byte, k Kind, reason string, room int) []byte {
+func abortMessage(prefix []byte, k conn.Kind, reason string, room int) []byte {
 	b := append(prefix, byte(k))
-	if left := MaxControl - room - len(b); len(reason) > left {
+	if left := conn.MaxControl - room - len(b); len(reason) > left {
 		reason = reason[:left]
 	}
 	return append(b, reason...)
@@ -108,30 +110,30 @@ func abortMessage(prefix []byte, k Kind, reason string, room int) []byte {
 // parseAbort decodes the kind and reason of an abort message body (what
 // abortMessage appended to its prefix). The reason is the peer's text,
 // quoted so that no byte of it reaches a terminal raw.
-func parseAbort(body []byte) (Kind, string) {
+func parseAbort(body []byte) (conn.Kind, string) {
 	if len(body) == 0 {
-		return KindAborted, "no reason given"
+		return conn.KindAborted, "no reason given"
 	}
-	body = body[:min(len(body), MaxControl)]
-	return Kind(body[0]), strconv.Quote(string(body[1:]))
+	body = body[:min(len(body), conn.MaxControl)]
+	return conn.Kind(body[0]), strconv.Quote(string(body[1:]))
 }
 
 // peerKind is the kind of failure an abort of kind k from the peer means
 // here. Before the handshake has authenticated the peer, an abort can only
 // say that the connection was not set up (or the peer is busy, or refused
 // the key); after it, the peer aborted the stream or found it damaged.
-func peerKind(k Kind, authenticated bool) Kind {
+func peerKind(k conn.Kind, authenticated bool) conn.Kind {
 	if !authenticated {
 		switch k {
-		case KindBusy, KindAuth:
+		case conn.KindBusy, conn.KindAuth:
 			return k
 		}
-		return KindSetup
+		return conn.KindSetup
 	}
-	if k == KindIntegrity {
+	if k == conn.KindIntegrity {
 		return k
 	}
-	return KindAborted
+	return conn.KindAborted
 }
 
 // describe quotes the start of a message from the peer for an error.

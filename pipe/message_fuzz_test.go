@@ -3,6 +3,8 @@ package pipe
 import (
 	"strconv"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // FuzzMessageDecoders feeds arbitrary bytes to every decoder of a peer's
@@ -11,14 +13,14 @@ import (
 func FuzzMessageDecoders(f *testing.F) {
 	f.Add([]byte{})
 	f.Add([]byte("payloadD\x00\x00\x00\x01\x00\x00\x00"))
-	f.Add([]byte{byte(KindIntegrity), 0x1b, '[', '2', 'J'})
-	f.Add(abortMessage([]byte{msgAbort}, KindBusy, "busy", 0)[1:])
+	f.Add([]byte{byte(conn.KindIntegrity), 0x1b, '[', '2', 'J'})
+	f.Add(abortMessage([]byte{msgAbort}, conn.KindBusy, "busy", 0)[1:])
 	f.Fuzz(func(t *testing.T, b []byte) {
 		_, _, _, _ = parseTrailer(b)
 		k, reason := parseAbort(b)
 		for _, authed := range []bool{false, true} {
 			switch peerKind(k, authed) {
-			case KindSetup, KindBusy, KindAuth, KindAborted, KindIntegrity:
+			case conn.KindSetup, conn.KindBusy, conn.KindAuth, conn.KindAborted, conn.KindIntegrity:
 			default:
 				t.Errorf("peerKind(%d, %v) = %v: a peer may not choose that", k, authed, peerKind(k, authed))
 			}

@@ -3,6 +3,8 @@ package pipe
 import (
 	"context"
 	"errors"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // ErrProbe is what Receive returns when the sender only checked the
@@ -15,7 +17,7 @@ var ErrProbe = errors.New("the sender only checked the connection")
 // included, if cfg has a key) and sends no data. It returns c's
 // description, or why the receiver would not take a stream. Probe does not
 // close c; closing it ends the receiver's side of the probe.
-func Probe(ctx context.Context, c Conn, cfg Config) (Info, error) {
+func Probe(ctx context.Context, c conn.Conn, cfg Config) (conn.Info, error) {
 	s := newSender(c, cfg, "receiver")
 	s.probe = true
 	defer s.release()

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Receive writes the stream arriving on c to w, verifies its length and
@@ -21,7 +22,7 @@ import (
 //
 // A writer goroutine writes buffer k to w while buffer k+1 arrives; it then
 // re-posts the buffer and returns its credit with a single-byte message.
-func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error) {
+func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, error) {
 	r := &receiver{session: newSession(c, cfg, "sender"), w: w, sum: xxhash.New()}
 	defer r.release()
 	var st Stats
@@ -33,14 +34,14 @@ func Receive(ctx context.Context, c Conn, w io.Writer, cfg Config) (Stats, error
 		r.relay.close()
 	}
 	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
-		lastWords(c, abortMessage([]byte{msgAbort}, KindOf(err), publicReason(err), 0))
+		lastWords(c, abortMessage([]byte{msgAbort}, conn.KindOf(err), publicReason(err), 0))
 	}
 	return st, err
 }
 
 // Refuse tells the sender that connected on c why it is not served, with
 // an abort of kind k, and closes c.
-func Refuse(c Conn, k Kind, reason string) error {
+func Refuse(c conn.Conn, k conn.Kind, reason string) error {
 	err := lastWords(c, abortMessage([]byte{msgAbort}, k, reason, 0))
 	return errors.Join(err, c.Close())
 }
@@ -80,7 +81,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	defer cancel(nil)
 	arrivals := make(chan arrival, r.c.RecvBufs())
 	info := r.c.Info()
-	credits := NewParams(info.Chunk, info.Depth).Credits()
+	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	r.batch = creditBatch(info.Chunk, credits)
 	out := newSink(r.w, credits)
 	st.IO = out.describe()
@@ -128,7 +129,7 @@ func (r *receiver) handshake(parent context.Context) error {
 	defer func() { cancel() }()
 	nonce, err := newNonce()
 	if err != nil {
-		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
+		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	haveKey := len(r.cfg.Key) > 0
 	hello := []byte{msgHello, 0}
@@ -137,7 +138,7 @@ func (r *receiver) handshake(parent context.Context) error {
 	}
 	hello = append(hello, nonce[:]...)
 	if err := r.c.SendControl(ctx, hello); err != nil {
-		return wrap(KindSetup, "send hello", err)
+		return wrap(conn.KindSetup, "send hello", err)
 	}
 	msg, err := r.next(ctx)
 	if err != nil {
@@ -145,15 +146,15 @@ func (r *receiver) handshake(parent context.Context) error {
 	}
 	auth, typ, _, _ := parseTrailer(msg)
 	if typ != msgAuth || len(auth) < authBody {
-		return Errorf(KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(msg))
+		return conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(msg))
 	}
 	theirFlags := auth[0]
 	theirNonce, theirProof := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
 	switch {
 	case haveKey && theirFlags&flagKey == 0:
-		return Errorf(KindAuth, "authenticate", "the sender presented no key: give it the same key")
+		return conn.Errorf(conn.KindAuth, "authenticate", "the sender presented no key: give it the same key")
 	case !haveKey && theirFlags&flagKey != 0:
-		return Errorf(KindAuth, "authenticate", "the sender has a key but this receiver has none")
+		return conn.Errorf(conn.KindAuth, "authenticate", "the sender has a key but this receiver has none")
 	}
 	var chain []string
 	if theirFlags&flagChain != 0 {
@@ -167,7 +168,7 @@ func (r *receiver) handshake(parent context.Context) error {
 	if haveKey {
 		t = transcript(r.c.Info(), hello, theirFlags, theirNonce, chain)
 		if !validProof(r.cfg.Key, senderLabel, t, theirProof) {
-			return Errorf(KindAuth, "authenticate", "the sender's key is wrong, or the handshake was altered on the way")
+			return conn.Errorf(conn.KindAuth, "authenticate", "the sender's key is wrong, or the handshake was altered on the way")
 		}
 	}
 	r.probe = theirFlags&flagProbe != 0
@@ -176,7 +177,7 @@ func (r *receiver) handshake(parent context.Context) error {
 		return err
 	}
 	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
-		return Errorf(KindBusy, "", "the receiver is busy with another stream: retry later")
+		return conn.Errorf(conn.KindBusy, "", "the receiver is busy with another stream: retry later")
 	}
 	if !r.probe && next != "" {
 		if err := r.setUpRelay(parent, next, chain); err != nil {
@@ -189,12 +190,12 @@ func (r *receiver) handshake(parent context.Context) error {
 	// Only now, the sender authenticated and the receiver claimed, does
 	// the stream's memory get spent.
 	var desc []byte
-	if w, ok := r.c.(Window); ok && !r.probe {
+	if w, ok := r.c.(conn.Window); ok && !r.probe {
 		if desc, err = w.OpenWindow(); err != nil {
-			return wrap(KindSetup, "open the receive window", err)
+			return wrap(conn.KindSetup, "open the receive window", err)
 		}
-		if len(desc) > MaxControl-2-macLen {
-			return Errorf(KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
+		if len(desc) > conn.MaxControl-2-macLen {
+			return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 		}
 	}
 	if r.relay != nil {
@@ -209,7 +210,7 @@ func (r *receiver) handshake(parent context.Context) error {
 	}
 	welcome = append(welcome, desc...)
 	if err := r.c.SendControl(ctx, welcome); err != nil {
-		return wrap(KindSetup, "send welcome", err)
+		return wrap(conn.KindSetup, "send welcome", err)
 	}
 	r.authenticated = true
 	return nil
@@ -226,7 +227,7 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			return nil, err
 		}
 		for i, c := range cs {
-			if c.Op != OpRecv {
+			if c.Op != conn.OpRecv {
 				continue
 			}
 			msg := append([]byte(nil), r.c.RecvBuf(c.Buf)[:c.Len]...)
@@ -234,7 +235,7 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			body, typ, _, err := parseTrailer(msg)
 			switch {
 			case err != nil:
-				return nil, wrap(KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
+				return nil, wrap(conn.KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
 			case typ == msgAbort:
 				return nil, r.peerAbort(body)
 			}
@@ -242,7 +243,7 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 				if ctx.Err() != nil {
 					return nil, r.cancelled(ctx)
 				}
-				return nil, wrap(KindSetup, "handshake", err)
+				return nil, wrap(conn.KindSetup, "handshake", err)
 			}
 			if typ == msgBeat {
 				continue
@@ -272,19 +273,19 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			return err
 		}
 		for _, c := range cs {
-			if c.Op != OpRecv {
+			if c.Op != conn.OpRecv {
 				continue
 			}
 			body, typ, got, err := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len])
 			if err != nil {
-				return wrap(KindIntegrity, "receive", err)
+				return wrap(conn.KindIntegrity, "receive", err)
 			}
 			switch typ {
 			case msgBeat:
 				// The beat carries the last sequence number posted before
 				// it, so it can only be behind what arrived, never ahead.
 				if int32(got-seq) > 0 {
-					return Errorf(KindIntegrity, "receive", "the sender has sent %d messages but %d arrived: messages were lost", got, seq)
+					return conn.Errorf(conn.KindIntegrity, "receive", "the sender has sent %d messages but %d arrived: messages were lost", got, seq)
 				}
 				r.repost(c.Buf)
 				// The answer: if it cannot be sent the connection broke,
@@ -295,17 +296,17 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 				return r.peerAbort(body)
 			case msgData, msgEnd:
 			default:
-				return Errorf(KindIntegrity, "receive", "unknown message type %q from the sender", typ)
+				return conn.Errorf(conn.KindIntegrity, "receive", "unknown message type %q from the sender", typ)
 			}
 			seq++
 			if got != seq {
-				return Errorf(KindIntegrity, "receive", "message %d arrived where %d was expected: messages were lost or reordered", got, seq)
+				return conn.Errorf(conn.KindIntegrity, "receive", "message %d arrived where %d was expected: messages were lost or reordered", got, seq)
 			}
 			if typ == msgEnd && len(body) < endBody {
-				return Errorf(KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
+				return conn.Errorf(conn.KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
 			if typ == msgEnd && r.mac != nil && len(body) < endBody+macLen {
-				return Errorf(KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
+				return conn.Errorf(conn.KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
 			}
 			r.endSeen = typ == msgEnd
 			if len(arrivals) > 0 {
@@ -327,7 +328,7 @@ func (r *receiver) returnControl(ctx context.Context) error {
 
 // truncated describes a connection that failed before the end of the stream.
 func (r *receiver) truncated(err error) error {
-	return wrap(KindAborted, fmt.Sprintf("stream truncated after %d bytes", r.written.Load()), err)
+	return wrap(conn.KindAborted, fmt.Sprintf("stream truncated after %d bytes", r.written.Load()), err)
 }
 
 // write writes each arrival's payload to w, re-posts its buffer and returns
@@ -390,7 +391,7 @@ func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
 	<-w.done
 	out.retire()
 	if w.err != nil {
-		return &Error{Kind: KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
+		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
 	}
 	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx, w.buf) != nil {
 		return nil // the stream is over: leave the buffers alone
@@ -442,14 +443,14 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	if r.mac != nil {
 		tag = r.mac.end(seq, written, sum)
 		if !hmac.Equal(end[endBody:endBody+macLen], tag) {
-			return Errorf(KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
+			return conn.Errorf(conn.KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 		}
 	}
 	if wantBytes != written {
-		return Errorf(KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
+		return conn.Errorf(conn.KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
 	}
 	if wantSum != sum {
-		return Errorf(KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
+		return conn.Errorf(conn.KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
 	}
 	receivers := uint32(1)
 	if r.relay != nil {
@@ -461,7 +462,7 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	}
 	if r.cfg.Sync != nil {
 		if err := r.cfg.Sync(); err != nil {
-			return &Error{Kind: KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
+			return &conn.Error{Kind: conn.KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
 		}
 	}
 	done := make([]byte, doneLen, doneLen+macLen)

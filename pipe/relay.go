@@ -3,6 +3,8 @@ package pipe
 import (
 	"context"
 	"errors"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // relay sends what a receiver writes on to the next receiver (see
@@ -42,12 +44,12 @@ func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) 
 	case r.cfg.ForwardTo != "" || len(chain) == 0:
 		return r.cfg.ForwardTo, nil
 	case r.cfg.Relay == nil:
-		return "", Errorf(KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
+		return "", conn.Errorf(conn.KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
 	}
 	addr, err := r.cfg.Relay(ctx, chain[0])
 	if err != nil {
 		public := "this receiver does not relay to " + shortName(chain[0])
-		return "", &relayError{public: public, err: Errorf(KindSetup, "", "%s: %v", public, err)}
+		return "", &relayError{public: public, err: conn.Errorf(conn.KindSetup, "", "%s: %v", public, err)}
 	}
 	return addr, nil
 }
@@ -62,11 +64,11 @@ func (r *receiver) setUpRelay(parent context.Context, addr string, chain []strin
 	defer cancel()
 	wctx, stopWatching := context.WithCancel(ctx)
 	var gone error
-	var got []Completion
+	var got []conn.Completion
 	watched := make(chan struct{})
 	go func() {
 		defer close(watched)
-		cs := make([]Completion, pollBatch)
+		cs := make([]conn.Completion, pollBatch)
 		for {
 			n, err := r.c.Poll(wctx, cs)
 			if err != nil {
@@ -98,7 +100,7 @@ func (r *receiver) setUpRelay(parent context.Context, addr string, chain []strin
 // the lost connection.
 func (r *receiver) senderGone(err error) error {
 	for _, c := range r.backlog {
-		if c.Op != OpRecv {
+		if c.Op != conn.OpRecv {
 			continue
 		}
 		if body, typ, _, perr := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len]); perr == nil && typ == msgAbort {
@@ -120,10 +122,10 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	}
 	name = shortName(name)
 	fail := func(err error) error {
-		return &relayError{public: "forward to " + name + ": " + setUpFailure(KindOf(err)), err: wrap(KindOf(err), "forward to "+name, err)}
+		return &relayError{public: "forward to " + name + ": " + setUpFailure(conn.KindOf(err)), err: wrap(conn.KindOf(err), "forward to "+name, err)}
 	}
 	if r.cfg.Forward == nil {
-		return fail(Errorf(KindSetup, "", "this receiver cannot connect to another"))
+		return fail(conn.Errorf(conn.KindSetup, "", "this receiver cannot connect to another"))
 	}
 	c, err := r.cfg.Forward(ctx, addr)
 	if err != nil {
@@ -148,8 +150,8 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 // adopt lets the relay send what arrives on up straight from its receive
 // buffers, where the connection to the next receiver can (pipe.Forwarder)
 // and takes chunks as large; else it copies. up's window must be open.
-func (rl *relay) adopt(up Conn) {
-	if fw, ok := rl.s.c.(Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
+func (rl *relay) adopt(up conn.Conn) {
+	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
 		rl.s.forward, rl.s.forwardFrom = fw, up
 	}
 }
@@ -157,11 +159,11 @@ func (rl *relay) adopt(up Conn) {
 // setUpFailure says what a failure of kind k to set up the stream to the
 // next receiver was, without its details: the next receiver's words are
 // not passed up the chain before it has welcomed the relay.
-func setUpFailure(k Kind) string {
+func setUpFailure(k conn.Kind) string {
 	switch k {
-	case KindAuth:
+	case conn.KindAuth:
 		return "it does not hold the same key"
-	case KindBusy:
+	case conn.KindBusy:
 		return "it is busy with another stream"
 	}
 	return "could not connect to it or complete the handshake (the relay's own log says why)"
@@ -213,7 +215,7 @@ func (rl *relay) start(ctx context.Context, fail func(error)) {
 		})
 		rl.s.failed(err)
 		if err != nil && ctx.Err() == nil {
-			err = wrap(KindOf(err), "forward to "+rl.name, err)
+			err = wrap(conn.KindOf(err), "forward to "+rl.name, err)
 			fail(err)
 		}
 		rl.done <- err

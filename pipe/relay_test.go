@@ -13,12 +13,13 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
 // hop is one receiver of a chain.
 type hop struct {
-	params pipe.Params // of its connection from the previous side
+	params conn.Params // of its connection from the previous side
 	key    string
 	out    io.Writer      // nil: a lockedBuffer
 	faults memconn.Faults // of its connection from the previous side
@@ -55,8 +56,8 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	// senders[i] is the dialing end of the connection into hop i.
-	senders := make([]pipe.Conn, len(hops))
-	receivers := make([]pipe.Conn, len(hops))
+	senders := make([]conn.Conn, len(hops))
+	receivers := make([]conn.Conn, len(hops))
 	for i, h := range hops {
 		sc, rc, err := memconn.Pair(h.params, h.params, h.faults)
 		if err != nil {
@@ -70,7 +71,7 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 			res.outs[i] = &lockedBuffer{}
 			out = res.outs[i]
 		}
-		cfg := pipe.Config{Key: []byte(h.key), Relay: relayAnywhere, Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
+		cfg := pipe.Config{Key: []byte(h.key), Relay: relayAnywhere, Forward: func(_ context.Context, addr string) (conn.Conn, error) {
 			var n int
 			if _, err := fmt.Sscanf(addr, "hop%d", &n); err != nil || n < 1 || n >= len(senders) {
 				return nil, fmt.Errorf("no receiver %q", addr)
@@ -103,7 +104,7 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 }
 
 func TestRelay(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096+123, 21)
 	tests := []struct {
 		name string
@@ -113,8 +114,8 @@ func TestRelay(t *testing.T) {
 	}{
 		{"two receivers", "", []hop{{params: p}, {params: p}}, "zero-copy"},
 		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}, "zero-copy"},
-		{"smaller chunks downstream", "", []hop{{params: p}, {params: pipe.NewParams(1024, 3)}}, "one copy"},
-		{"larger chunks downstream", "", []hop{{params: pipe.NewParams(1024, 3)}, {params: pipe.NewParams(8192, 8)}}, "zero-copy"},
+		{"smaller chunks downstream", "", []hop{{params: p}, {params: conn.NewParams(1024, 3)}}, "one copy"},
+		{"larger chunks downstream", "", []hop{{params: conn.NewParams(1024, 3)}, {params: conn.NewParams(8192, 8)}}, "zero-copy"},
 		{"forwards complete out of order", "k", []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy"},
 	}
 	for _, tt := range tests {
@@ -155,31 +156,31 @@ func checkChainResult(t *testing.T, r chainResult, in []byte, hops int) {
 }
 
 func TestRelayFailures(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096, 22)
 	tests := []struct {
 		name     string
 		hops     []hop
-		sendKind pipe.Kind
+		sendKind conn.Kind
 		sendSays string
 		hopSays  []string // what each hop's error says
 	}{
 		{
 			"last receiver's output fails",
 			[]hop{{params: p}, {params: p}, {params: p, out: &failingWriter{after: 5 * 4096}}},
-			pipe.KindAborted, `forward to hop1: `,
+			conn.KindAborted, `forward to hop1: `,
 			[]string{"forward to hop1", "forward to hop2", "disk on fire"},
 		},
 		{
 			"middle receiver's output fails",
 			[]hop{{params: p}, {params: p, out: &failingWriter{after: 5 * 4096}}, {params: p}},
-			pipe.KindAborted, `forward to hop1: next receiver hop1 aborted: \"write output: disk on fire`,
+			conn.KindAborted, `forward to hop1: next receiver hop1 aborted: \"write output: disk on fire`,
 			[]string{"forward to hop1", "disk on fire", `sender aborted: "write output: disk on fire`},
 		},
 		{
 			"next receiver has another key",
 			[]hop{{params: p, key: "k"}, {params: p, key: "other"}},
-			pipe.KindAuth, `forward to hop1: it does not hold the same key`,
+			conn.KindAuth, `forward to hop1: it does not hold the same key`,
 			[]string{"forward to hop1: next receiver hop1 refused the connection: \"authenticate: the sender's key is wrong", "the sender's key is wrong"},
 		},
 	}
@@ -192,7 +193,7 @@ func TestRelayFailures(t *testing.T) {
 					t.Errorf("hop %d succeeded; want an error that says %q", i, says)
 					continue
 				}
-				var pe *pipe.Error
+				var pe *conn.Error
 				if !errors.As(r.errs[i], &pe) || !bytes.Contains([]byte(r.errs[i].Error()), []byte(says)) {
 					t.Errorf("hop %d: error %q does not say %q", i, r.errs[i], says)
 				}
@@ -202,7 +203,7 @@ func TestRelayFailures(t *testing.T) {
 }
 
 func TestChainMessages(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	in := randomBytes(10*4096+1, 23)
 	hops := []hop{{params: p}, {params: p}, {params: p}, {params: p}}
 	t.Run("names longer than one message", func(t *testing.T) {
@@ -223,14 +224,14 @@ func TestChainMessages(t *testing.T) {
 		go func() {
 			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{
 				Relay: relayAnywhere,
-				Forward: func(_ context.Context, addr string) (pipe.Conn, error) {
-					return nil, pipe.Errorf(pipe.KindSetup, "", "no route to host %s", addr[:4])
+				Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+					return nil, conn.Errorf(conn.KindSetup, "", "no route to host %s", addr[:4])
 				}})
 			recvErr <- err
 		}()
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: chain})
-		checkErr(t, "sender", err, pipe.KindSetup, "forward to "+chain[0][:61]+"...: could not connect to it")
-		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
+		checkErr(t, "sender", err, conn.KindSetup, "forward to "+chain[0][:61]+"...: could not connect to it")
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
 		if v := rc.Stats().Violations; v != 0 {
 			t.Errorf("%d messages found no spare", v)
 		}
@@ -239,7 +240,7 @@ func TestChainMessages(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"bad host"}})
-		checkErr(t, "sender", err, pipe.KindUsage, "cannot be in one")
+		checkErr(t, "sender", err, conn.KindUsage, "cannot be in one")
 	})
 	t.Run("a receiver that does not relay", func(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
@@ -249,8 +250,8 @@ func TestChainMessages(t *testing.T) {
 			recvErr <- err
 		}()
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"hop1"}})
-		checkErr(t, "sender", err, pipe.KindSetup, "this receiver does not relay")
-		checkErr(t, "receiver", <-recvErr, pipe.KindSetup, "does not relay")
+		checkErr(t, "sender", err, conn.KindSetup, "this receiver does not relay")
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "does not relay")
 	})
 }
 
@@ -260,10 +261,10 @@ func TestChainMessages(t *testing.T) {
 // the policy refuses; a failed set-up releases the claim; the set-up has
 // one bound however long the chain; a sender that goes away ends it.
 func TestRelayPolicy(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	in := randomBytes(3*4096, 24)
 	type outcome struct {
-		sendKind   pipe.Kind
+		sendKind   conn.Kind
 		sendSays   string
 		recvSays   string
 		dialed     bool
@@ -273,40 +274,40 @@ func TestRelayPolicy(t *testing.T) {
 	tests := []struct {
 		name    string
 		relay   func(context.Context, string) (string, error)
-		forward func(ctx context.Context, addr string) (pipe.Conn, error)
+		forward func(ctx context.Context, addr string) (conn.Conn, error)
 		want    outcome
 	}{
 		{
 			"refused by the policy",
 			func(context.Context, string) (string, error) { return "", errors.New("not in the allowlist") },
 			nil,
-			outcome{sendKind: pipe.KindSetup, sendSays: `"this receiver does not relay to hop1"`, recvSays: "this receiver does not relay to hop1: not in the allowlist"},
+			outcome{sendKind: conn.KindSetup, sendSays: `"this receiver does not relay to hop1"`, recvSays: "this receiver does not relay to hop1: not in the allowlist"},
 		},
 		{
 			"the next receiver answers garbage",
 			relayAnywhere,
-			func(context.Context, string) (pipe.Conn, error) {
-				return nil, pipe.Errorf(pipe.KindSetup, "connect", "the peer is not an rdmapipe receiver (it answered \"SSH-2.0-OpenSSH\")")
+			func(context.Context, string) (conn.Conn, error) {
+				return nil, conn.Errorf(conn.KindSetup, "connect", "the peer is not an rdmapipe receiver (it answered \"SSH-2.0-OpenSSH\")")
 			},
-			outcome{sendKind: pipe.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "SSH-2.0-OpenSSH", dialed: true, unclaimed: true},
+			outcome{sendKind: conn.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "SSH-2.0-OpenSSH", dialed: true, unclaimed: true},
 		},
 		{
 			"the next receiver never answers: one bound",
 			relayAnywhere,
-			func(ctx context.Context, _ string) (pipe.Conn, error) {
+			func(ctx context.Context, _ string) (conn.Conn, error) {
 				<-ctx.Done()
 				return nil, context.Cause(ctx)
 			},
-			outcome{sendKind: pipe.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "did not complete the rdmapipe handshake within 300ms", dialed: true, unclaimed: true},
+			outcome{sendKind: conn.KindSetup, sendSays: "forward to hop1: could not connect to it", recvSays: "did not complete the rdmapipe handshake within 300ms", dialed: true, unclaimed: true},
 		},
 		{
 			"the sender goes away during the set-up",
 			relayAnywhere,
-			func(ctx context.Context, _ string) (pipe.Conn, error) {
+			func(ctx context.Context, _ string) (conn.Conn, error) {
 				<-ctx.Done()
 				return nil, context.Cause(ctx)
 			},
-			outcome{sendKind: pipe.KindAborted, sendSays: "gone", recvSays: `sender refused the connection: "gone"`, dialed: true, unclaimed: true, senderGone: true},
+			outcome{sendKind: conn.KindAborted, sendSays: "gone", recvSays: `sender refused the connection: "gone"`, dialed: true, unclaimed: true, senderGone: true},
 		},
 	}
 	for _, tt := range tests {
@@ -324,10 +325,10 @@ func TestRelayPolicy(t *testing.T) {
 				Relay:            tt.relay,
 				Claim:            func() bool { return true },
 				Unclaim:          func() { unclaimed.Store(true) },
-				Forward: func(ctx context.Context, addr string) (pipe.Conn, error) {
+				Forward: func(ctx context.Context, addr string) (conn.Conn, error) {
 					dialed.Store(true)
 					if tt.want.senderGone {
-						cancelSend(pipe.Errorf(pipe.KindAborted, "", "gone"))
+						cancelSend(conn.Errorf(conn.KindAborted, "", "gone"))
 					}
 					return tt.forward(ctx, addr)
 				},

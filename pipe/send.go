@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/cespare/xxhash/v2"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Send streams r to the receiver at the other end of c and returns when the
@@ -19,7 +20,7 @@ import (
 //
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire; this goroutine handles completions and credits.
-func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
+func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := newSender(c, cfg, "receiver")
 	s.r = r
 	defer s.release()
@@ -36,7 +37,7 @@ func Send(ctx context.Context, c Conn, r io.Reader, cfg Config) (Stats, error) {
 // the one that did.
 func (s *sender) failed(err error) {
 	if err != nil && !s.peerGaveUp {
-		body := abortMessage(make([]byte, 0, MaxControl), KindOf(err), err.Error(), TrailerLen)
+		body := abortMessage(make([]byte, 0, conn.MaxControl), conn.KindOf(err), err.Error(), conn.TrailerLen)
 		lastWords(s.c, appendTrailer(body, msgAbort, 0))
 	}
 }
@@ -63,16 +64,16 @@ type sender struct {
 	// receive buffers (see relay) and calls onForward with each one's
 	// index twice: once its send completed, once the reader has hashed it
 	// (after posting it, so the two may come in either order).
-	forward     Forwarder
-	forwardFrom Conn
+	forward     conn.Forwarder
+	forwardFrom conn.Conn
 	onForward   func(buf int)
 }
 
 // newSender returns a sender towards peer on c, holding every control
 // credit.
-func newSender(c Conn, cfg Config, peer string) *sender {
-	s := &sender{session: newSession(c, cfg, peer), sum: xxhash.New(), ctrl: make(chan struct{}, ControlCredits)}
-	for range ControlCredits {
+func newSender(c conn.Conn, cfg Config, peer string) *sender {
+	s := &sender{session: newSession(c, cfg, peer), sum: xxhash.New(), ctrl: make(chan struct{}, conn.ControlCredits)}
+	for range conn.ControlCredits {
 		s.ctrl <- struct{}{}
 	}
 	return s
@@ -96,7 +97,7 @@ func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 	for i := 0; i < min(s.c.SendBufs(), info.Depth); i++ {
 		s.free <- i
 	}
-	credits := NewParams(info.Chunk, info.Depth).Credits()
+	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	s.credits = make(chan struct{}, credits)
 	for range credits {
 		s.credits <- struct{}{}
@@ -165,23 +166,23 @@ func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
 // returned takes the credits a single-byte message from the receiver
 // returns: data credits in its low bits, a control credit in ctrlReturn.
 // A failure is of kind k: what a broken or forged message means here.
-func (s *sender) returned(b byte, k Kind) error {
+func (s *sender) returned(b byte, k conn.Kind) error {
 	if b == 0 {
-		return Errorf(k, "credit", "the receiver returned no credit in a credit message")
+		return conn.Errorf(k, "credit", "the receiver returned no credit in a credit message")
 	}
 	for range b &^ ctrlReturn {
 		select {
 		case s.credits <- struct{}{}:
 			s.cfg.Gauges.addInFlight(-1)
 		default:
-			return Errorf(k, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
+			return conn.Errorf(k, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
 		}
 	}
 	if b&ctrlReturn != 0 {
 		select {
 		case s.ctrl <- struct{}{}:
 		default:
-			return Errorf(k, "credit", "the receiver returned more control credits than it granted: its messages were damaged or forged")
+			return conn.Errorf(k, "credit", "the receiver returned more control credits than it granted: its messages were damaged or forged")
 		}
 	}
 	return nil
@@ -216,13 +217,13 @@ func (s *sender) handshake(parent context.Context) error {
 	haveKey := len(s.cfg.Key) > 0
 	switch {
 	case theirFlags&flagKey != 0 && !haveKey:
-		return Errorf(KindAuth, "authenticate", "the receiver requires a shared key")
+		return conn.Errorf(conn.KindAuth, "authenticate", "the receiver requires a shared key")
 	case theirFlags&flagKey == 0 && haveKey:
-		return Errorf(KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
+		return conn.Errorf(conn.KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
 	}
 	nonce, err := newNonce()
 	if err != nil {
-		return Errorf(KindInternal, "authenticate", "random nonce: %v", err)
+		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	body := make([]byte, authBody)
 	var chain []string
@@ -231,7 +232,7 @@ func (s *sender) handshake(parent context.Context) error {
 		body[0] = flagProbe
 	case len(s.cfg.Chain) > 0:
 		if err := checkChain(s.cfg.Chain); err != nil {
-			return Errorf(KindUsage, "chain of receivers", "%v", err)
+			return conn.Errorf(conn.KindUsage, "chain of receivers", "%v", err)
 		}
 		body[0], chain = flagChain, s.cfg.Chain
 	}
@@ -243,7 +244,7 @@ func (s *sender) handshake(parent context.Context) error {
 		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, t))
 	}
 	if err := s.handshakeControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
-		return wrap(KindSetup, "send authentication", err)
+		return wrap(conn.KindSetup, "send authentication", err)
 	}
 	if chain != nil {
 		if err := s.sendChain(ctx); err != nil {
@@ -257,13 +258,13 @@ func (s *sender) handshake(parent context.Context) error {
 	desc := welcome[2+macLen:]
 	if haveKey {
 		if !validProof(s.cfg.Key, receiverLabel, t, welcome[2:2+macLen], desc) {
-			return Errorf(KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
+			return conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
 		s.mac = newStreamMAC(streamKey(s.cfg.Key, t))
 	}
-	if ws, ok := s.c.(WindowSetter); ok && !s.probe {
+	if ws, ok := s.c.(conn.WindowSetter); ok && !s.probe {
 		if err := ws.SetWindow(desc); err != nil {
-			return wrap(KindSetup, "the receiver's window", err)
+			return wrap(conn.KindSetup, "the receiver's window", err)
 		}
 	}
 	s.authenticated = true
@@ -282,14 +283,14 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 			return nil, err
 		}
 		for i, c := range cs {
-			if c.Op != OpRecv {
+			if c.Op != conn.OpRecv {
 				continue
 			}
 			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
 			s.repost(c.Buf)
 			switch {
 			case len(msg) == 1:
-				if err := s.returned(msg[0], KindSetup); err != nil {
+				if err := s.returned(msg[0], conn.KindSetup); err != nil {
 					return nil, err
 				}
 				if typ != 0 || len(s.ctrl) == 0 {
@@ -299,7 +300,7 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 			case len(msg) > 0 && msg[0] == msgAbort:
 				return nil, s.peerAbort(msg[1:])
 			case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
-				return nil, Errorf(KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", describe(msg))
+				return nil, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", describe(msg))
 			}
 			s.keep(cs[i+1:])
 			return msg, nil
@@ -317,10 +318,10 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 		}
 		for _, c := range cs {
 			switch c.Op {
-			case OpSend:
+			case conn.OpSend:
 				s.free <- c.Buf
 				continue
-			case OpForward:
+			case conn.OpForward:
 				s.onForward(c.Buf)
 				continue
 			}
@@ -342,19 +343,19 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 	switch {
 	case len(msg) == 1:
-		return false, s.returned(msg[0], KindIntegrity)
+		return false, s.returned(msg[0], conn.KindIntegrity)
 	case len(msg) == 0:
-		return false, Errorf(KindIntegrity, "receive", "empty message from the receiver")
+		return false, conn.Errorf(conn.KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == msgAbort:
 		return false, s.peerAbort(msg[1:])
 	case msg[0] == msgDone:
 		if !s.ended.Load() {
-			return false, Errorf(KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
 		<-readDone // the reader returns right after posting the end
 		return true, s.confirmed(msg)
 	}
-	return false, Errorf(KindIntegrity, "receive", "unexpected message %s from the receiver", describe(msg))
+	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", describe(msg))
 }
 
 // confirmed checks the receiver's confirmation of the whole stream: its
@@ -365,18 +366,18 @@ func (s *sender) confirmed(msg []byte) error {
 		want += macLen
 	}
 	if len(msg) < want {
-		return Errorf(KindIntegrity, "finish", "short confirmation from the receiver (%d bytes)", len(msg))
+		return conn.Errorf(conn.KindIntegrity, "finish", "short confirmation from the receiver (%d bytes)", len(msg))
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
 	receivers := binary.LittleEndian.Uint32(msg[9:])
 	if s.mac != nil && !hmac.Equal(msg[doneLen:doneLen+macLen], s.mac.done(got, receivers, s.tag)) {
-		return Errorf(KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
+		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
-		return Errorf(KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
+		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 	}
 	if want := 1 + len(s.cfg.Chain); int64(receivers) < int64(want) {
-		return Errorf(KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
+		return conn.Errorf(conn.KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
 	}
 	s.receivers = int(receivers)
 	return nil
@@ -393,7 +394,7 @@ func (s *sender) read(ctx context.Context, src source) error {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
 		if n == 0 && !eof {
-			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
+			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
 		}
 		if err := s.credit(ctx); err != nil {
 			return err
@@ -416,14 +417,14 @@ func (s *sender) read(ctx context.Context, src source) error {
 			}
 			putTrailer(buf[size:], msgEnd, seq)
 			s.ended.Store(true)
-			if err := s.c.PostSend(i, size+TrailerLen); err != nil {
+			if err := s.c.PostSend(i, size+conn.TrailerLen); err != nil {
 				return s.sendFailed(ctx, err)
 			}
 			s.posted.Store(seq)
 			return nil
 		}
 		putTrailer(buf[n:], msgData, seq)
-		if err := post(i, n+TrailerLen); err != nil {
+		if err := post(i, n+conn.TrailerLen); err != nil {
 			return s.sendFailed(ctx, err)
 		}
 		s.posted.Store(seq)
@@ -442,7 +443,7 @@ func (s *sender) read(ctx context.Context, src source) error {
 			s.cfg.Progress(s.sent.Load())
 		}
 		if rerr != nil {
-			return Errorf(KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
+			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
 		}
 	}
 }

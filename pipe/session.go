@@ -1,3 +1,10 @@
+// Package pipe is the rdmapipe streaming engine: it moves a byte stream from
+// an io.Reader on one host to an io.Writer on another over a Conn, a small
+// interface with the semantics of an RDMA reliable-connected queue pair.
+//
+// Credits, framing, end-of-stream, abort, authentication and the stream
+// checksum live here, once. Transports (TCP, RDMA verbs, in-memory) only move
+// messages between buffers; see the sub-packages of pipe/transport.
 package pipe
 
 import (
@@ -7,6 +14,8 @@ import (
 	"runtime/debug"
 	"sync/atomic"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Config holds what both ends of a stream may set.
@@ -67,7 +76,7 @@ type Config struct {
 	// receiver. Until the next receiver has welcomed the relay, what it
 	// says is reported here but not passed to the sender. Probes are not
 	// relayed.
-	Forward func(ctx context.Context, addr string) (Conn, error)
+	Forward func(ctx context.Context, addr string) (conn.Conn, error)
 	// ForwardTo is a next receiver Receive always relays to (before any
 	// chain the sender names).
 	ForwardTo string
@@ -86,7 +95,7 @@ func (s *session) handshakeContext(ctx context.Context, what string, factor int)
 		d = DefaultHandshakeTimeout
 	}
 	d *= time.Duration(max(1, factor))
-	return context.WithTimeoutCause(ctx, d, Errorf(KindSetup, "handshake", "%s within %v", what, d))
+	return context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "handshake", "%s within %v", what, d))
 }
 
 // Stats describe a finished (or failed) stream.
@@ -95,7 +104,7 @@ type Stats struct {
 	Messages int64         // data messages
 	Sum      uint64        // xxHash64 of the payload
 	Elapsed  time.Duration // from the end of the handshake to the end of the stream
-	Info     Info          // the connection's description
+	Info     conn.Info     // the connection's description
 	// Receivers is, for a sender, how many receivers confirmed that they
 	// wrote the whole stream: the one it sent to and every one down its
 	// chain, counted hop by hop (and authenticated with a key).
@@ -112,16 +121,16 @@ const pollBatch = 64
 // session is what a sender and a receiver share: the connection, the
 // configuration, and the bookkeeping for the idle timeout.
 type session struct {
-	c    Conn
+	c    conn.Conn
 	cfg  Config
 	peer string // "sender" or "receiver": the other side, for messages
-	cs   []Completion
+	cs   []conn.Completion
 	// heard is when the peer was last heard from (UnixNano); the sender's
 	// heartbeat goroutine reads it.
 	heard atomic.Int64
 	// backlog holds completions a handshake step did not get to; the next
 	// poll returns them first.
-	backlog []Completion
+	backlog []conn.Completion
 	// idle is the idle-timeout context made from idleParent; stopIdle
 	// releases it. See idleContext.
 	idle       context.Context
@@ -139,15 +148,15 @@ type session struct {
 	mac *streamMAC
 }
 
-func newSession(c Conn, cfg Config, peer string) *session {
-	s := &session{c: c, cfg: cfg, peer: peer, cs: make([]Completion, pollBatch)}
+func newSession(c conn.Conn, cfg Config, peer string) *session {
+	s := &session{c: c, cfg: cfg, peer: peer, cs: make([]conn.Completion, pollBatch)}
 	s.heardFrom()
 	return s
 }
 
 // poll waits for completions, ending with an error if ctx ends, the
 // connection fails, or the peer stays silent longer than the idle timeout.
-func (s *session) poll(ctx context.Context) ([]Completion, error) {
+func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 	if len(s.backlog) > 0 {
 		cs := s.backlog
 		s.backlog = nil
@@ -169,14 +178,14 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 			return nil, s.lost(err)
 		case s.arriving():
 		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
-			return nil, Errorf(KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
+			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it
 	}
 	for _, c := range s.cs[:n] {
-		if c.Op == OpRecv {
+		if c.Op == conn.OpRecv {
 			s.heardFrom()
-			if ac, ok := s.c.(ArrivalCounter); ok {
+			if ac, ok := s.c.(conn.ArrivalCounter); ok {
 				s.arrived = ac.Arrived() // what arrived so far is heard
 			}
 			break
@@ -189,7 +198,7 @@ func (s *session) poll(ctx context.Context) ([]Completion, error) {
 // from or it was last asked, when the connection can tell
 // (ArrivalCounter); if so the peer counts as heard.
 func (s *session) arriving() bool {
-	ac, ok := s.c.(ArrivalCounter)
+	ac, ok := s.c.(conn.ArrivalCounter)
 	if !ok {
 		return false
 	}
@@ -204,13 +213,13 @@ func (s *session) arriving() bool {
 
 // keep saves the completions of a batch that were not handled for the
 // next poll.
-func (s *session) keep(rest []Completion) {
-	s.backlog = append([]Completion(nil), rest...)
+func (s *session) keep(rest []conn.Completion) {
+	s.backlog = append([]conn.Completion(nil), rest...)
 }
 
 // lost describes a failure of the connection to the peer.
 func (s *session) lost(err error) error {
-	return wrap(KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
+	return wrap(conn.KindAborted, fmt.Sprintf("connection to %s %s", s.peer, s.c.Info().Remote), err)
 }
 
 // sendFailed is what a goroutine other than the poll loop does when a send
@@ -267,7 +276,7 @@ func (s *session) cancelled(ctx context.Context) error {
 	if cause := context.Cause(ctx); cause != nil && !errors.Is(cause, context.Canceled) {
 		return cause
 	}
-	return Errorf(KindAborted, "", "interrupted")
+	return conn.Errorf(conn.KindAborted, "", "interrupted")
 }
 
 // maxBeat is the longest interval between heartbeats.
@@ -298,7 +307,7 @@ func (s *session) peerAbort(body []byte) error {
 	if !s.authenticated {
 		op = s.peer + " refused the connection"
 	}
-	return &Error{Kind: peerKind(k, s.authenticated), Op: op, Err: errors.New(reason)}
+	return &conn.Error{Kind: peerKind(k, s.authenticated), Op: op, Err: errors.New(reason)}
 }
 
 // guard runs f and turns a panic in it into an internal error, so that a
@@ -307,7 +316,7 @@ func (s *session) peerAbort(body []byte) error {
 func guard(f func() error) (err error) {
 	defer func() {
 		if p := recover(); p != nil {
-			err = Errorf(KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack())
+			err = conn.Errorf(conn.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack())
 		}
 	}()
 	return f()
@@ -325,7 +334,7 @@ var ErrStuck = errors.New("input or output still blocked")
 // (ErrStuck): c must then stay open, since closing it would unmap memory
 // the kernel may still read or write, and the process should exit soon.
 // It reports whether it left c open.
-func Release(c Conn, err error) (stuck bool) {
+func Release(c conn.Conn, err error) (stuck bool) {
 	if errors.Is(err, ErrStuck) {
 		return true
 	}
@@ -362,7 +371,7 @@ const lastWordsTimeout = time.Second
 
 // lastWords sends a final message (an abort) to the peer, waiting at most
 // lastWordsTimeout for room to send it.
-func lastWords(c Conn, msg []byte) error {
+func lastWords(c conn.Conn, msg []byte) error {
 	ctx, cancel := context.WithTimeout(context.Background(), lastWordsTimeout)
 	defer cancel()
 	return c.SendControl(ctx, msg)

@@ -4,20 +4,22 @@ import (
 	"context"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // silentConn is a Conn whose peer sent one message and then fell silent,
 // after bytes of it arrived: Poll returns that message once, then waits
 // for its context, recording each deadline it was given.
 type silentConn struct {
-	Conn
+	conn.Conn
 	polled    int
 	deadlines []time.Time
 }
 
-func (c *silentConn) Poll(ctx context.Context, cs []Completion) (int, error) {
+func (c *silentConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if c.polled++; c.polled == 1 {
-		cs[0] = Completion{Op: OpRecv, Len: 1}
+		cs[0] = conn.Completion{Op: conn.OpRecv, Len: 1}
 		return 1, nil
 	}
 	d, _ := ctx.Deadline()
@@ -28,7 +30,7 @@ func (c *silentConn) Poll(ctx context.Context, cs []Completion) (int, error) {
 
 func (c *silentConn) Arrived() int64 { return 100 }
 
-func (c *silentConn) Info() Info { return Info{Remote: "silent"} }
+func (c *silentConn) Info() conn.Info { return conn.Info{Remote: "silent"} }
 
 // TestSilenceFromLastWord checks that the idle timeout counts from the
 // peer's last message: bytes that arrived before it do not count as a sign
@@ -44,7 +46,7 @@ func TestSilenceFromLastWord(t *testing.T) {
 	}
 	last := s.lastHeard()
 	_, err := s.poll(t.Context())
-	if KindOf(err) != KindAborted {
+	if conn.KindOf(err) != conn.KindAborted {
 		t.Fatalf("poll: %v, want the silence reported", err)
 	}
 	for i, d := range c.deadlines {

@@ -11,6 +11,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -41,10 +42,10 @@ func FuzzReceive(f *testing.F) {
 	f.Add(false, []byte{3, 'B', 0, 0})
 	f.Add(true, []byte{9, 3, 'A', 0, 0, 0, 0, 0, 0, 0})
 	f.Fuzz(func(t *testing.T, handshake bool, script []byte) {
-		p := pipe.NewParams(256, 4)
+		p := conn.NewParams(256, 4)
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go func() {
-			fake := &peer{t: t, c: sc, cs: make([]pipe.Completion, 16)}
+			fake := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
 			if handshake {
 				fake.handshake()
 			}
@@ -77,10 +78,10 @@ func FuzzSend(f *testing.F) {
 	f.Add(false, []byte{34, 'H', 0})
 	f.Add(true, []byte{5, 'A', 3, 'b', 'y', 'e'})
 	f.Fuzz(func(t *testing.T, greet bool, script []byte) {
-		p := pipe.NewParams(256, 4)
+		p := conn.NewParams(256, 4)
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go func() {
-			fake := &peer{t: t, c: rc, cs: make([]pipe.Completion, 16)}
+			fake := &peer{t: t, c: rc, cs: make([]conn.Completion, 16)}
 			if greet {
 				fake.greet()
 			}

@@ -13,7 +13,7 @@ import (
 	"net"
 	"os"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func main() {
@@ -21,7 +21,7 @@ func main() {
 	n := flag.Int("n", 1000, "connections to open")
 	chunk := flag.Int("chunk", 4<<20, "chunk size the proposals ask for")
 	flag.Parse()
-	proposal, _ := pipe.NewParams(*chunk, 8).MarshalBinary()
+	proposal, _ := conn.NewParams(*chunk, 8).MarshalBinary()
 	var conns []net.Conn
 	refused := 0
 	for i := range *n {

@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func TestParseSize(t *testing.T) {
@@ -116,13 +117,13 @@ func TestExitCode(t *testing.T) {
 		{nil, ExitOK},
 		{errors.New("plain"), ExitInternal},
 		{usagef("bad"), ExitUsage},
-		{pipe.Errorf(pipe.KindSetup, "connect", "refused"), ExitSetup},
-		{pipe.Errorf(pipe.KindBusy, "", "busy"), ExitSetup},
-		{pipe.Errorf(pipe.KindAborted, "", "cut"), ExitAborted},
-		{pipe.Errorf(pipe.KindIntegrity, "", "crc"), ExitIntegrity},
-		{pipe.Errorf(pipe.KindAuth, "", "key"), ExitAuth},
-		{pipe.Errorf(pipe.KindNoRDMA, "", "no device"), ExitNoRDMA},
-		{errors.Join(pipe.Errorf(pipe.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
+		{conn.Errorf(conn.KindSetup, "connect", "refused"), ExitSetup},
+		{conn.Errorf(conn.KindBusy, "", "busy"), ExitSetup},
+		{conn.Errorf(conn.KindAborted, "", "cut"), ExitAborted},
+		{conn.Errorf(conn.KindIntegrity, "", "crc"), ExitIntegrity},
+		{conn.Errorf(conn.KindAuth, "", "key"), ExitAuth},
+		{conn.Errorf(conn.KindNoRDMA, "", "no device"), ExitNoRDMA},
+		{errors.Join(conn.Errorf(conn.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
 	}
 	for _, tc := range cases {
 		if got := ExitCode(tc.err); got != tc.want {
@@ -150,14 +151,14 @@ func TestHostPort(t *testing.T) {
 
 func TestSummary(t *testing.T) {
 	st := pipe.Stats{Bytes: 3 << 20, Elapsed: 1e9,
-		Info: pipe.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, DataPath: "write", Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
+		Info: conn.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, DataPath: "write", Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
 	s := newSummary("send", st, nil, 1500*time.Millisecond)
 	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
 	if got := s.line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}
 	path := filepath.Join(t.TempDir(), "s.json")
-	failed := newSummary("recv", st, pipe.Errorf(pipe.KindIntegrity, "", "crc"), time.Second)
+	failed := newSummary("recv", st, conn.Errorf(conn.KindIntegrity, "", "crc"), time.Second)
 	if err := failed.writeJSON(path); err != nil {
 		t.Fatal(err)
 	}
@@ -216,7 +217,7 @@ func TestDefaultWindow(t *testing.T) {
 		{"a common 8 MiB", 8 << 20, false, 1 << 20, 6},
 		{"64 MiB", 64 << 20, false, 4 << 20, 8},
 		{"16 MiB", 16 << 20, false, 2 << 20, 6},
-		{"64 KiB: too little", 64 << 10, false, 64 << 10, pipe.MinDepth},
+		{"64 KiB: too little", 64 << 10, false, 64 << 10, conn.MinDepth},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -245,7 +246,7 @@ func TestWithChunk(t *testing.T) {
 		{"8K under 64 KiB", 64 << 10, 8 << 10, 3},
 		{"8K under 128 KiB", 128 << 10, 8 << 10, 8},
 		{"4K under 64 KiB", 64 << 10, 4 << 10, 5},
-		{"1M under 64 KiB: nothing fits", 64 << 10, 1 << 20, pipe.MinDepth},
+		{"1M under 64 KiB: nothing fits", 64 << 10, 1 << 20, conn.MinDepth},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -253,7 +254,7 @@ func TestWithChunk(t *testing.T) {
 			if w.chunk != tc.chunk || w.depth != tc.depth {
 				t.Errorf("window %d x %d, want %d x %d", w.chunk, w.depth, tc.chunk, tc.depth)
 			}
-			if tc.limit > 0 && tc.depth > pipe.MinDepth && locks(w.chunk, w.depth) > tc.limit {
+			if tc.limit > 0 && tc.depth > conn.MinDepth && locks(w.chunk, w.depth) > tc.limit {
 				t.Errorf("a side would lock %d bytes, over the limit of %d", locks(w.chunk, w.depth), tc.limit)
 			}
 		})
@@ -268,14 +269,14 @@ func TestHints(t *testing.T) {
 		err  error
 		says string
 	}{
-		{"rdmasend", pipe.Errorf(pipe.KindAuth, "authenticate", "the receiver requires a shared key"), "--key-file FILE"},
-		{"rdmarecv", pipe.Errorf(pipe.KindAuth, "authenticate", "the sender's key is wrong"), "--key-file FILE"},
-		{"rdmasend", pipe.Errorf(pipe.KindBusy, "", "busy"), "rdmasend --wait DURATION"},
-		{"rdmarecv", pipe.Errorf(pipe.KindBusy, "", "busy"), ""},
-		{"rdmasend", pipe.Errorf(pipe.KindSetup, "", `receiver refused the connection: "this receiver does not relay to h2"`), "rdmarecv --relay-allow HOSTS"},
-		{"rdmarecv", pipe.Errorf(pipe.KindAborted, "wait for sender", "no word from the sender for 5s: giving up"), "--timeout DURATION"},
-		{"rdmacp", pipe.Errorf(pipe.KindAuth, "", "key"), ""},
-		{"rdmasend", pipe.Errorf(pipe.KindIntegrity, "", "checksum mismatch"), ""},
+		{"rdmasend", conn.Errorf(conn.KindAuth, "authenticate", "the receiver requires a shared key"), "--key-file FILE"},
+		{"rdmarecv", conn.Errorf(conn.KindAuth, "authenticate", "the sender's key is wrong"), "--key-file FILE"},
+		{"rdmasend", conn.Errorf(conn.KindBusy, "", "busy"), "rdmasend --wait DURATION"},
+		{"rdmarecv", conn.Errorf(conn.KindBusy, "", "busy"), ""},
+		{"rdmasend", conn.Errorf(conn.KindSetup, "", `receiver refused the connection: "this receiver does not relay to h2"`), "rdmarecv --relay-allow HOSTS"},
+		{"rdmarecv", conn.Errorf(conn.KindAborted, "wait for sender", "no word from the sender for 5s: giving up"), "--timeout DURATION"},
+		{"rdmacp", conn.Errorf(conn.KindAuth, "", "key"), ""},
+		{"rdmasend", conn.Errorf(conn.KindIntegrity, "", "checksum mismatch"), ""},
 	}
 	for _, tc := range cases {
 		got := hint(tc.name, tc.err)

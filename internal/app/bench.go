@@ -12,6 +12,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Bench mode: rdmasend --bench sends a synthetic stream at each message
@@ -47,7 +48,7 @@ type benchReport struct {
 }
 
 // bench runs the sweep against addr and prints a table on out.
-func bench(ctx context.Context, d pipe.Dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
+func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
 	warmup := perSize / 5
 	rep := benchReport{Remote: addr, Depth: o.params.Depth, Warmup: warmup.Seconds(), Duration: perSize.Seconds()}
 	fmt.Fprintf(out, "%10s %10s %10s %9s %12s %12s\n", "size", "chunk", "MB/s", "Gb/s", "msg/s", "CPU s/GB")
@@ -73,14 +74,14 @@ func bench(ctx context.Context, d pipe.Dialer, addr string, o options, wait, per
 		return err
 	}
 	if err := os.WriteFile(jsonPath, append(b, '\n'), 0o644); err != nil {
-		return pipe.Errorf(pipe.KindUsage, "", "--bench-json: %v", err)
+		return conn.Errorf(conn.KindUsage, "", "--bench-json: %v", err)
 	}
 	return nil
 }
 
 // benchOne measures one message size on a fresh connection, waiting up to
 // wait for the receiver to be up and free.
-func benchOne(ctx context.Context, d pipe.Dialer, addr string, p pipe.Params, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, pipe.Info, error) {
+func benchOne(ctx context.Context, d conn.Dialer, addr string, p conn.Params, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, conn.Info, error) {
 	src := &benchSource{warmup: warmup, measure: measure}
 	st, err := sendWithRetry(ctx, d, addr, p, wait, src, cfg)
 	if err != nil {

@@ -9,7 +9,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/doctor"
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // check runs --check: it checks this host and, with a peer, a real
@@ -31,16 +31,16 @@ func check(ctx context.Context, c *cli.Context, o options, peer, listen string, 
 		write = r.WriteJSON
 	}
 	if err := write(out); err != nil {
-		return pipe.Errorf(pipe.KindInternal, "", "write the report: %v", err)
+		return conn.Errorf(conn.KindInternal, "", "write the report: %v", err)
 	}
 	if r.OK {
 		return nil
 	}
-	kind := pipe.KindSetup
+	kind := conn.KindSetup
 	if o.transport == "rdma" {
-		kind = pipe.KindNoRDMA
+		kind = conn.KindNoRDMA
 	}
-	return pipe.Errorf(kind, "", "check failed: %s", r.Verdict)
+	return conn.Errorf(kind, "", "check failed: %s", r.Verdict)
 }
 
 // memoryFacts describes this process's locked-memory limits and what the

@@ -8,7 +8,7 @@ import (
 	"io"
 	"strings"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Exit codes, documented in README.md and in each command's help.
@@ -43,18 +43,18 @@ func ExitCode(err error) int {
 	if errors.As(err, &u) {
 		return ExitUsage
 	}
-	switch pipe.KindOf(err) {
-	case pipe.KindUsage:
+	switch conn.KindOf(err) {
+	case conn.KindUsage:
 		return ExitUsage
-	case pipe.KindSetup, pipe.KindBusy:
+	case conn.KindSetup, conn.KindBusy:
 		return ExitSetup
-	case pipe.KindAborted:
+	case conn.KindAborted:
 		return ExitAborted
-	case pipe.KindIntegrity:
+	case conn.KindIntegrity:
 		return ExitIntegrity
-	case pipe.KindAuth:
+	case conn.KindAuth:
 		return ExitAuth
-	case pipe.KindNoRDMA:
+	case conn.KindNoRDMA:
 		return ExitNoRDMA
 	}
 	return ExitInternal
@@ -90,9 +90,9 @@ func hint(name string, err error) string {
 	}
 	text := err.Error()
 	switch {
-	case pipe.KindOf(err) == pipe.KindAuth:
+	case conn.KindOf(err) == conn.KindAuth:
 		return "both sides need the same key: --key-file FILE (or RDMAPIPE_KEY) on each"
-	case pipe.KindOf(err) == pipe.KindBusy && name == "rdmasend":
+	case conn.KindOf(err) == conn.KindBusy && name == "rdmasend":
 		return "rdmasend --wait DURATION retries while the receiver is busy"
 	case strings.Contains(text, "does not relay") && name == "rdmasend":
 		return "a receiver relays a broadcast only when started to: rdmarecv --relay-allow HOSTS (the hosts after it), or rdmarecv --relay with a key"

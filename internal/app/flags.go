@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // DefaultPort is the port a receiver listens on and a sender connects to
@@ -19,7 +20,7 @@ const DefaultPort = 18800
 type options struct {
 	port       int
 	transport  string // "auto", "rdma" or "tcp"
-	params     pipe.Params
+	params     conn.Params
 	cfg        pipe.Config
 	progress   bool
 	verbose    bool
@@ -106,14 +107,14 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 		if chunk, err = parseSize(s); err != nil {
 			return o, usagef("--chunk-size: %v", err)
 		}
-		o.window = o.window.withChunk(int(min(chunk, pipe.MaxChunk+1)))
+		o.window = o.window.withChunk(int(min(chunk, conn.MaxChunk+1)))
 		depth = o.window.depth
 	}
 	if c.IsSet("depth") {
 		depth = c.Int("depth")
 		o.window.why = "--depth"
 	}
-	o.params = pipe.NewParams(int(min(chunk, pipe.MaxChunk+1)), depth)
+	o.params = conn.NewParams(int(min(chunk, conn.MaxChunk+1)), depth)
 	if err := o.params.Validate(); err != nil {
 		return o, usagef("%v", err)
 	}

@@ -9,9 +9,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // Recv runs the rdmarecv command with args (args[0] is the program name)
@@ -59,7 +58,7 @@ func relayWith(c *cli.Context, o *options) error {
 	dialing := *o
 	dialing.rdma.qps = 1
 	d := newDialer(dialing, os.Stderr, "rdmarecv")
-	o.cfg.Forward = func(ctx context.Context, addr string) (pipe.Conn, error) { return d.Dial(ctx, addr, o.params) }
+	o.cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
 	if !c.Bool("relay") && !c.IsSet("relay-allow") {
 		return nil
 	}

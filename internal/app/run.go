@@ -9,6 +9,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // runApp runs a command and turns its error into a message and exit code.
@@ -19,7 +20,7 @@ func runApp(app *cli.App, args []string) (code int) {
 	app.EnableBashCompletion = true
 	defer func() {
 		if p := recover(); p != nil {
-			code = report(os.Stderr, app.Name, pipe.Errorf(pipe.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()))
+			code = report(os.Stderr, app.Name, conn.Errorf(conn.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()))
 		}
 	}()
 	err := app.Run(args)
@@ -60,7 +61,7 @@ func finish(o options, role string, st pipe.Stats, err error) error {
 	}
 	if o.statsJSON != "" {
 		if werr := s.writeJSON(o.statsJSON); werr != nil && err == nil {
-			return pipe.Errorf(pipe.KindUsage, "", "%v", werr)
+			return conn.Errorf(conn.KindUsage, "", "%v", werr)
 		}
 	}
 	return err

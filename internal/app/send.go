@@ -12,6 +12,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Send runs the rdmasend command with args (args[0] is the program name)
@@ -146,23 +147,23 @@ func receivers(c *cli.Context) ([]string, error) {
 // sendWithRetry connects to addr and sends r, retrying for up to wait while
 // the receiver is not up yet or busy with another stream. Retrying is safe:
 // nothing is read from r before the receiver has welcomed the sender.
-func sendWithRetry(ctx context.Context, d pipe.Dialer, addr string, p pipe.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
+func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
 	deadline := time.Now().Add(wait)
 	for {
 		attempt, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 15*time.Second))
-		conn, err := d.Dial(attempt, addr, p)
+		c, err := d.Dial(attempt, addr, p)
 		cancel()
 		var st pipe.Stats
 		dialed := err == nil
 		if dialed {
-			st, err = pipe.Send(ctx, conn, r, cfg)
-			pipe.Release(conn, err)
+			st, err = pipe.Send(ctx, c, r, cfg)
+			pipe.Release(c, err)
 			if err == nil {
 				return st, nil
 			}
 		}
-		k := pipe.KindOf(err)
-		retry := ctx.Err() == nil && (k == pipe.KindBusy || !dialed && k == pipe.KindSetup)
+		k := conn.KindOf(err)
+		retry := ctx.Err() == nil && (k == conn.KindBusy || !dialed && k == conn.KindSetup)
 		if !retry || time.Now().After(deadline) {
 			if wait > 0 && retry {
 				return st, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)

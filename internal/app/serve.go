@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // receiver returns rdmarecv's server on l: streams go to out, and with
@@ -21,7 +22,7 @@ import (
 // last stream served (0 if none), or the interruption if a signal cut a
 // stream; a stream whose output is gone (EPIPE) ends it. A failure of this
 // host's resources (memlock) ends the receiver unless keep.
-func receiver(l pipe.Listener, o options, out io.Writer, keep bool, log io.Writer) *server.Server {
+func receiver(l conn.Listener, o options, out io.Writer, keep bool, log io.Writer) *server.Server {
 	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep,
 		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
 		Served: func(st pipe.Stats, err error) (error, bool) {

@@ -6,9 +6,8 @@ import (
 	"os/signal"
 	"syscall"
 
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"golang.org/x/sys/unix"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // SignalContext returns a context that the signals sigs (SIGINT and
@@ -30,7 +29,7 @@ func SignalContext(sigs ...os.Signal) (ctx context.Context, stop func()) {
 	go func() {
 		select {
 		case s := <-ch:
-			cancel(pipe.Errorf(pipe.KindAborted, "", "interrupted (%s)", unix.SignalName(s.(syscall.Signal))))
+			cancel(conn.Errorf(conn.KindAborted, "", "interrupted (%s)", unix.SignalName(s.(syscall.Signal))))
 		case <-done:
 			return
 		}

@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
@@ -21,7 +21,7 @@ func (o options) rdmaOpts() rdma.Options {
 // newDialer returns the dialer for the transport the options ask for. In
 // auto mode it tries RDMA first and falls back to TCP, saying so once on
 // notice, prefixed with name.
-func newDialer(o options, notice io.Writer, name string) pipe.Dialer {
+func newDialer(o options, notice io.Writer, name string) conn.Dialer {
 	t := tcp.Dialer{HandshakeTimeout: o.cfg.HandshakeTimeout}
 	switch o.transport {
 	case "tcp":
@@ -33,10 +33,10 @@ func newDialer(o options, notice io.Writer, name string) pipe.Dialer {
 }
 
 // rdmaDialer is the rdma transport's dialer, failing with kind
-// pipe.KindNoRDMA on a host without RDMA.
+// conn.KindNoRDMA on a host without RDMA.
 type rdmaDialer struct{ rdma.Dialer }
 
-func (d rdmaDialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+func (d rdmaDialer) Dial(ctx context.Context, addr string, proposal conn.Params) (conn.Conn, error) {
 	if err := rdma.Available(); err != nil {
 		return nil, err
 	}
@@ -45,7 +45,7 @@ func (d rdmaDialer) Dial(ctx context.Context, addr string, proposal pipe.Params)
 
 // listen starts listening on bind with the transport the options ask for.
 // In auto mode it listens on RDMA (when a device is present) and TCP at once.
-func listen(ctx context.Context, o options, bind string, notice io.Writer, name string) (pipe.Listener, error) {
+func listen(ctx context.Context, o options, bind string, notice io.Writer, name string) (conn.Listener, error) {
 	addr := net.JoinHostPort(strings.Trim(bind, "[]"), strconv.Itoa(o.port))
 	switch o.transport {
 	case "tcp":
@@ -59,9 +59,9 @@ func listen(ctx context.Context, o options, bind string, notice io.Writer, name 
 	return auto.Listen(ctx, addr, o.params, o.rdmaOpts(), notice, name)
 }
 
-// asListener returns l as a pipe.Listener, or a nil one (not an interface
+// asListener returns l as a conn.Listener, or a nil one (not an interface
 // holding a nil pointer) on error.
-func asListener[L pipe.Listener](l L, err error) (pipe.Listener, error) {
+func asListener[L conn.Listener](l L, err error) (conn.Listener, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/units"
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // window is a chunk size and depth, and why they were chosen, and the
@@ -44,7 +44,7 @@ func defaultWindow(limit uint64, unlimited bool) window {
 			return window{chunk, depth, why, limit}
 		}
 	}
-	return window{64 << 10, pipe.MinDepth, why + " (too little for RDMA: raise it with ulimit -l)", limit}
+	return window{64 << 10, conn.MinDepth, why + " (too little for RDMA: raise it with ulimit -l)", limit}
 }
 
 // withChunk is w for a chunk size the user chose: with the largest depth
@@ -55,7 +55,7 @@ func (w window) withChunk(chunk int) window {
 		w.depth = bigDepth
 		return w
 	}
-	w.depth, _ = fittingDepth(chunk, w.limit, pipe.MinDepth)
+	w.depth, _ = fittingDepth(chunk, w.limit, conn.MinDepth)
 	return w
 }
 
@@ -78,9 +78,9 @@ func fittingDepth(chunk int, limit uint64, least int) (int, bool) {
 // the whole rounded up to pages, or to 2 MiB huge pages when it is that
 // large.
 func locks(chunk, depth int) uint64 {
-	p := pipe.NewParams(chunk, depth)
+	p := conn.NewParams(chunk, depth)
 	need := 0
-	for _, l := range []pipe.Layout{pipe.SenderLayout(p), pipe.ReceiverLayout(p)} {
+	for _, l := range []conn.Layout{conn.SenderLayout(p), conn.ReceiverLayout(p)} {
 		need = max(need, bufBytes(l.SendBufs, l.SendSize)+bufBytes(l.RecvBufs, l.RecvSize)+controlBytes)
 	}
 	const page, huge = 4 << 10, 2 << 20
@@ -92,12 +92,12 @@ func locks(chunk, depth int) uint64 {
 
 // controlBytes is about what the RDMA transport registers beyond the
 // layout: its control and notification buffers, a few dozen of
-// pipe.MaxControl bytes.
+// conn.MaxControl bytes.
 const controlBytes = 16 << 10
 
 // bufBytes is how much n buffers of size bytes take in a registered region.
 func bufBytes(n, size int) int {
-	if size <= pipe.MaxControl {
+	if size <= conn.MaxControl {
 		return n * size
 	}
 	return n * roundUp(size, 4<<10)
@@ -110,7 +110,7 @@ func roundUp(n, to int) int { return (n + to - 1) / to * to }
 func hostWindow() window {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
-		return window{pipe.DefaultChunk, pipe.DefaultDepth, fmt.Sprintf("RLIMIT_MEMLOCK unknown (%v)", err), 0}
+		return window{conn.DefaultChunk, conn.DefaultDepth, fmt.Sprintf("RLIMIT_MEMLOCK unknown (%v)", err), 0}
 	}
 	if lim.Max == unix.RLIM_INFINITY {
 		return defaultWindow(0, true)
@@ -143,12 +143,12 @@ func (w window) describe(name string, receiver bool) string {
 // locks is how much buffer memory the window registers at most on the
 // sender's or the receiver's side.
 func (w window) locks(receiver bool) int64 {
-	p := pipe.NewParams(w.chunk, w.depth)
+	p := conn.NewParams(w.chunk, w.depth)
 	if receiver {
-		l := pipe.ReceiverLayout(p)
+		l := conn.ReceiverLayout(p)
 		return int64(l.RecvBufs * l.RecvSize)
 	}
-	l := pipe.SenderLayout(p)
+	l := conn.SenderLayout(p)
 	return int64(l.SendBufs * l.SendSize)
 }
 

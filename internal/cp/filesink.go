@@ -13,7 +13,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // sink is where the remote side writes the stream: Writer is the output
@@ -182,7 +182,7 @@ func expandHome(p string) string {
 	return filepath.Clean("." + p[1:])
 }
 
-// setupf returns an error of kind pipe.KindSetup (exit code 3).
+// setupf returns an error of kind conn.KindSetup (exit code 3).
 func setupf(format string, args ...any) error {
-	return pipe.Errorf(pipe.KindSetup, "", format, args...)
+	return conn.Errorf(conn.KindSetup, "", format, args...)
 }

@@ -11,7 +11,7 @@ import (
 	"strings"
 	"syscall"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
@@ -44,7 +44,7 @@ func listenHost(req Request, sshConnection string) (host, why string) {
 // address if host is empty) with transport ("auto": RDMA and TCP on the
 // same port) and returns the listener and its port. notice is told when
 // auto mode listens on TCP only.
-func listenAnyPort(ctx context.Context, transport, host string, p pipe.Params, notice io.Writer) (pipe.Listener, int, error) {
+func listenAnyPort(ctx context.Context, transport, host string, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
 	switch transport {
 	case "tcp":
 		l, err := tcp.Listen(ctx, net.JoinHostPort(host, "0"), p)
@@ -66,9 +66,9 @@ func listenAnyPort(ctx context.Context, transport, host string, p pipe.Params, n
 	for range listenAttempts {
 		var port int
 		if port, err = freeTCPPort(host); err != nil {
-			return nil, 0, pipe.Errorf(pipe.KindSetup, "listen", "find a free port: %v", err)
+			return nil, 0, conn.Errorf(conn.KindSetup, "listen", "find a free port: %v", err)
 		}
-		var l pipe.Listener
+		var l conn.Listener
 		l, err = auto.Listen(ctx, net.JoinHostPort(host, strconv.Itoa(port)), p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
 		if err == nil {
 			return l, port, nil
@@ -92,12 +92,12 @@ func freeTCPPort(host string) (int, error) {
 }
 
 // portOf returns l and the port it listens on.
-func portOf(l pipe.Listener) (pipe.Listener, int, error) {
+func portOf(l conn.Listener) (conn.Listener, int, error) {
 	_, p, err := net.SplitHostPort(l.Addr())
 	port, perr := strconv.Atoi(p)
 	if err != nil || perr != nil {
 		l.Close()
-		return nil, 0, pipe.Errorf(pipe.KindInternal, "listen", "cannot read the port of %q", l.Addr())
+		return nil, 0, conn.Errorf(conn.KindInternal, "listen", "cannot read the port of %q", l.Addr())
 	}
 	return l, port, nil
 }

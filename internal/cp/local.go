@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
@@ -52,7 +53,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	var in *os.File
 	if p.mode == modeFile {
 		if in, err = os.Open(p.srcs[0].path); err != nil {
-			return pipe.Errorf(pipe.KindSetup, "", "%v", err)
+			return conn.Errorf(conn.KindSetup, "", "%v", err)
 		}
 		defer in.Close()
 	}
@@ -79,13 +80,13 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return context.Cause(ctx)
 	}
 	if err != nil {
-		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
 	}
 	if err := remoteFailed(t.Host, st); err != nil {
 		return err
 	}
 	if st.kind != "port" {
-		return pipe.Errorf(pipe.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
 	stats, err := stream(ctx, addr, p, in, o, key, r.waited)
@@ -98,13 +99,13 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return context.Cause(ctx)
 	}
 	if err != nil {
-		return pipe.Errorf(pipe.KindAborted, "after the stream", "%v", err)
+		return conn.Errorf(conn.KindAborted, "after the stream", "%v", err)
 	}
 	if err := remoteFailed(t.Host, st); err != nil {
 		return err
 	}
 	if st.kind != "ok" || st.n != stats.Bytes {
-		return pipe.Errorf(pipe.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were sent", st.kind, st.n, stats.Bytes)
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were sent", st.kind, st.n, stats.Bytes)
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
@@ -117,7 +118,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 func dataAddr(ctx context.Context, dataHost string) (string, error) {
 	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", dataHost)
 	if err != nil {
-		return "", pipe.Errorf(pipe.KindSetup, "--data-host", "%v", err)
+		return "", conn.Errorf(conn.KindSetup, "--data-host", "%v", err)
 	}
 	return ips[0].Unmap().String(), nil
 }
@@ -177,17 +178,17 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, ke
 // (its handshake never finished, so Elapsed is zero), in a way that
 // another attempt may mend: not for a wrong key or bad parameters.
 func beforeStream(st pipe.Stats, err error) bool {
-	switch pipe.KindOf(err) {
-	case pipe.KindSetup, pipe.KindAborted, pipe.KindBusy:
+	switch conn.KindOf(err) {
+	case conn.KindSetup, conn.KindAborted, conn.KindBusy:
 		return st.Elapsed == 0
 	}
 	return false
 }
 
 // streamOnce is one attempt of stream, connecting with d within wait.
-func streamOnce(ctx context.Context, d pipe.Dialer, addr string, p plan, in *os.File, o Options, key []byte, wait time.Duration) (pipe.Stats, error) {
+func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, key []byte, wait time.Duration) (pipe.Stats, error) {
 	dctx, cancel := context.WithTimeout(ctx, wait)
-	conn, err := d.Dial(dctx, addr, defaultParams())
+	c, err := d.Dial(dctx, addr, defaultParams())
 	cancel()
 	if err != nil {
 		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
@@ -195,23 +196,23 @@ func streamOnce(ctx context.Context, d pipe.Dialer, addr string, p plan, in *os.
 	cfg := pipe.Config{Key: key, Timeout: o.Timeout}
 	var st pipe.Stats
 	if p.mode == modeFile {
-		st, err = pipe.Send(ctx, conn, in, cfg)
+		st, err = pipe.Send(ctx, c, in, cfg)
 	} else {
-		st, err = sendTar(ctx, conn, p.srcs, cfg, o.Stderr)
+		st, err = sendTar(ctx, c, p.srcs, cfg, o.Stderr)
 	}
-	pipe.Release(conn, err)
+	pipe.Release(c, err)
 	return st, err
 }
 
-// sendTar streams srcs to conn as a tar archive.
-func sendTar(ctx context.Context, conn pipe.Conn, srcs []source, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
+// sendTar streams srcs to c as a tar archive.
+func sendTar(ctx context.Context, c conn.Conn, srcs []source, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
 		pw.CloseWithError(writeTar(pw, srcs, warn))
 	}()
-	st, err := pipe.Send(ctx, conn, pr, cfg)
+	st, err := pipe.Send(ctx, c, pr, cfg)
 	pr.CloseWithError(errors.New("the stream ended"))
 	<-done
 	return st, err
@@ -219,7 +220,7 @@ func sendTar(ctx context.Context, conn pipe.Conn, srcs []source, cfg pipe.Config
 
 // newDialer returns the dialer for o.Transport; auto mode says once on
 // o.Stderr when it falls back to TCP.
-func newDialer(o Options) pipe.Dialer {
+func newDialer(o Options) conn.Dialer {
 	switch o.Transport {
 	case "tcp":
 		return tcp.Dialer{}
@@ -235,16 +236,16 @@ func remoteFailed(host string, st status) error {
 	if st.kind != "fail" {
 		return nil
 	}
-	return &pipe.Error{Kind: kindOfCode(int(st.n)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.msg))}
+	return &conn.Error{Kind: kindOfCode(int(st.n)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.msg))}
 }
 
 // kindOfCode maps an exit code back to the kind of error it stands for.
-func kindOfCode(code int) pipe.Kind {
-	kinds := map[int]pipe.Kind{2: pipe.KindUsage, 3: pipe.KindSetup, 4: pipe.KindAborted, 5: pipe.KindIntegrity, 6: pipe.KindAuth, 7: pipe.KindNoRDMA}
+func kindOfCode(code int) conn.Kind {
+	kinds := map[int]conn.Kind{2: conn.KindUsage, 3: conn.KindSetup, 4: conn.KindAborted, 5: conn.KindIntegrity, 6: conn.KindAuth, 7: conn.KindNoRDMA}
 	if k, ok := kinds[code]; ok {
 		return k
 	}
-	return pipe.KindInternal
+	return conn.KindInternal
 }
 
 // summary is the -v line for a finished copy.

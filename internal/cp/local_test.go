@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
@@ -44,16 +45,16 @@ func (w *notesWriter) Write(p []byte) (int, error) {
 // yet, the connection reset, the handshake dropped), and only then starts
 // the real remote side: the copy must get through.
 func TestStreamRetries(t *testing.T) {
-	params := pipe.NewParams(4096, 4)
+	params := conn.NewParams(4096, 4)
 	cases := []struct {
 		name string
 		// first makes the first attempt at addr fail (without waiting for
 		// it) and returns the listener the real remote side then uses, or
 		// nil for a new one.
-		first func(t *testing.T, ctx context.Context, addr string) pipe.Listener
+		first func(t *testing.T, ctx context.Context, addr string) conn.Listener
 	}{
-		{"refused", func(t *testing.T, ctx context.Context, addr string) pipe.Listener { return nil }},
-		{"reset", func(t *testing.T, ctx context.Context, addr string) pipe.Listener {
+		{"refused", func(t *testing.T, ctx context.Context, addr string) conn.Listener { return nil }},
+		{"reset", func(t *testing.T, ctx context.Context, addr string) conn.Listener {
 			ln, err := net.Listen("tcp", addr)
 			if err != nil {
 				t.Fatal(err)
@@ -69,7 +70,7 @@ func TestStreamRetries(t *testing.T) {
 			}()
 			return nil
 		}},
-		{"dropped in the handshake", func(t *testing.T, ctx context.Context, addr string) pipe.Listener {
+		{"dropped in the handshake", func(t *testing.T, ctx context.Context, addr string) conn.Listener {
 			l, err := tcp.Listen(ctx, addr, params)
 			if err != nil {
 				t.Fatal(err)

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // protocolVersion is the version of the request and status lines. Both
@@ -93,10 +93,10 @@ func readRequest(br *bufio.Reader) (Request, error) {
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Request{}, pipe.Errorf(pipe.KindUsage, "read request", "%v", err)
+		return Request{}, conn.Errorf(conn.KindUsage, "read request", "%v", err)
 	}
 	if err := r.validate(); err != nil {
-		return Request{}, pipe.Errorf(pipe.KindUsage, "read request", "%v", err)
+		return Request{}, conn.Errorf(conn.KindUsage, "read request", "%v", err)
 	}
 	return r, nil
 }

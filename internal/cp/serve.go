@@ -11,6 +11,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/app"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Bounds of the remote side's waits.
@@ -47,7 +48,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 	defer cancel(nil)
 	go func() {
 		io.Copy(io.Discard, br)
-		cancel(pipe.Errorf(pipe.KindAborted, "", "the ssh session ended"))
+		cancel(conn.Errorf(conn.KindAborted, "", "the ssh session ended"))
 	}()
 	s, err := newSink(req)
 	if err != nil {
@@ -63,7 +64,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 	fmt.Fprintf(notices(req.Verbose, stderr), "rdmacp: listening on %s (%s)\n", l.Addr(), why)
 	if err := writePort(stdout, port); err != nil {
 		s.Abort()
-		return 0, pipe.Errorf(pipe.KindAborted, "report the port", "%v", err)
+		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
 	cfg := pipe.Config{Key: req.keyBytes(), Timeout: req.Timeout}
 	// Only the holder of the one-time key gets past the handshake.
@@ -74,7 +75,7 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 		return st.Bytes, err
 	}
 	if err := s.Finish(); err != nil {
-		return st.Bytes, &pipe.Error{Kind: pipe.KindAborted, Op: "finish " + req.Dest, Err: err}
+		return st.Bytes, &conn.Error{Kind: conn.KindAborted, Op: "finish " + req.Dest, Err: err}
 	}
 	return st.Bytes, nil
 }
@@ -92,12 +93,12 @@ func requestWithin(br *bufio.Reader, wait time.Duration) (Request, error) {
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && pipe.KindOf(r.err) == pipe.KindInternal {
-			return Request{}, pipe.Errorf(pipe.KindSetup, "read request", "%v", r.err)
+		if r.err != nil && conn.KindOf(r.err) == conn.KindInternal {
+			return Request{}, conn.Errorf(conn.KindSetup, "read request", "%v", r.err)
 		}
 		return r.req, r.err
 	case <-time.After(wait):
-		return Request{}, pipe.Errorf(pipe.KindSetup, "read request", "nothing within %v", wait)
+		return Request{}, conn.Errorf(conn.KindSetup, "read request", "nothing within %v", wait)
 	}
 }
 

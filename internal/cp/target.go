@@ -3,7 +3,7 @@ package cp
 import (
 	"strings"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Target is the remote end of a copy: [user@]HOST:DST.
@@ -57,7 +57,7 @@ func ParseTarget(arg string) (Target, error) {
 	return t, nil
 }
 
-// usagef returns an error of kind pipe.KindUsage (exit code 2).
+// usagef returns an error of kind conn.KindUsage (exit code 2).
 func usagef(format string, args ...any) error {
-	return pipe.Errorf(pipe.KindUsage, "", format, args...)
+	return conn.Errorf(conn.KindUsage, "", format, args...)
 }

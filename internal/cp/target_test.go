@@ -3,7 +3,7 @@ package cp
 import (
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func TestParseTarget(t *testing.T) {
@@ -28,7 +28,7 @@ func TestParseTarget(t *testing.T) {
 		t.Run(tc.arg, func(t *testing.T) {
 			got, err := ParseTarget(tc.arg)
 			if tc.bad {
-				if pipe.KindOf(err) != pipe.KindUsage {
+				if conn.KindOf(err) != conn.KindUsage {
 					t.Fatalf("got %+v, %v; want a usage error", got, err)
 				}
 				return

@@ -5,7 +5,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The window where locking memory is not limited (as on most RDMA hosts,
@@ -19,10 +19,10 @@ const (
 // big window where locked memory is not limited, else pipe's defaults,
 // which fit the common 8 MiB RLIMIT_MEMLOCK. The two sides use the
 // smaller of their proposals.
-func defaultParams() pipe.Params {
+func defaultParams() conn.Params {
 	var lim unix.Rlimit
 	if os.Geteuid() == 0 || unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim) == nil && lim.Max == unix.RLIM_INFINITY {
-		return pipe.NewParams(bigChunk, bigDepth)
+		return conn.NewParams(bigChunk, bigDepth)
 	}
-	return pipe.NewParams(pipe.DefaultChunk, pipe.DefaultDepth)
+	return conn.NewParams(conn.DefaultChunk, conn.DefaultDepth)
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
@@ -28,7 +29,7 @@ type Config struct {
 	Listen    string // "host:port" to listen on (rdmarecv --check)
 	Transport string // "auto", "rdma" or "tcp": what a stream would be allowed to use
 	RDMA      rdma.Options
-	Params    pipe.Params // the window this side would propose
+	Params    conn.Params // the window this side would propose
 	Key       []byte
 	// HandshakeTimeout bounds each handshake after its connect.
 	HandshakeTimeout time.Duration
@@ -74,7 +75,7 @@ type Result[T any] struct {
 // Probe is a handshake with the receiver (or, for a receiver, a listener
 // that opened).
 type Probe struct {
-	Info     pipe.Info
+	Info     conn.Info
 	Elapsed  time.Duration
 	GIDIndex int // the GID index the RDMA queue pair sends from; -1 if none or unknown
 	GIDErr   error
@@ -109,18 +110,18 @@ func Gather(ctx context.Context, cfg Config) Facts {
 }
 
 // probe connects with d and completes a handshake without data.
-func (f Facts) probe(ctx context.Context, d pipe.Dialer, limit time.Duration) *Result[Probe] {
+func (f Facts) probe(ctx context.Context, d conn.Dialer, limit time.Duration) *Result[Probe] {
 	ctx, cancel := context.WithTimeout(ctx, limit+f.HandshakeTimeout)
 	defer cancel()
 	start := time.Now()
-	conn, err := d.Dial(ctx, f.Peer, f.Params)
+	c, err := d.Dial(ctx, f.Peer, f.Params)
 	if err != nil {
 		return &Result[Probe]{Err: err}
 	}
-	defer conn.Close()
-	info, err := pipe.Probe(ctx, conn, pipe.Config{Key: f.Key, HandshakeTimeout: f.HandshakeTimeout})
+	defer c.Close()
+	info, err := pipe.Probe(ctx, c, pipe.Config{Key: f.Key, HandshakeTimeout: f.HandshakeTimeout})
 	p := Probe{Info: info, Elapsed: time.Since(start), GIDIndex: -1}
-	if rc, ok := conn.(*rdma.Conn); ok && err == nil {
+	if rc, ok := c.(*rdma.Conn); ok && err == nil {
 		p.GIDIndex, p.GIDErr = rc.SourceGIDIndex()
 	}
 	return &Result[Probe]{p, err}

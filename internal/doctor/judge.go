@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/units"
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
@@ -289,7 +289,7 @@ func (f Facts) judgeRoute(r *Report, sev Status) {
 	}
 	if err := f.Route.Err; err != nil {
 		fix := "check that the peer is up and reachable (ping), and that its address is on an RDMA network"
-		if pipe.KindOf(err) == pipe.KindNoRDMA {
+		if conn.KindOf(err) == conn.KindNoRDMA {
 			fix = "use the peer's address on an RDMA interface (an IPoIB or RoCE netdev): ip route get PEER must leave through one"
 		}
 		r.add("rdma route", sev, fix, "%v", err)
@@ -349,11 +349,11 @@ func judgeProbe(r *Report, name string, res *Result[Probe], sev Status, keyed bo
 // probeFix says what to do about a failed handshake.
 func probeFix(err error) string {
 	switch {
-	case pipe.KindOf(err) == pipe.KindBusy:
+	case conn.KindOf(err) == conn.KindBusy:
 		return fixBusy
-	case pipe.KindOf(err) == pipe.KindAuth:
+	case conn.KindOf(err) == conn.KindAuth:
 		return fixKey
-	case errors.Is(err, pipe.ErrLocal):
+	case errors.Is(err, conn.ErrLocal):
 		return fixMemlock
 	case strings.Contains(err.Error(), "refused"), strings.Contains(err.Error(), "nothing listening"):
 		return fixRecv

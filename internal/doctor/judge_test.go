@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
@@ -23,13 +23,13 @@ func rxeFacts(transport string) Facts {
 			ActiveMTU: 1024, MaxMTU: 4096, GIDs: []rdma.GID{{Index: 2, GID: gid, Type: "IB/RoCE v1", NetDev: "dummy0"}, {Index: 3, GID: gid, Type: "RoCE v2", NetDev: "dummy0"}}}}}},
 		HugePages: HugePages{Total: 0, Free: 0},
 		Route:     &Result[rdma.Route]{Value: rdma.Route{Peer: "10.0.3.1:18800", Device: "rxe0", Port: 1, GID: gid, Local: "10.0.3.1:0"}},
-		RDMAPath:  &Result[Probe]{Value: Probe{Info: pipe.Info{Transport: "rdma", Device: "rxe0", Port: 1, DataPath: "write", Chunk: 4 << 20, Depth: 8}, GIDIndex: -1}},
-		TCPPath:   &Result[Probe]{Value: Probe{Info: pipe.Info{Transport: "tcp", Chunk: 4 << 20, Depth: 8}}},
+		RDMAPath:  &Result[Probe]{Value: Probe{Info: conn.Info{Transport: "rdma", Device: "rxe0", Port: 1, DataPath: "write", Chunk: 4 << 20, Depth: 8}, GIDIndex: -1}},
+		TCPPath:   &Result[Probe]{Value: Probe{Info: conn.Info{Transport: "tcp", Chunk: 4 << 20, Depth: 8}}},
 	}
 }
 
 func TestJudge(t *testing.T) {
-	refused := &pipe.Error{Kind: pipe.KindSetup, Op: "connect 10.0.3.1:18800", Err: errors.New("connection refused by peer (nothing listening?)")}
+	refused := &conn.Error{Kind: conn.KindSetup, Op: "connect 10.0.3.1:18800", Err: errors.New("connection refused by peer (nothing listening?)")}
 	cases := []struct {
 		name   string
 		facts  func() Facts
@@ -73,13 +73,13 @@ func TestJudge(t *testing.T) {
 		}, false, "", []string{"FAIL rdma handshake", "FAIL tcp handshake"}, []string{"would not work: tcp handshake"}},
 		{"wrong key", func() Facts {
 			f := rxeFacts("auto")
-			bad := &pipe.Error{Kind: pipe.KindAuth, Err: errors.New("key proof mismatch")}
+			bad := &conn.Error{Kind: conn.KindAuth, Err: errors.New("key proof mismatch")}
 			f.RDMAPath, f.TCPPath = &Result[Probe]{Err: bad}, &Result[Probe]{Err: bad}
 			return f
 		}, false, "", nil, []string{"fix: give both sides the same key"}},
 		{"busy", func() Facts {
 			f := rxeFacts("rdma")
-			f.RDMAPath = &Result[Probe]{Err: &pipe.Error{Kind: pipe.KindBusy, Err: errors.New("busy")}}
+			f.RDMAPath = &Result[Probe]{Err: &conn.Error{Kind: conn.KindBusy, Err: errors.New("busy")}}
 			return f
 		}, false, "", nil, []string{"rdmasend --wait"}},
 		{"memlock 8 MiB: shrunk window", func() Facts {

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // MaxHandshakes is how many connections a Server handshakes with at once.
@@ -25,7 +26,7 @@ const MaxHandshakes = 8
 // Server serves the senders that connect to Listener. Its zero value but
 // for Listener, Out, Log and Prog serves one stream.
 type Server struct {
-	Listener pipe.Listener
+	Listener conn.Listener
 	// Out is where streams are written.
 	Out io.Writer
 	// Config is each connection's engine configuration; Claim and
@@ -65,7 +66,7 @@ type Hooks struct {
 
 // pending is a connection in its handshake, or the claimed one.
 type pending struct {
-	conn   pipe.Conn
+	c      conn.Conn
 	cancel context.CancelFunc
 	state  atomic.Int32 // handshaking, claimed or dropped
 }
@@ -91,17 +92,17 @@ type served struct {
 // relay that could not be set up) are logged and skipped. With Keep it
 // returns the last stream's outcome (nil if none) once ctx ends, and ends
 // early only when Served says so or a stream's reader or writer is stuck.
-// A failure of this host's resources (pipe.ErrLocal) ends it unless Keep or
+// A failure of this host's resources (conn.ErrLocal) ends it unless Keep or
 // a stream is in progress; no claim within Wait is a KindSetup error, and
 // ctx ending before any a KindAborted one that wraps its cause.
 func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	results := make(chan served)
-	accepted, acceptErrs := make(chan pipe.Conn), make(chan error)
+	accepted, acceptErrs := make(chan conn.Conn), make(chan error)
 	actx, stopAccepting := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
 	go func() {
 		defer close(loopDone)
-		pipe.AcceptLoop(actx, s.Listener, accepted, acceptErrs)
+		acceptLoop(actx, s.Listener, accepted, acceptErrs)
 	}()
 	var waiting []*pending // handshaking, oldest first
 	inFlight := 0
@@ -127,16 +128,16 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	done := ctx.Done()
 	for {
 		select {
-		case conn := <-accepted:
+		case c := <-accepted:
 			if len(waiting) == MaxHandshakes {
 				waiting[0].drop()
 				waiting = waiting[1:]
 			}
-			waiting = append(waiting, s.start(ctx, conn, &serving, results))
+			waiting = append(waiting, s.start(ctx, c, &serving, results))
 			inFlight++
 		case err := <-acceptErrs:
 			refused.Log(err)
-			if errors.Is(err, pipe.ErrLocal) && !s.Keep && !serving.Load() {
+			if errors.Is(err, conn.ErrLocal) && !s.Keep && !serving.Load() {
 				return pipe.Stats{}, err
 			}
 		case r := <-results:
@@ -146,7 +147,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 				switch {
 				case errors.Is(r.err, pipe.ErrProbe):
 					if s.Probed != nil {
-						s.Probed(r.p.conn.Info().Remote)
+						s.Probed(r.p.c.Info().Remote)
 					}
 				case r.err != nil && ctx.Err() == nil:
 					refused.Log(r.err)
@@ -168,7 +169,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 				fmt.Fprintf(s.Log, "%s: %v (waiting for the next sender)\n", s.Prog, err)
 			}
 		case <-wait:
-			return pipe.Stats{}, pipe.Errorf(pipe.KindSetup, "wait for the sender", "no sender claimed the receiver within %v", s.Wait)
+			return pipe.Stats{}, conn.Errorf(conn.KindSetup, "wait for the sender", "no sender claimed the receiver within %v", s.Wait)
 		case <-done:
 			if serving.Load() {
 				done = nil // the stream in progress ends with the cancellation
@@ -177,16 +178,16 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 			if s.Keep {
 				return last.st, last.err
 			}
-			return pipe.Stats{}, &pipe.Error{Kind: pipe.KindAborted, Op: "wait for the sender", Err: context.Cause(ctx)}
+			return pipe.Stats{}, &conn.Error{Kind: conn.KindAborted, Op: "wait for the sender", Err: context.Cause(ctx)}
 		}
 	}
 }
 
 // start handshakes with the sender on conn in a goroutine and, if it
 // claims the receiver, streams it to s.Out; the outcome goes to results.
-func (s *Server) start(ctx context.Context, conn pipe.Conn, serving *atomic.Bool, results chan<- served) *pending {
+func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, results chan<- served) *pending {
 	hctx, cancel := context.WithCancel(ctx)
-	p := &pending{conn: conn, cancel: cancel}
+	p := &pending{c: c, cancel: cancel}
 	cfg := s.Config
 	var h Hooks
 	if s.Attach != nil {
@@ -216,8 +217,8 @@ func (s *Server) start(ctx context.Context, conn pipe.Conn, serving *atomic.Bool
 	}
 	go func() {
 		defer cancel()
-		st, err := pipe.Receive(hctx, conn, s.Out, cfg)
-		stuck := pipe.Release(conn, err)
+		st, err := pipe.Receive(hctx, c, s.Out, cfg)
+		stuck := pipe.Release(c, err)
 		if p.state.Load() == claimed && h.Ended != nil {
 			h.Ended(stuck)
 		}

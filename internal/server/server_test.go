@@ -11,17 +11,18 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
 // memListener hands out the receiver ends of in-memory pairs, and accept
 // errors, in the order the test gives them.
 type memListener struct {
-	conns chan pipe.Conn
+	conns chan conn.Conn
 	errs  chan error
 }
 
-func (m *memListener) Accept(ctx context.Context) (pipe.Conn, error) {
+func (m *memListener) Accept(ctx context.Context) (conn.Conn, error) {
 	select {
 	case c := <-m.conns:
 		return c, nil
@@ -45,9 +46,9 @@ func TestFloodDropsOldest(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
 			key := bytes.Repeat([]byte{7}, 32)
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			cfg := pipe.Config{Key: key, Timeout: time.Minute} // silent handshakes last 10 s
-			l := &memListener{conns: make(chan pipe.Conn)}
+			l := &memListener{conns: make(chan conn.Conn)}
 			var out bytes.Buffer
 			done := make(chan error, 1)
 			go func() {
@@ -84,7 +85,7 @@ func TestFloodDropsOldest(t *testing.T) {
 // failure of local resources, and Served saying no more.
 func TestServe(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	cfg := pipe.Config{Key: key, Timeout: time.Minute}
 	// a sender: its stream, and the key it uses
 	type sender struct {
@@ -100,7 +101,7 @@ func TestServe(t *testing.T) {
 		more    bool    // what Served says
 		want    string  // what Out gets
 		err     string  // what Serve's error says, "" for none
-		kind    pipe.Kind
+		kind    conn.Kind
 		logged  string // what Log gets, in part
 	}{
 		{name: "one stream", senders: []sender{{"abc", key}}, more: true, want: "abc"},
@@ -109,17 +110,17 @@ func TestServe(t *testing.T) {
 		{name: "keep: streams one after the other", keep: true, senders: []sender{{"abc", key}, {"def", key}}, more: true,
 			want: "abcdef"},
 		{name: "keep, but Served says no more", keep: true, senders: []sender{{"abc", key}}, more: false, want: "abc"},
-		{name: "no sender within Wait", wait: 50 * time.Millisecond, err: "no sender claimed the receiver within 50ms", kind: pipe.KindSetup},
-		{name: "local resources", errs: []error{&pipe.Error{Kind: pipe.KindSetup, Op: "accept", Err: pipe.ErrLocal}},
-			err: "local resources", kind: pipe.KindSetup, logged: "refused a connection: accept: local resources"},
-		{name: "keep survives local resources", keep: true, errs: []error{&pipe.Error{Kind: pipe.KindSetup, Op: "accept", Err: pipe.ErrLocal}},
+		{name: "no sender within Wait", wait: 50 * time.Millisecond, err: "no sender claimed the receiver within 50ms", kind: conn.KindSetup},
+		{name: "local resources", errs: []error{&conn.Error{Kind: conn.KindSetup, Op: "accept", Err: conn.ErrLocal}},
+			err: "local resources", kind: conn.KindSetup, logged: "refused a connection: accept: local resources"},
+		{name: "keep survives local resources", keep: true, errs: []error{&conn.Error{Kind: conn.KindSetup, Op: "accept", Err: conn.ErrLocal}},
 			senders: []sender{{"abc", key}}, more: true, want: "abc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(t.Context(), time.Minute)
 			defer cancel()
-			l := &memListener{conns: make(chan pipe.Conn), errs: make(chan error, len(tt.errs))}
+			l := &memListener{conns: make(chan conn.Conn), errs: make(chan error, len(tt.errs))}
 			for _, err := range tt.errs {
 				l.errs <- err
 			}
@@ -153,8 +154,8 @@ func TestServe(t *testing.T) {
 			}
 			err := <-done
 			switch {
-			case tt.err == "" && err != nil, tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || pipe.KindOf(err) != tt.kind):
-				t.Errorf("Serve = %v (kind %v), want an error saying %q (kind %v)", err, pipe.KindOf(err), tt.err, tt.kind)
+			case tt.err == "" && err != nil, tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || conn.KindOf(err) != tt.kind):
+				t.Errorf("Serve = %v (kind %v), want an error saying %q (kind %v)", err, conn.KindOf(err), tt.err, tt.kind)
 			case out.String() != tt.want:
 				t.Errorf("wrote %q, want %q", out.String(), tt.want)
 			case !strings.Contains(log.String(), tt.logged):

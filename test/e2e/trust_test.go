@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // tcpOnly skips a test that plays a peer over raw TCP sockets.
@@ -28,7 +28,7 @@ func tcpOnly(t *testing.T) {
 // the end of the test.
 func silentConns(t *testing.T, addr string, n int, params bool) {
 	t.Helper()
-	proposal, _ := pipe.NewParams(1<<20, 4).MarshalBinary()
+	proposal, _ := conn.NewParams(1<<20, 4).MarshalBinary()
 	for range n {
 		c, err := net.Dial("tcp", addr)
 		if err != nil {

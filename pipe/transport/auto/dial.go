@@ -10,7 +10,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
@@ -22,7 +22,7 @@ import (
 const DefaultRDMATimeout = 3 * time.Second
 
 // Dialer connects over RDMA when a device can reach the receiver and the
-// receiver answers on RDMA, else over TCP. It implements pipe.Dialer.
+// receiver answers on RDMA, else over TCP. It implements conn.Dialer.
 type Dialer struct {
 	RDMA rdma.Options
 	TCP  tcp.Dialer
@@ -40,7 +40,7 @@ type Dialer struct {
 
 // Dial connects to addr with proposal. Failures that TCP cannot cure (a
 // wrong key, a busy receiver) end it without trying TCP.
-func (d *Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (conn.Conn, error) {
 	err := rdma.Available()
 	if err == nil {
 		timeout := d.RDMATimeout
@@ -48,7 +48,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (p
 			timeout = DefaultRDMATimeout
 		}
 		actx, cancel := context.WithTimeout(ctx, timeout)
-		var c pipe.Conn
+		var c conn.Conn
 		c, err = rdma.Dialer{Options: d.RDMA}.Dial(actx, addr, proposal)
 		cancel()
 		if err == nil {
@@ -57,7 +57,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (p
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		if k := pipe.KindOf(err); k == pipe.KindAuth || k == pipe.KindBusy {
+		if k := conn.KindOf(err); k == conn.KindAuth || k == conn.KindBusy {
 			return nil, err
 		}
 		if actx.Err() != nil {
@@ -72,4 +72,4 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (p
 	return d.TCP.Dial(ctx, addr, proposal)
 }
 
-var _ pipe.Dialer = (*Dialer)(nil)
+var _ conn.Dialer = (*Dialer)(nil)

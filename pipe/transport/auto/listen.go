@@ -10,7 +10,7 @@ import (
 	"sync"
 	"syscall"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
@@ -21,7 +21,7 @@ import (
 // (prefixed with name) and listens on TCP only. On iWARP, whose RDMA
 // listener holds the TCP port of the same number, it says so and listens
 // on RDMA only.
-func Listen(ctx context.Context, addr string, local pipe.Params, opt rdma.Options, notice io.Writer, name string) (pipe.Listener, error) {
+func Listen(ctx context.Context, addr string, local conn.Params, opt rdma.Options, notice io.Writer, name string) (conn.Listener, error) {
 	// RDMA first: once TCP accepts, RDMA is up too, so a sender in auto mode
 	// that retries never settles for TCP while RDMA is still starting.
 	var rl *rdma.Listener
@@ -44,14 +44,14 @@ func Listen(ctx context.Context, addr string, local pipe.Params, opt rdma.Option
 		fmt.Fprintf(notice, "%s: not listening on RDMA (%v); TCP only\n", name, err)
 		return tl, nil
 	}
-	return newListener([]pipe.Listener{rl, tl}, []string{"rdma", "tcp"}), nil
+	return newListener([]conn.Listener{rl, tl}, []string{"rdma", "tcp"}), nil
 }
 
 // Listener accepts senders on several listeners at once (RDMA and TCP
 // on the same port) and hands them out one by one. It implements
-// pipe.Listener.
+// conn.Listener.
 type Listener struct {
-	ls      []pipe.Listener
+	ls      []conn.Listener
 	names   []string // the listeners' transports, for Addr
 	conns   chan accepted
 	stop    context.CancelFunc
@@ -60,13 +60,13 @@ type Listener struct {
 
 // accepted is one Accept result of one of the listeners.
 type accepted struct {
-	c   pipe.Conn
+	c   conn.Conn
 	err error
 }
 
 // newListener starts accepting on every listener in ls; names are
 // their transports' names.
-func newListener(ls []pipe.Listener, names []string) *Listener {
+func newListener(ls []conn.Listener, names []string) *Listener {
 	ctx, stop := context.WithCancel(context.Background())
 	m := &Listener{ls: ls, names: names, conns: make(chan accepted), stop: stop}
 	for _, l := range ls {
@@ -76,7 +76,7 @@ func newListener(ls []pipe.Listener, names []string) *Listener {
 }
 
 // serve accepts on l until ctx ends, handing each result to Accept.
-func (m *Listener) serve(ctx context.Context, l pipe.Listener) {
+func (m *Listener) serve(ctx context.Context, l conn.Listener) {
 	for {
 		c, err := l.Accept(ctx)
 		select {
@@ -94,7 +94,7 @@ func (m *Listener) serve(ctx context.Context, l pipe.Listener) {
 }
 
 // Accept returns the next sender to connect on any of the listeners.
-func (m *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
+func (m *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 	select {
 	case a := <-m.conns:
 		return a.c, a.err

@@ -1,5 +1,5 @@
-// Package conntest checks that an implementation of pipe.Conn keeps the
-// contract documented on pipe.Conn, as seen by the engine. Each transport
+// Package conntest checks that an implementation of conn.Conn keeps the
+// contract documented on conn.Conn, as seen by the engine. Each transport
 // calls Run from its own tests.
 package conntest
 
@@ -9,18 +9,18 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // MakePair connects a sender proposing proposal to a receiver configured
 // with local. It returns both ends, or the error the sender got.
-type MakePair func(t *testing.T, proposal, local pipe.Params) (sender, receiver pipe.Conn, err error)
+type MakePair func(t *testing.T, proposal, local conn.Params) (sender, receiver conn.Conn, err error)
 
 // The parameters of the pairs Run makes: the receiver halves the sender's
 // chunk and depth, so the negotiated values differ from both proposals.
 var (
-	proposal = pipe.NewParams(8192, 8)
-	local    = pipe.NewParams(4096, 4)
+	proposal = conn.NewParams(8192, 8)
+	local    = conn.NewParams(4096, 4)
 )
 
 // wait bounds every wait in the suite, so that a broken transport fails the
@@ -48,16 +48,15 @@ func Run(t *testing.T, mk MakePair) {
 		{"Oversize", testOversize},
 		{"Forward", testForward},
 		{"Spares", testSpares},
-		{"ControlCredits", testControlCredits},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) { tt.run(t, mk) })
 	}
 }
 
-// connect makes a pair with the suite's parameters and closes it when the
-// test ends.
-func connect(t *testing.T, mk MakePair) (s, r pipe.Conn) {
+// Connect makes a pair with the suite's parameters, opens the receiver's
+// window as the engine does, and closes both ends when the test ends.
+func Connect(t *testing.T, mk MakePair) (s, r conn.Conn) {
 	t.Helper()
 	s, r, err := mk(t, proposal, local)
 	if err != nil {
@@ -71,12 +70,12 @@ func connect(t *testing.T, mk MakePair) (s, r pipe.Conn) {
 	return s, r
 }
 
-// openWindow opens the receiver's window, where it has one (pipe.Window),
+// openWindow opens the receiver's window, where it has one (conn.Window),
 // as the engine does after the handshake, and hands the sender its
 // description.
-func openWindow(t *testing.T, s, r pipe.Conn) {
+func openWindow(t *testing.T, s, r conn.Conn) {
 	t.Helper()
-	w, ok := r.(pipe.Window)
+	w, ok := r.(conn.Window)
 	if !ok {
 		return
 	}
@@ -84,7 +83,7 @@ func openWindow(t *testing.T, s, r pipe.Conn) {
 	if err != nil {
 		t.Fatalf("open window: %v", err)
 	}
-	if ws, ok := s.(pipe.WindowSetter); ok {
+	if ws, ok := s.(conn.WindowSetter); ok {
 		if err := ws.SetWindow(desc); err != nil {
 			t.Fatalf("set window: %v", err)
 		}
@@ -92,13 +91,13 @@ func openWindow(t *testing.T, s, r pipe.Conn) {
 }
 
 // collect polls c until it has n completions, failing the test on an error.
-func collect(t *testing.T, c pipe.Conn, n int) []pipe.Completion {
+func collect(t *testing.T, c conn.Conn, n int) []conn.Completion {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	var got []pipe.Completion
+	var got []conn.Completion
 	for len(got) < n {
-		cs := make([]pipe.Completion, n-len(got))
+		cs := make([]conn.Completion, n-len(got))
 		k, err := c.Poll(ctx, cs)
 		if err != nil {
 			t.Fatalf("poll after %d of %d completions: %v", len(got), n, err)
@@ -109,11 +108,11 @@ func collect(t *testing.T, c pipe.Conn, n int) []pipe.Completion {
 }
 
 // quiet checks that c reports no completion for a little while.
-func quiet(t *testing.T, c pipe.Conn) {
+func quiet(t *testing.T, c conn.Conn) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
 	defer cancel()
-	cs := make([]pipe.Completion, 1)
+	cs := make([]conn.Completion, 1)
 	if n, err := c.Poll(ctx, cs); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("poll = %d %v, %v; want no completion", n, cs[:n], err)
 	}
@@ -121,11 +120,11 @@ func quiet(t *testing.T, c pipe.Conn) {
 
 // failure polls c until it returns an error, skipping completions, and
 // returns the error.
-func failure(t *testing.T, c pipe.Conn) error {
+func failure(t *testing.T, c conn.Conn) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	cs := make([]pipe.Completion, 16)
+	cs := make([]conn.Completion, 16)
 	for {
 		if _, err := c.Poll(ctx, cs); err != nil {
 			if errors.Is(err, context.DeadlineExceeded) {
@@ -149,7 +148,7 @@ func result(t *testing.T, polled <-chan error) error {
 }
 
 // send copies b into send buffer i of c and posts it.
-func send(t *testing.T, c pipe.Conn, i int, b []byte) {
+func send(t *testing.T, c conn.Conn, i int, b []byte) {
 	t.Helper()
 	copy(c.SendBuf(i), b)
 	if err := c.PostSend(i, len(b)); err != nil {
@@ -167,9 +166,9 @@ func pattern(seed, n int) []byte {
 }
 
 // full is the largest message the receiver accepts.
-func full(r pipe.Conn) int { return len(r.RecvBuf(0)) }
+func full(r conn.Conn) int { return len(r.RecvBuf(0)) }
 
 // credits is how many data messages the receiver takes at once: one per
 // receive buffer but the spares it keeps for control messages (see
-// pipe.Conn).
-func credits(r pipe.Conn) int { return r.RecvBufs() - pipe.SpareRecvs }
+// conn.Conn).
+func credits(r conn.Conn) int { return r.RecvBufs() - conn.SpareRecvs }

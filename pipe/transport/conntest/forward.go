@@ -4,17 +4,17 @@ import (
 	"bytes"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// testForward checks a transport's pipe.Forwarder, if it has one: messages
+// testForward checks a transport's conn.Forwarder, if it has one: messages
 // that arrived at one pair's receiver, sent on by another pair's sender
 // straight from those receive buffers, arrive whole, and each forward is
 // reported as OpForward with the buffer it sent from.
 func testForward(t *testing.T, mk MakePair) {
-	s1, r1 := connect(t, mk)
-	s2, r2 := connect(t, mk)
-	fw, ok := s2.(pipe.Forwarder)
+	s1, r1 := Connect(t, mk)
+	s2, r2 := Connect(t, mk)
+	fw, ok := s2.(conn.Forwarder)
 	if !ok {
 		t.Skip("the transport does not forward")
 	}
@@ -28,9 +28,9 @@ func testForward(t *testing.T, mk MakePair) {
 		want = append(want, msg)
 		send(t, s1, k, msg)
 	}
-	var arrived []pipe.Completion
+	var arrived []conn.Completion
 	for _, c := range collect(t, r1, n) {
-		if c.Op != pipe.OpRecv {
+		if c.Op != conn.OpRecv {
 			t.Fatalf("first receiver: completion %+v, want a receive", c)
 		}
 		arrived = append(arrived, c)
@@ -41,14 +41,14 @@ func testForward(t *testing.T, mk MakePair) {
 		}
 	}
 	for k, c := range collect(t, r2, n) {
-		if got := r2.RecvBuf(c.Buf)[:c.Len]; c.Op != pipe.OpRecv || !bytes.Equal(got, want[k]) {
+		if got := r2.RecvBuf(c.Buf)[:c.Len]; c.Op != conn.OpRecv || !bytes.Equal(got, want[k]) {
 			t.Fatalf("forwarded message %d: %+v, %d bytes, want the %d sent", k, c, c.Len, len(want[k]))
 		}
 	}
 	forwarded := map[int]int{} // buffer: bytes
 	for len(forwarded) < n {
 		for _, c := range collect(t, s2, 1) {
-			if c.Op != pipe.OpForward {
+			if c.Op != conn.OpForward {
 				t.Fatalf("forwarding sender: completion %+v, want OpForward", c)
 			}
 			forwarded[c.Buf] = c.Len

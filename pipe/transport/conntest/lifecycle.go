@@ -7,28 +7,28 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // testVersionMismatch checks that a receiver refuses another protocol
 // version with a setup error that says so.
 func testVersionMismatch(t *testing.T, mk MakePair) {
 	p := proposal
-	p.Version = pipe.Version + 1
+	p.Version = conn.Version + 1
 	s, r, err := mk(t, p, local)
 	if err == nil {
 		_ = s.Close()
 		_ = r.Close()
 		t.Fatal("connected with another protocol version")
 	}
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "version") {
-		t.Errorf("error %q (%v), want a setup failure about the version", err, pipe.KindOf(err))
+	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), "version") {
+		t.Errorf("error %q (%v), want a setup failure about the version", err, conn.KindOf(err))
 	}
 }
 
 // testBadRequests checks that misuse is refused with an error.
 func testBadRequests(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	tests := []struct {
 		name string
 		err  func() error
@@ -40,7 +40,7 @@ func testBadRequests(t *testing.T, mk MakePair) {
 		{"receive buffer -1", func() error { return r.PostRecv(-1) }},
 		{"receive buffer past the end", func() error { return r.PostRecv(r.RecvBufs()) }},
 		{"receive buffer already posted", func() error { return r.PostRecv(0) }},
-		{"control too long", func() error { return s.SendControl(context.Background(), make([]byte, pipe.MaxControl+1)) }},
+		{"control too long", func() error { return s.SendControl(context.Background(), make([]byte, conn.MaxControl+1)) }},
 		{"poll into nothing", func() error { _, err := s.Poll(t.Context(), nil); return err }},
 		{"send buffer already posted", func() error {
 			if err := s.PostSend(1, 1); err != nil {
@@ -61,7 +61,7 @@ func testBadRequests(t *testing.T, mk MakePair) {
 func testPeerClose(t *testing.T, mk MakePair) {
 	for _, closer := range []string{"sender", "receiver"} {
 		t.Run(closer, func(t *testing.T) {
-			s, r := connect(t, mk)
+			s, r := Connect(t, mk)
 			from, to := s, r
 			if closer == "receiver" {
 				from, to = r, s
@@ -76,7 +76,7 @@ func testPeerClose(t *testing.T, mk MakePair) {
 				t.Errorf("got %q before the close, want bye", to.RecvBuf(c.Buf)[:c.Len])
 			}
 			for range 2 {
-				if err := failure(t, to); errors.Is(err, pipe.ErrClosed) {
+				if err := failure(t, to); errors.Is(err, conn.ErrClosed) {
 					t.Errorf("poll after the peer closed: %v, want an error other than ErrClosed", err)
 				}
 			}
@@ -86,7 +86,7 @@ func testPeerClose(t *testing.T, mk MakePair) {
 
 // testCloseFlushes checks that Close sends what was posted before it.
 func testCloseFlushes(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	n := credits(r)
 	for k := range n {
 		send(t, s, k, pattern(k, full(r)))
@@ -108,14 +108,14 @@ func testCloseFlushes(t *testing.T, mk MakePair) {
 func testCloseUnblocksPoll(t *testing.T, mk MakePair) {
 	for _, end := range []string{"sender", "receiver"} {
 		t.Run(end, func(t *testing.T) {
-			s, r := connect(t, mk)
+			s, r := Connect(t, mk)
 			c := s
 			if end == "receiver" {
 				c = r
 			}
 			polled := make(chan error, 1)
 			go func() {
-				_, err := c.Poll(context.Background(), make([]pipe.Completion, 1))
+				_, err := c.Poll(context.Background(), make([]conn.Completion, 1))
 				polled <- err
 			}()
 			var wg sync.WaitGroup
@@ -127,10 +127,10 @@ func testCloseUnblocksPoll(t *testing.T, mk MakePair) {
 				})
 			}
 			wg.Wait()
-			if err := result(t, polled); !errors.Is(err, pipe.ErrClosed) {
+			if err := result(t, polled); !errors.Is(err, conn.ErrClosed) {
 				t.Errorf("pending poll: %v, want ErrClosed", err)
 			}
-			if _, err := c.Poll(context.Background(), make([]pipe.Completion, 1)); !errors.Is(err, pipe.ErrClosed) {
+			if _, err := c.Poll(context.Background(), make([]conn.Completion, 1)); !errors.Is(err, conn.ErrClosed) {
 				t.Errorf("poll after close: %v, want ErrClosed", err)
 			}
 			if c.SendControl(context.Background(), []byte{1}) == nil || c.PostRecv(0) == nil {
@@ -149,11 +149,11 @@ func testCloseUnblocksPoll(t *testing.T, mk MakePair) {
 // testPollContext checks that Poll returns when its context ends and that
 // the connection still works afterwards.
 func testPollContext(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	ctx, cancel := context.WithCancel(context.Background())
 	polled := make(chan error, 1)
 	go func() {
-		_, err := r.Poll(ctx, make([]pipe.Completion, 1))
+		_, err := r.Poll(ctx, make([]conn.Completion, 1))
 		polled <- err
 	}()
 	cancel()
@@ -169,15 +169,15 @@ func testPollContext(t *testing.T, mk MakePair) {
 // testOversize checks that a message larger than the receive buffers fails
 // the connection on both ends.
 func testOversize(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	if len(s.SendBuf(0)) <= full(r) {
 		t.Fatalf("the suite needs send buffers larger than receive buffers")
 	}
 	send(t, s, 0, make([]byte, full(r)+1))
-	if err := failure(t, r); errors.Is(err, pipe.ErrClosed) {
+	if err := failure(t, r); errors.Is(err, conn.ErrClosed) {
 		t.Errorf("receiver: %v", err)
 	}
-	if err := failure(t, s); errors.Is(err, pipe.ErrClosed) {
+	if err := failure(t, s); errors.Is(err, conn.ErrClosed) {
 		t.Errorf("sender: %v", err)
 	}
 }

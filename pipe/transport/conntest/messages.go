@@ -6,19 +6,19 @@ import (
 	"encoding/binary"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // testNegotiate checks the negotiated parameters and the buffer layouts.
 func testNegotiate(t *testing.T, mk MakePair) {
 	tests := []struct {
 		name            string
-		proposal, local pipe.Params
-		want            pipe.Params
+		proposal, local conn.Params
+		want            conn.Params
 	}{
-		{"receiver smaller", pipe.NewParams(8192, 8), pipe.NewParams(4096, 4), pipe.NewParams(4096, 4)},
-		{"sender smaller", pipe.NewParams(1024, 3), pipe.NewParams(4096, 4), pipe.NewParams(1024, 3)},
-		{"mixed", pipe.NewParams(4096, 3), pipe.NewParams(1024, 16), pipe.NewParams(1024, 3)},
+		{"receiver smaller", conn.NewParams(8192, 8), conn.NewParams(4096, 4), conn.NewParams(4096, 4)},
+		{"sender smaller", conn.NewParams(1024, 3), conn.NewParams(4096, 4), conn.NewParams(1024, 3)},
+		{"mixed", conn.NewParams(4096, 3), conn.NewParams(1024, 16), conn.NewParams(1024, 3)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -31,9 +31,9 @@ func testNegotiate(t *testing.T, mk MakePair) {
 			openWindow(t, s, r)
 			for _, end := range []struct {
 				name string
-				c    pipe.Conn
-				l    pipe.Layout
-			}{{"sender", s, pipe.SenderLayout(tt.proposal)}, {"receiver", r, pipe.ReceiverLayout(tt.want)}} {
+				c    conn.Conn
+				l    conn.Layout
+			}{{"sender", s, conn.SenderLayout(tt.proposal)}, {"receiver", r, conn.ReceiverLayout(tt.want)}} {
 				info := end.c.Info()
 				if info.Chunk != tt.want.Chunk || info.Depth != tt.want.Depth {
 					t.Errorf("%s: Info chunk %d depth %d, want %d %d", end.name, info.Chunk, info.Depth, tt.want.Chunk, tt.want.Depth)
@@ -48,7 +48,7 @@ func testNegotiate(t *testing.T, mk MakePair) {
 }
 
 // checkLayout checks that c has the buffers l asks for.
-func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
+func checkLayout(t *testing.T, name string, c conn.Conn, l conn.Layout) {
 	t.Helper()
 	if c.SendBufs() != l.SendBufs || c.RecvBufs() != l.RecvBufs {
 		t.Fatalf("%s: %d send and %d receive buffers, want %d and %d", name, c.SendBufs(), c.RecvBufs(), l.SendBufs, l.RecvBufs)
@@ -62,7 +62,7 @@ func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
 	// remote writes, TCP) may give them just that much room.
 	for i := range l.RecvBufs {
 		got := len(c.RecvBuf(i))
-		spare := i >= l.RecvBufs-pipe.SpareRecvs && got == min(l.RecvSize, pipe.MaxControl)
+		spare := i >= l.RecvBufs-conn.SpareRecvs && got == min(l.RecvSize, conn.MaxControl)
 		if got != l.RecvSize && !spare {
 			t.Errorf("%s: receive buffer %d holds %d bytes, want %d", name, i, got, l.RecvSize)
 		}
@@ -72,12 +72,12 @@ func checkLayout(t *testing.T, name string, c pipe.Conn, l pipe.Layout) {
 // testSizes sends messages of the extreme sizes and checks both
 // completions and the bytes.
 func testSizes(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
-	for _, n := range []int{0, 1, pipe.TrailerLen, full(r) - 1, full(r)} {
+	s, r := Connect(t, mk)
+	for _, n := range []int{0, 1, conn.TrailerLen, full(r) - 1, full(r)} {
 		want := pattern(n, n)
 		send(t, s, 0, want)
 		got := collect(t, r, 1)[0]
-		if got.Op != pipe.OpRecv || got.Len != n {
+		if got.Op != conn.OpRecv || got.Len != n {
 			t.Fatalf("%d bytes: receiver got %+v", n, got)
 		}
 		if !bytes.Equal(r.RecvBuf(got.Buf)[:n], want) {
@@ -86,7 +86,7 @@ func testSizes(t *testing.T, mk MakePair) {
 		if err := r.PostRecv(got.Buf); err != nil {
 			t.Fatal(err)
 		}
-		if c := collect(t, s, 1)[0]; c != (pipe.Completion{Op: pipe.OpSend, Buf: 0, Len: n}) {
+		if c := collect(t, s, 1)[0]; c != (conn.Completion{Op: conn.OpSend, Buf: 0, Len: n}) {
 			t.Fatalf("%d bytes: sender got %+v", n, c)
 		}
 	}
@@ -94,18 +94,18 @@ func testSizes(t *testing.T, mk MakePair) {
 
 // testControlSizes sends control messages of the extreme sizes both ways.
 func testControlSizes(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	for _, dir := range []struct {
 		name     string
-		from, to pipe.Conn
+		from, to conn.Conn
 	}{{"to sender", r, s}, {"to receiver", s, r}} {
-		for _, n := range []int{0, 1, pipe.MaxControl} {
+		for _, n := range []int{0, 1, conn.MaxControl} {
 			want := pattern(n, n)
 			if err := dir.from.SendControl(context.Background(), want); err != nil {
 				t.Fatal(err)
 			}
 			got := collect(t, dir.to, 1)[0]
-			if got.Op != pipe.OpRecv || got.Len != n || !bytes.Equal(dir.to.RecvBuf(got.Buf)[:n], want) {
+			if got.Op != conn.OpRecv || got.Len != n || !bytes.Equal(dir.to.RecvBuf(got.Buf)[:n], want) {
 				t.Fatalf("%s, %d bytes: got %+v %x", dir.name, n, got, dir.to.RecvBuf(got.Buf)[:got.Len])
 			}
 			if err := dir.to.PostRecv(got.Buf); err != nil {
@@ -123,7 +123,7 @@ const orderCount = 300
 // goroutine than its Poll, and checks that every message arrives once and
 // in order.
 func testOrder(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	size := func(k int) int { return 4 + k*97%(full(r)-3) }
 	done := make(chan struct{})
 	go receiveInOrder(t, r, size, done)
@@ -141,7 +141,7 @@ func testOrder(t *testing.T, mk MakePair) {
 			free, credits, sent = free[1:], credits-1, sent+1
 		}
 		for _, c := range collect(t, s, 1) {
-			if c.Op == pipe.OpSend {
+			if c.Op == conn.OpSend {
 				free = append(free, c.Buf)
 				continue
 			}
@@ -157,7 +157,7 @@ func testOrder(t *testing.T, mk MakePair) {
 // receiveInOrder is testOrder's receiver. It checks orderCount messages,
 // handing each buffer to a second goroutine that re-posts it and returns a
 // credit, and closes done when it has finished.
-func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- struct{}) {
+func receiveInOrder(t *testing.T, r conn.Conn, size func(int) int, done chan<- struct{}) {
 	defer close(done)
 	repost := make(chan int, r.RecvBufs())
 	reposted := make(chan struct{})
@@ -176,7 +176,7 @@ func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- s
 	}()
 	defer func() { close(repost); <-reposted }()
 	for k := 0; k < orderCount; {
-		cs := make([]pipe.Completion, 4)
+		cs := make([]conn.Completion, 4)
 		n, err := r.Poll(t.Context(), cs)
 		if err != nil {
 			t.Errorf("receiver poll after %d messages: %v", k, err)
@@ -185,7 +185,7 @@ func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- s
 		for _, c := range cs[:n] {
 			want := pattern(k, size(k))
 			binary.LittleEndian.PutUint32(want, uint32(k))
-			if c.Op != pipe.OpRecv || !bytes.Equal(r.RecvBuf(c.Buf)[:c.Len], want) {
+			if c.Op != conn.OpRecv || !bytes.Equal(r.RecvBuf(c.Buf)[:c.Len], want) {
 				t.Errorf("message %d: got %+v, not the bytes sent", k, c)
 				return
 			}
@@ -197,10 +197,10 @@ func receiveInOrder(t *testing.T, r pipe.Conn, size func(int) int, done chan<- s
 
 // testRecvReuse checks that messages land only in posted receive buffers,
 // never twice in one without a PostRecv between (data buffers go back in
-// arrival order, as pipe.Conn requires), and that old contents are
+// arrival order, as conn.Conn requires), and that old contents are
 // replaced.
 func testRecvReuse(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	posted := map[int]bool{}
 	for i := range r.RecvBufs() {
 		posted[i] = true
@@ -233,10 +233,10 @@ func testRecvReuse(t *testing.T, mk MakePair) {
 // testControlCopied checks that SendControl copies its argument and
 // reports no completion.
 func testControlCopied(t *testing.T, mk MakePair) {
-	s, r := connect(t, mk)
+	s, r := Connect(t, mk)
 	for _, dir := range []struct {
 		name     string
-		from, to pipe.Conn
+		from, to conn.Conn
 	}{{"to sender", r, s}, {"to receiver", s, r}} {
 		p := pattern(1, 40)
 		if err := dir.from.SendControl(context.Background(), p); err != nil {

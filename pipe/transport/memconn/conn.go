@@ -6,7 +6,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // closeTimeout bounds how long Close waits for queued messages to arrive.
@@ -21,12 +21,12 @@ const (
 	holdsData
 )
 
-// Conn is one end of an in-memory pair. It implements pipe.Conn.
+// Conn is one end of an in-memory pair. It implements conn.Conn.
 type Conn struct {
 	mu     *sync.Mutex // the pair's; guards the fields below peer
 	peer   *Conn
 	name   string
-	info   pipe.Info
+	info   conn.Info
 	faults Faults
 
 	sendBufs, recvBufs [][]byte
@@ -41,15 +41,15 @@ type Conn struct {
 	recvBusy, sendBusy     []bool    // posted and not yet reported by Poll
 	holds                  []holding
 	dataOrder              []int // receive buffers holding data, in arrival order
-	comps                  []pipe.Completion
+	comps                  []conn.Completion
 	err                    error // why the connection failed
 	closed                 bool
 	inFlight, dataInFlight int
 	stats                  Stats
-	adopted                pipe.Conn         // whose receive buffers PostForward sends from
+	adopted                conn.Conn         // whose receive buffers PostForward sends from
 	lender                 *Conn             // adopted, when it is a memconn end
 	lent                   []atomic.Bool     // per receive buffer: an adopting end sends from it, not yet reported done
-	heldFwd                []pipe.Completion // a PostForward completion held back (Faults.ReorderForwards)
+	heldFwd                []conn.Completion // a PostForward completion held back (Faults.ReorderForwards)
 }
 
 // message is one message on its way: send buffer buf, or ctrl if buf < 0.
@@ -65,11 +65,11 @@ type message struct {
 // newConn makes an end called name, guarded by mu, with buffers for layout
 // l and every receive buffer posted, that reports negotiated p and injects
 // f into the messages it sends.
-func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults) *Conn {
+func newConn(mu *sync.Mutex, name string, l conn.Layout, p conn.Params, f Faults) *Conn {
 	c := &Conn{
 		mu:        mu,
 		name:      name,
-		info:      pipe.Info{Transport: "mem", Local: name, Chunk: p.Chunk, Depth: p.Depth},
+		info:      conn.Info{Transport: "mem", Local: name, Chunk: p.Chunk, Depth: p.Depth},
 		faults:    f,
 		sendBufs:  make([][]byte, l.SendBufs),
 		recvBufs:  make([][]byte, l.RecvBufs),
@@ -80,7 +80,7 @@ func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults
 		sendBusy:  make([]bool, l.SendBufs),
 		holds:     make([]holding, l.RecvBufs),
 		lent:      make([]atomic.Bool, l.RecvBufs),
-		spareFrom: l.RecvBufs - pipe.SpareRecvs,
+		spareFrom: l.RecvBufs - conn.SpareRecvs,
 	}
 	if l.SendBufs > 0 {
 		c.spareFrom = 0 // a sender receives control messages only
@@ -90,7 +90,7 @@ func newConn(mu *sync.Mutex, name string, l pipe.Layout, p pipe.Params, f Faults
 		c.sendBufs[i] = make([]byte, l.SendSize)
 	}
 	for i := c.spareFrom; i < len(c.recvBufs); i++ {
-		c.recvBufs[i] = make([]byte, min(l.RecvSize, pipe.MaxControl))
+		c.recvBufs[i] = make([]byte, min(l.RecvSize, conn.MaxControl))
 		c.recvBusy[i] = true
 		c.posted = append(c.posted, i)
 	}
@@ -130,7 +130,7 @@ func (c *Conn) SendBufs() int { return len(c.sendBufs) }
 func (c *Conn) RecvBufs() int { return len(c.recvBufs) }
 
 // Info describes the end; its Transport is "mem".
-func (c *Conn) Info() pipe.Info { return c.info }
+func (c *Conn) Info() conn.Info { return c.info }
 
 // Stats returns what happened at this end so far.
 func (c *Conn) Stats() Stats {
@@ -140,7 +140,7 @@ func (c *Conn) Stats() Stats {
 }
 
 // Close waits up to two seconds for queued messages to arrive, then closes
-// the end: a pending Poll returns pipe.ErrClosed, and the peer's Poll
+// the end: a pending Poll returns conn.ErrClosed, and the peer's Poll
 // returns an error once it has returned what had arrived.
 func (c *Conn) Close() error {
 	c.mu.Lock()
@@ -160,8 +160,8 @@ func (c *Conn) Close() error {
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.fail(pipe.ErrClosed)
-	c.peer.fail(&pipe.Error{Kind: pipe.KindAborted, Op: "receive from " + c.name, Err: errors.New("peer closed the connection")})
+	c.fail(conn.ErrClosed)
+	c.peer.fail(&conn.Error{Kind: conn.KindAborted, Op: "receive from " + c.name, Err: errors.New("peer closed the connection")})
 	return nil
 }
 

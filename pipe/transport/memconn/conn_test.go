@@ -7,17 +7,17 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/pipetest"
 )
 
 var (
-	proposal = pipe.NewParams(8192, 8)
-	local    = pipe.NewParams(4096, 4)
+	proposal = conn.NewParams(8192, 8)
+	local    = conn.NewParams(4096, 4)
 )
 
 func TestConn(t *testing.T) {
-	conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
+	pipetest.Run(t, func(t *testing.T, proposal, local conn.Params) (conn.Conn, conn.Conn, error) {
 		s, r, err := Pair(proposal, local, Faults{})
 		if err != nil {
 			return nil, nil, err
@@ -44,10 +44,10 @@ func pair(t *testing.T, f Faults) (s, r *Conn) {
 }
 
 // poll polls c for up to d and returns the completions or error.
-func poll(c *Conn, d time.Duration) ([]pipe.Completion, error) {
+func poll(c *Conn, d time.Duration) ([]conn.Completion, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	defer cancel()
-	cs := make([]pipe.Completion, 16)
+	cs := make([]conn.Completion, 16)
 	n, err := c.Poll(ctx, cs)
 	return cs[:n], err
 }
@@ -141,7 +141,7 @@ func TestFaults(t *testing.T) {
 				_, fromErr = poll(from, time.Second)
 			}
 			for _, err := range []error{err, fromErr} {
-				if err == nil || !strings.Contains(err.Error(), tt.err) || pipe.KindOf(err) != pipe.KindAborted {
+				if err == nil || !strings.Contains(err.Error(), tt.err) || conn.KindOf(err) != conn.KindAborted {
 					t.Errorf("error %v, want %q", err, tt.err)
 				}
 			}
@@ -157,7 +157,7 @@ func TestDropReportsSent(t *testing.T) {
 		t.Fatal(err)
 	}
 	cs, err := poll(s, time.Second)
-	if err != nil || len(cs) != 1 || cs[0] != (pipe.Completion{Op: pipe.OpSend, Buf: 0, Len: 10}) {
+	if err != nil || len(cs) != 1 || cs[0] != (conn.Completion{Op: conn.OpSend, Buf: 0, Len: 10}) {
 		t.Fatalf("sender: %v %v", cs, err)
 	}
 	if cs, err := poll(r, 50*time.Millisecond); !errors.Is(err, context.DeadlineExceeded) {

@@ -7,14 +7,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // TestCreditViolation checks that a message with no receive buffer posted
 // for it fails both ends and is counted.
 func TestCreditViolation(t *testing.T) {
 	s, r := pair(t, Faults{})
-	n := r.RecvBufs() - pipe.SpareRecvs
+	n := r.RecvBufs() - conn.SpareRecvs
 	for k := range n + 1 {
 		if err := s.PostSend(k, 1); err != nil {
 			t.Fatal(err)
@@ -25,7 +25,7 @@ func TestCreditViolation(t *testing.T) {
 		for err == nil {
 			_, err = poll(c, time.Second)
 		}
-		if !strings.Contains(err.Error(), "no posted data receive buffer") || pipe.KindOf(err) != pipe.KindInternal {
+		if !strings.Contains(err.Error(), "no posted data receive buffer") || conn.KindOf(err) != conn.KindInternal {
 			t.Errorf("%s: %v", c.Info().Local, err)
 		}
 	}
@@ -38,10 +38,10 @@ func TestCreditViolation(t *testing.T) {
 }
 
 // TestWindow checks that a receiver end has only its spares, of
-// pipe.MaxControl bytes, until its window is opened: control messages
+// conn.MaxControl bytes, until its window is opened: control messages
 // land, a data message fails the pair and counts as a violation.
 func TestWindow(t *testing.T) {
-	p := pipe.NewParams(1<<20, 4)
+	p := conn.NewParams(1<<20, 4)
 	s, r, err := Pair(p, p, Faults{})
 	if err != nil {
 		t.Fatal(err)
@@ -50,11 +50,11 @@ func TestWindow(t *testing.T) {
 		_ = s.Close()
 		_ = r.Close()
 	})
-	credits := r.RecvBufs() - pipe.SpareRecvs
+	credits := r.RecvBufs() - conn.SpareRecvs
 	for i := range r.RecvBufs() {
 		want := 0
 		if i >= credits {
-			want = pipe.MaxControl
+			want = conn.MaxControl
 		}
 		if got := len(r.RecvBuf(i)); got != want {
 			t.Errorf("before the window opens, receive buffer %d holds %d bytes, want %d", i, got, want)
@@ -84,19 +84,19 @@ func TestWindow(t *testing.T) {
 // re-posted data buffer is free.
 func TestSpares(t *testing.T) {
 	s, r := pair(t, Faults{})
-	credits := r.RecvBufs() - pipe.SpareRecvs
+	credits := r.RecvBufs() - conn.SpareRecvs
 	for k := range credits {
 		if err := s.PostSend(k, 1); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for k := range pipe.SpareRecvs {
+	for k := range conn.SpareRecvs {
 		if err := s.SendControl(context.Background(), []byte{byte(k)}); err != nil {
 			t.Fatal(err)
 		}
 	}
-	var got []pipe.Completion
-	for len(got) < credits+pipe.SpareRecvs {
+	var got []conn.Completion
+	for len(got) < credits+conn.SpareRecvs {
 		cs, err := poll(r, time.Second)
 		if err != nil {
 			t.Fatalf("after %d messages: %v", len(got), err)
@@ -192,7 +192,7 @@ func TestPeerClosedError(t *testing.T) {
 	s, r := pair(t, Faults{})
 	_ = s.Close()
 	_, err := poll(r, time.Second)
-	if err == nil || err.Error() != "receive from mem:sender: peer closed the connection" || errors.Is(err, pipe.ErrClosed) {
+	if err == nil || err.Error() != "receive from mem:sender: peer closed the connection" || errors.Is(err, conn.ErrClosed) {
 		t.Errorf("poll: %v", err)
 	}
 	if s.Info().Transport != "mem" || s.Info().Remote != "mem:receiver" {
@@ -212,7 +212,7 @@ func TestRepostOrder(t *testing.T) {
 	if err := s.SendControl(context.Background(), []byte{1}); err != nil {
 		t.Fatal(err)
 	}
-	var got []pipe.Completion
+	var got []conn.Completion
 	for len(got) < 3 {
 		cs, err := poll(r, time.Second)
 		if err != nil {

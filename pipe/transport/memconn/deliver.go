@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // deliverLoop delivers this end's messages to the peer in order, each when
@@ -63,7 +63,7 @@ func (c *Conn) deliver(m message) {
 	}
 	switch {
 	case c.faults.CutAt > 0 && m.seq >= c.faults.CutAt:
-		c.breakLink(pipe.KindAborted, fmt.Errorf("connection lost: the peer vanished (fault injected at message %d)", m.seq))
+		c.breakLink(conn.KindAborted, fmt.Errorf("connection lost: the peer vanished (fault injected at message %d)", m.seq))
 		return
 	case m.seq == c.faults.DropAt:
 		c.landed(h, -1)
@@ -77,12 +77,12 @@ func (c *Conn) deliver(m message) {
 		if h == holdsControl {
 			what = "control message %d arrived with no posted spare receive buffer: the engine sent without a control credit"
 		}
-		c.breakLink(pipe.KindInternal, fmt.Errorf(what, m.seq))
+		c.breakLink(conn.KindInternal, fmt.Errorf(what, m.seq))
 		return
 	}
 	if m.n > len(r.recvBufs[i]) {
 		r.stats.Violations++
-		c.breakLink(pipe.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[i])))
+		c.breakLink(conn.KindInternal, fmt.Errorf("message %d of %d bytes does not fit a %d-byte receive buffer", m.seq, m.n, len(r.recvBufs[i])))
 		return
 	}
 	if h == holdsData {
@@ -102,7 +102,7 @@ func (c *Conn) deliver(m message) {
 	}
 	r.holds[i] = h
 	r.stats.Received++
-	r.comps = append(r.comps, pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: m.n})
+	r.comps = append(r.comps, conn.Completion{Op: conn.OpRecv, Buf: i, Len: m.n})
 	signal(r.wake)
 	c.sent(m)
 }
@@ -125,7 +125,7 @@ func (c *Conn) takePosted(control bool) (int, bool) {
 func (c *Conn) sent(m message) {
 	switch {
 	case m.from != nil:
-		comp := pipe.Completion{Op: pipe.OpForward, Buf: m.buf, Len: m.n}
+		comp := conn.Completion{Op: conn.OpForward, Buf: m.buf, Len: m.n}
 		if c.faults.ReorderForwards && len(c.heldFwd) == 0 {
 			c.heldFwd = append(c.heldFwd, comp)
 			return
@@ -134,7 +134,7 @@ func (c *Conn) sent(m message) {
 		c.flushForwards()
 	case m.buf >= 0:
 		c.flushForwards()
-		c.comps = append(c.comps, pipe.Completion{Op: pipe.OpSend, Buf: m.buf, Len: m.n})
+		c.comps = append(c.comps, conn.Completion{Op: conn.OpSend, Buf: m.buf, Len: m.n})
 	default:
 		return
 	}
@@ -147,7 +147,7 @@ func (c *Conn) flushForwards() {
 }
 
 // breakLink fails both ends with err, of kind k.
-func (c *Conn) breakLink(k pipe.Kind, err error) {
-	c.fail(&pipe.Error{Kind: k, Op: "send to " + c.peer.name, Err: err})
-	c.peer.fail(&pipe.Error{Kind: k, Op: "receive from " + c.name, Err: err})
+func (c *Conn) breakLink(k conn.Kind, err error) {
+	c.fail(&conn.Error{Kind: k, Op: "send to " + c.peer.name, Err: err})
+	c.peer.fail(&conn.Error{Kind: k, Op: "receive from " + c.name, Err: err})
 }

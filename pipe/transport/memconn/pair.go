@@ -1,4 +1,4 @@
-// Package memconn is an in-memory pipe.Conn pair for engine tests. Messages
+// Package memconn is an in-memory conn.Conn pair for engine tests. Messages
 // are copied from send buffers to posted receive buffers, as a NIC would;
 // faults can be injected into either direction; and each end checks that
 // the engine keeps to its credits, failing the connection and counting a
@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Faults are the failures a pair injects into the messages from the sender
@@ -54,15 +54,15 @@ type Stats struct {
 }
 
 // Pair negotiates like a real transport and returns two connected ends: the
-// sender sized by pipe.SenderLayout(proposal), the receiver by
-// pipe.ReceiverLayout of the result of pipe.Negotiate(receiverLocal,
+// sender sized by conn.SenderLayout(proposal), the receiver by
+// conn.ReceiverLayout of the result of conn.Negotiate(receiverLocal,
 // proposal), whose error it returns. f says which faults to inject. Closing
 // either end stops both ends' goroutines.
-func Pair(proposal, receiverLocal pipe.Params, f Faults) (sender, receiver *Conn, err error) {
+func Pair(proposal, receiverLocal conn.Params, f Faults) (sender, receiver *Conn, err error) {
 	if err := receiverLocal.Validate(); err != nil {
-		return nil, nil, &pipe.Error{Kind: pipe.KindUsage, Op: "listen on mem", Err: err}
+		return nil, nil, &conn.Error{Kind: conn.KindUsage, Op: "listen on mem", Err: err}
 	}
-	p, err := pipe.Negotiate(receiverLocal, proposal)
+	p, err := conn.Negotiate(receiverLocal, proposal)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -71,8 +71,8 @@ func Pair(proposal, receiverLocal pipe.Params, f Faults) (sender, receiver *Conn
 		reverse = *f.Reverse
 	}
 	mu := new(sync.Mutex)
-	sender = newConn(mu, "mem:sender", pipe.SenderLayout(proposal), p, f)
-	receiver = newConn(mu, "mem:receiver", pipe.ReceiverLayout(p), p, reverse)
+	sender = newConn(mu, "mem:sender", conn.SenderLayout(proposal), p, f)
+	receiver = newConn(mu, "mem:receiver", conn.ReceiverLayout(p), p, reverse)
 	sender.peer, receiver.peer = receiver, sender
 	sender.info.Remote, receiver.info.Remote = receiver.name, sender.name
 	go sender.deliverLoop()

@@ -4,14 +4,14 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Poll waits until at least one work request has finished and stores up to
 // len(cs) completions in cs. Completions that finished before the
 // connection failed are returned before the failure is. After Close it
-// returns pipe.ErrClosed.
-func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
+// returns conn.ErrClosed.
+func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("poll %s: no room for completions", c.peer.name)
 	}
@@ -19,17 +19,17 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 		c.mu.Lock()
 		if c.closed {
 			c.mu.Unlock()
-			return 0, pipe.ErrClosed
+			return 0, conn.ErrClosed
 		}
 		if n := copy(cs, c.comps); n > 0 {
 			c.comps = c.comps[:copy(c.comps, c.comps[n:])]
 			for _, x := range cs[:n] {
 				switch x.Op {
-				case pipe.OpSend:
+				case conn.OpSend:
 					c.sendBusy[x.Buf] = false
-				case pipe.OpRecv:
+				case conn.OpRecv:
 					c.recvBusy[x.Buf] = false
-				case pipe.OpForward:
+				case conn.OpForward:
 					if c.lender != nil {
 						c.lender.lent[x.Buf].Store(false)
 					}
@@ -54,7 +54,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 // usable returns nil while work may be posted, else why not.
 func (c *Conn) usable() error {
 	if c.closed {
-		return pipe.ErrClosed
+		return conn.ErrClosed
 	}
 	return c.err
 }

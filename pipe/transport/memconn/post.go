@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // PostSend queues the first n bytes of send buffer i as one message; they
@@ -31,7 +31,7 @@ func (c *Conn) PostSend(i, n int) error {
 }
 
 // Adopt makes up's receive buffers sendable with PostForward.
-func (c *Conn) Adopt(up pipe.Conn) error {
+func (c *Conn) Adopt(up conn.Conn) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.adopted = up
@@ -59,7 +59,7 @@ func (c *Conn) PostForward(i, n int) error {
 	return nil
 }
 
-// SendControl copies p (at most pipe.MaxControl bytes) and queues it as
+// SendControl copies p (at most conn.MaxControl bytes) and queues it as
 // one message.
 func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if err := ctx.Err(); err != nil {
@@ -70,8 +70,8 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if len(p) > pipe.MaxControl {
-		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.peer.name, len(p), pipe.MaxControl)
+	if len(p) > conn.MaxControl {
+		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.peer.name, len(p), conn.MaxControl)
 	}
 	c.queue(message{buf: -1, n: len(p), ctrl: append([]byte{}, p...)})
 	return nil
@@ -91,7 +91,7 @@ func (c *Conn) queue(m message) {
 // PostRecv makes receive buffer i available for the next message. The
 // buffer must not be posted again until Poll has reported it, and buffers
 // holding PostSend messages must be re-posted in the order those arrived
-// (see pipe.Conn): an out-of-order one fails and counts as a violation.
+// (see conn.Conn): an out-of-order one fails and counts as a violation.
 func (c *Conn) PostRecv(i int) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()

@@ -14,7 +14,7 @@ import (
 	"strconv"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // resolve turns "host:port" into the addresses to try. An empty host
@@ -109,16 +109,16 @@ func peerAddr(id *C.struct_rdma_cm_id) string  { return addrString(C.rdma_get_pe
 // prepare does what Dial and Listen (listen) both do first for operation
 // op: check the parameters (KindUsage), that there is an RDMA device
 // (KindNoRDMA), and resolve addr (KindSetup).
-func prepare(ctx context.Context, op, addr string, p pipe.Params, listen bool) ([]netip.AddrPort, error) {
+func prepare(ctx context.Context, op, addr string, p conn.Params, listen bool) ([]netip.AddrPort, error) {
 	if err := p.Validate(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindUsage, Op: op, Err: err}
 	}
 	if err := probe(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindNoRDMA, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindNoRDMA, Op: op, Err: err}
 	}
 	aps, err := resolve(ctx, addr, listen)
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	return aps, nil
 }

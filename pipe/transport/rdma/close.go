@@ -11,7 +11,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // closeTimeout bounds how long Close waits for queued sends.
@@ -112,7 +112,7 @@ func (c *Conn) free() error {
 		}
 	}
 	if len(errs) > 0 {
-		return &pipe.Error{Kind: pipe.KindInternal, Op: "close connection to " + c.peer, Err: errors.Join(errs...)}
+		return &conn.Error{Kind: conn.KindInternal, Op: "close connection to " + c.peer, Err: errors.Join(errs...)}
 	}
 	return nil
 }

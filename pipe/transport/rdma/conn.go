@@ -12,7 +12,7 @@ import (
 	"sync"
 	"sync/atomic"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma/ringstate"
 )
 
@@ -46,14 +46,14 @@ const (
 // completion channel and a registered memory region holding its buffers,
 // registered for local access only; a receiver's data receive buffers (its
 // window) get a region of their own once the engine opens it, the only
-// memory a peer may write into (see OpenWindow). It implements pipe.Conn.
+// memory a peer may write into (see OpenWindow). It implements conn.Conn.
 // Buffers returned by SendBuf and RecvBuf are unmapped by Close and must
 // not be used afterwards.
 type Conn struct {
 	opt      Options
 	peer     string
 	addrPort netip.AddrPort // the address a dialer connected to
-	info     pipe.Info
+	info     conn.Info
 
 	cm     *eventChannel
 	id     *C.struct_rdma_cm_id
@@ -86,7 +86,7 @@ type Conn struct {
 
 	// params are the negotiated stream parameters (a sender checks the
 	// receiver's ring against them, see SetWindow).
-	params pipe.Params
+	params conn.Params
 
 	// life is held shared by every operation that touches the queue pair
 	// or completion queue and exclusively while Close frees them.
@@ -101,7 +101,7 @@ type Conn struct {
 
 	cqMu    sync.Mutex
 	wcs     []C.struct_rp_wc
-	pending []pipe.Completion // taken from the CQ by SendControl or Close
+	pending []conn.Completion // taken from the CQ by SendControl or Close
 	unacked int               // CQ events not yet acknowledged (Poll and Close only)
 
 	// pollWaits counts the times Poll found nothing to report and began to
@@ -153,7 +153,7 @@ func newConn(cm *eventChannel, id *C.struct_rdma_cm_id, peer string, opt Options
 // ring they form a ring for the peer to write into (see ring.go). The
 // completion queue and, for a ring, the notification receives are sized
 // for lanes queue pairs (see lanes.go).
-func (c *Conn) setup(l pipe.Layout, window int, ring bool, lanes int) error {
+func (c *Conn) setup(l conn.Layout, window int, ring bool, lanes int) error {
 	verbs := c.id.verbs
 	var err error
 	if c.pd, err = C.ibv_alloc_pd(verbs); c.pd == nil {
@@ -234,7 +234,7 @@ func (c *Conn) SendBufs() int { return len(c.send) }
 func (c *Conn) RecvBufs() int { return len(c.recv) }
 
 // Info describes the connection.
-func (c *Conn) Info() pipe.Info {
+func (c *Conn) Info() conn.Info {
 	i := c.info
 	i.Pinned = c.pinned.Load()
 	return i
@@ -244,7 +244,7 @@ func (c *Conn) Info() pipe.Info {
 func (c *Conn) fail(cause string) {
 	c.errMu.Lock()
 	if c.err == nil {
-		c.err = &pipe.Error{Kind: pipe.KindAborted, Op: "connection to " + c.peer + " lost", Err: errors.New(cause)}
+		c.err = &conn.Error{Kind: conn.KindAborted, Op: "connection to " + c.peer + " lost", Err: errors.New(cause)}
 	}
 	c.errMu.Unlock()
 	if c.cqW != nil {
@@ -252,10 +252,10 @@ func (c *Conn) fail(cause string) {
 	}
 }
 
-// stopped returns pipe.ErrClosed after Close, else the connection's failure.
+// stopped returns conn.ErrClosed after Close, else the connection's failure.
 func (c *Conn) stopped() error {
 	if c.closing.Load() {
-		return pipe.ErrClosed
+		return conn.ErrClosed
 	}
 	c.errMu.Lock()
 	defer c.errMu.Unlock()
@@ -272,10 +272,10 @@ func (c *Conn) failed() bool {
 // start records the connection's description, shortens the RNR retry
 // delay (see rp_set_rnr_timer) and starts watching the connection's CM
 // events for a peer that goes away.
-func (c *Conn) start(p pipe.Params) {
+func (c *Conn) start(p conn.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.params = p
-	c.info = pipe.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
+	c.info = conn.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
 		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps),
 		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
 	c.monDone = make(chan struct{})

@@ -6,11 +6,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/pipetest"
 )
 
-// TestConn runs the pipe.Conn contract suite over RDMA (in the SoftRoCE VM),
+// TestConn runs the transport suite (package pipetest) over RDMA (in the SoftRoCE VM),
 // on both data paths: RDMA WRITE with immediate into the receiver's ring
 // (the default), also striped over three queue pairs, and SEND.
 func TestConn(t *testing.T) {
@@ -27,7 +27,7 @@ func TestConn(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opt := DefaultOptions()
 			opt.SendOnly, opt.QPs = tc.op == "send", tc.qps
-			conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
+			pipetest.Run(t, func(t *testing.T, proposal, local conn.Params) (conn.Conn, conn.Conn, error) {
 				s, r, err := makePair(t, ip, proposal, local, opt)
 				if err == nil && (s.Info().DataPath != tc.op || r.Info().DataPath != tc.op || s.Info().QPs != tc.qps || r.Info().QPs != tc.qps) {
 					t.Errorf("data path %q and %q over %d and %d QPs, want %q over %d", s.Info().DataPath, r.Info().DataPath,
@@ -43,7 +43,7 @@ func TestConn(t *testing.T) {
 // with local over the RDMA device at ip, both with opt. It returns both
 // ends, or the dialer's error; the listener must fail too when the dialer
 // does.
-func makePair(t *testing.T, ip string, proposal, local pipe.Params, opt Options) (sender, receiver pipe.Conn, err error) {
+func makePair(t *testing.T, ip string, proposal, local conn.Params, opt Options) (sender, receiver conn.Conn, err error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 20*time.Second)
 	defer cancel()

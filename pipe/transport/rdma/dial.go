@@ -13,27 +13,27 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // resolveTimeoutMs bounds rdma_cm's address and route resolution.
 const resolveTimeoutMs = 2000
 
-// Dialer connects senders to receivers over RDMA. It implements pipe.Dialer.
+// Dialer connects senders to receivers over RDMA. It implements conn.Dialer.
 type Dialer struct {
 	Options
 }
 
 // Dial connects to the receiver listening at addr ("host:port"; a host name
 // is tried address by address) and proposes proposal. The returned Conn has
-// pipe.SenderLayout(proposal) buffers, all receives posted, and its Info
-// reports the receiver's answer. Dial fails with kind pipe.KindNoRDMA when
+// conn.SenderLayout(proposal) buffers, all receives posted, and its Info
+// reports the receiver's answer. Dial fails with kind conn.KindNoRDMA when
 // the host has no RDMA device or addr is not reachable through one, with
-// pipe.KindBusy when the receiver is serving another stream (the caller
-// may retry), and with pipe.KindSetup for other failures (rejected,
+// conn.KindBusy when the receiver is serving another stream (the caller
+// may retry), and with conn.KindSetup for other failures (rejected,
 // unreachable, ctx ended); failures of this host's resources (memory,
-// locked-memory limit) also satisfy errors.Is(err, pipe.ErrLocal).
-func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+// locked-memory limit) also satisfy errors.Is(err, conn.ErrLocal).
+func (d Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (conn.Conn, error) {
 	op := "connect " + addr
 	aps, err := prepare(ctx, op, addr, proposal, false)
 	if err != nil {
@@ -49,7 +49,7 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pi
 		if err == nil {
 			return c, nil
 		}
-		if pipe.KindOf(err) != pipe.KindNoRDMA {
+		if conn.KindOf(err) != conn.KindNoRDMA {
 			return nil, err
 		}
 		if first == nil {
@@ -60,7 +60,7 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pi
 }
 
 // dial connects to one address.
-func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Params, op string) (*Conn, error) {
+func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Params, op string) (*Conn, error) {
 	c, err := d.connect(ctx, ap, proposal, op)
 	if err != nil {
 		return nil, err
@@ -68,15 +68,15 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	if err != nil {
 		c.free()
-		kind := pipe.KindOf(err)
+		kind := conn.KindOf(err)
 		if ctx.Err() != nil {
 			// A host without an RDMA device (or a wire that drops RoCE
 			// traffic) sends no answer at all: only ctx ends the wait.
-			kind, err = pipe.KindSetup, fmt.Errorf("no answer to the connect request (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ctx.Err())
+			kind, err = conn.KindSetup, fmt.Errorf("no answer to the connect request (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ctx.Err())
 		}
-		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
+		return nil, &conn.Error{Kind: kind, Op: op, Err: err}
 	}
-	var ans pipe.Params
+	var ans conn.Params
 	priv := privateData(&ev)
 	err = ans.UnmarshalBinary(priv)
 	if err == nil && (ans.Version != proposal.Version || ans.Validate() != nil || ans.Chunk > proposal.Chunk || ans.Depth > proposal.Depth) {
@@ -84,14 +84,14 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
 	}
 	if err == nil && !d.SendOnly {
-		c.ring, err = parseGrant(priv[pipe.ParamsLen:], d.QPs)
+		c.ring, err = parseGrant(priv[conn.ParamsLen:], d.QPs)
 	}
 	if err == nil && c.ring != nil && c.ring.lanes > 1 {
 		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal)
 	}
 	if err != nil {
 		c.free()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	c.start(ans)
 	return c, nil
@@ -99,98 +99,98 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal pipe.Param
 
 // connect resolves ap, sets up the queue pair and buffers for proposal and
 // sends the connect request; the caller waits for the answer.
-func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal pipe.Params, op string) (*Conn, error) {
+func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Params, op string) (*Conn, error) {
 	cm, err := newEventChannel()
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(err)}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(err)}
 	}
 	var id *C.struct_rdma_cm_id
 	if rc := C.rp_create_id(cm.ch, &id); rc != 0 {
 		cm.destroy()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
 	}
 	c := newConn(cm, id, ap.String(), d.Options)
 	c.addrPort = ap
-	fail := func(k pipe.Kind, err error) (*Conn, error) {
+	fail := func(k conn.Kind, err error) (*Conn, error) {
 		c.free()
-		return nil, &pipe.Error{Kind: k, Op: op, Err: err}
+		return nil, &conn.Error{Kind: k, Op: op, Err: err}
 	}
 
 	dst, err := sockaddr(ap)
 	if err != nil {
-		return fail(pipe.KindSetup, err)
+		return fail(conn.KindSetup, err)
 	}
 	if rc := C.rp_resolve_addr(id, dst, resolveTimeoutMs); rc != 0 {
 		err := errno(rc)
 		if noDevice(err) {
-			return fail(pipe.KindNoRDMA, fmt.Errorf("no RDMA device for this address (rdma_resolve_addr: %w)", err))
+			return fail(conn.KindNoRDMA, fmt.Errorf("no RDMA device for this address (rdma_resolve_addr: %w)", err))
 		}
-		return fail(pipe.KindSetup, fmt.Errorf("rdma_resolve_addr: %w", err))
+		return fail(conn.KindSetup, fmt.Errorf("rdma_resolve_addr: %w", err))
 	}
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ADDR_RESOLVED, proposal); err != nil {
-		return fail(pipe.KindOf(err), err)
+		return fail(conn.KindOf(err), err)
 	}
 	if err := checkDevice(id, d.Options, ap.String()); err != nil {
-		return fail(pipe.KindSetup, err)
+		return fail(conn.KindSetup, err)
 	}
 	if rc, err := C.rdma_resolve_route(id, resolveTimeoutMs); rc != 0 {
 		if noDevice(err) {
-			return fail(pipe.KindNoRDMA, fmt.Errorf("no RDMA route to this address (rdma_resolve_route: %w)", err))
+			return fail(conn.KindNoRDMA, fmt.Errorf("no RDMA route to this address (rdma_resolve_route: %w)", err))
 		}
-		return fail(pipe.KindSetup, fmt.Errorf("rdma_resolve_route: %w", err))
+		return fail(conn.KindSetup, fmt.Errorf("rdma_resolve_route: %w", err))
 	}
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
-		return fail(pipe.KindOf(err), err)
+		return fail(conn.KindOf(err), err)
 	}
 	lanes := 1
 	if !d.SendOnly {
 		lanes = min(max(d.QPs, 1), maxLanes)
 	}
-	if err := c.setup(pipe.SenderLayout(proposal), 0, false, lanes); err != nil {
-		return fail(pipe.KindSetup, local(err))
+	if err := c.setup(conn.SenderLayout(proposal), 0, false, lanes); err != nil {
+		return fail(conn.KindSetup, local(err))
 	}
 
 	// The dialer never issues RDMA reads or atomics; one of each keeps
 	// iWARP stacks that insist on non-zero values happy.
 	var resp, init C.int
 	if rc := C.rp_rd_atom(id, &resp, &init); rc != 0 {
-		return fail(pipe.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
+		return fail(conn.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
 	priv = append(priv, ringRequest(!d.SendOnly, lanes)...)
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.
-			return fail(pipe.KindSetup, fmt.Errorf("connection refused by peer (nothing listening?): rdma_connect: %w", err))
+			return fail(conn.KindSetup, fmt.Errorf("connection refused by peer (nothing listening?): rdma_connect: %w", err))
 		}
-		return fail(pipe.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
+		return fail(conn.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
 	}
 	return c, nil
 }
 
 // expect waits for the next CM event of c's id during setup and returns it
-// if it has type want, else an *pipe.Error (without Op) saying what
+// if it has type want, else an *conn.Error (without Op) saying what
 // happened instead. proposal explains a rejection.
-func (c *Conn) expect(ctx context.Context, want C.int, proposal pipe.Params) (event, error) {
+func (c *Conn) expect(ctx context.Context, want C.int, proposal conn.Params) (event, error) {
 	ev, err := c.cm.next(ctx)
 	if err != nil {
-		return ev, &pipe.Error{Kind: pipe.KindSetup, Err: err}
+		return ev, &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	if C.int(ev._type) == want {
 		return ev, nil
 	}
-	kind, err := pipe.KindSetup, eventError(&ev, proposal)
+	kind, err := conn.KindSetup, eventError(&ev, proposal)
 	if errors.Is(err, errBusy) {
-		kind = pipe.KindBusy
+		kind = conn.KindBusy
 	}
 	if (ev._type == C.RDMA_CM_EVENT_ADDR_ERROR || ev._type == C.RDMA_CM_EVENT_ROUTE_ERROR) && noDevice(statusError(ev.status)) {
-		kind = pipe.KindNoRDMA
+		kind = conn.KindNoRDMA
 	}
-	return ev, &pipe.Error{Kind: kind, Err: err}
+	return ev, &conn.Error{Kind: kind, Err: err}
 }
 
 // eventError explains a CM event that ends a connection attempt.
-func eventError(ev *event, proposal pipe.Params) error {
+func eventError(ev *event, proposal conn.Params) error {
 	status := statusError(ev.status)
 	switch ev._type {
 	case C.RDMA_CM_EVENT_ADDR_ERROR:
@@ -236,8 +236,8 @@ func statusError(status C.int) error {
 // own Params as private data, with Busy set when it is serving another
 // stream (errBusy); anything else (a port nobody listens on answers with a
 // CM-level reject) has none.
-func rejectError(priv []byte, proposal pipe.Params) error {
-	var theirs pipe.Params
+func rejectError(priv []byte, proposal conn.Params) error {
+	var theirs conn.Params
 	if theirs.UnmarshalBinary(priv) != nil {
 		return errors.New("rejected by peer (nothing listening?)")
 	}

@@ -3,7 +3,7 @@ package rdma
 import (
 	"errors"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // errBusy is the dialer's explanation of a busy receiver's refusal (a
@@ -11,12 +11,12 @@ import (
 var errBusy = errors.New("receiver busy with another stream: retry later")
 
 // localError marks a setup failure caused by this host's resources (memory,
-// locked-memory limit, device resources): errors.Is(err, pipe.ErrLocal)
+// locked-memory limit, device resources): errors.Is(err, conn.ErrLocal)
 // holds for it, and its message is that of the cause alone.
 type localError struct{ err error }
 
 func (e *localError) Error() string   { return e.err.Error() }
-func (e *localError) Unwrap() []error { return []error{e.err, pipe.ErrLocal} }
+func (e *localError) Unwrap() []error { return []error{e.err, conn.ErrLocal} }
 
 // local marks err, if not nil, as caused by this host (see localError).
 func local(err error) error {

@@ -10,15 +10,15 @@ import (
 	"sync/atomic"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // adopted is another connection's receive memory registered with this
 // connection's protection domain, so that a relay sends from it (see
-// pipe.Forwarder): one memory region per mapped region of up's that holds
+// conn.Forwarder): one memory region per mapped region of up's that holds
 // receive buffers, and the key to send each buffer with.
 type adopted struct {
-	up      pipe.Conn
+	up      conn.Conn
 	mrs     []*C.struct_ibv_mr
 	lkeys   []C.uint32_t   // per adopted buffer
 	sendLen []atomic.Int32 // bytes posted per adopted buffer, for OpForward
@@ -49,7 +49,7 @@ func (c *Conn) MappedRegions() [][]byte {
 // window is open. It refuses a connection that does not report, by a
 // MappedRegions method, that every receive buffer lies in memory mapped
 // outside the Go heap, and fails where a region cannot be registered.
-func (c *Conn) Adopt(up pipe.Conn) error {
+func (c *Conn) Adopt(up conn.Conn) error {
 	m, ok := up.(mappedBuffers)
 	if !ok {
 		return fmt.Errorf("adopt: the other connection's receive buffers may be Go heap memory, which must not be registered")
@@ -109,14 +109,14 @@ func regionOf(regions [][]byte, b []byte) int {
 
 // PostForward posts the first n bytes of the adopted connection's receive
 // buffer i as PostSend posts a send buffer; its completion is reported as
-// pipe.OpForward with Buf i and Len n.
+// conn.OpForward with Buf i and Len n.
 func (c *Conn) PostForward(i, n int) error {
 	f := c.fwd.Load()
 	if f == nil || i < 0 || i >= f.up.RecvBufs() || n < 0 || n > len(f.up.RecvBuf(i)) {
-		return pipe.Errorf(pipe.KindInternal, "post forward to "+c.peer, "adopted buffer %d, %d bytes: out of range", i, n)
+		return conn.Errorf(conn.KindInternal, "post forward to "+c.peer, "adopted buffer %d, %d bytes: out of range", i, n)
 	}
 	if err := c.fits(n); err != nil {
-		return pipe.Errorf(pipe.KindInternal, "post forward to "+c.peer, "%v", err)
+		return conn.Errorf(conn.KindInternal, "post forward to "+c.peer, "%v", err)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -127,7 +127,7 @@ func (c *Conn) PostForward(i, n int) error {
 	c.sendsOut.Add(1)
 	if rc := c.postData(wrFwd|uint64(i), unsafe.Pointer(unsafe.SliceData(f.up.RecvBuf(i))), n, f.lkeys[i]); rc != 0 {
 		c.sendsOut.Add(-1)
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "post forward to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
+		return &conn.Error{Kind: conn.KindAborted, Op: "post forward to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil
 }

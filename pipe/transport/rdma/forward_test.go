@@ -4,12 +4,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// heapConn is a pipe.Conn whose receive buffers are Go heap memory.
+// heapConn is a conn.Conn whose receive buffers are Go heap memory.
 type heapConn struct {
-	pipe.Conn
+	conn.Conn
 	bufs [][]byte
 }
 
@@ -32,7 +32,7 @@ func TestAdoptRefusesHeap(t *testing.T) {
 	heap := heapConn{bufs: [][]byte{make([]byte, 4096), make([]byte, 4096)}}
 	tests := []struct {
 		name string
-		up   pipe.Conn
+		up   conn.Conn
 	}{
 		{"no MappedRegions method", heap},
 		{"no regions", claimingConn{heap, nil}},
@@ -59,7 +59,7 @@ func TestAdoptRefusesHeap(t *testing.T) {
 // writes went before it, and the receiver holds it until that many have
 // arrived, so a write counted but never posted would hold it forever.
 func TestFailedPostNotCounted(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	snd, _ := pair(t, p, p, DefaultOptions())
 	_, up := pair(t, p, p, DefaultOptions())
 	if snd.Info().DataPath != "write" {
@@ -80,7 +80,7 @@ func TestFailedPostNotCounted(t *testing.T) {
 	}
 	posted-- // the last one failed
 	t.Logf("forward %d failed: %v", posted, err)
-	if pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "ibv_post_send") {
+	if conn.KindOf(err) != conn.KindAborted || !strings.Contains(err.Error(), "ibv_post_send") {
 		t.Errorf("failed forward: %v, want a KindAborted ibv_post_send error", err)
 	}
 	if got := c.writes.Load(); got != uint64(posted) {

@@ -12,7 +12,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Lanes: one stream over several queue pairs (Options.QPs, like perftest
@@ -55,7 +55,7 @@ type join struct {
 func (j join) marshal() []byte {
 	b := make([]byte, joinLen)
 	copy(b, joinMagic[:])
-	binary.LittleEndian.PutUint16(b[4:], pipe.Version)
+	binary.LittleEndian.PutUint16(b[4:], conn.Version)
 	b[6] = byte(j.Lane)
 	binary.LittleEndian.PutUint64(b[8:], j.Token)
 	return b
@@ -63,7 +63,7 @@ func (j join) marshal() []byte {
 
 // parseJoin decodes a join, reporting whether priv is one.
 func parseJoin(priv []byte) (join, bool) {
-	if len(priv) < joinLen || [4]byte(priv[:4]) != joinMagic || binary.LittleEndian.Uint16(priv[4:]) != pipe.Version {
+	if len(priv) < joinLen || [4]byte(priv[:4]) != joinMagic || binary.LittleEndian.Uint16(priv[4:]) != conn.Version {
 		return join{}, false
 	}
 	return join{Lane: int(priv[6]), Token: binary.LittleEndian.Uint64(priv[8:])}, true
@@ -91,7 +91,7 @@ func (c *Conn) addLane(id *C.struct_rdma_cm_id) error {
 }
 
 // dialLanes connects lanes 1 to lanes-1 of c, resolved like lane 0 to ap.
-func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64, proposal pipe.Params) error {
+func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64, proposal conn.Params) error {
 	dst, err := sockaddr(c.addrPort)
 	if err != nil {
 		return err
@@ -133,7 +133,7 @@ func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64,
 
 // acceptLanes waits for the joins of lanes 1 to lanes-1 of c, which the
 // listener's request loop hands over on joins, and accepts each.
-func (l *Listener) acceptLanes(ctx context.Context, c *Conn, lanes int, joins <-chan *event, proposal pipe.Params) error {
+func (l *Listener) acceptLanes(ctx context.Context, c *Conn, lanes int, joins <-chan *event, proposal conn.Params) error {
 	for lane := 1; lane < lanes; lane++ {
 		var req *event
 		select {
@@ -168,7 +168,7 @@ func (l *Listener) acceptLanes(ctx context.Context, c *Conn, lanes int, joins <-
 
 // expectOn is expect for the event of one lane's id; an event of another
 // lane (lane 0 disconnected, say) ends the setup.
-func (c *Conn) expectOn(ctx context.Context, id *C.struct_rdma_cm_id, want C.int, proposal pipe.Params) error {
+func (c *Conn) expectOn(ctx context.Context, id *C.struct_rdma_cm_id, want C.int, proposal conn.Params) error {
 	ev, err := c.expect(ctx, want, proposal)
 	if err == nil && ev.id != id {
 		err = fmt.Errorf("unexpected %s on another lane", eventName(&ev))

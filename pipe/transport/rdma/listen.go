@@ -16,7 +16,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // backlog is the rdma_listen backlog of connect requests.
@@ -33,7 +33,7 @@ const maxSetups = 8
 const establishTimeout = 5 * time.Second
 
 // Listener accepts RDMA connections from senders. It implements
-// pipe.Listener.
+// conn.Listener.
 //
 // One goroutine reads the listening ids' connect requests. It refuses bad
 // proposals and, while the listener is busy or maxSetups setups are in
@@ -45,7 +45,7 @@ type Listener struct {
 	busy  atomic.Bool // see SetBusy
 	cm    *eventChannel
 	ids   []*C.struct_rdma_cm_id // listening ids, all on cm
-	local pipe.Params
+	local conn.Params
 	opt   Options
 	addr  string
 
@@ -85,14 +85,14 @@ type accepted struct {
 // two rdma_cm ids: iWARP devices do not accept IPv4 connections on an IPv6
 // wildcard. A host name listens on the first of its addresses that binds.
 // ctx bounds host name resolution only. Listen fails with kind
-// pipe.KindNoRDMA when the host has no RDMA device or addr belongs to no
+// conn.KindNoRDMA when the host has no RDMA device or addr belongs to no
 // RDMA device.
-func Listen(ctx context.Context, addr string, local pipe.Params, opt Options) (*Listener, error) {
+func Listen(ctx context.Context, addr string, local conn.Params, opt Options) (*Listener, error) {
 	return listen(ctx, addr, local, opt, establishTimeout)
 }
 
 // listen is Listen with the bound of the wait for ESTABLISHED.
-func listen(ctx context.Context, addr string, local pipe.Params, opt Options, establish time.Duration) (*Listener, error) {
+func listen(ctx context.Context, addr string, local conn.Params, opt Options, establish time.Duration) (*Listener, error) {
 	op := "listen " + addr
 	aps, err := prepare(ctx, op, addr, local, true)
 	if err != nil {
@@ -100,7 +100,7 @@ func listen(ctx context.Context, addr string, local pipe.Params, opt Options, es
 	}
 	cm, err := newEventChannel()
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	l := &Listener{cm: cm, local: local, opt: opt, establish: establish, joins: map[uint64]chan *event{}}
 	if aps[0].Addr().IsUnspecified() {
@@ -120,7 +120,7 @@ func listen(ctx context.Context, addr string, local pipe.Params, opt Options, es
 	}
 	if err != nil {
 		l.free()
-		return nil, &pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindOf(err), Op: op, Err: err}
 	}
 	l.done, l.stop = context.WithCancel(context.Background())
 	l.results = make(chan accepted)
@@ -136,31 +136,31 @@ func listen(ctx context.Context, addr string, local pipe.Params, opt Options, es
 func (l *Listener) bind(ap netip.AddrPort, v6only bool) error {
 	var id *C.struct_rdma_cm_id
 	if rc := C.rp_create_id(l.cm.ch, &id); rc != 0 {
-		return &pipe.Error{Kind: pipe.KindSetup, Err: fmt.Errorf("rdma_create_id: %w", errno(rc))}
+		return &conn.Error{Kind: conn.KindSetup, Err: fmt.Errorf("rdma_create_id: %w", errno(rc))}
 	}
-	fail := func(k pipe.Kind, err error) error {
+	fail := func(k conn.Kind, err error) error {
 		C.rdma_destroy_id(id)
-		return &pipe.Error{Kind: k, Err: err}
+		return &conn.Error{Kind: k, Err: err}
 	}
 	sa, err := sockaddr(ap)
 	if err != nil {
-		return fail(pipe.KindSetup, err)
+		return fail(conn.KindSetup, err)
 	}
 	if v6only {
 		if rc := C.rp_set_afonly(id); rc != 0 {
-			return fail(pipe.KindSetup, fmt.Errorf("rdma_set_option(AFONLY): %w", errno(rc)))
+			return fail(conn.KindSetup, fmt.Errorf("rdma_set_option(AFONLY): %w", errno(rc)))
 		}
 	}
 	if rc := C.rp_bind_listen(id, sa, backlog); rc != 0 {
 		err := errno(rc)
 		if noDevice(err) {
-			return fail(pipe.KindNoRDMA, fmt.Errorf("address %s belongs to no RDMA device (rdma_bind_addr: %w)", ap, err))
+			return fail(conn.KindNoRDMA, fmt.Errorf("address %s belongs to no RDMA device (rdma_bind_addr: %w)", ap, err))
 		}
-		return fail(pipe.KindSetup, fmt.Errorf("rdma_bind_addr/rdma_listen on %s: %w", ap, err))
+		return fail(conn.KindSetup, fmt.Errorf("rdma_bind_addr/rdma_listen on %s: %w", ap, err))
 	}
 	if id.verbs != nil {
 		if err := checkDevice(id, l.opt, ap.String()); err != nil {
-			return fail(pipe.KindSetup, err)
+			return fail(conn.KindSetup, err)
 		}
 	}
 	l.ids = append(l.ids, id)
@@ -175,7 +175,7 @@ func (l *Listener) free() error {
 	var err error
 	for _, id := range l.ids {
 		if rc, e := C.rdma_destroy_id(id); rc != 0 && err == nil {
-			err = &pipe.Error{Kind: pipe.KindInternal, Op: "close listener " + l.addr, Err: fmt.Errorf("rdma_destroy_id: %w", e)}
+			err = &conn.Error{Kind: conn.KindInternal, Op: "close listener " + l.addr, Err: fmt.Errorf("rdma_destroy_id: %w", e)}
 		}
 	}
 	l.cm.destroy()
@@ -183,7 +183,7 @@ func (l *Listener) free() error {
 }
 
 // SetBusy says whether the receiver is serving a stream; while it is,
-// connect requests are refused as busy (see pipe.Listener).
+// connect requests are refused as busy (see conn.Listener).
 func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
 // HoldsTCPPort reports whether the listener holds the TCP port of its
@@ -209,17 +209,17 @@ func (l *Listener) HoldsTCPPort() bool {
 func (l *Listener) Addr() string { return l.addr }
 
 // Accept returns the next connection that a sender established, sized
-// with pipe.ReceiverLayout for the Params negotiated from its proposal.
+// with conn.ReceiverLayout for the Params negotiated from its proposal.
 // Requests that cannot be served are rejected with the listener's Params
 // as private data, so that the dialer can explain it, and Accept returns
-// the error: bad or incompatible proposals (kind pipe.KindSetup), device
+// the error: bad or incompatible proposals (kind conn.KindSetup), device
 // mismatches, peers that do not complete the connection within
 // establishTimeout, and failures of this host's resources (locked-memory
 // limit, memory, device resources), which satisfy errors.Is(err,
-// pipe.ErrLocal). Busy refusals (see SetBusy) are not reported. The
+// conn.ErrLocal). Busy refusals (see SetBusy) are not reported. The
 // Listener stays usable after an error. After Close, Accept returns an
 // error wrapping net.ErrClosed.
-func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
+func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 	if l.done.Err() != nil {
 		return nil, l.closedError()
 	}
@@ -240,12 +240,12 @@ func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
 	case <-l.done.Done():
 		return nil, l.closedError()
 	case <-ctx.Done():
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: ctx.Err()}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: "accept on " + l.addr, Err: ctx.Err()}
 	}
 }
 
 func (l *Listener) closedError() error {
-	return &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: net.ErrClosed}
+	return &conn.Error{Kind: conn.KindSetup, Op: "accept on " + l.addr, Err: net.ErrClosed}
 }
 
 // serve reads the listening ids' events until Close or a failure of the
@@ -257,7 +257,7 @@ func (l *Listener) serve() {
 		ev, err := l.cm.next(l.done)
 		if err != nil {
 			if l.done.Err() == nil {
-				l.loopErr = &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}
+				l.loopErr = &conn.Error{Kind: conn.KindSetup, Op: "accept on " + l.addr, Err: err}
 			}
 			return
 		}
@@ -265,7 +265,7 @@ func (l *Listener) serve() {
 		case C.RDMA_CM_EVENT_CONNECT_REQUEST:
 			l.request(&ev)
 		case C.RDMA_CM_EVENT_DEVICE_REMOVAL:
-			l.loopErr = pipe.Errorf(pipe.KindSetup, "accept on "+l.addr, "RDMA device removed")
+			l.loopErr = conn.Errorf(conn.KindSetup, "accept on "+l.addr, "RDMA device removed")
 			return
 		}
 	}
@@ -281,16 +281,16 @@ func (l *Listener) request(req *event) {
 		l.join(req, j)
 		return
 	}
-	var proposal pipe.Params
+	var proposal conn.Params
 	if err := proposal.UnmarshalBinary(privateData(req)); err != nil {
 		l.reject(id, l.local)
-		l.report(&pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err})
+		l.report(&conn.Error{Kind: conn.KindSetup, Op: op, Err: err})
 		return
 	}
-	p, err := pipe.Negotiate(l.local, proposal)
+	p, err := conn.Negotiate(l.local, proposal)
 	if err != nil {
 		l.reject(id, l.local)
-		l.report(&pipe.Error{Kind: pipe.KindOf(err), Op: op, Err: err})
+		l.report(&conn.Error{Kind: conn.KindOf(err), Op: op, Err: err})
 		return
 	}
 	if l.busy.Load() {
@@ -326,13 +326,13 @@ func (l *Listener) request(req *event) {
 }
 
 // busyParams is the private data of a busy refusal.
-func (l *Listener) busyParams() pipe.Params {
-	return pipe.Params{Version: pipe.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
+func (l *Listener) busyParams() conn.Params {
+	return conn.Params{Version: conn.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
 }
 
 // reject refuses a connect request with p as private data and destroys its
 // id.
-func (l *Listener) reject(id *C.struct_rdma_cm_id, p pipe.Params) {
+func (l *Listener) reject(id *C.struct_rdma_cm_id, p conn.Params) {
 	priv, _ := p.MarshalBinary()
 	C.rp_reject(id, unsafe.Pointer(&priv[0]), C.int(len(priv)))
 	C.rdma_destroy_id(id)
@@ -382,14 +382,14 @@ func (l *Listener) report(err error) {
 // sender to write into over that many queue pairs, see ring.go and
 // lanes.go), accepts, and waits for the peer to complete the connection
 // and its other lanes, at most l.establish.
-func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes int) (*Conn, error) {
+func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes int) (*Conn, error) {
 	id := req.id
 	c := newConn(nil, id, peerAddr(id), l.opt)
 	reject := func(err error) (*Conn, error) {
 		priv, _ := l.local.MarshalBinary()
 		C.rp_reject(id, unsafe.Pointer(&priv[0]), C.int(len(priv)))
 		c.free()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	if err := checkDevice(id, l.opt, localAddr(id)); err != nil {
 		return reject(err)
@@ -404,7 +404,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 	if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
 		return reject(local(fmt.Errorf("rdma_migrate_id: %w", err)))
 	}
-	if err := c.setup(pipe.ReceiverLayout(p), p.Credits(), lanes > 0, max(lanes, 1)); err != nil {
+	if err := c.setup(conn.ReceiverLayout(p), p.Credits(), lanes > 0, max(lanes, 1)); err != nil {
 		return reject(local(err))
 	}
 
@@ -433,7 +433,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
 	}
 	ctx, cancel := context.WithTimeout(l.done, l.establish)
 	defer cancel()
@@ -446,7 +446,7 @@ func (l *Listener) setup(req *event, p, proposal pipe.Params, op string, lanes i
 		if errors.Is(err, context.DeadlineExceeded) {
 			err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
 		}
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	c.start(p)
 	return c, nil
@@ -464,9 +464,9 @@ func (l *Listener) Close() error {
 	return l.closeErr
 }
 
-var _ pipe.Listener = (*Listener)(nil)
-var _ pipe.Dialer = Dialer{}
-var _ pipe.Conn = (*Conn)(nil)
+var _ conn.Listener = (*Listener)(nil)
+var _ conn.Dialer = Dialer{}
+var _ conn.Conn = (*Conn)(nil)
 var _ mappedBuffers = (*Conn)(nil)
-var _ pipe.Window = (*Conn)(nil)
-var _ pipe.WindowSetter = (*Conn)(nil)
+var _ conn.Window = (*Conn)(nil)
+var _ conn.WindowSetter = (*Conn)(nil)

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // acceptAll runs Accept on l until it fails with net.ErrClosed and sends
@@ -54,7 +54,7 @@ func next(t *testing.T, ch <-chan accepted) accepted {
 // connection: it never reads the answer, so rdma_cm never sends the RTU.
 func stall(t *testing.T, addr string) {
 	t.Helper()
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	c, err := Dialer{DefaultOptions()}.connect(timeout(t, 10*time.Second), netip.MustParseAddrPort(addr), p, "stall")
 	if err != nil {
 		t.Fatalf("stalled connect: %v", err)
@@ -73,7 +73,7 @@ func waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 func listenFor(t *testing.T, establish time.Duration) *Listener {
-	l, err := listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), pipe.NewParams(4096, 4), DefaultOptions(), establish)
+	l, err := listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), conn.NewParams(4096, 4), DefaultOptions(), establish)
 	if err != nil {
 		t.Fatalf("listen: %v", err)
 	}
@@ -84,13 +84,13 @@ func listenFor(t *testing.T, establish time.Duration) *Listener {
 // TestBusy checks that a busy listener refuses senders with a busy error
 // and serves them again once it is not busy.
 func TestBusy(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	l := listenRXE(t, p, DefaultOptions())
 	results := acceptAll(t, l)
 	for _, tt := range []struct {
 		busy bool
-		want pipe.Kind
-	}{{true, pipe.KindBusy}, {false, pipe.KindSetup}, {true, pipe.KindBusy}, {false, pipe.KindSetup}} {
+		want conn.Kind
+	}{{true, conn.KindBusy}, {false, conn.KindSetup}, {true, conn.KindBusy}, {false, conn.KindSetup}} {
 		l.SetBusy(tt.busy)
 		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if !tt.busy {
@@ -107,9 +107,9 @@ func TestBusy(t *testing.T) {
 			c.Close()
 			t.Fatal("busy: Dial succeeded")
 		}
-		if pipe.KindOf(err) != pipe.KindBusy || !strings.Contains(err.Error(), "busy with another stream") ||
+		if conn.KindOf(err) != conn.KindBusy || !strings.Contains(err.Error(), "busy with another stream") ||
 			!strings.Contains(err.Error(), l.Addr()) {
-			t.Fatalf("busy: Dial = %v (kind %v), want a KindBusy error naming the address", err, pipe.KindOf(err))
+			t.Fatalf("busy: Dial = %v (kind %v), want a KindBusy error naming the address", err, conn.KindOf(err))
 		}
 		t.Logf("busy: %v", err)
 	}
@@ -124,7 +124,7 @@ func TestBusy(t *testing.T) {
 // holds up nobody: other senders connect while its setup waits, the wait is
 // bounded, and beyond maxSetups setups requests are refused as busy.
 func TestStalledPeer(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	t.Run("others connect", func(t *testing.T) {
 		l := listenFor(t, time.Minute)
 		results := acceptAll(t, l)
@@ -148,7 +148,7 @@ func TestStalledPeer(t *testing.T) {
 		results := acceptAll(t, l)
 		stall(t, l.Addr())
 		a := next(t, results)
-		if pipe.KindOf(a.err) != pipe.KindSetup || !strings.Contains(a.err.Error(), "did not complete the connection") {
+		if conn.KindOf(a.err) != conn.KindSetup || !strings.Contains(a.err.Error(), "did not complete the connection") {
 			t.Fatalf("Accept = %v, want a KindSetup error about the stalled peer", a.err)
 		}
 		t.Logf("Accept: %v", a.err)
@@ -169,8 +169,8 @@ func TestStalledPeer(t *testing.T) {
 		}
 		waitFor(t, "every setup slot to be taken", func() bool { return len(l.slots) == maxSetups })
 		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
-		if pipe.KindOf(err) != pipe.KindBusy {
-			t.Fatalf("Dial with %d setups in progress = %v (kind %v), want kind %v", maxSetups, err, pipe.KindOf(err), pipe.KindBusy)
+		if conn.KindOf(err) != conn.KindBusy {
+			t.Fatalf("Dial with %d setups in progress = %v (kind %v), want kind %v", maxSetups, err, conn.KindOf(err), conn.KindBusy)
 		}
 		t.Logf("Dial: %v", err)
 	})
@@ -191,7 +191,7 @@ func TestListenerCloseDuringSetup(t *testing.T) {
 	if iwarp() {
 		t.Skip("iWARP connections are established by the kernel: a dialer cannot stall its setup")
 	}
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	pair(t, p, p, DefaultOptions()) // opens the device's contexts for good
 	before := openFDs(t)
 	func() {

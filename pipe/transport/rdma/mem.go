@@ -10,7 +10,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,25 +30,25 @@ const (
 // mapBuffers maps one region for the buffers of l, but for a receiver's
 // window (see OpenWindow), plus the control ring, and registers it for
 // local access only: nothing in it is the peer's to write. A receiver
-// offering a ring (c.slots > 0) gives its spares pipe.MaxControl bytes
+// offering a ring (c.slots > 0) gives its spares conn.MaxControl bytes
 // each and has notes buffers of that size for its receive work requests.
 // On the SEND data path a receiver's spares are as large as its data
 // buffers: a receive queue is first in, first out, so once the window is
 // open a data message may land in a spare posted before it.
-func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
+func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
 	spares, spareSize := l.RecvBufs-c.window, l.RecvSize
 	if c.slots > 0 {
-		spareSize = pipe.MaxControl
+		spareSize = conn.MaxControl
 	} else {
 		notes = 0
 	}
 	// Receive buffers that only ever hold control messages need no page
 	// each.
 	spareAlign := bufAlign
-	if spareSize <= pipe.MaxControl {
+	if spareSize <= conn.MaxControl {
 		spareAlign = ctrlAlign
 	}
-	small := roundUp(pipe.MaxControl, ctrlAlign)
+	small := roundUp(conn.MaxControl, ctrlAlign)
 	size := roundUp(l.SendBufs*roundUp(l.SendSize, bufAlign)+spares*roundUp(spareSize, spareAlign), bufAlign) +
 		(notes+ctrlSlots)*small
 	mem, err := mapRegion(size)
@@ -68,8 +68,8 @@ func (c *Conn) mapBuffers(l pipe.Layout, notes int) error {
 	c.send = carve(l.SendBufs, l.SendSize, bufAlign)
 	c.recv = append(make([][]byte, c.window), carve(spares, spareSize, spareAlign)...)
 	off = roundUp(off, bufAlign)
-	c.notes = carve(notes, pipe.MaxControl, ctrlAlign)
-	c.ctrl = carve(ctrlSlots, pipe.MaxControl, ctrlAlign)
+	c.notes = carve(notes, conn.MaxControl, ctrlAlign)
+	c.ctrl = carve(ctrlSlots, conn.MaxControl, ctrlAlign)
 	if c.mr, err = register(c.pd, mem, false); err != nil {
 		return err
 	}
@@ -98,7 +98,7 @@ func (c *Conn) OpenWindow() ([]byte, error) {
 func (c *Conn) openWindow() error {
 	op := "open the receive window for " + c.peer
 	if c.window == 0 {
-		return pipe.Errorf(pipe.KindInternal, op, "a sender's connection has no window")
+		return conn.Errorf(conn.KindInternal, op, "a sender's connection has no window")
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -108,11 +108,11 @@ func (c *Conn) openWindow() error {
 	stride := roundUp(c.dataSize, bufAlign)
 	mem, err := mapRegion(c.window * stride)
 	if err != nil {
-		return &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", c.window*stride, err))}
+		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", c.window*stride, err))}
 	}
 	c.winMem = mem
 	if c.winMR, err = register(c.pd, mem, c.slots > 0); err != nil {
-		return &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: local(err)}
+		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(err)}
 	}
 	c.winLkey = c.winMR.lkey
 	c.pinned.Add(int64(len(mem)))
@@ -131,7 +131,7 @@ func (c *Conn) openWindow() error {
 		if rc := c.postRecv(i); rc != 0 {
 			err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
 			c.fail(err.Error())
-			return &pipe.Error{Kind: pipe.KindAborted, Op: op, Err: err}
+			return &conn.Error{Kind: conn.KindAborted, Op: op, Err: err}
 		}
 	}
 	return nil

@@ -15,7 +15,7 @@ import (
 	"runtime"
 	"syscall"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 const (
@@ -32,15 +32,15 @@ const (
 // message completions are handled internally and never reported. A failed
 // work request fails the connection: completions before it are still
 // reported, then Poll returns the failure. After Close it returns
-// pipe.ErrClosed. An empty cs is an error.
-func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
+// conn.ErrClosed. An empty cs is an error.
+func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if len(cs) == 0 {
-		return 0, pipe.Errorf(pipe.KindInternal, "poll connection to "+c.peer, "no room for completions")
+		return 0, conn.Errorf(conn.KindInternal, "poll connection to "+c.peer, "no room for completions")
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
 	if c.closing.Load() {
-		return 0, pipe.ErrClosed
+		return 0, conn.ErrClosed
 	}
 	for spin := 0; ; spin++ {
 		if n := c.reap(cs); n > 0 {
@@ -85,7 +85,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 // failed with err (the peer's last message, say, which can land just as its
 // disconnect is noticed: the CM event and the CQ are not ordered), and err
 // once there are none left.
-func (c *Conn) last(cs []pipe.Completion, err error) (int, error) {
+func (c *Conn) last(cs []conn.Completion, err error) (int, error) {
 	if n := c.reap(cs); n > 0 {
 		return n, nil
 	}
@@ -112,7 +112,7 @@ func (c *Conn) cqEvent() bool {
 }
 
 // reap fills cs with kept and new completions.
-func (c *Conn) reap(cs []pipe.Completion) int {
+func (c *Conn) reap(cs []conn.Completion) int {
 	c.cqMu.Lock()
 	defer c.cqMu.Unlock()
 	n := c.take(cs)
@@ -154,7 +154,7 @@ func pollError(rc int, eno syscall.Errno) string {
 }
 
 // take moves kept completions into cs and returns how many.
-func (c *Conn) take(cs []pipe.Completion) int {
+func (c *Conn) take(cs []conn.Completion) int {
 	n := copy(cs, c.pending)
 	c.pending = c.pending[n:]
 	return n
@@ -183,19 +183,19 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 		c.sendPosted[i].Store(false)
 		c.sendsOut.Add(-1)
 		if ok {
-			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpSend, Buf: i, Len: int(c.sendLen[i].Load())})
+			c.pending = append(c.pending, conn.Completion{Op: conn.OpSend, Buf: i, Len: int(c.sendLen[i].Load())})
 		}
 	case wrFwd:
 		c.sendsOut.Add(-1)
 		if ok {
-			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpForward, Buf: i, Len: int(c.fwd.Load().sendLen[i].Load())})
+			c.pending = append(c.pending, conn.Completion{Op: conn.OpForward, Buf: i, Len: int(c.fwd.Load().sendLen[i].Load())})
 		}
 	case wrCtrl:
 		c.freeSlot(i)
 	case wrRecv:
 		c.recvPosted[i].Store(false)
 		if ok {
-			c.pending = append(c.pending, pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: int(wc.byte_len)})
+			c.pending = append(c.pending, conn.Completion{Op: conn.OpRecv, Buf: i, Len: int(wc.byte_len)})
 		}
 	case wrNote:
 		if ok {

@@ -11,7 +11,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // ctrlWaitMax is the longest pause between two looks for a free control
@@ -25,10 +25,10 @@ const ctrlWaitMax = 10 * time.Millisecond
 // are posted from one goroutine at a time.
 func (c *Conn) PostSend(i, n int) error {
 	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
-		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
+		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
 	}
 	if err := c.fits(n); err != nil {
-		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "%v", err)
+		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "%v", err)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -36,14 +36,14 @@ func (c *Conn) PostSend(i, n int) error {
 		return err
 	}
 	if !c.sendPosted[i].CompareAndSwap(false, true) {
-		return pipe.Errorf(pipe.KindInternal, "post send to "+c.peer, "send buffer %d is already posted", i)
+		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "send buffer %d is already posted", i)
 	}
 	c.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
 	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.send[i][0]), n, c.lkey); rc != 0 {
 		c.sendsOut.Add(-1)
 		c.sendPosted[i].Store(false)
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
+		return &conn.Error{Kind: conn.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil
 }
@@ -89,7 +89,7 @@ func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkey C.uint32_t) 
 // completion queue.
 func (c *Conn) PostRecv(i int) error {
 	if i < 0 || i >= len(c.recv) {
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "buffer %d out of range", i)
+		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "buffer %d out of range", i)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -97,19 +97,19 @@ func (c *Conn) PostRecv(i int) error {
 		return err
 	}
 	if i < c.window && !c.winOpen.Load() {
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is in the window, which is not open", i)
+		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "receive buffer %d is in the window, which is not open", i)
 	}
 	if c.slots > 0 {
 		return c.repostRing(i)
 	}
 	if !c.recvPosted[i].CompareAndSwap(false, true) {
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
+		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
 	}
 	if rc := c.postRecv(i); rc != 0 {
 		c.recvPosted[i].Store(false)
 		err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		c.fail(err.Error())
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "post receive from " + c.peer, Err: err}
+		return &conn.Error{Kind: conn.KindAborted, Op: "post receive from " + c.peer, Err: err}
 	}
 	return nil
 }
@@ -125,7 +125,7 @@ func (c *Conn) repostRing(i int) error {
 	c.ringMu.Unlock()
 	if err != nil {
 		c.fail("re-post refused: " + err.Error())
-		return pipe.Errorf(pipe.KindInternal, "post receive from "+c.peer, "%v", err)
+		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "%v", err)
 	}
 	return nil
 }
@@ -153,8 +153,8 @@ func (c *Conn) postRecv(i int) C.int {
 // Poll. It waits as long as ctx lives and the connection stands: a message
 // is either queued or SendControl returns an error, never dropped.
 func (c *Conn) SendControl(ctx context.Context, p []byte) error {
-	if len(p) > pipe.MaxControl {
-		return pipe.Errorf(pipe.KindInternal, "send control message to "+c.peer, "%d bytes exceed the limit of %d", len(p), pipe.MaxControl)
+	if len(p) > conn.MaxControl {
+		return conn.Errorf(conn.KindInternal, "send control message to "+c.peer, "%d bytes exceed the limit of %d", len(p), conn.MaxControl)
 	}
 	c.life.RLock()
 	defer c.life.RUnlock()
@@ -182,7 +182,7 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 		c.freeSlot(slot)
 		err := fmt.Errorf("ibv_post_send: %w", errno(rc))
 		c.fail(err.Error())
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer, Err: err}
+		return &conn.Error{Kind: conn.KindAborted, Op: "send control message to " + c.peer, Err: err}
 	}
 	return nil
 }
@@ -203,7 +203,7 @@ func (c *Conn) takeSlot(ctx context.Context) (int, error) {
 			return 0, err
 		}
 		if err := ctx.Err(); err != nil {
-			return 0, &pipe.Error{Kind: pipe.KindAborted, Op: "send control message to " + c.peer,
+			return 0, &conn.Error{Kind: conn.KindAborted, Op: "send control message to " + c.peer,
 				Err: fmt.Errorf("all %d control buffers still in flight: peer not receiving (%w)", ctrlSlots, err)}
 		}
 		if c.drain() > 0 {

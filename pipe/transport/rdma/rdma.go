@@ -1,17 +1,17 @@
-// Package rdma is the RDMA verbs transport of rdmapipe: a pipe.Conn over an
+// Package rdma is the RDMA verbs transport of rdmapipe: a conn.Conn over an
 // RDMA reliable-connected queue pair, set up with the RDMA connection manager
 // (librdmacm) and driven with libibverbs through cgo. It works over
 // InfiniBand, RoCE (including SoftRoCE, rdma_rxe) and iWARP.
 //
 // Connection setup: the dialer resolves the address and route with rdma_cm,
 // creates its queue pair and buffers, posts all of its receives and connects
-// with the encoded proposal (pipe.Params, 16 bytes) as CM private data. The
+// with the encoded proposal (conn.Params, 16 bytes) as CM private data. The
 // listener decodes the proposal from the connect request, negotiates
-// (pipe.Negotiate), creates its queue pair and buffers, posts all of its
+// (conn.Negotiate), creates its queue pair and buffers, posts all of its
 // receives and accepts with the encoded answer as private data; the dialer
 // reads the answer from the ESTABLISHED event. A refused negotiation is
 // rejected with the listener's own parameters as private data, so that the
-// dialer can say why; a busy listener (pipe.Listener.SetBusy, or too many
+// dialer can say why; a busy listener (conn.Listener.SetBusy, or too many
 // setups in progress) rejects with Params.Busy set, before it allocates
 // anything. The listener sets up each request in a goroutine of its own,
 // so a peer that never completes its connection delays no one. A byte
@@ -22,7 +22,7 @@
 // for iWARP).
 //
 // Each side maps one anonymous memory region outside the Go heap (2 MiB
-// huge pages when available), carves it into its pipe.Layout's buffers plus
+// huge pages when available), carves it into its conn.Layout's buffers plus
 // a small ring of control-message buffers, and registers it once. Completions are
 // event-driven through a completion channel by default; Options.BusyPoll
 // spins on the completion queue instead.
@@ -44,7 +44,7 @@ import (
 	"syscall"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Options select and tune the RDMA device of a connection. The zero value
@@ -86,10 +86,10 @@ func DefaultOptions() Options { return Options{GIDIndex: -1} }
 
 // Available reports whether RDMA can be used on this host: nil if at least
 // one RDMA device opens and the RDMA connection manager is present, else a
-// *pipe.Error of kind pipe.KindNoRDMA saying what is missing.
+// *conn.Error of kind conn.KindNoRDMA saying what is missing.
 func Available() error {
 	if err := probe(); err != nil {
-		return &pipe.Error{Kind: pipe.KindNoRDMA, Err: err}
+		return &conn.Error{Kind: conn.KindNoRDMA, Err: err}
 	}
 	return nil
 }

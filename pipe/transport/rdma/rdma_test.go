@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The tests below that need RDMA run only where RXE_IP is set: inside the
@@ -36,7 +36,7 @@ func timeout(t testing.TB, d time.Duration) context.Context {
 }
 
 // listenRXE listens on RXE_IP at a port chosen by rdma_cm.
-func listenRXE(t testing.TB, local pipe.Params, opt Options) *Listener {
+func listenRXE(t testing.TB, local conn.Params, opt Options) *Listener {
 	l, err := Listen(timeout(t, 5*time.Second), net.JoinHostPort(rxeIP(t), "0"), local, opt)
 	if err != nil {
 		t.Fatalf("Listen: %v", err)
@@ -47,7 +47,7 @@ func listenRXE(t testing.TB, local pipe.Params, opt Options) *Listener {
 
 // pair connects a sender proposing proposal to a receiver configured with
 // local and returns both ends.
-func pair(t testing.TB, local, proposal pipe.Params, opt Options) (snd, rcv pipe.Conn) {
+func pair(t testing.TB, local, proposal conn.Params, opt Options) (snd, rcv conn.Conn) {
 	l := listenRXE(t, local, opt)
 	snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{opt}, proposal)
 	if err != nil || aerr != nil {
@@ -60,7 +60,7 @@ func pair(t testing.TB, local, proposal pipe.Params, opt Options) (snd, rcv pipe
 // dialAccept dials l with d while l accepts, and returns both ends (nil
 // where that side failed) and both errors. The receiver's window is open
 // and the sender knows it, as after the engine's handshake.
-func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal pipe.Params) (snd, rcv pipe.Conn, dialErr, acceptErr error) {
+func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
 	snd, rcv, dialErr, acceptErr = connect(ctx, l, d, proposal)
 	if dialErr != nil || acceptErr != nil {
 		return snd, rcv, dialErr, acceptErr
@@ -73,9 +73,9 @@ func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal pipe.Params
 }
 
 // connect is dialAccept without opening the receiver's window.
-func connect(ctx context.Context, l *Listener, d Dialer, proposal pipe.Params) (snd, rcv pipe.Conn, dialErr, acceptErr error) {
+func connect(ctx context.Context, l *Listener, d Dialer, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
 	type result struct {
-		c   pipe.Conn
+		c   conn.Conn
 		err error
 	}
 	accepted := make(chan result, 1)
@@ -89,9 +89,9 @@ func connect(ctx context.Context, l *Listener, d Dialer, proposal pipe.Params) (
 }
 
 // poll waits for one completion.
-func poll(t testing.TB, c pipe.Conn) pipe.Completion {
+func poll(t testing.TB, c conn.Conn) conn.Completion {
 	t.Helper()
-	cs := make([]pipe.Completion, 1)
+	cs := make([]conn.Completion, 1)
 	n, err := c.Poll(timeout(t, 10*time.Second), cs)
 	if err != nil || n != 1 {
 		t.Fatalf("Poll: %d, %v", n, err)
@@ -101,13 +101,13 @@ func poll(t testing.TB, c pipe.Conn) pipe.Completion {
 
 // blockedPoll starts a Poll of c under ctx and returns once it waits for
 // completions; the channel gets what it returns.
-func blockedPoll(t *testing.T, ctx context.Context, c pipe.Conn) <-chan error {
+func blockedPoll(t *testing.T, ctx context.Context, c conn.Conn) <-chan error {
 	t.Helper()
 	rc := c.(*Conn)
 	before := rc.pollWaits.Load()
 	done := make(chan error, 1)
 	go func() {
-		_, err := c.Poll(ctx, make([]pipe.Completion, 4))
+		_, err := c.Poll(ctx, make([]conn.Completion, 4))
 		done <- err
 	}()
 	waitFor(t, "Poll to wait for completions", func() bool { return rc.pollWaits.Load() > before })
@@ -128,8 +128,8 @@ func TestAvailableNoRDMA(t *testing.T) {
 	if err == nil {
 		t.Skip("this host has an RDMA device")
 	}
-	if pipe.KindOf(err) != pipe.KindNoRDMA || !strings.Contains(err.Error(), "RDMA") {
-		t.Fatalf("Available() = %v (kind %v), want a KindNoRDMA error", err, pipe.KindOf(err))
+	if conn.KindOf(err) != conn.KindNoRDMA || !strings.Contains(err.Error(), "RDMA") {
+		t.Fatalf("Available() = %v (kind %v), want a KindNoRDMA error", err, conn.KindOf(err))
 	}
 	t.Logf("Available: %v", err)
 }
@@ -147,7 +147,7 @@ func TestAvailable(t *testing.T) {
 // KindNoRDMA, the signal for falling back to TCP.
 func TestNoRDMA(t *testing.T) {
 	vm := os.Getenv("RXE_DEV") != ""
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	tests := []struct {
 		name   string
 		vmToo  bool // also in the VM, where rxe0 exists but not on loopback
@@ -172,13 +172,13 @@ func TestNoRDMA(t *testing.T) {
 					l.Close()
 				}
 			} else {
-				var c pipe.Conn
+				var c conn.Conn
 				if c, err = (Dialer{DefaultOptions()}).Dial(ctx, tt.addr, p); err == nil {
 					c.Close()
 				}
 			}
-			if pipe.KindOf(err) != pipe.KindNoRDMA {
-				t.Fatalf("got %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+			if conn.KindOf(err) != conn.KindNoRDMA {
+				t.Fatalf("got %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindNoRDMA)
 			}
 			t.Logf("%v", err)
 		})
@@ -204,19 +204,19 @@ func TestNoRDMAInterface(t *testing.T) {
 		}
 	}
 	defer exec.Command("ip", "link", "del", ifname).Run()
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	ctx := timeout(t, 10*time.Second)
 	l, err := Listen(ctx, ip+":0", p, DefaultOptions())
 	if err == nil {
 		l.Close()
 	}
-	if pipe.KindOf(err) != pipe.KindNoRDMA {
-		t.Errorf("Listen = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+	if conn.KindOf(err) != conn.KindNoRDMA {
+		t.Errorf("Listen = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindNoRDMA)
 	}
 	t.Logf("listen: %v", err)
 	_, err = Dialer{DefaultOptions()}.Dial(ctx, ip+":18800", p)
-	if pipe.KindOf(err) != pipe.KindNoRDMA {
-		t.Errorf("Dial = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindNoRDMA)
+	if conn.KindOf(err) != conn.KindNoRDMA {
+		t.Errorf("Dial = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindNoRDMA)
 	}
 	t.Logf("dial: %v", err)
 }
@@ -225,7 +225,7 @@ func TestNoRDMAInterface(t *testing.T) {
 // IPv4 and, if the RDMA interface has one, its IPv6 link-local address.
 func TestListenAny(t *testing.T) {
 	ip := rxeIP(t)
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	l, err := Listen(timeout(t, 5*time.Second), ":0", p, DefaultOptions())
 	if err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestExchange(t *testing.T) {
 		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
 			opt := DefaultOptions()
 			opt.BusyPoll = busy
-			p := pipe.NewParams(64<<10, 4)
+			p := conn.NewParams(64<<10, 4)
 			snd, rcv := pair(t, p, p, opt)
 			full := len(snd.SendBuf(0))
 			if len(rcv.RecvBuf(0)) != full {
@@ -302,7 +302,7 @@ func TestExchange(t *testing.T) {
 					t.Fatal(err)
 				}
 				r := poll(t, rcv)
-				if r.Op != pipe.OpRecv || r.Len != n {
+				if r.Op != conn.OpRecv || r.Len != n {
 					t.Fatalf("receiver got %+v, want a %d-byte receive", r, n)
 				}
 				want := make([]byte, n)
@@ -313,7 +313,7 @@ func TestExchange(t *testing.T) {
 				if err := rcv.PostRecv(r.Buf); err != nil {
 					t.Fatal(err)
 				}
-				if s := poll(t, snd); s != (pipe.Completion{Op: pipe.OpSend, Buf: buf, Len: n}) {
+				if s := poll(t, snd); s != (conn.Completion{Op: conn.OpSend, Buf: buf, Len: n}) {
 					t.Fatalf("sender got %+v, want send of buffer %d, %d bytes", s, buf, n)
 				}
 			}
@@ -325,11 +325,11 @@ func TestExchange(t *testing.T) {
 // engine does: at most the negotiated credits in flight, the receiver
 // returning one credit per message with SendControl after reposting its
 // buffer.
-func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
+func stream(t testing.TB, snd, rcv conn.Conn, count int, size func(i int) int) {
 	errc := make(chan error, 1)
 	go func() {
 		errc <- func() error {
-			cs := make([]pipe.Completion, 8)
+			cs := make([]conn.Completion, 8)
 			ctx := context.Background()
 			for got := 0; got < count; {
 				n, err := rcv.Poll(ctx, cs)
@@ -337,7 +337,7 @@ func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 					return err
 				}
 				for _, c := range cs[:n] {
-					if c.Op != pipe.OpRecv {
+					if c.Op != conn.OpRecv {
 						return fmt.Errorf("receiver got %+v", c)
 					}
 					b := rcv.RecvBuf(c.Buf)[:c.Len]
@@ -363,8 +363,8 @@ func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 		free[i] = i
 	}
 	info := snd.Info()
-	credits := pipe.NewParams(info.Chunk, info.Depth).Credits()
-	cs := make([]pipe.Completion, 8)
+	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
+	cs := make([]conn.Completion, 8)
 	for sent, acked := 0, 0; acked < count; {
 		for sent < count && credits > 0 && len(free) > 0 {
 			buf := free[len(free)-1]
@@ -386,10 +386,10 @@ func stream(t testing.TB, snd, rcv pipe.Conn, count int, size func(i int) int) {
 		}
 		for _, c := range cs[:n] {
 			switch c.Op {
-			case pipe.OpSend:
+			case conn.OpSend:
 				free = append(free, c.Buf)
 				acked++
-			case pipe.OpRecv:
+			case conn.OpRecv:
 				credits += int(snd.RecvBuf(c.Buf)[0])
 				if err := snd.PostRecv(c.Buf); err != nil {
 					t.Fatal(err)
@@ -407,7 +407,7 @@ func TestManyInOrder(t *testing.T) {
 		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
 			opt := DefaultOptions()
 			opt.BusyPoll = busy
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			snd, rcv := pair(t, p, p, opt)
 			size := len(snd.SendBuf(0))
 			stream(t, snd, rcv, 3000, func(i int) int { return 8 + i*97%(size-7) })
@@ -422,9 +422,9 @@ func iwarp() bool {
 }
 
 func TestControl(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	snd, rcv := pair(t, p, p, DefaultOptions())
-	if err := rcv.SendControl(context.Background(), make([]byte, pipe.MaxControl+1)); pipe.KindOf(err) != pipe.KindInternal {
+	if err := rcv.SendControl(context.Background(), make([]byte, conn.MaxControl+1)); conn.KindOf(err) != conn.KindInternal {
 		t.Fatalf("oversized SendControl: %v", err)
 	}
 	// Far more control messages than control buffers (16): SendControl
@@ -442,7 +442,7 @@ func TestControl(t *testing.T) {
 	for range window {
 		posted <- struct{}{}
 	}
-	size := func(i int) int { return 1 + i*37%pipe.MaxControl }
+	size := func(i int) int { return 1 + i*37%conn.MaxControl }
 	errc := make(chan error, 1)
 	go func() {
 		for i := range count {
@@ -460,7 +460,7 @@ func TestControl(t *testing.T) {
 		c := poll(t, snd)
 		want := make([]byte, size(i))
 		fill(want, i)
-		if c.Op != pipe.OpRecv || !bytes.Equal(snd.RecvBuf(c.Buf)[:c.Len], want) {
+		if c.Op != conn.OpRecv || !bytes.Equal(snd.RecvBuf(c.Buf)[:c.Len], want) {
 			t.Fatalf("control message %d: got %+v", i, c)
 		}
 		if i%10 == 0 {
@@ -480,7 +480,7 @@ func TestControl(t *testing.T) {
 	// Control completions are never reported to the receiver.
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if n, err := rcv.Poll(ctx, make([]pipe.Completion, 4)); !errors.Is(err, context.DeadlineExceeded) {
+	if n, err := rcv.Poll(ctx, make([]conn.Completion, 4)); !errors.Is(err, context.DeadlineExceeded) {
 		t.Fatalf("receiver Poll = %d, %v; want a timeout", n, err)
 	}
 }
@@ -488,22 +488,22 @@ func TestControl(t *testing.T) {
 func TestNegotiation(t *testing.T) {
 	tests := []struct {
 		name            string
-		local, proposal pipe.Params
-		want            pipe.Params
+		local, proposal conn.Params
+		want            conn.Params
 	}{
-		{"receiver smaller", pipe.NewParams(4096, 8), pipe.NewParams(65536, 4), pipe.NewParams(4096, 4)},
-		{"sender smaller", pipe.NewParams(1<<20, 16), pipe.NewParams(1000, 3), pipe.NewParams(1000, 3)},
-		{"equal", pipe.NewParams(8192, 3), pipe.NewParams(8192, 3), pipe.NewParams(8192, 3)},
+		{"receiver smaller", conn.NewParams(4096, 8), conn.NewParams(65536, 4), conn.NewParams(4096, 4)},
+		{"sender smaller", conn.NewParams(1<<20, 16), conn.NewParams(1000, 3), conn.NewParams(1000, 3)},
+		{"equal", conn.NewParams(8192, 3), conn.NewParams(8192, 3), conn.NewParams(8192, 3)},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			snd, rcv := pair(t, tt.local, tt.proposal, DefaultOptions())
-			for _, c := range []pipe.Conn{snd, rcv} {
+			for _, c := range []conn.Conn{snd, rcv} {
 				if i := c.Info(); i.Chunk != tt.want.Chunk || i.Depth != tt.want.Depth {
 					t.Errorf("Info chunk %d depth %d, want %d %d", i.Chunk, i.Depth, tt.want.Chunk, tt.want.Depth)
 				}
 			}
-			sl, rl := pipe.SenderLayout(tt.proposal), pipe.ReceiverLayout(tt.want)
+			sl, rl := conn.SenderLayout(tt.proposal), conn.ReceiverLayout(tt.want)
 			if snd.SendBufs() != sl.SendBufs || len(snd.SendBuf(0)) != sl.SendSize ||
 				snd.RecvBufs() != sl.RecvBufs || len(snd.RecvBuf(0)) != sl.RecvSize {
 				t.Errorf("sender buffers do not match %+v", sl)
@@ -511,13 +511,13 @@ func TestNegotiation(t *testing.T) {
 			if rcv.SendBufs() != 0 || rcv.RecvBufs() != rl.RecvBufs || len(rcv.RecvBuf(0)) != rl.RecvSize {
 				t.Errorf("receiver buffers do not match %+v", rl)
 			}
-			stream(t, snd, rcv, 50, func(int) int { return pipe.TrailerLen + tt.want.Chunk })
+			stream(t, snd, rcv, 50, func(int) int { return conn.TrailerLen + tt.want.Chunk })
 		})
 	}
 }
 
 func TestVersionMismatch(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	l := listenRXE(t, p, DefaultOptions())
 	ctx := timeout(t, 10*time.Second)
 	accErr := make(chan error, 1)
@@ -526,14 +526,14 @@ func TestVersionMismatch(t *testing.T) {
 		accErr <- err
 	}()
 	bad := p
-	bad.Version = pipe.Version + 1
+	bad.Version = conn.Version + 1
 	_, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), bad)
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "protocol version") {
+	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), "protocol version") {
 		t.Fatalf("Dial = %v, want a KindSetup error about the protocol version", err)
 	}
 	t.Logf("dialer: %v", err)
 	err = <-accErr
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "protocol version") {
+	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), "protocol version") {
 		t.Fatalf("Accept = %v, want a KindSetup error about the protocol version", err)
 	}
 	t.Logf("listener: %v", err)
@@ -558,7 +558,7 @@ func TestVersionMismatch(t *testing.T) {
 
 func TestDialErrors(t *testing.T) {
 	ip := rxeIP(t)
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	otherDev := DefaultOptions()
 	otherDev.Device = "mlx5_9"
 	badPort := DefaultOptions()
@@ -580,8 +580,8 @@ func TestDialErrors(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			_, err := Dialer{tt.opt}.Dial(timeout(t, 10*time.Second), tt.addr, p)
-			if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), tt.want) {
-				t.Fatalf("Dial = %v (kind %v), want a KindSetup error containing %q", err, pipe.KindOf(err), tt.want)
+			if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Dial = %v (kind %v), want a KindSetup error containing %q", err, conn.KindOf(err), tt.want)
 			}
 			t.Logf("%v", err)
 		})
@@ -589,11 +589,11 @@ func TestDialErrors(t *testing.T) {
 }
 
 func TestInfo(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	snd, rcv := pair(t, p, p, DefaultOptions())
 	si, ri := snd.Info(), rcv.Info()
 	dev := os.Getenv("RXE_DEV")
-	for _, i := range []pipe.Info{si, ri} {
+	for _, i := range []conn.Info{si, ri} {
 		if i.Transport != "rdma" || i.Device != dev || i.Port != 1 || i.Chunk != 4096 || i.Depth != 4 {
 			t.Errorf("Info = %+v", i)
 		}
@@ -607,7 +607,7 @@ func TestInfo(t *testing.T) {
 func TestPeerClose(t *testing.T) {
 	for _, who := range []string{"sender", "receiver"} {
 		t.Run(who+" closes", func(t *testing.T) {
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			snd, rcv := pair(t, p, p, DefaultOptions())
 			closer, other := snd, rcv
 			if who == "receiver" {
@@ -620,7 +620,7 @@ func TestPeerClose(t *testing.T) {
 			}
 			select {
 			case err := <-done:
-				if pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "peer disconnected") {
+				if conn.KindOf(err) != conn.KindAborted || !strings.Contains(err.Error(), "peer disconnected") {
 					t.Fatalf("Poll = %v, want a KindAborted peer-disconnected error", err)
 				}
 				t.Logf("after %v: %v", time.Since(start).Round(time.Millisecond), err)
@@ -636,7 +636,7 @@ func TestCloseUnblocksPoll(t *testing.T) {
 		t.Run(fmt.Sprintf("busypoll=%v", busy), func(t *testing.T) {
 			opt := DefaultOptions()
 			opt.BusyPoll = busy
-			p := pipe.NewParams(4096, 4)
+			p := conn.NewParams(4096, 4)
 			snd, _ := pair(t, p, p, opt)
 			done := blockedPoll(t, context.Background(), snd)
 			if err := snd.Close(); err != nil {
@@ -644,8 +644,8 @@ func TestCloseUnblocksPoll(t *testing.T) {
 			}
 			select {
 			case err := <-done:
-				if !errors.Is(err, pipe.ErrClosed) {
-					t.Fatalf("Poll = %v, want pipe.ErrClosed", err)
+				if !errors.Is(err, conn.ErrClosed) {
+					t.Fatalf("Poll = %v, want conn.ErrClosed", err)
 				}
 			case <-time.After(3 * time.Second):
 				t.Fatal("Close did not unblock Poll")
@@ -653,10 +653,10 @@ func TestCloseUnblocksPoll(t *testing.T) {
 			if err := snd.Close(); err != nil {
 				t.Fatalf("second Close: %v", err)
 			}
-			if _, err := snd.Poll(context.Background(), make([]pipe.Completion, 1)); !errors.Is(err, pipe.ErrClosed) {
+			if _, err := snd.Poll(context.Background(), make([]conn.Completion, 1)); !errors.Is(err, conn.ErrClosed) {
 				t.Fatalf("Poll after Close = %v", err)
 			}
-			if err := snd.PostSend(0, 1); !errors.Is(err, pipe.ErrClosed) {
+			if err := snd.PostSend(0, 1); !errors.Is(err, conn.ErrClosed) {
 				t.Fatalf("PostSend after Close = %v", err)
 			}
 		})
@@ -664,7 +664,7 @@ func TestCloseUnblocksPoll(t *testing.T) {
 }
 
 func TestPollContext(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	snd, _ := pair(t, p, p, DefaultOptions())
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -685,7 +685,7 @@ func TestPollContext(t *testing.T) {
 }
 
 func TestListenerClose(t *testing.T) {
-	l := listenRXE(t, pipe.NewParams(4096, 4), DefaultOptions())
+	l := listenRXE(t, conn.NewParams(4096, 4), DefaultOptions())
 	done := make(chan error, 1)
 	go func() {
 		_, err := l.Accept(context.Background())
@@ -712,7 +712,7 @@ func TestHelperProcess(t *testing.T) {
 		t.Skip("helper for other tests")
 	}
 	ctx := timeout(t, 30*time.Second)
-	p := pipe.NewParams(1<<20, 4)
+	p := conn.NewParams(1<<20, 4)
 	switch mode {
 	case "dial":
 		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
@@ -724,7 +724,7 @@ func TestHelperProcess(t *testing.T) {
 		time.Sleep(time.Minute)
 	case "memlock-dial":
 		_, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
-		fmt.Printf("result kind=%d local=%v %v\n", pipe.KindOf(err), errors.Is(err, pipe.ErrLocal), err)
+		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
 	case "memlock-accept", "memlock-busy":
 		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
 		if err != nil {
@@ -735,11 +735,11 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("listening", l.Addr())
 		// The window is registered when the engine opens it, so the
 		// limit may bite there rather than in the accept.
-		var c pipe.Conn
+		var c conn.Conn
 		if c, err = l.Accept(ctx); err == nil {
 			_, err = c.(*Conn).OpenWindow()
 		}
-		fmt.Printf("result kind=%d local=%v %v\n", pipe.KindOf(err), errors.Is(err, pipe.ErrLocal), err)
+		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
 	}
 	os.Exit(0)
 }
@@ -776,7 +776,7 @@ func expectLine(t *testing.T, r *bufio.Reader, prefix string) string {
 }
 
 func TestPeerKilled(t *testing.T) {
-	p := pipe.NewParams(1<<20, 4)
+	p := conn.NewParams(1<<20, 4)
 	l := listenRXE(t, p, DefaultOptions())
 	cmd, out := child(t, "dial", l.Addr())
 	c, err := l.Accept(timeout(t, 20*time.Second))
@@ -790,7 +790,7 @@ func TestPeerKilled(t *testing.T) {
 	cmd.Process.Signal(syscall.SIGKILL)
 	select {
 	case err := <-done:
-		if pipe.KindOf(err) != pipe.KindAborted {
+		if conn.KindOf(err) != conn.KindAborted {
 			t.Fatalf("Poll = %v, want a KindAborted error", err)
 		}
 		t.Logf("Poll returned %v after the kill: %v", time.Since(start).Round(time.Millisecond), err)
@@ -801,7 +801,7 @@ func TestPeerKilled(t *testing.T) {
 
 // TestMemlock runs each side in a child process without CAP_IPC_LOCK and
 // with a 64 KiB locked-memory limit: registering its buffers must fail
-// with an error explaining how to raise the limit, marked pipe.ErrLocal.
+// with an error explaining how to raise the limit, marked conn.ErrLocal.
 func TestMemlock(t *testing.T) {
 	ip := rxeIP(t)
 	wrapper := []string{"setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
@@ -813,7 +813,7 @@ func TestMemlock(t *testing.T) {
 	}
 	check := func(t *testing.T, out *bufio.Reader) {
 		res := expectLine(t, out, "result ")
-		if !strings.HasPrefix(res, fmt.Sprintf("kind=%d local=true ", pipe.KindSetup)) || !strings.Contains(res, "ulimit -l") ||
+		if !strings.HasPrefix(res, fmt.Sprintf("kind=%d local=true ", conn.KindSetup)) || !strings.Contains(res, "ulimit -l") ||
 			!strings.Contains(res, "LimitMEMLOCK") || !strings.Contains(res, "limits.conf") {
 			t.Fatalf("child: %s", res)
 		}
@@ -826,11 +826,11 @@ func TestMemlock(t *testing.T) {
 	t.Run("accept", func(t *testing.T) {
 		_, out := child(t, "memlock-accept", "", wrapper...)
 		addr := expectLine(t, out, "listening ")
-		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, pipe.NewParams(1<<20, 4))
+		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
 		if c != nil {
 			defer c.Close()
 		}
-		if err != nil && (pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), "could not set up")) {
+		if err != nil && (conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), "could not set up")) {
 			t.Fatalf("Dial = %v, want success or a rejection by a receiver that could not set up", err)
 		}
 		t.Logf("dialer: %v", err)
@@ -841,9 +841,9 @@ func TestMemlock(t *testing.T) {
 	t.Run("busy", func(t *testing.T) {
 		_, out := child(t, "memlock-busy", "", wrapper...)
 		addr := expectLine(t, out, "listening ")
-		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, pipe.NewParams(1<<20, 4))
-		if pipe.KindOf(err) != pipe.KindBusy {
-			t.Fatalf("Dial = %v (kind %v), want kind %v", err, pipe.KindOf(err), pipe.KindBusy)
+		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
+		if conn.KindOf(err) != conn.KindBusy {
+			t.Fatalf("Dial = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindBusy)
 		}
 		t.Logf("dialer: %v", err)
 	})
@@ -858,7 +858,7 @@ func BenchmarkThroughput(b *testing.B) {
 		b.Run(fmt.Sprintf("busypoll=%v", busy), func(b *testing.B) {
 			opt := DefaultOptions()
 			opt.BusyPoll = busy
-			p := pipe.NewParams(1<<20, 4)
+			p := conn.NewParams(1<<20, 4)
 			snd, rcv := pair(b, p, p, opt)
 			msg := len(snd.SendBuf(0))
 			count := total / msg

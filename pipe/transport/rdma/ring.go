@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The RDMA WRITE data path. By default a receiver offers the sender a ring:
@@ -14,7 +14,7 @@ import (
 // slot of the ring with IBV_WR_RDMA_WRITE_WITH_IMM, the slot number as the
 // immediate; the receiver learns of it from the completion of one of its
 // posted receive work requests, which only carry notifications and the
-// sender's control messages (SENDs of at most pipe.MaxControl bytes), in
+// sender's control messages (SENDs of at most conn.MaxControl bytes), in
 // small buffers of their own. A control message is copied into the oldest
 // posted spare buffer (the rest of the layout, MaxControl bytes each), so
 // that the engine sees every message in a buffer it posted.
@@ -28,7 +28,7 @@ import (
 // SetWindow). Everything else is registered for local access only.
 //
 // Both sides walk the ring in order: the engine re-posts data buffers in
-// the order their messages arrived (see pipe.Conn), so the slot freed by a
+// the order their messages arrived (see conn.Conn), so the slot freed by a
 // credit is always the oldest one, which is the one the sender writes next.
 // The receiver checks that every write lands in the slot it expects and
 // that the engine re-posts in order; either mistake fails the connection.
@@ -48,7 +48,7 @@ const noteSlack = 2
 
 // grantLen is the encoded size of a ring's grant: flags u8 (opWrite),
 // lanes u8, two zero bytes, token u64, little-endian. It follows the
-// answer's pipe.Params in the accept's private data. Lanes and token are
+// answer's conn.Params in the accept's private data. Lanes and token are
 // for striping (see lanes.go).
 const grantLen = 12
 
@@ -103,7 +103,7 @@ func (r ring) marshal() []byte {
 // parseRing decodes where a receiver's ring is and checks that it can
 // carry the negotiated stream p: a slot per credit, each large enough for
 // a chunk and its trailer.
-func parseRing(b []byte, p pipe.Params) (ring, error) {
+func parseRing(b []byte, p conn.Params) (ring, error) {
 	if len(b) != ringLen {
 		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d", len(b), ringLen)
 	}
@@ -113,7 +113,7 @@ func parseRing(b []byte, p pipe.Params) (ring, error) {
 		stride: binary.LittleEndian.Uint32(b[12:]),
 		slots:  binary.LittleEndian.Uint32(b[16:]),
 	}
-	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+pipe.TrailerLen {
+	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TrailerLen {
 		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
 	}
 	return r, nil
@@ -164,16 +164,16 @@ func ringRequest(write bool, lanes int) []byte {
 // wantsRing returns how many lanes a connect request's private data asks
 // for with a ring, 0 if it asks for none.
 func wantsRing(priv []byte) int {
-	if len(priv) <= pipe.ParamsLen || priv[pipe.ParamsLen]&opWrite == 0 {
+	if len(priv) <= conn.ParamsLen || priv[conn.ParamsLen]&opWrite == 0 {
 		return 0
 	}
-	if len(priv) <= pipe.ParamsLen+1 {
+	if len(priv) <= conn.ParamsLen+1 {
 		return 1
 	}
-	return min(max(int(priv[pipe.ParamsLen+1]), 1), maxLanes)
+	return min(max(int(priv[conn.ParamsLen+1]), 1), maxLanes)
 }
 
-// opName names the data path for pipe.Info.
+// opName names the data path for conn.Info.
 func opName(write bool) string {
 	if write {
 		return "write"

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func TestParseGrant(t *testing.T) {
@@ -39,7 +39,7 @@ func TestParseGrant(t *testing.T) {
 }
 
 func TestParseRing(t *testing.T) {
-	p := pipe.NewParams(4096, 5) // 4 credits
+	p := conn.NewParams(4096, 5) // 4 credits
 	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}
 	cases := []struct {
 		name string
@@ -52,7 +52,7 @@ func TestParseRing(t *testing.T) {
 		{"too long", append(good.marshal(), 0), "in 21 bytes"},
 		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), "3 slots of 8192 bytes for 4 credits"},
 		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), "5 slots"},
-		{"slots too small", ring{stride: 4096 + pipe.TrailerLen - 1, slots: 4}.marshal(), "of 4103 bytes"},
+		{"slots too small", ring{stride: 4096 + conn.TrailerLen - 1, slots: 4}.marshal(), "of 4103 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -71,7 +71,7 @@ func TestParseRing(t *testing.T) {
 // control messages arrive intact on it: in the ring for writes, control
 // messages in a spare.
 func TestDataPath(t *testing.T) {
-	p := pipe.NewParams(8192, 4)
+	p := conn.NewParams(8192, 4)
 	cases := []struct {
 		name         string
 		sender, recv bool // SendOnly
@@ -108,7 +108,7 @@ func TestDataPath(t *testing.T) {
 				if err := snd.PostSend(0, n); err != nil {
 					t.Fatal(err)
 				}
-				if c := poll(t, snd); c.Op != pipe.OpSend {
+				if c := poll(t, snd); c.Op != conn.OpSend {
 					t.Fatalf("sender got %+v", c)
 				}
 				ctrl := []byte{'c', byte(k)}
@@ -140,14 +140,14 @@ func TestDataPath(t *testing.T) {
 // engine re-posts ring slots out of arrival order (the slot would stay
 // unposted, and the sender's next write into it be blamed on the sender).
 func TestRingProtocol(t *testing.T) {
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	t.Run("write out of turn", func(t *testing.T) {
 		snd, rcv := pair(t, p, p, DefaultOptions())
 		snd.(*Conn).writes.Add(1) // the next write skips slot 0
 		if err := snd.PostSend(0, 100); err != nil {
 			t.Fatal(err)
 		}
-		cs := make([]pipe.Completion, 4)
+		cs := make([]conn.Completion, 4)
 		_, err := rcv.Poll(timeout(t, 10*time.Second), cs)
 		if err == nil || !strings.Contains(err.Error(), "wrote ring slot 1 where slot 0 was due: it broke the ring protocol") {
 			t.Errorf("receiver: %v, want a ring protocol failure", err)
@@ -155,7 +155,7 @@ func TestRingProtocol(t *testing.T) {
 	})
 	t.Run("re-post out of order", func(t *testing.T) {
 		snd, rcv := pair(t, p, p, DefaultOptions())
-		var got []pipe.Completion
+		var got []conn.Completion
 		for i := range 2 {
 			if err := snd.PostSend(i, 10); err != nil {
 				t.Fatal(err)
@@ -163,10 +163,10 @@ func TestRingProtocol(t *testing.T) {
 			got = append(got, poll(t, rcv))
 		}
 		const why = "ring slot 1 re-posted before slot 0, whose data arrived first"
-		if err := rcv.PostRecv(got[1].Buf); pipe.KindOf(err) != pipe.KindInternal || !strings.Contains(err.Error(), why) {
+		if err := rcv.PostRecv(got[1].Buf); conn.KindOf(err) != conn.KindInternal || !strings.Contains(err.Error(), why) {
 			t.Errorf("re-posting the second slot first: %v, want a KindInternal error saying %q", err, why)
 		}
-		if _, err := rcv.Poll(timeout(t, 10*time.Second), make([]pipe.Completion, 4)); err == nil || !strings.Contains(err.Error(), "re-post refused: "+why) {
+		if _, err := rcv.Poll(timeout(t, 10*time.Second), make([]conn.Completion, 4)); err == nil || !strings.Contains(err.Error(), "re-post refused: "+why) {
 			t.Errorf("receiver's Poll after the refused re-post: %v, want the connection failed by it", err)
 		}
 		if err := rcv.PostRecv(got[0].Buf); err == nil {
@@ -180,7 +180,7 @@ func TestParseJoin(t *testing.T) {
 	if got, ok := parseJoin(j.marshal()); !ok || got != j {
 		t.Errorf("parseJoin(marshal(%+v)) = %+v, %v", j, got, ok)
 	}
-	p, _ := pipe.NewParams(4096, 4).MarshalBinary()
+	p, _ := conn.NewParams(4096, 4).MarshalBinary()
 	other := j.marshal()
 	other[4]++ // another protocol version
 	for _, b := range [][]byte{nil, p, j.marshal()[:joinLen-1], other} {

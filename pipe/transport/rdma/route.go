@@ -11,7 +11,7 @@ import (
 	"net/netip"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Route is where rdma_cm would send a connection to a peer: the device,
@@ -27,10 +27,10 @@ type Route struct {
 
 // ResolveRoute resolves addr ("host:port") and the route to it the way Dial
 // does, without connecting, and reports where the connection would go. It
-// fails like Dial: kind pipe.KindNoRDMA when no RDMA device reaches addr.
+// fails like Dial: kind conn.KindNoRDMA when no RDMA device reaches addr.
 func ResolveRoute(ctx context.Context, addr string, opt Options) (Route, error) {
 	op := "resolve a route to " + addr
-	aps, err := prepare(ctx, op, addr, pipe.NewParams(pipe.DefaultChunk, pipe.DefaultDepth), false)
+	aps, err := prepare(ctx, op, addr, conn.NewParams(conn.DefaultChunk, conn.DefaultDepth), false)
 	if err != nil {
 		return Route{}, err
 	}
@@ -41,7 +41,7 @@ func ResolveRoute(ctx context.Context, addr string, opt Options) (Route, error) 
 			return r, nil
 		}
 		if first == nil {
-			first = &pipe.Error{Kind: pipe.KindOf(err), Op: fmt.Sprintf("%s (%s)", op, ap), Err: err}
+			first = &conn.Error{Kind: conn.KindOf(err), Op: fmt.Sprintf("%s (%s)", op, ap), Err: err}
 		}
 	}
 	return Route{}, first
@@ -51,31 +51,31 @@ func ResolveRoute(ctx context.Context, addr string, opt Options) (Route, error) 
 func resolveOne(ctx context.Context, ap netip.AddrPort, opt Options) (Route, error) {
 	cm, err := newEventChannel()
 	if err != nil {
-		return Route{}, &pipe.Error{Kind: pipe.KindSetup, Err: local(err)}
+		return Route{}, &conn.Error{Kind: conn.KindSetup, Err: local(err)}
 	}
 	var id *C.struct_rdma_cm_id
 	if rc := C.rp_create_id(cm.ch, &id); rc != 0 {
 		cm.destroy()
-		return Route{}, &pipe.Error{Kind: pipe.KindSetup, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
+		return Route{}, &conn.Error{Kind: conn.KindSetup, Err: local(fmt.Errorf("rdma_create_id: %w", errno(rc)))}
 	}
 	c := newConn(cm, id, ap.String(), opt)
 	defer c.free()
-	proposal := pipe.NewParams(pipe.DefaultChunk, pipe.DefaultDepth)
+	proposal := conn.NewParams(conn.DefaultChunk, conn.DefaultDepth)
 	dst, err := sockaddr(ap)
 	if err != nil {
-		return Route{}, &pipe.Error{Kind: pipe.KindSetup, Err: err}
+		return Route{}, &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	if rc := C.rp_resolve_addr(id, dst, resolveTimeoutMs); rc != 0 {
 		if err := errno(rc); noDevice(err) {
-			return Route{}, &pipe.Error{Kind: pipe.KindNoRDMA, Err: fmt.Errorf("no RDMA device for this address (rdma_resolve_addr: %w)", err)}
+			return Route{}, &conn.Error{Kind: conn.KindNoRDMA, Err: fmt.Errorf("no RDMA device for this address (rdma_resolve_addr: %w)", err)}
 		}
-		return Route{}, &pipe.Error{Kind: pipe.KindSetup, Err: fmt.Errorf("rdma_resolve_addr: %w", errno(rc))}
+		return Route{}, &conn.Error{Kind: conn.KindSetup, Err: fmt.Errorf("rdma_resolve_addr: %w", errno(rc))}
 	}
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ADDR_RESOLVED, proposal); err != nil {
 		return Route{}, err
 	}
 	if rc, err := C.rdma_resolve_route(id, resolveTimeoutMs); rc != 0 {
-		return Route{}, &pipe.Error{Kind: pipe.KindSetup, Err: fmt.Errorf("rdma_resolve_route: %w", err)}
+		return Route{}, &conn.Error{Kind: conn.KindSetup, Err: fmt.Errorf("rdma_resolve_route: %w", err)}
 	}
 	if _, err := c.expect(ctx, C.RDMA_CM_EVENT_ROUTE_RESOLVED, proposal); err != nil {
 		return Route{}, err
@@ -87,7 +87,7 @@ func resolveOne(ctx context.Context, ap netip.AddrPort, opt Options) (Route, err
 		r.GID = netip.AddrFrom16(g)
 	}
 	if err := checkDevice(id, opt, ap.String()); err != nil {
-		return r, &pipe.Error{Kind: pipe.KindSetup, Err: err}
+		return r, &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	return r, nil
 }

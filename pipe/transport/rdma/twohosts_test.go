@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // The tests in this file need two RDMA devices on the two ends of one veth
@@ -89,7 +89,7 @@ var breaks = []struct {
 // emulated machine, not a measure of speed.
 func TestDialNoRDMAPeer(t *testing.T) {
 	twoHosts(t)
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	tests := []struct {
 		name           string
 		break_, repair []string
@@ -108,7 +108,7 @@ func TestDialNoRDMAPeer(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
 			type result struct {
-				c   pipe.Conn
+				c   conn.Conn
 				err error
 			}
 			res := make(chan result, 1)
@@ -130,7 +130,7 @@ func TestDialNoRDMAPeer(t *testing.T) {
 				t.Fatal("Dial succeeded")
 			}
 			t.Logf("MEASURE %s: Dial failed after %v (kind %v, deadline %v): %v", tt.name, took.Round(time.Millisecond),
-				pipe.KindOf(err), errors.Is(err, context.DeadlineExceeded), err)
+				conn.KindOf(err), errors.Is(err, context.DeadlineExceeded), err)
 			if errors.Is(err, context.DeadlineExceeded) && !strings.Contains(err.Error(), "no answer") {
 				t.Errorf("Dial = %v, want an explanation of the missing answer", err)
 			}
@@ -140,7 +140,7 @@ func TestDialNoRDMAPeer(t *testing.T) {
 
 // pairAB connects a sender on hostA to a receiver on hostB configured
 // like the sender and runs a little traffic over it.
-func pairAB(t *testing.T, p pipe.Params) (snd, rcv pipe.Conn) {
+func pairAB(t *testing.T, p conn.Params) (snd, rcv conn.Conn) {
 	ctx := timeout(t, 20*time.Second)
 	l, err := Listen(ctx, net.JoinHostPort(hostB, "0"), p, DefaultOptions())
 	if err != nil {
@@ -171,7 +171,7 @@ const closeBound = 10 * closeTimeout
 // closeWithin closes c, failing t if Close has not returned within
 // closeBound; it then leaves Close running, so that the test ends instead
 // of hanging.
-func closeWithin(t *testing.T, what string, c pipe.Conn) {
+func closeWithin(t *testing.T, what string, c conn.Conn) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -193,11 +193,11 @@ func closeWithin(t *testing.T, what string, c pipe.Conn) {
 // link goes down last, as the wire is slow to recover from it.
 func TestCloseVanishedPeer(t *testing.T) {
 	twoHosts(t)
-	p := pipe.NewParams(64<<10, 4)
+	p := conn.NewParams(64<<10, 4)
 	for _, br := range []int{1, 2, 0} {
 		br := breaks[br]
 		t.Run(br.name, func(t *testing.T) {
-			type pairT struct{ snd, rcv pipe.Conn }
+			type pairT struct{ snd, rcv conn.Conn }
 			var pairs [3]pairT
 			for i := range pairs {
 				pairs[i].snd, pairs[i].rcv = pairAB(t, p)
@@ -221,7 +221,7 @@ func TestCloseVanishedPeer(t *testing.T) {
 			}
 			start := time.Now()
 			report := make(chan measure, 3)
-			timed := func(what string, c pipe.Conn) {
+			timed := func(what string, c conn.Conn) {
 				err := c.Close()
 				took := time.Since(start)
 				report <- measure{fmt.Sprintf("%s Close returned after %v (err %v)", what, took.Round(time.Millisecond), err), took > closeBound}
@@ -237,7 +237,7 @@ func TestCloseVanishedPeer(t *testing.T) {
 				defer cancel()
 				var err error
 				for err == nil {
-					_, err = pairs[2].snd.Poll(ctx, make([]pipe.Completion, 8))
+					_, err = pairs[2].snd.Poll(ctx, make([]conn.Completion, 8))
 				}
 				failed := time.Now()
 				pairs[2].snd.Close()

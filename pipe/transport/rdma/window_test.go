@@ -8,7 +8,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // TestWindow checks that a receiver spends nothing of a stream's size, and
@@ -17,7 +17,7 @@ import (
 // buffers are registered for local access only, and data cannot be sent
 // yet. Once open, only the ring is writable, under a key of its own.
 func TestWindow(t *testing.T) {
-	p := pipe.NewParams(1<<20, 4)
+	p := conn.NewParams(1<<20, 4)
 	l := listenRXE(t, p, DefaultOptions())
 	s, r, err, aerr := connect(timeout(t, 20*time.Second), l, Dialer{DefaultOptions()}, p)
 	if err != nil || aerr != nil {
@@ -27,13 +27,13 @@ func TestWindow(t *testing.T) {
 	snd, rcv := s.(*Conn), r.(*Conn)
 	window := int64(p.Credits() * p.Chunk)
 	before := rcv.Info().Pinned
-	if before >= int64(p.Chunk) && !iwarp() || before >= int64(pipe.SpareRecvs+1)*int64(p.Chunk) {
+	if before >= int64(p.Chunk) && !iwarp() || before >= int64(conn.SpareRecvs+1)*int64(p.Chunk) {
 		t.Errorf("receiver pins %d bytes before its window opens", before)
 	}
-	if err := snd.PostSend(0, 10); pipe.KindOf(err) != pipe.KindInternal || !strings.Contains(err.Error(), "window is not known") {
+	if err := snd.PostSend(0, 10); conn.KindOf(err) != conn.KindInternal || !strings.Contains(err.Error(), "window is not known") {
 		t.Errorf("PostSend before the window is known: %v, want a KindInternal error", err)
 	}
-	if err := rcv.PostRecv(0); pipe.KindOf(err) != pipe.KindInternal || !strings.Contains(err.Error(), "not open") {
+	if err := rcv.PostRecv(0); conn.KindOf(err) != conn.KindInternal || !strings.Contains(err.Error(), "not open") {
 		t.Errorf("PostRecv of a window buffer before it is open: %v, want a KindInternal error", err)
 	}
 	desc, err := rcv.OpenWindow()
@@ -70,7 +70,7 @@ func TestWindowKeys(t *testing.T) {
 	if iwarp() {
 		t.Skip("iWARP has no ring: nothing is remotely writable")
 	}
-	p := pipe.NewParams(4096, 4)
+	p := conn.NewParams(4096, 4)
 	for _, tc := range []struct {
 		name string
 		key  func(snd, rcv *Conn) uint32
@@ -91,7 +91,7 @@ func TestWindowKeys(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 			defer cancel()
-			cs := make([]pipe.Completion, 4)
+			cs := make([]conn.Completion, 4)
 			n, err := snd.Poll(ctx, cs)
 			if err == nil {
 				t.Fatalf("the write completed: %+v", cs[:n])

@@ -1,15 +1,15 @@
-// Package tcp is the TCP transport of rdmapipe: a pipe.Conn over one TCP
+// Package tcp is the TCP transport of rdmapipe: a conn.Conn over one TCP
 // connection, with each message framed as a 4-byte little-endian length
 // (its top bit set for a control message) followed by its bytes.
 //
 // A writer goroutine sends queued messages in order, several per writev
 // system call; a reader goroutine reads each message straight into the
 // oldest posted receive buffer of its kind: a receiver keeps its last
-// pipe.SpareRecvs buffers, of pipe.MaxControl bytes, for control messages,
+// conn.SpareRecvs buffers, of conn.MaxControl bytes, for control messages,
 // as the RDMA ring does, and allocates the others, its window, only when
-// the engine opens it after authentication (pipe.Window). A message for
+// the engine opens it after authentication (conn.Window). A message for
 // which no buffer is posted fails the connection: the engine never sends
-// one (see pipe.Conn), so only a peer that breaks the protocol does.
+// one (see conn.Conn), so only a peer that breaks the protocol does.
 package tcp
 
 import (
@@ -22,9 +22,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"golang.org/x/sys/unix"
-
-	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // frameHeaderLen is the size of the length that precedes each message.
@@ -38,12 +37,12 @@ const closeTimeout = 2 * time.Second
 // is buffered are read directly into the receive buffer.
 const readBufferSize = 16 << 10
 
-// Conn is a pipe.Conn over TCP. Its buffers are mapped outside the Go heap:
+// Conn is a conn.Conn over TCP. Its buffers are mapped outside the Go heap:
 // the control buffers when the connection is made, a receiver's data
 // buffers (its window) only when the engine opens it (see OpenWindow).
 type Conn struct {
 	nc     net.Conn
-	info   pipe.Info
+	info   conn.Info
 	remote string
 
 	sendBufs, recvBufs [][]byte
@@ -61,7 +60,7 @@ type Conn struct {
 	ctrlFree   chan int  // indices of free ctrlBufs
 	postedData chan int  // posted data receive buffers, oldest first
 	postedCtrl chan int  // posted control receive buffers, oldest first
-	comps      chan pipe.Completion
+	comps      chan conn.Completion
 	closing    chan struct{} // closed by Close: the writer flushes and stops
 	written    chan struct{} // closed when the writer has stopped
 	done       chan struct{} // closed when the connection has failed or closed
@@ -80,7 +79,7 @@ type Conn struct {
 	hdrs  []byte      // the writer's frame headers
 	batch []work
 
-	adopted atomic.Pointer[pipe.Conn] // whose receive buffers PostForward sends from
+	adopted atomic.Pointer[conn.Conn] // whose receive buffers PostForward sends from
 
 	windowOnce sync.Once
 	mapMu      sync.Mutex
@@ -98,9 +97,9 @@ type work struct {
 // newConn makes a Conn over nc with buffers for layout l and the negotiated
 // params p, whose peer has peerRecvBufs receive buffers, and starts its
 // reader and writer. The last spares receive buffers take control
-// messages, of at most pipe.MaxControl bytes: with spares < l.RecvBufs (a
+// messages, of at most conn.MaxControl bytes: with spares < l.RecvBufs (a
 // receiver) the others, for data, are allocated by OpenWindow.
-func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int) (*Conn, error) {
+func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int) (*Conn, error) {
 	if tc, ok := nc.(*net.TCPConn); ok {
 		// Go enables TCP_NODELAY by default; say so in case that changes.
 		// Socket buffer sizes are left to the kernel's autotuning: setting
@@ -114,7 +113,7 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int
 		remote:     nc.RemoteAddr().String(),
 		spareFrom:  spareFrom,
 		dataSize:   l.RecvSize,
-		ctrlSize:   min(l.RecvSize, pipe.MaxControl),
+		ctrlSize:   min(l.RecvSize, conn.MaxControl),
 		recvBufs:   make([][]byte, l.RecvBufs),
 		sendBusy:   make([]atomic.Bool, l.SendBufs),
 		recvBusy:   make([]atomic.Bool, l.RecvBufs),
@@ -122,7 +121,7 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int
 		ctrlFree:   make(chan int, ctrl),
 		postedData: make(chan int, max(spareFrom, 0)),
 		postedCtrl: make(chan int, spares),
-		comps:      make(chan pipe.Completion, 2*(l.SendBufs+l.RecvBufs)), // sends, forwards and receives
+		comps:      make(chan conn.Completion, 2*(l.SendBufs+l.RecvBufs)), // sends, forwards and receives
 		closing:    make(chan struct{}),
 		written:    make(chan struct{}),
 		done:       make(chan struct{}),
@@ -133,16 +132,16 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int
 	// Send buffers start on a page, so that what is read into them suits
 	// O_DIRECT.
 	send := roundUp(l.SendSize, pageSize)
-	mem, err := c.mapBuffers(l.SendBufs*send + (ctrl+spares)*pipe.MaxControl)
+	mem, err := c.mapBuffers(l.SendBufs*send + (ctrl+spares)*conn.MaxControl)
 	if err != nil {
 		_ = nc.Close()
 		return nil, err
 	}
 	c.sendBufs = carve(&mem, l.SendBufs, l.SendSize, send)
-	c.ctrlBufs = carve(&mem, ctrl, pipe.MaxControl, pipe.MaxControl)
-	copy(c.recvBufs[spareFrom:], carve(&mem, spares, c.ctrlSize, pipe.MaxControl))
+	c.ctrlBufs = carve(&mem, ctrl, conn.MaxControl, conn.MaxControl)
+	copy(c.recvBufs[spareFrom:], carve(&mem, spares, c.ctrlSize, conn.MaxControl))
 	c.br = bufio.NewReaderSize(countingReader{nc, &c.arrived}, readBufferSize)
-	c.info = pipe.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
+	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
 	for i := range ctrl {
 		c.ctrlFree <- i
 	}
@@ -162,8 +161,8 @@ func newConn(nc net.Conn, l pipe.Layout, p pipe.Params, peerRecvBufs, spares int
 func (c *Conn) mapBuffers(size int) ([]byte, error) {
 	mem, err := unix.Mmap(-1, 0, max(size, 1), unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: "allocate buffers for " + c.remote,
-			Err: errors.Join(fmt.Errorf("mmap %d bytes: %w", size, err), pipe.ErrLocal)}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: "allocate buffers for " + c.remote,
+			Err: errors.Join(fmt.Errorf("mmap %d bytes: %w", size, err), conn.ErrLocal)}
 	}
 	c.mapMu.Lock()
 	defer c.mapMu.Unlock()
@@ -233,7 +232,7 @@ func (c *Conn) SendBufs() int { return len(c.sendBufs) }
 func (c *Conn) RecvBufs() int { return len(c.recvBufs) }
 
 // Info describes the connection.
-func (c *Conn) Info() pipe.Info { return c.info }
+func (c *Conn) Info() conn.Info { return c.info }
 
 // fail records err as the reason the connection ended, unless one was
 // recorded before, and tears the socket down so that the peer notices.
@@ -267,7 +266,7 @@ func (c *Conn) failSoon(err error) {
 
 // Close waits up to two seconds for queued sends to be written, then closes
 // the connection and waits for its goroutines. It unblocks a pending Poll,
-// which returns pipe.ErrClosed. Close may be called more than once.
+// which returns conn.ErrClosed. Close may be called more than once.
 func (c *Conn) Close() error {
 	c.closeMu.Lock()
 	defer c.closeMu.Unlock()
@@ -282,7 +281,7 @@ func (c *Conn) Close() error {
 	case <-t.C:
 	}
 	t.Stop()
-	c.fail(pipe.ErrClosed)
+	c.fail(conn.ErrClosed)
 	c.wg.Wait()
 	c.mapMu.Lock()
 	defer c.mapMu.Unlock()

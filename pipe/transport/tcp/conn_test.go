@@ -3,18 +3,18 @@ package tcp
 import (
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/pipetest"
 )
 
 func TestConn(t *testing.T) {
-	conntest.Run(t, func(t *testing.T, proposal, local pipe.Params) (pipe.Conn, pipe.Conn, error) {
+	pipetest.Run(t, func(t *testing.T, proposal, local conn.Params) (conn.Conn, conn.Conn, error) {
 		return makePair(t, proposal, local)
 	})
 }
 
 // makePair connects a sender to a receiver over loopback.
-func makePair(t testing.TB, proposal, local pipe.Params) (sender, receiver pipe.Conn, err error) {
+func makePair(t testing.TB, proposal, local conn.Params) (sender, receiver conn.Conn, err error) {
 	t.Helper()
 	l, err := Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
@@ -23,7 +23,7 @@ func makePair(t testing.TB, proposal, local pipe.Params) (sender, receiver pipe.
 	defer l.Close()
 	s, r, err := dialAccept(t, l, l.Addr(), proposal)
 	if err == nil {
-		if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+		if _, err := r.(conn.Window).OpenWindow(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -32,10 +32,10 @@ func makePair(t testing.TB, proposal, local pipe.Params) (sender, receiver pipe.
 
 // dialAccept dials addr while l accepts. It returns both ends, or the
 // dialer's error; the listener must fail too when the dialer does.
-func dialAccept(t testing.TB, l *Listener, addr string, proposal pipe.Params) (sender, receiver pipe.Conn, err error) {
+func dialAccept(t testing.TB, l *Listener, addr string, proposal conn.Params) (sender, receiver conn.Conn, err error) {
 	t.Helper()
 	type accepted struct {
-		c   pipe.Conn
+		c   conn.Conn
 		err error
 	}
 	ch := make(chan accepted, 1)

@@ -8,7 +8,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // DefaultDialHandshake is how long a dialer waits by default for the
@@ -18,7 +18,7 @@ const DefaultDialHandshake = 10 * time.Second
 // maxQuoted is how many of a stranger's bytes an error message quotes.
 const maxQuoted = 32
 
-// Dialer connects senders over TCP. It implements pipe.Dialer. Its zero
+// Dialer connects senders over TCP. It implements conn.Dialer. Its zero
 // value uses the defaults.
 type Dialer struct {
 	// HandshakeTimeout bounds the wait for the receiver's answer once the
@@ -29,15 +29,15 @@ type Dialer struct {
 	HandshakeTimeout time.Duration
 }
 
-var _ pipe.Dialer = Dialer{}
+var _ conn.Dialer = Dialer{}
 
 // Dial connects to the receiver listening on addr (host:port), proposes
-// proposal and returns a sender's Conn sized by pipe.SenderLayout(proposal)
+// proposal and returns a sender's Conn sized by conn.SenderLayout(proposal)
 // whose Info reports the parameters the receiver answered. Errors are
-// *pipe.Error values of kind KindSetup (KindUsage for a bad proposal,
+// *conn.Error values of kind KindSetup (KindUsage for a bad proposal,
 // KindBusy when the receiver serves another stream, KindAborted when ctx
 // ends).
-func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pipe.Conn, error) {
+func (d Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (conn.Conn, error) {
 	c, err := d.dial(ctx, addr, proposal)
 	if err != nil {
 		return nil, err
@@ -46,15 +46,15 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal pipe.Params) (pi
 }
 
 // Dial is Dialer.Dial with the default Dialer, returning the *Conn.
-func Dial(ctx context.Context, addr string, proposal pipe.Params) (*Conn, error) {
+func Dial(ctx context.Context, addr string, proposal conn.Params) (*Conn, error) {
 	return Dialer{}.dial(ctx, addr, proposal)
 }
 
 // dial is Dial, returning the *Conn.
-func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*Conn, error) {
+func (d Dialer) dial(ctx context.Context, addr string, proposal conn.Params) (*Conn, error) {
 	op := "connect " + addr
 	if err := proposal.Validate(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindUsage, Op: op, Err: err}
 	}
 	timeout := d.HandshakeTimeout
 	if timeout <= 0 {
@@ -66,7 +66,7 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*C
 		if ctx.Err() != nil {
 			return nil, interrupted(op, ctx.Err())
 		}
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	end := guard(ctx, nc, timeout)
 	p, err := propose(nc, proposal, timeout)
@@ -76,14 +76,14 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal pipe.Params) (*C
 	}
 	if err != nil {
 		_ = nc.Close()
-		kind := pipe.KindSetup
+		kind := conn.KindSetup
 		if errors.Is(err, errBusy) {
-			kind = pipe.KindBusy
+			kind = conn.KindBusy
 		}
-		return nil, &pipe.Error{Kind: kind, Op: op, Err: err}
+		return nil, &conn.Error{Kind: kind, Op: op, Err: err}
 	}
-	l := pipe.SenderLayout(proposal)
-	return newConn(nc, l, p, pipe.ReceiverLayout(p).RecvBufs, l.RecvBufs)
+	l := conn.SenderLayout(proposal)
+	return newConn(nc, l, p, conn.ReceiverLayout(p).RecvBufs, l.RecvBufs)
 }
 
 // errBusy is the cause of a busy receiver's refusal.
@@ -91,7 +91,7 @@ var errBusy = errors.New("receiver busy with another stream: retry later")
 
 // propose sends proposal over nc and returns the receiver's answer; timeout
 // is the deadline already set on nc, for the error message.
-func propose(nc net.Conn, proposal pipe.Params, timeout time.Duration) (pipe.Params, error) {
+func propose(nc net.Conn, proposal conn.Params, timeout time.Duration) (conn.Params, error) {
 	b, _ := proposal.MarshalBinary()
 	_, err := nc.Write(b)
 	n := 0
@@ -107,28 +107,28 @@ func propose(nc net.Conn, proposal pipe.Params, timeout time.Duration) (pipe.Par
 	case err == nil:
 		return parseReply(b, proposal)
 	case errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF):
-		return pipe.Params{}, fmt.Errorf("the peer closed the connection without an rdmapipe handshake answer%s: is an rdmapipe receiver listening there?", got)
+		return conn.Params{}, fmt.Errorf("the peer closed the connection without an rdmapipe handshake answer%s: is an rdmapipe receiver listening there?", got)
 	case errors.As(err, &ne) && ne.Timeout():
-		return pipe.Params{}, fmt.Errorf("no rdmapipe handshake answer within %v%s: is an rdmapipe receiver listening there?", timeout, got)
+		return conn.Params{}, fmt.Errorf("no rdmapipe handshake answer within %v%s: is an rdmapipe receiver listening there?", timeout, got)
 	default:
-		return pipe.Params{}, fmt.Errorf("rdmapipe handshake: %w", err)
+		return conn.Params{}, fmt.Errorf("rdmapipe handshake: %w", err)
 	}
 }
 
-// parseReply decodes the receiver's answer b (pipe.ParamsLen bytes) to
+// parseReply decodes the receiver's answer b (conn.ParamsLen bytes) to
 // proposal. A busy receiver's answer gives errBusy.
-func parseReply(b []byte, proposal pipe.Params) (pipe.Params, error) {
-	var reply pipe.Params
-	if len(b) != pipe.ParamsLen || reply.UnmarshalBinary(b) != nil {
-		return pipe.Params{}, fmt.Errorf("the peer is not an rdmapipe receiver (it answered %s)", quote(b))
+func parseReply(b []byte, proposal conn.Params) (conn.Params, error) {
+	var reply conn.Params
+	if len(b) != conn.ParamsLen || reply.UnmarshalBinary(b) != nil {
+		return conn.Params{}, fmt.Errorf("the peer is not an rdmapipe receiver (it answered %s)", quote(b))
 	}
 	switch {
 	case reply.Version != proposal.Version:
-		return pipe.Params{}, fmt.Errorf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
+		return conn.Params{}, fmt.Errorf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
 	case reply.Busy:
-		return pipe.Params{}, errBusy
+		return conn.Params{}, errBusy
 	case reply.Validate() != nil || reply.Chunk > proposal.Chunk || reply.Depth > proposal.Depth:
-		return pipe.Params{}, fmt.Errorf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, reply.Chunk, reply.Depth)
+		return conn.Params{}, fmt.Errorf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, reply.Chunk, reply.Depth)
 	}
 	return reply, nil
 }

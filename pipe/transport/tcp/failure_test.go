@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // TestCloseUnblocksWriter checks that Close returns while the writer is
@@ -21,7 +21,7 @@ import (
 // must be less than was posted: proof that the writer was cut off in the
 // middle rather than done.
 func TestCloseUnblocksWriter(t *testing.T) {
-	p := pipe.NewParams(2<<20, 8)
+	p := conn.NewParams(2<<20, 8)
 	pc, s := rawReceiver(t, p)
 	_ = s.nc.(*net.TCPConn).SetWriteBuffer(4096)
 	posted := 0
@@ -42,7 +42,7 @@ func TestCloseUnblocksWriter(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("close did not return with the writer blocked")
 	}
-	if _, err := s.Poll(t.Context(), make([]pipe.Completion, 8)); !errors.Is(err, pipe.ErrClosed) {
+	if _, err := s.Poll(t.Context(), make([]conn.Completion, 8)); !errors.Is(err, conn.ErrClosed) {
 		t.Errorf("poll after close: %v", err)
 	}
 	// Read what reached the peer: until the end, or a deadline if the
@@ -58,7 +58,7 @@ func TestCloseUnblocksWriter(t *testing.T) {
 // rawReceiver dials a stand-in receiver that accepts the proposal p as it
 // is, with a small socket receive buffer, and returns its raw connection
 // with the sender's Conn.
-func rawReceiver(t *testing.T, p pipe.Params) (net.Conn, *Conn) {
+func rawReceiver(t *testing.T, p conn.Params) (net.Conn, *Conn) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -73,7 +73,7 @@ func rawReceiver(t *testing.T, p pipe.Params) (net.Conn, *Conn) {
 			return
 		}
 		_ = c.(*net.TCPConn).SetReadBuffer(4096)
-		b := make([]byte, pipe.ParamsLen)
+		b := make([]byte, conn.ParamsLen)
 		if _, err := io.ReadFull(c, b); err != nil {
 			_ = c.Close()
 			return
@@ -95,17 +95,17 @@ func rawReceiver(t *testing.T, p pipe.Params) (net.Conn, *Conn) {
 }
 
 // TestOversizeControl checks that a sender fails the connection on a
-// message longer than its receive buffers (pipe.MaxControl bytes), without
+// message longer than its receive buffers (conn.MaxControl bytes), without
 // reading it.
 func TestOversizeControl(t *testing.T) {
 	pc, s := rawReceiver(t, proposal)
-	if _, err := pc.Write(frame(ctrlFrame|(pipe.MaxControl+1), 0)); err != nil {
+	if _, err := pc.Write(frame(ctrlFrame|(conn.MaxControl+1), 0)); err != nil {
 		t.Fatal(err)
 	}
 	err := pollError(t, s)
-	want := fmt.Sprintf("read from %s: peer sent a %d-byte control message but its receive buffers hold %d bytes", pc.LocalAddr(), pipe.MaxControl+1, pipe.MaxControl)
-	if pipe.KindOf(err) != pipe.KindIntegrity || !strings.HasPrefix(err.Error(), want) {
-		t.Errorf("poll: %v (%v), want %v: %s...", err, pipe.KindOf(err), pipe.KindIntegrity, want)
+	want := fmt.Sprintf("read from %s: peer sent a %d-byte control message but its receive buffers hold %d bytes", pc.LocalAddr(), conn.MaxControl+1, conn.MaxControl)
+	if conn.KindOf(err) != conn.KindIntegrity || !strings.HasPrefix(err.Error(), want) {
+		t.Errorf("poll: %v (%v), want %v: %s...", err, conn.KindOf(err), conn.KindIntegrity, want)
 	}
 }
 
@@ -137,8 +137,8 @@ func TestFailuresReachPoll(t *testing.T) {
 			tt.breakIt(t, peer, r.(*Conn))
 			err := pollError(t, r)
 			want := strings.Replace(tt.want, "%s", peer.LocalAddr().String(), 1)
-			if pipe.KindOf(err) != pipe.KindAborted || !strings.HasPrefix(err.Error(), want) {
-				t.Errorf("poll: %v (%v), want %v: %s...", err, pipe.KindOf(err), pipe.KindAborted, want)
+			if conn.KindOf(err) != conn.KindAborted || !strings.HasPrefix(err.Error(), want) {
+				t.Errorf("poll: %v (%v), want %v: %s...", err, conn.KindOf(err), conn.KindAborted, want)
 			}
 			if err := r.PostRecv(0); err == nil {
 				t.Error("post receive on a failed connection succeeded")

@@ -11,12 +11,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // rawSender connects to a new listener by hand, completes the handshake and
 // returns the raw connection with the receiver's Conn.
-func rawSender(t *testing.T) (net.Conn, pipe.Conn) {
+func rawSender(t *testing.T) (net.Conn, conn.Conn) {
 	t.Helper()
 	l, err := Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
@@ -37,7 +37,7 @@ func rawSender(t *testing.T) (net.Conn, pipe.Conn) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = r.Close() })
-	if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+	if _, err := r.(conn.Window).OpenWindow(); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.ReadFull(nc, b); err != nil {
@@ -47,11 +47,11 @@ func rawSender(t *testing.T) (net.Conn, pipe.Conn) {
 }
 
 // pollError polls c until it fails and returns the error.
-func pollError(t *testing.T, c pipe.Conn) error {
+func pollError(t *testing.T, c conn.Conn) error {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
 	defer cancel()
-	cs := make([]pipe.Completion, 8)
+	cs := make([]conn.Completion, 8)
 	for {
 		if _, err := c.Poll(ctx, cs); err != nil {
 			return err
@@ -61,19 +61,19 @@ func pollError(t *testing.T, c pipe.Conn) error {
 
 // TestBrokenFrames checks the receiver's errors for frames it cannot take.
 func TestBrokenFrames(t *testing.T) {
-	size := pipe.ReceiverLayout(local).RecvSize
+	size := conn.ReceiverLayout(local).RecvSize
 	tests := []struct {
 		name  string
 		frame func() []byte
-		kind  pipe.Kind
+		kind  conn.Kind
 		want  string
 	}{
-		{"oversize", func() []byte { return frame(size+1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", size+1, size)},
-		{"oversize control", func() []byte { return frame(ctrlFrame|(pipe.MaxControl+1), 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", pipe.MaxControl+1, pipe.MaxControl)},
-		{"hostile length", func() []byte { return frame(1<<32-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", 1<<31-1, pipe.MaxControl)},
-		{"hostile data length", func() []byte { return frame(1<<31-1, 0) }, pipe.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", 1<<31-1, size)},
-		{"cut header", func() []byte { return frame(10, 0)[:2] }, pipe.KindAborted, "peer closed the connection"},
-		{"cut payload", func() []byte { return frame(100, 10) }, pipe.KindAborted, "peer closed the connection in the middle of a message"},
+		{"oversize", func() []byte { return frame(size+1, 0) }, conn.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", size+1, size)},
+		{"oversize control", func() []byte { return frame(ctrlFrame|(conn.MaxControl+1), 0) }, conn.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", conn.MaxControl+1, conn.MaxControl)},
+		{"hostile length", func() []byte { return frame(1<<32-1, 0) }, conn.KindIntegrity, fmt.Sprintf("peer sent a %d-byte control message but its receive buffers hold %d bytes", 1<<31-1, conn.MaxControl)},
+		{"hostile data length", func() []byte { return frame(1<<31-1, 0) }, conn.KindIntegrity, fmt.Sprintf("peer sent a %d-byte data message but its receive buffers hold %d bytes", 1<<31-1, size)},
+		{"cut header", func() []byte { return frame(10, 0)[:2] }, conn.KindAborted, "peer closed the connection"},
+		{"cut payload", func() []byte { return frame(100, 10) }, conn.KindAborted, "peer closed the connection in the middle of a message"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -83,8 +83,8 @@ func TestBrokenFrames(t *testing.T) {
 			}
 			_ = nc.(*net.TCPConn).CloseWrite()
 			err := pollError(t, r)
-			if pipe.KindOf(err) != tt.kind || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "read from "+nc.LocalAddr().String()) {
-				t.Errorf("poll: %v (%v), want %v: read from %s: ...%s", err, pipe.KindOf(err), tt.kind, nc.LocalAddr(), tt.want)
+			if conn.KindOf(err) != tt.kind || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "read from "+nc.LocalAddr().String()) {
+				t.Errorf("poll: %v (%v), want %v: read from %s: ...%s", err, conn.KindOf(err), tt.kind, nc.LocalAddr(), tt.want)
 			}
 		})
 	}
@@ -107,10 +107,10 @@ func TestPeerClosed(t *testing.T) {
 	defer s.Close()
 	_ = r.Close()
 	err = pollError(t, s)
-	if want := "read from " + r.Info().Local + ": peer closed the connection"; err.Error() != want || pipe.KindOf(err) != pipe.KindAborted {
+	if want := "read from " + r.Info().Local + ": peer closed the connection"; err.Error() != want || conn.KindOf(err) != conn.KindAborted {
 		t.Errorf("poll: %q, want %q", err, want)
 	}
-	if err := s.PostSend(0, 1); err == nil || errors.Is(err, pipe.ErrClosed) {
+	if err := s.PostSend(0, 1); err == nil || errors.Is(err, conn.ErrClosed) {
 		t.Errorf("post send on a failed connection: %v", err)
 	}
 }
@@ -125,7 +125,7 @@ func TestNoPostedBuffer(t *testing.T) {
 	}
 	defer s.Close()
 	defer r.Close()
-	n := r.RecvBufs() - pipe.SpareRecvs
+	n := r.RecvBufs() - conn.SpareRecvs
 	for k := range n + 1 {
 		copy(s.SendBuf(k), []byte{byte(k)})
 		if err := s.PostSend(k, 1); err != nil {
@@ -134,19 +134,19 @@ func TestNoPostedBuffer(t *testing.T) {
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	cs := make([]pipe.Completion, n+1)
+	cs := make([]conn.Completion, n+1)
 	got := 0
 	for {
 		k, err := r.Poll(ctx, cs[got:])
 		if err != nil {
-			if got != n || pipe.KindOf(err) != pipe.KindIntegrity || !strings.Contains(err.Error(), "with no receive buffer posted for it") {
-				t.Errorf("after %d of %d messages: %v (%v), want an integrity failure after all of them", got, n, err, pipe.KindOf(err))
+			if got != n || conn.KindOf(err) != conn.KindIntegrity || !strings.Contains(err.Error(), "with no receive buffer posted for it") {
+				t.Errorf("after %d of %d messages: %v (%v), want an integrity failure after all of them", got, n, err, conn.KindOf(err))
 			}
 			break
 		}
 		got += k
 	}
-	if err := pollError(t, s); pipe.KindOf(err) != pipe.KindAborted {
+	if err := pollError(t, s); conn.KindOf(err) != conn.KindAborted {
 		t.Errorf("sender: %v, want the connection lost", err)
 	}
 }

@@ -13,7 +13,7 @@ import (
 	"time"
 	"unicode"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // fuzzBound bounds each fuzz input's I/O: a hang fails the input.
@@ -22,8 +22,8 @@ const fuzzBound = 10 * time.Second
 // seedProposals are encoded proposals that seed the handshake fuzzers.
 func seedProposals() [][]byte {
 	var seeds [][]byte
-	for _, p := range []pipe.Params{proposal, local, pipe.NewParams(1, 3), pipe.NewParams(0, 4),
-		{Version: pipe.Version + 1, Chunk: 4096, Depth: 4}, {Version: pipe.Version, Chunk: 4096, Depth: 4, Busy: true}} {
+	for _, p := range []conn.Params{proposal, local, conn.NewParams(1, 3), conn.NewParams(0, 4),
+		{Version: conn.Version + 1, Chunk: 4096, Depth: 4}, {Version: conn.Version, Chunk: 4096, Depth: 4, Busy: true}} {
 		b, _ := p.MarshalBinary()
 		seeds = append(seeds, b)
 	}
@@ -81,7 +81,7 @@ func FuzzListenerHandshake(f *testing.F) {
 			defer c.Close()
 		}
 		// The answer, if any, comes before the listener hangs up.
-		reply := make([]byte, pipe.ParamsLen)
+		reply := make([]byte, conn.ParamsLen)
 		n, rerr := io.ReadFull(client, reply)
 		var ne net.Error
 		if errors.As(rerr, &ne) && ne.Timeout() {
@@ -89,22 +89,22 @@ func FuzzListenerHandshake(f *testing.F) {
 		}
 		reply = reply[:n]
 
-		var prop pipe.Params
+		var prop conn.Params
 		if prop.UnmarshalBinary(data) != nil {
 			if ok || n != 0 {
 				t.Fatalf("%q is no proposal, yet the handshake answered %q (ok %v, %+v)", data, reply, ok, a)
 			}
 			return
 		}
-		want, refused := pipe.Negotiate(local, prop)
+		want, refused := conn.Negotiate(local, prop)
 		switch {
 		case refused != nil:
-			want = pipe.Params{Version: pipe.Version}
-			if !ok || c != nil || pipe.KindOf(a.err) != pipe.KindSetup {
+			want = conn.Params{Version: conn.Version}
+			if !ok || c != nil || conn.KindOf(a.err) != conn.KindSetup {
 				t.Fatalf("refused %+v: ok %v, %+v", prop, ok, a)
 			}
 		case busy:
-			want = pipe.Params{Version: pipe.Version, Chunk: local.Chunk, Depth: local.Depth, Busy: true}
+			want = conn.Params{Version: conn.Version, Chunk: local.Chunk, Depth: local.Depth, Busy: true}
 			if ok {
 				t.Fatalf("busy, yet Accept would get %+v", a)
 			}
@@ -139,7 +139,7 @@ func FuzzDialReply(f *testing.F) {
 		go func() {
 			defer close(done)
 			defer server.Close()
-			if _, err := io.ReadFull(server, make([]byte, pipe.ParamsLen)); err == nil {
+			if _, err := io.ReadFull(server, make([]byte, conn.ParamsLen)); err == nil {
 				_, _ = server.Write(data) // ends when the dialer hangs up
 			}
 		}()
@@ -152,7 +152,7 @@ func FuzzDialReply(f *testing.F) {
 		if errors.As(err, &ne) && ne.Timeout() {
 			t.Fatalf("propose hung: %v", err)
 		}
-		var reply pipe.Params
+		var reply conn.Params
 		decoded := reply.UnmarshalBinary(data) == nil
 		valid := decoded && reply.Version == proposal.Version && !reply.Busy && reply.Validate() == nil &&
 			reply.Chunk <= proposal.Chunk && reply.Depth <= proposal.Depth
@@ -181,7 +181,7 @@ func checkMessage(t *testing.T, msg string) {
 
 // fuzzLayout is the small buffer layout of the frame fuzzer's Conn: one
 // data receive buffer and one for control messages, 8 bytes each.
-var fuzzLayout = pipe.Layout{SendBufs: 1, SendSize: 8, RecvBufs: 2, RecvSize: 8}
+var fuzzLayout = conn.Layout{SendBufs: 1, SendSize: 8, RecvBufs: 2, RecvSize: 8}
 
 // FuzzFrames feeds an arbitrary byte stream, which then ends, to a Conn's
 // reader and polls it, posting each buffer again. The stream is written a
@@ -204,7 +204,7 @@ func FuzzFrames(f *testing.F) {
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		peer, nc := net.Pipe()
 		defer peer.Close()
-		c, err := newConn(nc, fuzzLayout, pipe.NewParams(4, 3), 1, 1)
+		c, err := newConn(nc, fuzzLayout, conn.NewParams(4, 3), 1, 1)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -230,7 +230,7 @@ func FuzzFrames(f *testing.F) {
 		}()
 		ctx, cancel := context.WithTimeout(t.Context(), fuzzBound)
 		defer cancel()
-		cs := make([]pipe.Completion, 4)
+		cs := make([]conn.Completion, 4)
 		var got int
 		for {
 			n, err := c.Poll(ctx, cs)
@@ -249,7 +249,7 @@ func FuzzFrames(f *testing.F) {
 					t.Fatalf("stream %q: message %d is one too many", stream, got)
 				}
 				want := frames[got]
-				if x.Op != pipe.OpRecv || (x.Buf >= c.spareFrom) != want.ctrl || !bytes.Equal(c.RecvBuf(x.Buf)[:x.Len], want.body) {
+				if x.Op != conn.OpRecv || (x.Buf >= c.spareFrom) != want.ctrl || !bytes.Equal(c.RecvBuf(x.Buf)[:x.Len], want.body) {
 					t.Fatalf("stream %q: message %d arrived as %+v holding %q, want %q (control %v)", stream, got, x, c.RecvBuf(x.Buf)[:x.Len], want.body, want.ctrl)
 				}
 				got++

@@ -5,7 +5,7 @@ import (
 	"net"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // guard bounds the I/O on nc by timeout and interrupts it when ctx ends,
@@ -24,5 +24,5 @@ func guard(ctx context.Context, nc net.Conn, timeout time.Duration) func() error
 
 // interrupted is the error for an operation cut short by the end of ctx.
 func interrupted(op string, err error) error {
-	return &pipe.Error{Kind: pipe.KindAborted, Op: op, Err: err}
+	return &conn.Error{Kind: conn.KindAborted, Op: op, Err: err}
 }

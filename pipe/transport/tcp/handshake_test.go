@@ -13,12 +13,12 @@ import (
 	"testing"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 var (
-	proposal = pipe.NewParams(8192, 8)
-	local    = pipe.NewParams(4096, 4)
+	proposal = conn.NewParams(8192, 8)
+	local    = conn.NewParams(4096, 4)
 )
 
 // TestAddresses connects over IPv4, IPv6 and a host name.
@@ -66,13 +66,13 @@ func TestVersionMismatch(t *testing.T) {
 		accepted <- err
 	}()
 	p := proposal
-	p.Version = pipe.Version + 1
+	p.Version = conn.Version + 1
 	_, err = Dial(t.Context(), l.Addr(), p)
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("the receiver speaks protocol version %d and this sender %d", pipe.Version, pipe.Version+1)) {
+	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("the receiver speaks protocol version %d and this sender %d", conn.Version, conn.Version+1)) {
 		t.Errorf("dial: %v", err)
 	}
 	err = <-accepted
-	if pipe.KindOf(err) != pipe.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("peer speaks protocol version %d", pipe.Version+1)) {
+	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), fmt.Sprintf("peer speaks protocol version %d", conn.Version+1)) {
 		t.Errorf("accept: %v", err)
 	}
 	s, r, err := dialAccept(t, l, l.Addr(), proposal)
@@ -236,7 +236,7 @@ func TestHandshakeLimit(t *testing.T) {
 // per side), that the dialer reports it as KindBusy, that Accept never sees
 // it, and that the listener serves senders again when no longer busy.
 func TestListenerBusy(t *testing.T) {
-	big := pipe.NewParams(16<<20, 4)
+	big := conn.NewParams(16<<20, 4)
 	l, err := Listen(t.Context(), "127.0.0.1:0", big)
 	if err != nil {
 		t.Fatal(err)
@@ -258,11 +258,11 @@ func TestListenerBusy(t *testing.T) {
 		if _, err := io.ReadFull(c, b); err != nil {
 			t.Fatal(err)
 		}
-		var got pipe.Params
+		var got conn.Params
 		if err := got.UnmarshalBinary(b); err != nil {
 			t.Fatal(err)
 		}
-		if want := (pipe.Params{Version: pipe.Version, Chunk: big.Chunk, Depth: big.Depth, Busy: true}); got != want {
+		if want := (conn.Params{Version: conn.Version, Chunk: big.Chunk, Depth: big.Depth, Busy: true}); got != want {
 			t.Errorf("busy answer %+v, want %+v", got, want)
 		}
 		assertClosed(t, c)
@@ -277,8 +277,8 @@ func TestListenerBusy(t *testing.T) {
 			t.Errorf("a busy refusal allocated %d bytes", grew)
 		}
 		want := "connect " + l.Addr() + ": receiver busy with another stream: retry later"
-		if pipe.KindOf(err) != pipe.KindBusy || err == nil || err.Error() != want {
-			t.Errorf("dial: %v (%v), want %v: %s", err, pipe.KindOf(err), pipe.KindBusy, want)
+		if conn.KindOf(err) != conn.KindBusy || err == nil || err.Error() != want {
+			t.Errorf("dial: %v (%v), want %v: %s", err, conn.KindOf(err), conn.KindBusy, want)
 		}
 	})
 
@@ -324,7 +324,7 @@ func allocated(t *testing.T) int64 {
 // TestDialStrangers checks how Dial fails against things that are not
 // rdmapipe receivers, or receivers that refuse.
 func TestDialStrangers(t *testing.T) {
-	answer := func(p pipe.Params) func(net.Conn) {
+	answer := func(p conn.Params) func(net.Conn) {
 		return func(c net.Conn) { b, _ := p.MarshalBinary(); _, _ = c.Write(b) }
 	}
 	say := func(s string) func(net.Conn) { return func(c net.Conn) { _, _ = io.WriteString(c, s) } }
@@ -333,30 +333,30 @@ func TestDialStrangers(t *testing.T) {
 		name    string
 		answer  func(net.Conn)
 		timeout time.Duration // of the context
-		kind    pipe.Kind
+		kind    conn.Kind
 		want    string // after "connect ADDR: "
 	}{
-		{"ssh", say("SSH-2.0-OpenSSH_9.6 0123456789\r\n"), 0, pipe.KindSetup,
+		{"ssh", say("SSH-2.0-OpenSSH_9.6 0123456789\r\n"), 0, conn.KindSetup,
 			`the peer is not an rdmapipe receiver (it answered "SSH-2.0-OpenSSH_")`},
-		{"binary", say(strings.Repeat("\xff\x00", 20)), 0, pipe.KindSetup,
+		{"binary", say(strings.Repeat("\xff\x00", 20)), 0, conn.KindSetup,
 			`the peer is not an rdmapipe receiver (it answered "\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00\xff\x00")`},
-		{"hang up", hangUp, 0, pipe.KindSetup,
+		{"hang up", hangUp, 0, conn.KindSetup,
 			"the peer closed the connection without an rdmapipe handshake answer: is an rdmapipe receiver listening there?"},
-		{"short then hang up", func(c net.Conn) { say("RDP")(c); hangUp(c) }, 0, pipe.KindSetup,
+		{"short then hang up", func(c net.Conn) { say("RDP")(c); hangUp(c) }, 0, conn.KindSetup,
 			`the peer closed the connection without an rdmapipe handshake answer (it answered "RDP"): is an rdmapipe receiver listening there?`},
-		{"silent", func(net.Conn) {}, 0, pipe.KindSetup,
+		{"silent", func(net.Conn) {}, 0, conn.KindSetup,
 			"no rdmapipe handshake answer within 100ms: is an rdmapipe receiver listening there?"},
-		{"short then silent", say("HTTP/1.1"), 0, pipe.KindSetup,
+		{"short then silent", say("HTTP/1.1"), 0, conn.KindSetup,
 			`no rdmapipe handshake answer within 100ms (it answered "HTTP/1.1"): is an rdmapipe receiver listening there?`},
-		{"silent past the deadline", func(net.Conn) {}, 50 * time.Millisecond, pipe.KindAborted,
+		{"silent past the deadline", func(net.Conn) {}, 50 * time.Millisecond, conn.KindAborted,
 			"context deadline exceeded"},
-		{"busy", answer(pipe.Params{Version: pipe.Version, Chunk: 1, Depth: 3, Busy: true}), 0, pipe.KindBusy,
+		{"busy", answer(conn.Params{Version: conn.Version, Chunk: 1, Depth: 3, Busy: true}), 0, conn.KindBusy,
 			"receiver busy with another stream: retry later"},
-		{"other version", answer(pipe.Params{Version: pipe.Version + 1}), 0, pipe.KindSetup,
-			fmt.Sprintf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", pipe.Version+1, pipe.Version)},
-		{"bigger chunk", answer(pipe.NewParams(2*proposal.Chunk, proposal.Depth)), 0, pipe.KindSetup,
+		{"other version", answer(conn.Params{Version: conn.Version + 1}), 0, conn.KindSetup,
+			fmt.Sprintf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", conn.Version+1, conn.Version)},
+		{"bigger chunk", answer(conn.NewParams(2*proposal.Chunk, proposal.Depth)), 0, conn.KindSetup,
 			fmt.Sprintf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, 2*proposal.Chunk, proposal.Depth)},
-		{"refusal", answer(pipe.Params{Version: pipe.Version}), 0, pipe.KindSetup,
+		{"refusal", answer(conn.Params{Version: conn.Version}), 0, conn.KindSetup,
 			fmt.Sprintf("the receiver refused chunk %d, depth %d (it answered chunk 0, depth 0)", proposal.Chunk, proposal.Depth)},
 	}
 	for _, tt := range tests {
@@ -374,7 +374,7 @@ func TestDialStrangers(t *testing.T) {
 					return
 				}
 				defer c.Close()
-				_, _ = io.ReadFull(c, make([]byte, pipe.ParamsLen))
+				_, _ = io.ReadFull(c, make([]byte, conn.ParamsLen))
 				tt.answer(c)
 				_, _ = io.Copy(io.Discard, c) // until the dialer hangs up
 			}()
@@ -386,8 +386,8 @@ func TestDialStrangers(t *testing.T) {
 			}
 			addr := ln.Addr().String()
 			_, err = Dialer{HandshakeTimeout: 100 * time.Millisecond}.Dial(ctx, addr, proposal)
-			if want := "connect " + addr + ": " + tt.want; pipe.KindOf(err) != tt.kind || err == nil || err.Error() != want {
-				t.Errorf("dial: %v (%v)\nwant %v: %s", err, pipe.KindOf(err), tt.kind, want)
+			if want := "connect " + addr + ": " + tt.want; conn.KindOf(err) != tt.kind || err == nil || err.Error() != want {
+				t.Errorf("dial: %v (%v)\nwant %v: %s", err, conn.KindOf(err), tt.kind, want)
 			}
 			<-done
 		})
@@ -411,20 +411,20 @@ func TestQuote(t *testing.T) {
 
 // TestBadArguments checks the errors for bad parameters and addresses.
 func TestBadArguments(t *testing.T) {
-	bad := pipe.NewParams(0, 4)
+	bad := conn.NewParams(0, 4)
 	tests := []struct {
 		name string
 		err  func() error
-		kind pipe.Kind
+		kind conn.Kind
 	}{
-		{"listen with bad parameters", func() error { _, err := Listen(t.Context(), "127.0.0.1:0", bad); return err }, pipe.KindUsage},
-		{"dial with bad parameters", func() error { _, err := Dial(t.Context(), "127.0.0.1:1", bad); return err }, pipe.KindUsage},
-		{"listen on a bad address", func() error { _, err := Listen(t.Context(), "256.0.0.1:0", local); return err }, pipe.KindSetup},
-		{"dial nobody", func() error { _, err := Dial(t.Context(), refusingAddr(t), proposal); return err }, pipe.KindSetup},
+		{"listen with bad parameters", func() error { _, err := Listen(t.Context(), "127.0.0.1:0", bad); return err }, conn.KindUsage},
+		{"dial with bad parameters", func() error { _, err := Dial(t.Context(), "127.0.0.1:1", bad); return err }, conn.KindUsage},
+		{"listen on a bad address", func() error { _, err := Listen(t.Context(), "256.0.0.1:0", local); return err }, conn.KindSetup},
+		{"dial nobody", func() error { _, err := Dial(t.Context(), refusingAddr(t), proposal); return err }, conn.KindSetup},
 	}
 	for _, tt := range tests {
-		if err := tt.err(); pipe.KindOf(err) != tt.kind {
-			t.Errorf("%s: %v (%v), want %v", tt.name, err, pipe.KindOf(err), tt.kind)
+		if err := tt.err(); conn.KindOf(err) != tt.kind {
+			t.Errorf("%s: %v (%v), want %v", tt.name, err, conn.KindOf(err), tt.kind)
 		}
 	}
 }
@@ -451,7 +451,7 @@ func TestAcceptEnds(t *testing.T) {
 	defer l.Close()
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	if _, err := l.Accept(ctx); pipe.KindOf(err) != pipe.KindAborted || !errors.Is(err, context.DeadlineExceeded) {
+	if _, err := l.Accept(ctx); conn.KindOf(err) != conn.KindAborted || !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("accept past its deadline: %v", err)
 	}
 	s, r, err := dialAccept(t, l, l.Addr(), proposal)
@@ -480,13 +480,13 @@ func TestAcceptEnds(t *testing.T) {
 	assertClosed(t, stranger)
 	select {
 	case err := <-accepted:
-		if !errors.Is(err, pipe.ErrClosed) || pipe.KindOf(err) != pipe.KindSetup {
+		if !errors.Is(err, conn.ErrClosed) || conn.KindOf(err) != conn.KindSetup {
 			t.Errorf("accept on a closed listener: %v", err)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("close did not end a pending accept")
 	}
-	if _, err := l.Accept(t.Context()); !errors.Is(err, pipe.ErrClosed) {
+	if _, err := l.Accept(t.Context()); !errors.Is(err, conn.ErrClosed) {
 		t.Errorf("accept after close: %v", err)
 	}
 }
@@ -506,8 +506,8 @@ func TestCloseDropsFinished(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	if err := pollError(t, s); pipe.KindOf(err) != pipe.KindAborted || !strings.Contains(err.Error(), "peer closed the connection") {
-		t.Errorf("poll: %v (%v), want the peer closed the connection", err, pipe.KindOf(err))
+	if err := pollError(t, s); conn.KindOf(err) != conn.KindAborted || !strings.Contains(err.Error(), "peer closed the connection") {
+		t.Errorf("poll: %v (%v), want the peer closed the connection", err, conn.KindOf(err))
 	}
 }
 
@@ -516,7 +516,7 @@ func TestCloseDropsFinished(t *testing.T) {
 // authenticated itself, in the engine): its proposal alone makes the
 // receiver map a few KiB, however large the chunks it asks for.
 func TestWindowAfterAuthentication(t *testing.T) {
-	big := pipe.NewParams(16<<20, 4)
+	big := conn.NewParams(16<<20, 4)
 	l, err := Listen(t.Context(), "127.0.0.1:0", big)
 	if err != nil {
 		t.Fatal(err)
@@ -542,19 +542,19 @@ func TestWindowAfterAuthentication(t *testing.T) {
 	if grew := allocated(t) - before; grew > 40<<20 {
 		t.Errorf("accepting a connection allocated %d bytes before its window opened", grew)
 	}
-	for i := range r.RecvBufs() - pipe.SpareRecvs {
+	for i := range r.RecvBufs() - conn.SpareRecvs {
 		if r.RecvBuf(i) != nil {
 			t.Fatalf("data receive buffer %d exists before the window opened", i)
 		}
 	}
 	before = allocated(t)
-	if _, err := r.(pipe.Window).OpenWindow(); err != nil {
+	if _, err := r.(conn.Window).OpenWindow(); err != nil {
 		t.Fatal(err)
 	}
 	if grew := allocated(t) - before; grew < 3*16<<20 {
 		t.Errorf("opening the window allocated only %d bytes: the check above proves nothing", grew)
 	}
-	if len(r.RecvBuf(0)) != big.Chunk+pipe.TrailerLen {
+	if len(r.RecvBuf(0)) != big.Chunk+conn.TrailerLen {
 		t.Errorf("data receive buffer 0 holds %d bytes after the window opened", len(r.RecvBuf(0)))
 	}
 }

@@ -8,7 +8,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // DefaultListenHandshake is how long a listener waits by default for a new
@@ -30,7 +30,7 @@ type ListenConfig struct {
 	HandshakeTimeout time.Duration
 }
 
-// Listener accepts senders over TCP. It implements pipe.Listener.
+// Listener accepts senders over TCP. It implements conn.Listener.
 //
 // A goroutine accepts TCP connections and runs the handshake of each in a
 // goroutine of its own, so that a slow or silent peer does not hold up
@@ -39,7 +39,7 @@ type Listener struct {
 	busy    atomic.Bool // see SetBusy
 	ln      *net.TCPListener
 	addr    string
-	local   pipe.Params
+	local   conn.Params
 	timeout time.Duration // see ListenConfig.HandshakeTimeout
 
 	ready  chan accepted // finished handshakes, for Accept
@@ -57,7 +57,7 @@ type Listener struct {
 // receiver was not accepting hold a socket each, not a stream's memory.
 type accepted struct {
 	nc  net.Conn
-	p   pipe.Params
+	p   conn.Params
 	err error
 }
 
@@ -66,29 +66,29 @@ func (a accepted) conn() (*Conn, error) {
 	if a.nc == nil {
 		return nil, a.err
 	}
-	return newConn(a.nc, pipe.ReceiverLayout(a.p), a.p, pipe.SenderLayout(a.p).RecvBufs, pipe.SpareRecvs)
+	return newConn(a.nc, conn.ReceiverLayout(a.p), a.p, conn.SenderLayout(a.p).RecvBufs, conn.SpareRecvs)
 }
 
-var _ pipe.Listener = (*Listener)(nil)
+var _ conn.Listener = (*Listener)(nil)
 
 // Listen listens on addr with the default ListenConfig.
-func Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, error) {
+func Listen(ctx context.Context, addr string, local conn.Params) (*Listener, error) {
 	return ListenConfig{}.Listen(ctx, addr, local)
 }
 
 // Listen listens on addr (host:port; an empty host means every address) for
 // senders, with local as the receiver's own parameters, and starts
-// accepting connections. Errors are *pipe.Error values of kind KindSetup
+// accepting connections. Errors are *conn.Error values of kind KindSetup
 // (KindUsage for bad parameters).
-func (lc ListenConfig) Listen(ctx context.Context, addr string, local pipe.Params) (*Listener, error) {
+func (lc ListenConfig) Listen(ctx context.Context, addr string, local conn.Params) (*Listener, error) {
 	op := "listen on " + addr
 	if err := local.Validate(); err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindUsage, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindUsage, Op: op, Err: err}
 	}
 	var nlc net.ListenConfig
 	ln, err := nlc.Listen(ctx, "tcp", addr)
 	if err != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: err}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	tl := ln.(*net.TCPListener)
 	l := newListener(local, lc.HandshakeTimeout)
@@ -100,7 +100,7 @@ func (lc ListenConfig) Listen(ctx context.Context, addr string, local pipe.Param
 
 // newListener returns a Listener without a socket: the state that
 // handshakes need.
-func newListener(local pipe.Params, timeout time.Duration) *Listener {
+func newListener(local conn.Params, timeout time.Duration) *Listener {
 	if timeout <= 0 {
 		timeout = DefaultListenHandshake
 	}
@@ -110,7 +110,7 @@ func newListener(local pipe.Params, timeout time.Duration) *Listener {
 }
 
 // SetBusy says whether the receiver is serving a stream; while it is,
-// valid proposals are answered as busy (pipe.Params.Busy) and their
+// valid proposals are answered as busy (conn.Params.Busy) and their
 // connections closed before anything is allocated for them.
 func (l *Listener) SetBusy(busy bool) { l.busy.Store(busy) }
 
@@ -128,20 +128,20 @@ func (l *Listener) Close() error {
 }
 
 // Accept waits for a sender whose handshake finished and returns its
-// receiver's Conn, sized by pipe.ReceiverLayout.
+// receiver's Conn, sized by conn.ReceiverLayout.
 //
 // Connections from anything that is not an rdmapipe sender (it sends
 // something else, or nothing within the handshake timeout, or hangs up),
 // and senders refused as busy, are closed and skipped: Accept goes on
 // waiting. A sender whose proposal the listener refuses (another protocol
-// version, bad parameters) is told why, and Accept returns a *pipe.Error of
+// version, bad parameters) is told why, and Accept returns a *conn.Error of
 // kind KindSetup; the listener stays open, so the caller may Accept again.
-// After Close, Accept returns an error wrapping pipe.ErrClosed; when ctx
+// After Close, Accept returns an error wrapping conn.ErrClosed; when ctx
 // ends, one of kind KindAborted.
-func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
+func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 	op := "accept on " + l.addr
 	if l.closed.Err() != nil {
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: pipe.ErrClosed}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: conn.ErrClosed}
 	}
 	select {
 	case a := <-l.ready:
@@ -152,7 +152,7 @@ func (l *Listener) Accept(ctx context.Context) (pipe.Conn, error) {
 	case <-ctx.Done():
 		return nil, interrupted(op, ctx.Err())
 	case <-l.closed.Done():
-		return nil, &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: pipe.ErrClosed}
+		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: conn.ErrClosed}
 	}
 }
 
@@ -170,7 +170,7 @@ func (l *Listener) acceptLoop() {
 		}
 		if err != nil {
 			// Such as too many open files: tell Accept, which paces us.
-			l.deliver(accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: "accept on " + l.addr, Err: err}})
+			l.deliver(accepted{err: &conn.Error{Kind: conn.KindSetup, Op: "accept on " + l.addr, Err: err}})
 			continue
 		}
 		if !l.take() {
@@ -262,7 +262,7 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 		return accepted{}, false
 	case refused != nil:
 		_ = nc.Close()
-		return accepted{err: &pipe.Error{Kind: pipe.KindSetup, Op: op, Err: refused}}, true
+		return accepted{err: &conn.Error{Kind: conn.KindSetup, Op: op, Err: refused}}, true
 	}
 	return accepted{nc: nc, p: p}, true
 }
@@ -271,22 +271,22 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 // negotiated parameters p, or a busy answer (p.Busy set), or why the
 // proposal was refused. err is a read or decoding error: the peer is not
 // an rdmapipe sender, and gets no reply.
-func (l *Listener) answer(r io.Reader) (p pipe.Params, reply []byte, refused, err error) {
-	b := make([]byte, pipe.ParamsLen)
+func (l *Listener) answer(r io.Reader) (p conn.Params, reply []byte, refused, err error) {
+	b := make([]byte, conn.ParamsLen)
 	if _, err := io.ReadFull(r, b); err != nil {
 		return p, nil, nil, err
 	}
-	var proposal pipe.Params
+	var proposal conn.Params
 	if err := proposal.UnmarshalBinary(b); err != nil {
 		return p, nil, nil, err
 	}
-	p, refused = pipe.Negotiate(l.local, proposal)
+	p, refused = conn.Negotiate(l.local, proposal)
 	switch {
 	case refused != nil:
 		// A refusal carries the listener's protocol version and no parameters.
-		p = pipe.Params{Version: pipe.Version}
+		p = conn.Params{Version: conn.Version}
 	case l.busy.Load():
-		p = pipe.Params{Version: pipe.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
+		p = conn.Params{Version: conn.Version, Chunk: l.local.Chunk, Depth: l.local.Depth, Busy: true}
 	}
 	reply, _ = p.MarshalBinary()
 	return p, reply, refused, nil

@@ -4,19 +4,19 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Poll waits until at least one work request has finished and stores up to
 // len(cs) completions in cs. Completions that finished before the
 // connection failed are returned before the failure is. After Close it
-// returns pipe.ErrClosed.
-func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
+// returns conn.ErrClosed.
+func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("poll %s: no room for completions", c.remote)
 	}
 	if c.closed.Load() {
-		return 0, pipe.ErrClosed
+		return 0, conn.ErrClosed
 	}
 	select {
 	case cs[0] = <-c.comps:
@@ -30,7 +30,7 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 			case cs[0] = <-c.comps:
 			default:
 				if c.closed.Load() {
-					return 0, pipe.ErrClosed
+					return 0, conn.ErrClosed
 				}
 				return 0, c.err
 			}
@@ -50,12 +50,12 @@ func (c *Conn) Poll(ctx context.Context, cs []pipe.Completion) (int, error) {
 
 // release marks the buffers of cs as free to be posted again and returns
 // len(cs).
-func (c *Conn) release(cs []pipe.Completion) int {
+func (c *Conn) release(cs []conn.Completion) int {
 	for _, x := range cs {
 		switch x.Op {
-		case pipe.OpSend:
+		case conn.OpSend:
 			c.sendBusy[x.Buf].Store(false)
-		case pipe.OpRecv:
+		case conn.OpRecv:
 			c.recvBusy[x.Buf].Store(false)
 		}
 	}

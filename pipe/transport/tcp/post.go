@@ -4,7 +4,7 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // PostSend queues the first n bytes of send buffer i as one message. The
@@ -25,7 +25,7 @@ func (c *Conn) PostSend(i, n int) error {
 
 // Adopt makes up's receive buffers sendable with PostForward: writes to
 // the socket can come from any memory.
-func (c *Conn) Adopt(up pipe.Conn) error {
+func (c *Conn) Adopt(up conn.Conn) error {
 	c.adopted.Store(&up)
 	return nil
 }
@@ -44,15 +44,15 @@ func (c *Conn) PostForward(i, n int) error {
 	return nil
 }
 
-// SendControl copies p (at most pipe.MaxControl bytes) and queues it as one
+// SendControl copies p (at most conn.MaxControl bytes) and queues it as one
 // message. It waits only while as many control messages as the peer has
 // receive buffers are still unwritten, that is while the peer is not reading.
 func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if err := c.usable(); err != nil {
 		return err
 	}
-	if len(p) > pipe.MaxControl {
-		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.remote, len(p), pipe.MaxControl)
+	if len(p) > conn.MaxControl {
+		return fmt.Errorf("send control to %s: %d bytes is more than the limit of %d", c.remote, len(p), conn.MaxControl)
 	}
 	var slot int
 	select {
@@ -60,7 +60,7 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	case <-c.done:
 		return c.usable()
 	case <-ctx.Done():
-		return &pipe.Error{Kind: pipe.KindAborted, Op: "send control to " + c.remote, Err: ctx.Err()}
+		return &conn.Error{Kind: conn.KindAborted, Op: "send control to " + c.remote, Err: ctx.Err()}
 	}
 	n := copy(c.ctrlBufs[slot], p)
 	c.queue <- work{buf: slot, n: n, ctrl: true}
@@ -93,7 +93,7 @@ func (c *Conn) PostRecv(i int) error {
 // usable returns nil while work may be posted, else why not.
 func (c *Conn) usable() error {
 	if c.closed.Load() {
-		return pipe.ErrClosed
+		return conn.ErrClosed
 	}
 	select {
 	case <-c.done:

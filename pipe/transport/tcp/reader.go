@@ -7,7 +7,7 @@ import (
 	"io"
 	"sync/atomic"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // readLoop reads messages into posted receive buffers, oldest first, and
@@ -21,7 +21,7 @@ func (c *Conn) readLoop() {
 		}
 		n, ctrl, err := frameLen(c.hdr, c.dataSize, c.ctrlSize)
 		if err != nil {
-			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote, Err: err})
+			c.fail(&conn.Error{Kind: conn.KindIntegrity, Op: "read from " + c.remote, Err: err})
 			return
 		}
 		posted, kind := c.postedData, "data"
@@ -32,7 +32,7 @@ func (c *Conn) readLoop() {
 		select {
 		case i = <-posted:
 		default:
-			c.fail(&pipe.Error{Kind: pipe.KindIntegrity, Op: "read from " + c.remote,
+			c.fail(&conn.Error{Kind: conn.KindIntegrity, Op: "read from " + c.remote,
 				Err: fmt.Errorf("the peer sent a %d-byte %s message with no receive buffer posted for it: it does not keep to the protocol's credits", n, kind)})
 			return
 		}
@@ -40,7 +40,7 @@ func (c *Conn) readLoop() {
 			c.fail(c.readError(err, "peer closed the connection in the middle of a message"))
 			return
 		}
-		c.comps <- pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: n}
+		c.comps <- conn.Completion{Op: conn.OpRecv, Buf: i, Len: n}
 	}
 }
 
@@ -80,7 +80,7 @@ func (c *Conn) readError(err error, eof string) error {
 	if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
 		err = errors.New(eof)
 	}
-	return &pipe.Error{Kind: pipe.KindAborted, Op: "read from " + c.remote, Err: err}
+	return &conn.Error{Kind: conn.KindAborted, Op: "read from " + c.remote, Err: err}
 }
 
 // countingReader counts the bytes read through it into n.
@@ -98,5 +98,5 @@ func (cr countingReader) Read(p []byte) (int, error) {
 // Arrived returns how many bytes have arrived from the peer so far,
 // including those of a message still arriving: on a slow link a large
 // message can take longer than the engine's idle timeout (see
-// pipe.ArrivalCounter).
+// conn.ArrivalCounter).
 func (c *Conn) Arrived() int64 { return c.arrived.Load() }

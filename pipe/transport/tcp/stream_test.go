@@ -5,27 +5,27 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // loop streams messages from the sender to the receiver of a pair under
 // credit flow control, as the engine does, with the receiver in its own
 // goroutine. It allocates nothing per message itself.
 type loop struct {
-	s, r    pipe.Conn
+	s, r    conn.Conn
 	size    int
 	start   chan int
 	done    chan error
-	cs      []pipe.Completion
+	cs      []conn.Completion
 	free    []int
 	credits int
 }
 
 // newLoop starts the receiver of a loop of messages of size bytes; stop
 // ends it.
-func newLoop(s, r pipe.Conn, size int) *loop {
+func newLoop(s, r conn.Conn, size int) *loop {
 	l := &loop{s: s, r: r, size: size, start: make(chan int), done: make(chan error),
-		cs: make([]pipe.Completion, 16), free: make([]int, 0, s.SendBufs()), credits: r.RecvBufs() - pipe.SpareRecvs}
+		cs: make([]conn.Completion, 16), free: make([]int, 0, s.SendBufs()), credits: r.RecvBufs() - conn.SpareRecvs}
 	for i := range s.SendBufs() {
 		l.free = append(l.free, i)
 	}
@@ -38,7 +38,7 @@ func (l *loop) stop() { close(l.start) }
 // receive takes n messages per run, re-posting each buffer and returning
 // a credit for it.
 func (l *loop) receive() {
-	cs := make([]pipe.Completion, 16)
+	cs := make([]conn.Completion, 16)
 	credit := []byte{1}
 	for n := range l.start {
 		var err error
@@ -72,7 +72,7 @@ func (l *loop) run(n int) error {
 			return err
 		}
 		for _, c := range l.cs[:k] {
-			if c.Op == pipe.OpSend {
+			if c.Op == conn.OpSend {
 				l.free = append(l.free, c.Buf)
 				completed++
 				continue
@@ -117,14 +117,14 @@ func TestNoAllocations(t *testing.T) {
 func BenchmarkStream(b *testing.B) {
 	for _, chunk := range []int{64 << 10, 1 << 20} {
 		b.Run(fmt.Sprintf("chunk=%dKiB", chunk>>10), func(b *testing.B) {
-			p := pipe.NewParams(chunk, pipe.DefaultDepth)
+			p := conn.NewParams(chunk, conn.DefaultDepth)
 			s, r, err := makePair(b, p, p)
 			if err != nil {
 				b.Fatal(err)
 			}
 			defer s.Close()
 			defer r.Close()
-			l := newLoop(s, r, pipe.TrailerLen+chunk)
+			l := newLoop(s, r, conn.TrailerLen+chunk)
 			defer l.stop()
 			b.SetBytes(int64(chunk))
 			b.ReportAllocs()

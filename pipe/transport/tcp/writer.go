@@ -1,6 +1,6 @@
 package tcp
 
-import "github.com/rdmapipe/rdmapipe/pipe"
+import "github.com/rdmapipe/rdmapipe/pipe/conn"
 
 // maxBatchBytes is where the writer stops adding queued messages to one
 // writev: small messages share a system call, while a large one is reported
@@ -59,7 +59,7 @@ fill:
 	}
 	c.nb = vec
 	if _, err := c.nb.WriteTo(c.nc); err != nil {
-		c.failSoon(&pipe.Error{Kind: pipe.KindAborted, Op: "write to " + c.remote, Err: err})
+		c.failSoon(&conn.Error{Kind: conn.KindAborted, Op: "write to " + c.remote, Err: err})
 		return false
 	}
 	for _, w := range batch {
@@ -67,9 +67,9 @@ fill:
 		case w.ctrl:
 			c.ctrlFree <- w.buf
 		case w.fwd:
-			c.comps <- pipe.Completion{Op: pipe.OpForward, Buf: w.buf, Len: w.n}
+			c.comps <- conn.Completion{Op: conn.OpForward, Buf: w.buf, Len: w.n}
 		default:
-			c.comps <- pipe.Completion{Op: pipe.OpSend, Buf: w.buf, Len: w.n}
+			c.comps <- conn.Completion{Op: conn.OpSend, Buf: w.buf, Len: w.n}
 		}
 	}
 	return true

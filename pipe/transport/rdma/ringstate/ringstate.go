@@ -21,7 +21,7 @@ package ringstate
 import (
 	"fmt"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Ring is the state of a receiver's ring. A method that returns an error
@@ -45,7 +45,7 @@ type Ring struct {
 // reported.
 type held struct {
 	after uint32
-	comp  pipe.Completion
+	comp  conn.Completion
 }
 
 // New returns the state of a ring of slots slots of slotSize bytes each,
@@ -83,7 +83,7 @@ func (r *Ring) Open() {
 // that are now due: the writes next in ring order, then the control
 // messages they release. An error describes how the sender broke the ring
 // protocol.
-func (r *Ring) Write(out []pipe.Completion, slot, n int) ([]pipe.Completion, error) {
+func (r *Ring) Write(out []conn.Completion, slot, n int) ([]conn.Completion, error) {
 	switch {
 	case slot < 0 || slot >= r.slots:
 		return out, fmt.Errorf("the peer wrote to ring slot %d of %d", slot, r.slots)
@@ -108,14 +108,14 @@ func (r *Ring) Write(out []pipe.Completion, slot, n int) ([]pipe.Completion, err
 // before it are still to be reported, held back and appended by the Write
 // that releases it. An error means that the sender sent more control
 // messages than the receiver had room for.
-func (r *Ring) Control(out []pipe.Completion, n int, counted bool, after uint32) (spare int, _ []pipe.Completion, _ error) {
+func (r *Ring) Control(out []conn.Completion, n int, counted bool, after uint32) (spare int, _ []conn.Completion, _ error) {
 	if len(r.spares) == 0 {
 		return 0, out, fmt.Errorf("the peer sent more control messages than the receiver had room for (this one: %d bytes, immediate %v %d)",
 			n, counted, after)
 	}
 	spare = r.spares[0]
 	r.spares = r.spares[1:]
-	comp := pipe.Completion{Op: pipe.OpRecv, Buf: spare, Len: n}
+	comp := conn.Completion{Op: conn.OpRecv, Buf: spare, Len: n}
 	if !counted {
 		after = r.delivered // waits for nothing but the messages before it
 	}
@@ -152,11 +152,11 @@ func (r *Ring) Repost(i int) error {
 
 // deliver appends the writes that are next in ring order to out, then the
 // control messages they release.
-func (r *Ring) deliver(out []pipe.Completion) []pipe.Completion {
+func (r *Ring) deliver(out []conn.Completion) []conn.Completion {
 	for r.arrived[r.nextWrite] >= 0 {
 		slot := r.nextWrite
 		r.posted[slot] = false
-		out = append(out, pipe.Completion{Op: pipe.OpRecv, Buf: slot, Len: r.arrived[slot]})
+		out = append(out, conn.Completion{Op: conn.OpRecv, Buf: slot, Len: r.arrived[slot]})
 		r.arrived[slot] = -1
 		r.nextWrite = (slot + 1) % r.slots
 		r.delivered++

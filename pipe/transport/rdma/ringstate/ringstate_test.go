@@ -4,19 +4,19 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // step is one event fed to a Ring in a table test.
 type step struct {
 	op   string // "open", "write", "control" or "repost"
 	a, b int    // write: slot, bytes; control: bytes, after (-1: not counted); repost: buffer
-	want []pipe.Completion
+	want []conn.Completion
 	err  string // what the error says, "" for none
 }
 
 // recv is a receive completion of n bytes in buffer i.
-func recv(i, n int) pipe.Completion { return pipe.Completion{Op: pipe.OpRecv, Buf: i, Len: n} }
+func recv(i, n int) conn.Completion { return conn.Completion{Op: conn.OpRecv, Buf: i, Len: n} }
 
 func TestRing(t *testing.T) {
 	// Two lanes or one; a ring of 3 slots of 64 bytes, buffers 3 and 4
@@ -31,32 +31,32 @@ func TestRing(t *testing.T) {
 		{"closed window: writes refused, control messages taken", 1, true, []step{
 			{op: "write", a: 0, b: 10, err: "the peer wrote to ring slot 0 before the receiver opened its window"},
 			{op: "repost", a: 0, err: "ring slot 0 re-posted before the window was opened"},
-			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
+			{op: "control", a: 7, b: -1, want: []conn.Completion{recv(3, 7)}},
 			{op: "repost", a: 3},
 			{op: "open"},
-			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
+			{op: "write", a: 0, b: 10, want: []conn.Completion{recv(0, 10)}},
 			{op: "open"}, // again: nothing changes
 			{op: "write", a: 0, b: 10, err: "the peer wrote ring slot 0 where slot 1 was due"},
 		}},
 		{"writes in turn", 1, false, []step{
-			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
-			{op: "write", a: 1, b: 64, want: []pipe.Completion{recv(1, 64)}},
+			{op: "write", a: 0, b: 10, want: []conn.Completion{recv(0, 10)}},
+			{op: "write", a: 1, b: 64, want: []conn.Completion{recv(1, 64)}},
 			{op: "repost", a: 0},
-			{op: "write", a: 2, b: 0, want: []pipe.Completion{recv(2, 0)}},
-			{op: "write", a: 0, b: 5, want: []pipe.Completion{recv(0, 5)}},
+			{op: "write", a: 2, b: 0, want: []conn.Completion{recv(2, 0)}},
+			{op: "write", a: 0, b: 5, want: []conn.Completion{recv(0, 5)}},
 		}},
 		{"write out of turn", 1, false, []step{
 			{op: "write", a: 1, b: 10, err: "the peer wrote ring slot 1 where slot 0 was due"},
-			{op: "write", a: 0, b: 10, want: []pipe.Completion{recv(0, 10)}},
+			{op: "write", a: 0, b: 10, want: []conn.Completion{recv(0, 10)}},
 		}},
 		{"write outside the ring", 2, false, []step{
 			{op: "write", a: 3, b: 10, err: "the peer wrote to ring slot 3 of 3"},
 			{op: "write", a: -1, b: 10, err: "the peer wrote to ring slot -1 of 3"},
 		}},
 		{"write into a slot not re-posted", 1, false, []step{
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
-			{op: "write", a: 1, b: 1, want: []pipe.Completion{recv(1, 1)}},
-			{op: "write", a: 2, b: 1, want: []pipe.Completion{recv(2, 1)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1)}},
+			{op: "write", a: 1, b: 1, want: []conn.Completion{recv(1, 1)}},
+			{op: "write", a: 2, b: 1, want: []conn.Completion{recv(2, 1)}},
 			{op: "write", a: 0, b: 1, err: "the peer wrote ring slot 0 before the receiver freed it"},
 		}},
 		{"write twice into one slot", 2, false, []step{
@@ -69,41 +69,41 @@ func TestRing(t *testing.T) {
 		{"striped writes reported in ring order", 2, false, []step{
 			{op: "write", a: 2, b: 3},
 			{op: "write", a: 1, b: 2},
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(1, 2), recv(2, 3)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1), recv(1, 2), recv(2, 3)}},
 		}},
 		{"control messages take the oldest spare", 1, false, []step{
-			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
-			{op: "control", a: 8, b: -1, want: []pipe.Completion{recv(4, 8)}},
+			{op: "control", a: 7, b: -1, want: []conn.Completion{recv(3, 7)}},
+			{op: "control", a: 8, b: -1, want: []conn.Completion{recv(4, 8)}},
 			{op: "repost", a: 3},
-			{op: "control", a: 9, b: -1, want: []pipe.Completion{recv(3, 9)}},
+			{op: "control", a: 9, b: -1, want: []conn.Completion{recv(3, 9)}},
 		}},
 		{"more control messages than spares", 1, false, []step{
-			{op: "control", a: 7, b: -1, want: []pipe.Completion{recv(3, 7)}},
-			{op: "control", a: 8, b: -1, want: []pipe.Completion{recv(4, 8)}},
+			{op: "control", a: 7, b: -1, want: []conn.Completion{recv(3, 7)}},
+			{op: "control", a: 8, b: -1, want: []conn.Completion{recv(4, 8)}},
 			{op: "control", a: 9, b: 2, err: "the peer sent more control messages than the receiver had room for (this one: 9 bytes, immediate true 2)"},
 		}},
 		{"control held until the data it counts", 2, false, []step{
 			{op: "control", a: 7, b: 2},
 			{op: "control", a: 8, b: 0}, // counts nothing, but may not overtake the first
 			{op: "write", a: 1, b: 2},
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(1, 2), recv(3, 7), recv(4, 8)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1), recv(1, 2), recv(3, 7), recv(4, 8)}},
 		}},
 		{"an uncounted control message waits behind a held one", 2, false, []step{
 			{op: "control", a: 7, b: 1},
 			{op: "control", a: 8, b: -1},
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1), recv(3, 7), recv(4, 8)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1), recv(3, 7), recv(4, 8)}},
 		}},
 		{"control counting data already reported", 2, false, []step{
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
-			{op: "control", a: 7, b: 1, want: []pipe.Completion{recv(3, 7)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1)}},
+			{op: "control", a: 7, b: 1, want: []conn.Completion{recv(3, 7)}},
 		}},
 		{"a held control message's spare is not posted", 2, false, []step{
 			{op: "control", a: 7, b: 1},
 			{op: "repost", a: 3, err: "receive buffer 3 is already posted"},
 		}},
 		{"re-post out of arrival order", 1, false, []step{
-			{op: "write", a: 0, b: 1, want: []pipe.Completion{recv(0, 1)}},
-			{op: "write", a: 1, b: 1, want: []pipe.Completion{recv(1, 1)}},
+			{op: "write", a: 0, b: 1, want: []conn.Completion{recv(0, 1)}},
+			{op: "write", a: 1, b: 1, want: []conn.Completion{recv(1, 1)}},
 			{op: "repost", a: 1, err: "ring slot 1 re-posted before slot 0, whose data arrived first"},
 			{op: "repost", a: 0},
 			{op: "repost", a: 1},
@@ -125,7 +125,7 @@ func TestRing(t *testing.T) {
 				r.Open()
 			}
 			for k, s := range tt.steps {
-				var got []pipe.Completion
+				var got []conn.Completion
 				var err error
 				switch s.op {
 				case "open":
@@ -196,11 +196,11 @@ func (m *model) repostable(i int) bool {
 
 // check takes the completions a Ring reported, failing t where one breaks
 // the ring's rules, and then checks that nothing reportable is held back.
-func (m *model) check(t *testing.T, cs []pipe.Completion) {
+func (m *model) check(t *testing.T, cs []conn.Completion) {
 	t.Helper()
 	for _, c := range cs {
 		switch {
-		case c.Op != pipe.OpRecv:
+		case c.Op != conn.OpRecv:
 			t.Fatalf("reported %+v: not a receive", c)
 		case c.Buf < m.slots:
 			if c.Buf != m.due {
@@ -271,7 +271,7 @@ func FuzzRing(f *testing.F) {
 		posted, credits := 0, 0
 		for ops := b[3:]; len(ops) >= 2; ops = ops[2:] {
 			op, arg := ops[0]%8, int(ops[1])
-			var cs []pipe.Completion
+			var cs []conn.Completion
 			var err error
 			valid := true
 			switch op {
@@ -301,7 +301,7 @@ func FuzzRing(f *testing.F) {
 					m.free[slot], m.written[slot] = false, n
 				}
 			case 3: // a control message
-				n, counted, after := 1+arg%pipe.MaxControl, lanes > 1 && arg%3 != 0, uint32(posted)
+				n, counted, after := 1+arg%conn.MaxControl, lanes > 1 && arg%3 != 0, uint32(posted)
 				if arg%5 == 0 {
 					after += uint32(arg % 4) // claims data not (yet) posted
 				}

@@ -1,11 +1,12 @@
-// Package pipe is the rdmapipe streaming engine: it moves a byte stream from
-// an io.Reader on one host to an io.Writer on another over a Conn, a small
-// interface with the semantics of an RDMA reliable-connected queue pair.
+// Package conn defines what a transport provides to the rdmapipe engine
+// (package pipe): Conn, a small interface with the semantics of an RDMA
+// reliable-connected queue pair, the Dialer and Listener that make one, the
+// stream Params the two peers agree on when they connect, the buffer
+// Layout each side sizes from them, and the classified Error both report.
 //
-// Credits, framing, end-of-stream, abort, authentication and the stream
-// checksum live here, once. Transports (TCP, RDMA verbs, in-memory) only move
-// messages between buffers; see the sub-packages of pipe/transport.
-package pipe
+// It is a leaf: transports (pipe/transport/...) import it and never the
+// engine, as database/sql drivers import database/sql/driver.
+package conn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package pipe
+package conn
 
 import (
 	"encoding/binary"
@@ -117,6 +117,11 @@ func (p *Params) UnmarshalBinary(b []byte) error {
 	p.Busy = b[6]&paramsBusy != 0
 	return nil
 }
+
+// TrailerLen is the length of the trailer the engine puts at the end of
+// each of the sender's messages (its type and sequence number): a receive
+// buffer holds a chunk and a trailer.
+const TrailerLen = 8
 
 // Layout says how many buffers of which size one side of a connection needs.
 type Layout struct {

@@ -1,16 +1,18 @@
-package pipe
+package server
 
 import (
 	"context"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// AcceptLoop hands each sender that connects to l to accepted, and each
+// acceptLoop hands each sender that connects to l to accepted, and each
 // accept failure to errs, until ctx ends; after a failure it pauses
 // briefly, so that a listener failing again at once does not spin.
-func AcceptLoop(ctx context.Context, l Listener, accepted chan<- Conn, errs chan<- error) {
+func acceptLoop(ctx context.Context, l conn.Listener, accepted chan<- conn.Conn, errs chan<- error) {
 	for {
-		conn, err := l.Accept(ctx)
+		c, err := l.Accept(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
@@ -30,9 +32,9 @@ func AcceptLoop(ctx context.Context, l Listener, accepted chan<- Conn, errs chan
 			continue
 		}
 		select {
-		case accepted <- conn:
+		case accepted <- c:
 		case <-ctx.Done():
-			conn.Close()
+			c.Close()
 			return
 		}
 	}
