@@ -5,9 +5,9 @@ package main
 import (
 	"os"
 
-	"github.com/rdmapipe/rdmapipe/internal/app"
+	"github.com/rdmapipe/rdmapipe/internal/sendrecv"
 )
 
 func main() {
-	os.Exit(app.Send(os.Args))
+	os.Exit(sendrecv.Send(os.Args))
 }

@@ -7,9 +7,8 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/urfave/cli/v2"
-
-	"github.com/rdmapipe/rdmapipe/internal/app"
 )
 
 // help is the description in rdmacp --help.
@@ -66,10 +65,7 @@ func Main(args []string) int {
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
-		EnableBashCompletion:   true,
-		Writer:                 os.Stderr,
-		ErrWriter:              os.Stderr,
-		Flags: append(app.DocFlags(),
+		Flags: append(command.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
 			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the remote umask, without those), and a single file's times (directory copies always keep times)"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
@@ -85,15 +81,13 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side (started by rdmacp over ssh)"},
 		),
-		OnUsageError: func(_ *cli.Context, err error, _ bool) error {
-			return usagef("%v (see --help)", err)
-		},
+		OnUsageError: command.OnUsageError,
 		Action: func(c *cli.Context) error {
-			if handled, err := app.Docs(c, os.Stdout); handled {
+			if handled, err := command.Docs(c, os.Stdout); handled {
 				return err
 			}
 			if c.Bool("remote-receive") {
-				ctx, stop := app.SignalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+				ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer stop()
 				code = Serve(ctx, os.Stdin, os.Stdout, os.Stderr)
 				return nil
@@ -101,9 +95,8 @@ func Main(args []string) int {
 			return copyAction(c)
 		},
 	}
-	if err := a.Run(args); err != nil {
-		fmt.Fprintf(os.Stderr, "rdmacp: %v\n", err)
-		return app.ExitCode(err)
+	if rc := command.Run(a, args, nil); rc != command.ExitOK {
+		return rc
 	}
 	return code
 }
@@ -114,7 +107,7 @@ const defaultTimeout = 60 * time.Second
 // copyAction is the local side's body.
 func copyAction(c *cli.Context) error {
 	if c.NArg() < 2 {
-		return usagef("expected SRC... [user@]HOST:DST, got %d arguments (see --help)", c.NArg())
+		return command.Usagef("expected SRC... [user@]HOST:DST, got %d arguments (see --help)", c.NArg())
 	}
 	args := c.Args().Slice()
 	t, err := ParseTarget(args[len(args)-1])
@@ -134,15 +127,15 @@ func copyAction(c *cli.Context) error {
 	switch o.Transport {
 	case "auto", "rdma", "tcp":
 	default:
-		return usagef("--transport %q: must be auto, rdma or tcp", o.Transport)
+		return command.Usagef("--transport %q: must be auto, rdma or tcp", o.Transport)
 	}
 	if o.Timeout < 0 || o.Timeout > maxTimeout {
-		return usagef("--timeout %v: must be 0 to %v", o.Timeout, maxTimeout)
+		return command.Usagef("--timeout %v: must be 0 to %v", o.Timeout, maxTimeout)
 	}
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err
 	}
-	ctx, stop := app.SignalContext(syscall.SIGINT, syscall.SIGTERM)
+	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	return Copy(ctx, args[:len(args)-1], t, o)
 }
@@ -151,7 +144,7 @@ func copyAction(c *cli.Context) error {
 func sshCommand(c *cli.Context) ([]string, error) {
 	cmd := strings.Fields(c.String("ssh"))
 	if len(cmd) == 0 {
-		return nil, usagef("--ssh is empty")
+		return nil, command.Usagef("--ssh is empty")
 	}
 	if p := c.Int("ssh-port"); p != 0 {
 		cmd = append(cmd, "-p", fmt.Sprint(p))

@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/internal/app"
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -29,7 +29,7 @@ const (
 // ssh channel) ends, and returns the exit code.
 func Serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	n, err := serve(ctx, stdin, stdout, stderr)
-	code := app.ExitCode(err)
+	code := command.ExitCode(err)
 	if err != nil {
 		writeFail(stdout, code, err.Error())
 		return code

@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
 )
 
 // source is one SRC argument.
@@ -26,13 +28,13 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 	for _, path := range paths {
 		fi, err := os.Stat(path)
 		if err != nil {
-			return plan{}, usagef("%v", err)
+			return plan{}, command.Usagef("%v", err)
 		}
 		if fi.IsDir() && !recursive {
-			return plan{}, usagef("%s is a directory: use -r to copy directories", path)
+			return plan{}, command.Usagef("%s is a directory: use -r to copy directories", path)
 		}
 		if !fi.IsDir() && !fi.Mode().IsRegular() {
-			return plan{}, usagef("%s: not a regular file or a directory", path)
+			return plan{}, command.Usagef("%s: not a regular file or a directory", path)
 		}
 		name, err := destName(path)
 		if err != nil {
@@ -52,11 +54,11 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 func destName(path string) (string, error) {
 	abs, err := filepath.Abs(path)
 	if err != nil {
-		return "", usagef("%s: %v", path, err)
+		return "", command.Usagef("%s: %v", path, err)
 	}
 	name := filepath.Base(abs)
 	if checkName(name) != nil {
-		return "", usagef("%s: cannot copy the root directory; copy what is in it", path)
+		return "", command.Usagef("%s: cannot copy the root directory; copy what is in it", path)
 	}
 	return name, nil
 }

@@ -3,7 +3,7 @@ package cp
 import (
 	"strings"
 
-	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/internal/command"
 )
 
 // Target is the remote end of a copy: [user@]HOST:DST.
@@ -29,35 +29,30 @@ func ParseTarget(arg string) (Target, error) {
 	if i := strings.LastIndex(rest, "@"); i >= 0 && !strings.Contains(rest[:i], ":") {
 		t.User, rest = rest[:i], rest[i+1:]
 		if t.User == "" {
-			return Target{}, usagef("%q: empty user name before @", arg)
+			return Target{}, command.Usagef("%q: empty user name before @", arg)
 		}
 	}
 	if strings.HasPrefix(rest, "[") {
 		end := strings.Index(rest, "]:")
 		if end < 0 {
-			return Target{}, usagef("%q: expected [ADDRESS]:DST", arg)
+			return Target{}, command.Usagef("%q: expected [ADDRESS]:DST", arg)
 		}
 		t.Host, t.Path = rest[1:end], rest[end+2:]
 	} else {
 		host, path, ok := strings.Cut(rest, ":")
 		if !ok {
-			return Target{}, usagef("%q: the last argument must be [user@]HOST:DST", arg)
+			return Target{}, command.Usagef("%q: the last argument must be [user@]HOST:DST", arg)
 		}
 		t.Host, t.Path = host, path
 	}
 	if t.Host == "" {
-		return Target{}, usagef("%q: empty host name", arg)
+		return Target{}, command.Usagef("%q: empty host name", arg)
 	}
 	if strings.HasPrefix(t.Host, "-") || strings.HasPrefix(t.User, "-") {
-		return Target{}, usagef("%q: a host or user name cannot start with '-'", arg)
+		return Target{}, command.Usagef("%q: a host or user name cannot start with '-'", arg)
 	}
 	if t.Path == "" {
 		t.Path = "."
 	}
 	return t, nil
-}
-
-// usagef returns an error of kind conn.KindUsage (exit code 2).
-func usagef(format string, args ...any) error {
-	return conn.Errorf(conn.KindUsage, "", format, args...)
 }

@@ -1,4 +1,4 @@
-package app
+package sendrecv
 
 import (
 	"fmt"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -51,7 +52,7 @@ const (
 
 // commonFlags are the flags of both commands.
 func commonFlags() []cli.Flag {
-	return append(DocFlags(), []cli.Flag{
+	return append(command.DocFlags(), []cli.Flag{
 		&cli.BoolFlag{Name: "version", Usage: "print the version (module version and VCS revision) and exit"},
 		&cli.IntFlag{Category: catCommon, Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
 		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
@@ -88,24 +89,24 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 			gidIndex: c.Int("gid-index"), busyPoll: c.Bool("busy-poll"), sendOnly: c.String("rdma-op") == "send"},
 	}
 	if op := c.String("rdma-op"); op != "write" && op != "send" {
-		return o, usagef("--rdma-op %q: must be write or send", op)
+		return o, command.Usagef("--rdma-op %q: must be write or send", op)
 	}
 	if o.statsEvery < 0 {
-		return o, usagef("--stats-interval must not be negative")
+		return o, command.Usagef("--stats-interval must not be negative")
 	}
 	if o.port < 1 || o.port > 65535 {
-		return o, usagef("--port %d: must be 1 to 65535", o.port)
+		return o, command.Usagef("--port %d: must be 1 to 65535", o.port)
 	}
 	switch o.transport {
 	case "auto", "rdma", "tcp":
 	default:
-		return o, usagef("--transport %q: must be auto, rdma or tcp", o.transport)
+		return o, command.Usagef("--transport %q: must be auto, rdma or tcp", o.transport)
 	}
 	o.window = hostWindow()
 	chunk, depth := int64(o.window.chunk), o.window.depth
 	if s := c.String("chunk-size"); s != "" {
 		if chunk, err = parseSize(s); err != nil {
-			return o, usagef("--chunk-size: %v", err)
+			return o, command.Usagef("--chunk-size: %v", err)
 		}
 		o.window = o.window.withChunk(int(min(chunk, conn.MaxChunk+1)))
 		depth = o.window.depth
@@ -116,12 +117,12 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	}
 	o.params = conn.NewParams(int(min(chunk, conn.MaxChunk+1)), depth)
 	if err := o.params.Validate(); err != nil {
-		return o, usagef("%v", err)
+		return o, command.Usagef("%v", err)
 	}
 	o.window.chunk, o.window.depth = o.params.Chunk, o.params.Depth
 	o.cfg.Timeout = c.Duration("timeout")
 	if o.cfg.Timeout < 0 {
-		return o, usagef("--timeout must not be negative")
+		return o, command.Usagef("--timeout must not be negative")
 	}
 	o.cfg.Key, err = loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
 	if w := keyFileWarning(c.String("key-file")); w != "" && err == nil {

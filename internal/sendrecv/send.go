@@ -1,4 +1,4 @@
-package app
+package sendrecv
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -47,15 +48,15 @@ EXAMPLES:
 			&cli.StringFlag{Category: catTuning, Name: "bench-json", Usage: "with --bench: also write the results as JSON to `FILE`"},
 		),
 		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		OnUsageError:    command.OnUsageError,
 		Action:          sendAction,
 	}
-	return runApp(app, args)
+	return command.Run(app, args, hint)
 }
 
 // sendAction is rdmasend's body.
 func sendAction(c *cli.Context) error {
-	if handled, err := early(c, os.Stdout); handled {
+	if handled, err := command.Early(c, os.Stdout); handled {
 		return err
 	}
 	hosts, err := receivers(c)
@@ -70,10 +71,10 @@ func sendAction(c *cli.Context) error {
 		o.cfg.Chain = append(o.cfg.Chain, hostPort(h, o.port))
 	}
 	if len(o.cfg.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
-		return usagef("--bench and --check take one receiver, not a chain")
+		return command.Usagef("--bench and --check take one receiver, not a chain")
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
-		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
+		return command.Usagef("--qps %d: must be 1 to 16", o.rdma.qps)
 	}
 	if o.verbose {
 		fmt.Fprintln(os.Stderr, o.window.describe("rdmasend", false))
@@ -83,14 +84,14 @@ func sendAction(c *cli.Context) error {
 		return err
 	}
 	addr := hostPort(hosts[0], o.port)
-	ctx, stop := SignalContext()
+	ctx, stop := command.SignalContext()
 	defer stop()
 	if c.Bool("check") {
 		return check(ctx, c, o, addr, "", false, os.Stdout)
 	}
 	if c.Bool("bench") {
 		if c.Duration("bench-time") <= 0 {
-			return usagef("--bench-time must be positive")
+			return command.Usagef("--bench-time must be positive")
 		}
 		d := newDialer(o, os.Stderr, "rdmasend")
 		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
@@ -127,7 +128,7 @@ func receivers(c *cli.Context) ([]string, error) {
 	if path := c.String("to-file"); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, usagef("--to-file: %v", err)
+			return nil, command.Usagef("--to-file: %v", err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) != "" {
@@ -137,9 +138,9 @@ func receivers(c *cli.Context) ([]string, error) {
 	}
 	switch {
 	case len(hosts) == 0:
-		return nil, usagef("expected a HOST[:PORT] argument or --to (see --help)")
+		return nil, command.Usagef("expected a HOST[:PORT] argument or --to (see --help)")
 	case c.NArg() > 1 || c.NArg() == 1 && len(hosts) > 1:
-		return nil, usagef("give one HOST[:PORT] argument, or the receivers with --to / --to-file, not both (see --help)")
+		return nil, command.Usagef("give one HOST[:PORT] argument, or the receivers with --to / --to-file, not both (see --help)")
 	}
 	return hosts, nil
 }
@@ -184,7 +185,7 @@ func inputSize(flag string, stdin *os.File) (int64, error) {
 	if flag != "" {
 		n, err := parseSize(flag)
 		if err != nil {
-			return 0, usagef("--size: %v", err)
+			return 0, command.Usagef("--size: %v", err)
 		}
 		return n, nil
 	}

@@ -1,4 +1,4 @@
-package app
+package sendrecv
 
 import (
 	"context"
@@ -9,6 +9,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
 )
 
 // relayPolicy says which next receivers a receiver started with --relay
@@ -42,7 +44,7 @@ func parseRelayAllow(entries []string, port int) (relayPolicy, error) {
 				continue
 			}
 			if e == "" || strings.ContainsAny(e, "/[]: ") {
-				return p, usagef("--relay-allow %q: give host names, addresses or networks (10.0.0.0/8)", e)
+				return p, command.Usagef("--relay-allow %q: give host names, addresses or networks (10.0.0.0/8)", e)
 			}
 			p.names = append(p.names, strings.ToLower(strings.TrimSuffix(e, ".")))
 		}

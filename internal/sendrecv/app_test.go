@@ -1,7 +1,6 @@
-package app
+package sendrecv
 
 import (
-	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -10,6 +9,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -66,8 +66,8 @@ func TestLoadKey(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := loadKey(tc.file, tc.flag, tc.env)
 			if tc.says != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.says) || ExitCode(err) != ExitUsage {
-					t.Fatalf("err = %v (exit %d), want a usage error saying %q", err, ExitCode(err), tc.says)
+				if err == nil || !strings.Contains(err.Error(), tc.says) || command.ExitCode(err) != command.ExitUsage {
+					t.Fatalf("err = %v (exit %d), want a usage error saying %q", err, command.ExitCode(err), tc.says)
 				}
 				return
 			}
@@ -106,29 +106,6 @@ func TestKeyFileWarning(t *testing.T) {
 				t.Errorf("warning %q, want one saying %q", got, tc.says)
 			}
 		})
-	}
-}
-
-func TestExitCode(t *testing.T) {
-	cases := []struct {
-		err  error
-		want int
-	}{
-		{nil, ExitOK},
-		{errors.New("plain"), ExitInternal},
-		{usagef("bad"), ExitUsage},
-		{conn.Errorf(conn.KindSetup, "connect", "refused"), ExitSetup},
-		{conn.Errorf(conn.KindBusy, "", "busy"), ExitSetup},
-		{conn.Errorf(conn.KindAborted, "", "cut"), ExitAborted},
-		{conn.Errorf(conn.KindIntegrity, "", "crc"), ExitIntegrity},
-		{conn.Errorf(conn.KindAuth, "", "key"), ExitAuth},
-		{conn.Errorf(conn.KindNoRDMA, "", "no device"), ExitNoRDMA},
-		{errors.Join(conn.Errorf(conn.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
-	}
-	for _, tc := range cases {
-		if got := ExitCode(tc.err); got != tc.want {
-			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
-		}
 	}
 }
 

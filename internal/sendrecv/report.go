@@ -1,4 +1,4 @@
-package app
+package sendrecv
 
 import (
 	"encoding/json"
@@ -9,6 +9,7 @@ import (
 
 	"github.com/schollz/progressbar/v3"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
@@ -53,7 +54,7 @@ type hostResult struct {
 // newSummary describes a stream that ended with err, after this process
 // used cpu (user+system) in all.
 func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summary {
-	s := summary{Role: role, OK: err == nil, ExitCode: ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
+	s := summary{Role: role, OK: err == nil, ExitCode: command.ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
 		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
 		Pinned: st.Info.Pinned, IO: st.IO}

@@ -1,4 +1,4 @@
-package app
+package sendrecv
 
 import (
 	"context"
@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
 )
@@ -44,10 +45,10 @@ EXAMPLES:
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,
-		OnUsageError:    onUsageError,
+		OnUsageError:    command.OnUsageError,
 		Action:          recvAction,
 	}
-	return runApp(app, args)
+	return command.Run(app, args, hint)
 }
 
 // relayWith lets the receiver connect to a next receiver
@@ -67,7 +68,7 @@ func relayWith(c *cli.Context, o *options) error {
 		return err
 	}
 	if !policy.restricted() && len(o.cfg.Key) == 0 {
-		return usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
+		return command.Usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
 	}
 	o.cfg.Relay = policy.check
 	return nil
@@ -75,21 +76,21 @@ func relayWith(c *cli.Context, o *options) error {
 
 // recvAction is rdmarecv's body.
 func recvAction(c *cli.Context) error {
-	if handled, err := early(c, os.Stdout); handled {
+	if handled, err := command.Early(c, os.Stdout); handled {
 		return err
 	}
 	if c.NArg() != 0 {
-		return usagef("rdmarecv takes no arguments, got %q (see --help)", c.Args().Slice())
+		return command.Usagef("rdmarecv takes no arguments, got %q (see --help)", c.Args().Slice())
 	}
 	o, err := parseOptions(c, os.Getenv)
 	if err != nil {
 		return err
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
-		return usagef("--qps %d: must be 1 to 16", o.rdma.qps)
+		return command.Usagef("--qps %d: must be 1 to 16", o.rdma.qps)
 	}
 	if c.Bool("check") {
-		ctx, stop := SignalContext()
+		ctx, stop := command.SignalContext()
 		defer stop()
 		return check(ctx, c, o, "", net.JoinHostPort(strings.Trim(c.String("bind"), "[]"), strconv.Itoa(o.port)), true, os.Stdout)
 	}
@@ -101,12 +102,12 @@ func recvAction(c *cli.Context) error {
 	}
 	if next := c.String("forward"); next != "" {
 		if c.Bool("bench") {
-			return usagef("--forward and --bench do not go together")
+			return command.Usagef("--forward and --bench do not go together")
 		}
 		o.cfg.ForwardTo = hostPort(next, o.port)
 	}
 	if c.Bool("bench") && (c.Bool("relay") || c.IsSet("relay-allow")) {
-		return usagef("--relay and --bench do not go together")
+		return command.Usagef("--relay and --bench do not go together")
 	}
 	if !c.Bool("bench") {
 		if err := relayWith(c, &o); err != nil {
@@ -115,12 +116,12 @@ func recvAction(c *cli.Context) error {
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {
-			return usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
+			return command.Usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
 		}
 		o.cfg.Sync = os.Stdout.Sync
 	}
 	growPipe(os.Stdout, o.params.Chunk)
-	ctx, stop := SignalContext()
+	ctx, stop := command.SignalContext()
 	defer stop()
 	l, err := listen(ctx, o, c.String("bind"), os.Stderr, "rdmarecv")
 	if err != nil {

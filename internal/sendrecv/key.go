@@ -1,9 +1,11 @@
-package app
+package sendrecv
 
 import (
 	"bytes"
 	"fmt"
 	"os"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
 )
 
 // loadKey returns the shared secret from, in order of preference, the key
@@ -18,17 +20,17 @@ func loadKey(file, flag, env string) ([]byte, error) {
 		}
 	}
 	if given > 1 {
-		return nil, usagef("give the key one way only: --key-file, --key or RDMAPIPE_KEY")
+		return nil, command.Usagef("give the key one way only: --key-file, --key or RDMAPIPE_KEY")
 	}
 	switch {
 	case file != "":
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return nil, usagef("--key-file: %v", err)
+			return nil, command.Usagef("--key-file: %v", err)
 		}
 		b = bytes.TrimRight(b, "\r\n")
 		if len(b) == 0 {
-			return nil, usagef("--key-file %s: the file is empty", file)
+			return nil, command.Usagef("--key-file %s: the file is empty", file)
 		}
 		return b, nil
 	case flag != "":

@@ -1,4 +1,4 @@
-package app
+package command
 
 import (
 	"fmt"
@@ -78,7 +78,7 @@ func Docs(c *cli.Context, out io.Writer) (handled bool, err error) {
 			_, err = fmt.Fprintln(out, script)
 		}
 	default:
-		return true, usagef("--completion %q: must be bash, zsh or fish", shell)
+		return true, Usagef("--completion %q: must be bash, zsh or fish", shell)
 	}
 	return true, err
 }

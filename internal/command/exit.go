@@ -1,0 +1,70 @@
+// Package command holds what the rdmasend, rdmarecv and rdmacp commands
+// share as programs: running a command line (Run), exit codes, usage
+// errors, --version, the man page and completion scripts, and the one
+// signal handler. The library (package pipe) says what happened; a command
+// adds the hint in its own flags.
+package command
+
+import (
+	"fmt"
+	"io"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// Exit codes, documented in README.md and in each command's help.
+const (
+	ExitOK        = 0 // the whole stream was delivered and written
+	ExitInternal  = 1 // a bug or an unexpected local failure
+	ExitUsage     = 2 // bad flags or arguments
+	ExitSetup     = 3 // could not connect, listen, allocate or register memory; receiver busy
+	ExitAborted   = 4 // the stream ended early: peer abort or loss, interrupted, input/output failure
+	ExitIntegrity = 5 // the stream arrived damaged: length, checksum or sequence mismatch
+	ExitAuth      = 6 // wrong or missing shared key
+	ExitNoRDMA    = 7 // RDMA was requested (--transport rdma) but is not available
+)
+
+// ExitCode maps an error to the exit code documented for its kind.
+func ExitCode(err error) int {
+	if err == nil {
+		return ExitOK
+	}
+	switch conn.KindOf(err) {
+	case conn.KindUsage:
+		return ExitUsage
+	case conn.KindSetup, conn.KindBusy:
+		return ExitSetup
+	case conn.KindAborted:
+		return ExitAborted
+	case conn.KindIntegrity:
+		return ExitIntegrity
+	case conn.KindAuth:
+		return ExitAuth
+	case conn.KindNoRDMA:
+		return ExitNoRDMA
+	}
+	return ExitInternal
+}
+
+// Usagef returns an error in the command line: an error of kind
+// conn.KindUsage, exit code 2.
+func Usagef(format string, args ...any) error {
+	return conn.Errorf(conn.KindUsage, "", format, args...)
+}
+
+// report prints err for the user on stderr, prefixed with the command name,
+// and the hint for it, if any, and returns its exit code.
+func report(stderr io.Writer, name string, err error, hint Hint) int {
+	if err == nil {
+		return ExitOK
+	}
+	code := ExitCode(err)
+	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	if hint == nil {
+		return code
+	}
+	if h := hint(name, err); h != "" {
+		fmt.Fprintf(stderr, "%s: hint: %s\n", name, h)
+	}
+	return code
+}

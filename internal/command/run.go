@@ -1,0 +1,48 @@
+package command
+
+import (
+	"fmt"
+	"io"
+	"os"
+	"runtime/debug"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// Hint returns what the user of command name can do about err, in the
+// command's own flags, or "".
+type Hint func(name string, err error) string
+
+// Run runs app with args (args[0] is the program name), prints the error it
+// ends with, and the hint for it, on stderr, and returns the exit code. A
+// panic is a bug: it exits 1 (internal error) with the stack, not with the
+// Go runtime's 2, which is the usage error's code here. hint may be nil.
+func Run(app *cli.App, args []string, hint Hint) (code int) {
+	app.Writer, app.ErrWriter = os.Stderr, os.Stderr
+	app.EnableBashCompletion = true
+	defer func() {
+		if p := recover(); p != nil {
+			code = report(os.Stderr, app.Name, conn.Errorf(conn.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()), hint)
+		}
+	}()
+	return report(os.Stderr, app.Name, app.Run(args), hint)
+}
+
+// OnUsageError turns a flag parsing error into a usage error (a
+// cli.App's OnUsageError).
+func OnUsageError(_ *cli.Context, err error, _ bool) error {
+	return Usagef("%v (see --help)", err)
+}
+
+// Early handles the flags that print something and exit instead of
+// running the command: --version (where the command has it), --completion
+// and --man. handled is false when none was given.
+func Early(c *cli.Context, out io.Writer) (handled bool, err error) {
+	if c.Bool("version") {
+		_, err := fmt.Fprintln(out, version(c.App.Name))
+		return true, err
+	}
+	return Docs(c, out)
+}

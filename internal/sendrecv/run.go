@@ -1,0 +1,70 @@
+// Package sendrecv is the rdmasend and rdmarecv commands: their flags and
+// help, the transport and window they choose, key loading, the receiver's
+// server and relay set-up, --bench and --check, and the reports a stream
+// ends with. What they share with rdmacp is in package command.
+package sendrecv
+
+import (
+	"fmt"
+	"os"
+	"strings"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// exitCodesHelp is the exit-code table shown in both commands' help.
+const exitCodesHelp = `EXIT CODES:
+   0  success: every byte was delivered and written
+   1  internal error
+   2  usage error (bad flags or arguments)
+   3  setup failure: cannot connect or listen, receiver busy, memory registration (memlock)
+   4  stream aborted: peer aborted or lost, interrupted, input or output failed
+   5  integrity failure: length, checksum or sequence mismatch
+   6  authentication failure: wrong or missing key
+   7  RDMA requested but not available`
+
+// hint is what the user of command name can do about err, in the
+// command's own flags (the library's errors say what happened, not which
+// flag to use), or "".
+func hint(name string, err error) string {
+	if name != "rdmasend" && name != "rdmarecv" {
+		return ""
+	}
+	text := err.Error()
+	switch {
+	case conn.KindOf(err) == conn.KindAuth:
+		return "both sides need the same key: --key-file FILE (or RDMAPIPE_KEY) on each"
+	case conn.KindOf(err) == conn.KindBusy && name == "rdmasend":
+		return "rdmasend --wait DURATION retries while the receiver is busy"
+	case strings.Contains(text, "does not relay") && name == "rdmasend":
+		return "a receiver relays a broadcast only when started to: rdmarecv --relay-allow HOSTS (the hosts after it), or rdmarecv --relay with a key"
+	case strings.Contains(text, "no word from the"):
+		return "--timeout DURATION sets how long a silent peer is waited for"
+	}
+	return ""
+}
+
+// finish prints the -v summary and writes --stats-json for a stream that
+// ended with err, and returns err (or the stats file's error).
+func finish(o options, role string, st pipe.Stats, err error) error {
+	s := newSummary(role, st, err, cpuTime())
+	if len(o.cfg.Chain) > 0 {
+		s.Chain = o.cfg.Chain
+		if err == nil {
+			s.Receivers = st.Receivers
+			for _, h := range append([]string{s.Remote}, o.cfg.Chain...) {
+				s.Hosts = append(s.Hosts, hostResult{Host: h, OK: true, Bytes: st.Bytes})
+			}
+		}
+	}
+	if o.verbose && err == nil {
+		fmt.Fprintf(os.Stderr, "rdma%s: %s\n", role, s.line())
+	}
+	if o.statsJSON != "" {
+		if werr := s.writeJSON(o.statsJSON); werr != nil && err == nil {
+			return conn.Errorf(conn.KindUsage, "", "%v", werr)
+		}
+	}
+	return err
+}
