@@ -8,6 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
 )
 
 // The cost of the stream's integrity checks per core, for the README:
@@ -30,12 +31,12 @@ func BenchmarkIntegrity(b *testing.B) {
 		}
 	})
 	b.Run("GMAC stream MAC (keyed mode)", func(b *testing.B) {
-		m := newStreamMAC(make([]byte, 32))
+		m := auth.NewStreamMAC(make([]byte, 32))
 		b.SetBytes(int64(len(chunk)))
 		var seq uint32
 		for b.Loop() {
 			seq++
-			m.add(seq, chunk)
+			m.Add(seq, chunk)
 		}
 	})
 }

@@ -12,6 +12,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // Receive writes the stream arriving on c to w, verifies its length and
@@ -34,7 +36,7 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 		r.relay.close()
 	}
 	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
-		lastWords(c, abortMessage([]byte{msgAbort}, conn.KindOf(err), publicReason(err), 0))
+		lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindOf(err), publicReason(err), 0))
 	}
 	return st, err
 }
@@ -42,7 +44,7 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 // Refuse tells the sender that connected on c why it is not served, with
 // an abort of kind k, and closes c.
 func Refuse(c conn.Conn, k conn.Kind, reason string) error {
-	err := lastWords(c, abortMessage([]byte{msgAbort}, k, reason, 0))
+	err := lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, k, reason, 0))
 	return errors.Join(err, c.Close())
 }
 
@@ -127,14 +129,14 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 func (r *receiver) handshake(parent context.Context) error {
 	ctx, cancel := r.handshakeContext(parent, "the sender did not complete the rdmapipe handshake", 1)
 	defer func() { cancel() }()
-	nonce, err := newNonce()
+	nonce, err := auth.NewNonce()
 	if err != nil {
 		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce: %v", err)
 	}
 	haveKey := len(r.cfg.Key) > 0
-	hello := []byte{msgHello, 0}
+	hello := []byte{wire.MsgHello, 0}
 	if haveKey {
-		hello[1] = flagKey
+		hello[1] = wire.FlagKey
 	}
 	hello = append(hello, nonce[:]...)
 	if err := r.c.SendControl(ctx, hello); err != nil {
@@ -144,20 +146,20 @@ func (r *receiver) handshake(parent context.Context) error {
 	if err != nil {
 		return err
 	}
-	auth, typ, _, _ := parseTrailer(msg)
-	if typ != msgAuth || len(auth) < authBody {
-		return conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", describe(msg))
+	body, typ, _, _ := wire.ParseTrailer(msg)
+	if typ != wire.MsgAuth || len(body) < wire.AuthBody {
+		return conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", wire.Describe(msg))
 	}
-	theirFlags := auth[0]
-	theirNonce, theirProof := auth[1:1+nonceLen], auth[1+nonceLen:authBody]
+	theirFlags := body[0]
+	theirNonce, theirProof := body[1:1+auth.NonceLen], body[1+auth.NonceLen:wire.AuthBody]
 	switch {
-	case haveKey && theirFlags&flagKey == 0:
+	case haveKey && theirFlags&wire.FlagKey == 0:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender presented no key: give it the same key")
-	case !haveKey && theirFlags&flagKey != 0:
+	case !haveKey && theirFlags&wire.FlagKey != 0:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender has a key but this receiver has none")
 	}
 	var chain []string
-	if theirFlags&flagChain != 0 {
+	if theirFlags&wire.FlagChain != 0 {
 		if chain, err = r.receiveChain(ctx); err != nil {
 			return err
 		}
@@ -166,12 +168,12 @@ func (r *receiver) handshake(parent context.Context) error {
 	// the sender said is acted on before it is checked.
 	var t []byte
 	if haveKey {
-		t = transcript(r.c.Info(), hello, theirFlags, theirNonce, chain)
-		if !validProof(r.cfg.Key, senderLabel, t, theirProof) {
+		t = auth.Transcript(r.c.Info(), hello, theirFlags, theirNonce, chain)
+		if !auth.ValidProof(r.cfg.Key, auth.SenderProof, t, theirProof) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the sender's key is wrong, or the handshake was altered on the way")
 		}
 	}
-	r.probe = theirFlags&flagProbe != 0
+	r.probe = theirFlags&wire.FlagProbe != 0
 	next, err := r.nextHop(ctx, chain)
 	if err != nil {
 		return err
@@ -194,19 +196,19 @@ func (r *receiver) handshake(parent context.Context) error {
 		if desc, err = w.OpenWindow(); err != nil {
 			return wrap(conn.KindSetup, "open the receive window", err)
 		}
-		if len(desc) > conn.MaxControl-2-macLen {
+		if len(desc) > conn.MaxControl-2-auth.MACLen {
 			return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 		}
 	}
 	if r.relay != nil {
 		r.relay.adopt(r.c)
 	}
-	welcome := make([]byte, 2+macLen, 2+macLen+len(desc))
-	welcome[0] = msgWelcome
+	welcome := make([]byte, 2+auth.MACLen, 2+auth.MACLen+len(desc))
+	welcome[0] = wire.MsgWelcome
 	if haveKey {
-		welcome[1] = flagKey
-		copy(welcome[2:], proof(r.cfg.Key, receiverLabel, t, desc))
-		r.mac = newStreamMAC(streamKey(r.cfg.Key, t))
+		welcome[1] = wire.FlagKey
+		copy(welcome[2:], auth.Proof(r.cfg.Key, auth.ReceiverProof, t, desc))
+		r.mac = auth.NewStreamMAC(auth.StreamKey(r.cfg.Key, t))
 	}
 	welcome = append(welcome, desc...)
 	if err := r.c.SendControl(ctx, welcome); err != nil {
@@ -232,11 +234,11 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 			}
 			msg := append([]byte(nil), r.c.RecvBuf(c.Buf)[:c.Len]...)
 			r.repost(c.Buf)
-			body, typ, _, err := parseTrailer(msg)
+			body, typ, _, err := wire.ParseTrailer(msg)
 			switch {
 			case err != nil:
 				return nil, wrap(conn.KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
-			case typ == msgAbort:
+			case typ == wire.MsgAbort:
 				return nil, r.peerAbort(body)
 			}
 			if err := r.returnControl(ctx); err != nil {
@@ -245,7 +247,7 @@ func (r *receiver) next(ctx context.Context) ([]byte, error) {
 				}
 				return nil, wrap(conn.KindSetup, "handshake", err)
 			}
-			if typ == msgBeat {
+			if typ == wire.MsgBeat {
 				continue
 			}
 			r.keep(cs[i+1:])
@@ -276,12 +278,12 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if c.Op != conn.OpRecv {
 				continue
 			}
-			body, typ, got, err := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len])
+			body, typ, got, err := wire.ParseTrailer(r.c.RecvBuf(c.Buf)[:c.Len])
 			if err != nil {
 				return wrap(conn.KindIntegrity, "receive", err)
 			}
 			switch typ {
-			case msgBeat:
+			case wire.MsgBeat:
 				// The beat carries the last sequence number posted before
 				// it, so it can only be behind what arrived, never ahead.
 				if int32(got-seq) > 0 {
@@ -292,9 +294,9 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 				// and Poll says so after what arrived before.
 				_ = r.returnControl(ctx)
 				continue
-			case msgAbort:
+			case wire.MsgAbort:
 				return r.peerAbort(body)
-			case msgData, msgEnd:
+			case wire.MsgData, wire.MsgEnd:
 			default:
 				return conn.Errorf(conn.KindIntegrity, "receive", "unknown message type %q from the sender", typ)
 			}
@@ -302,13 +304,13 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if got != seq {
 				return conn.Errorf(conn.KindIntegrity, "receive", "message %d arrived where %d was expected: messages were lost or reordered", got, seq)
 			}
-			if typ == msgEnd && len(body) < endBody {
+			if typ == wire.MsgEnd && len(body) < wire.EndBody {
 				return conn.Errorf(conn.KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
-			if typ == msgEnd && r.mac != nil && len(body) < endBody+macLen {
+			if typ == wire.MsgEnd && r.mac != nil && len(body) < wire.EndBody+auth.MACLen {
 				return conn.Errorf(conn.KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
 			}
-			r.endSeen = typ == msgEnd
+			r.endSeen = typ == wire.MsgEnd
 			if len(arrivals) > 0 {
 				r.cfg.Gauges.stalled()
 			}
@@ -323,7 +325,7 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 // returnControl gives the sender back the control credit of a control
 // message whose spare was just re-posted.
 func (r *receiver) returnControl(ctx context.Context) error {
-	return r.c.SendControl(ctx, []byte{ctrlReturn})
+	return r.c.SendControl(ctx, []byte{wire.CtrlReturn})
 }
 
 // truncated describes a connection that failed before the end of the stream.
@@ -375,7 +377,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink)
 		// Checksum and MAC first: they bring the payload into the cache
 		// for the copy write(2) makes.
 		_, _ = r.sum.Write(payload)
-		r.mac.add(a.seq, payload)
+		r.mac.Add(a.seq, payload)
 		if r.relay != nil && r.relay.forward(ctx, a.buf, payload) != nil {
 			return nil // the stream is over
 		}
@@ -441,8 +443,8 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	written := r.written.Load()
 	var tag []byte
 	if r.mac != nil {
-		tag = r.mac.end(seq, written, sum)
-		if !hmac.Equal(end[endBody:endBody+macLen], tag) {
+		tag = r.mac.End(seq, written, sum)
+		if !hmac.Equal(end[wire.EndBody:wire.EndBody+auth.MACLen], tag) {
 			return conn.Errorf(conn.KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 		}
 	}
@@ -465,12 +467,12 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 			return &conn.Error{Kind: conn.KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
 		}
 	}
-	done := make([]byte, doneLen, doneLen+macLen)
-	done[0] = msgDone
+	done := make([]byte, wire.DoneLen, wire.DoneLen+auth.MACLen)
+	done[0] = wire.MsgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	binary.LittleEndian.PutUint32(done[9:], receivers)
 	if r.mac != nil {
-		done = append(done, r.mac.done(written, receivers, tag)...)
+		done = append(done, r.mac.Done(written, receivers, tag)...)
 	}
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.

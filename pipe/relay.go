@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // relay sends what a receiver writes on to the next receiver (see
@@ -103,7 +104,7 @@ func (r *receiver) senderGone(err error) error {
 		if c.Op != conn.OpRecv {
 			continue
 		}
-		if body, typ, _, perr := parseTrailer(r.c.RecvBuf(c.Buf)[:c.Len]); perr == nil && typ == msgAbort {
+		if body, typ, _, perr := wire.ParseTrailer(r.c.RecvBuf(c.Buf)[:c.Len]); perr == nil && typ == wire.MsgAbort {
 			return r.peerAbort(body)
 		}
 	}

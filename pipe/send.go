@@ -11,6 +11,8 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // Send streams r to the receiver at the other end of c and returns when the
@@ -37,8 +39,8 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, err
 // the one that did.
 func (s *sender) failed(err error) {
 	if err != nil && !s.peerGaveUp {
-		body := abortMessage(make([]byte, 0, conn.MaxControl), conn.KindOf(err), err.Error(), conn.TrailerLen)
-		lastWords(s.c, appendTrailer(body, msgAbort, 0))
+		body := wire.AbortMessage(make([]byte, 0, conn.MaxControl), conn.KindOf(err), err.Error(), conn.TrailerLen)
+		lastWords(s.c, wire.AppendTrailer(body, wire.MsgAbort, 0))
 	}
 }
 
@@ -149,7 +151,7 @@ func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
 		if wait <= 0 {
 			select {
 			case <-s.ctrl:
-				if err := s.c.SendControl(ctx, appendTrailer(nil, msgBeat, s.posted.Load())); err != nil {
+				if err := s.c.SendControl(ctx, wire.AppendTrailer(nil, wire.MsgBeat, s.posted.Load())); err != nil {
 					if ctx.Err() == nil {
 						fail(s.sendFailed(ctx, err))
 					}
@@ -170,7 +172,7 @@ func (s *sender) returned(b byte, k conn.Kind) error {
 	if b == 0 {
 		return conn.Errorf(k, "credit", "the receiver returned no credit in a credit message")
 	}
-	for range b &^ ctrlReturn {
+	for range b &^ wire.CtrlReturn {
 		select {
 		case s.credits <- struct{}{}:
 			s.cfg.Gauges.addInFlight(-1)
@@ -178,7 +180,7 @@ func (s *sender) returned(b byte, k conn.Kind) error {
 			return conn.Errorf(k, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
 		}
 	}
-	if b&ctrlReturn != 0 {
+	if b&wire.CtrlReturn != 0 {
 		select {
 		case s.ctrl <- struct{}{}:
 		default:
@@ -209,41 +211,41 @@ func (s *sender) handshake(parent context.Context) error {
 	}
 	ctx, cancel := s.handshakeContext(parent, "no rdmapipe handshake from the receiver: is an rdmapipe receiver of the same version listening there?", factor)
 	defer cancel()
-	hello, err := s.controlMessage(ctx, msgHello, 1+nonceLen)
+	hello, err := s.controlMessage(ctx, wire.MsgHello, 1+auth.NonceLen)
 	if err != nil {
 		return err
 	}
 	theirFlags := hello[1]
 	haveKey := len(s.cfg.Key) > 0
 	switch {
-	case theirFlags&flagKey != 0 && !haveKey:
+	case theirFlags&wire.FlagKey != 0 && !haveKey:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the receiver requires a shared key")
-	case theirFlags&flagKey == 0 && haveKey:
+	case theirFlags&wire.FlagKey == 0 && haveKey:
 		return conn.Errorf(conn.KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
 	}
-	nonce, err := newNonce()
+	nonce, err := auth.NewNonce()
 	if err != nil {
 		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce: %v", err)
 	}
-	body := make([]byte, authBody)
+	body := make([]byte, wire.AuthBody)
 	var chain []string
 	switch {
 	case s.probe:
-		body[0] = flagProbe
+		body[0] = wire.FlagProbe
 	case len(s.cfg.Chain) > 0:
-		if err := checkChain(s.cfg.Chain); err != nil {
+		if err := wire.CheckChain(s.cfg.Chain); err != nil {
 			return conn.Errorf(conn.KindUsage, "chain of receivers", "%v", err)
 		}
-		body[0], chain = flagChain, s.cfg.Chain
+		body[0], chain = wire.FlagChain, s.cfg.Chain
 	}
 	var t []byte
 	if haveKey {
-		body[0] |= flagKey
+		body[0] |= wire.FlagKey
 		copy(body[1:], nonce[:])
-		t = transcript(s.c.Info(), hello[:2+nonceLen], body[0], nonce[:], chain)
-		copy(body[1+nonceLen:], proof(s.cfg.Key, senderLabel, t))
+		t = auth.Transcript(s.c.Info(), hello[:2+auth.NonceLen], body[0], nonce[:], chain)
+		copy(body[1+auth.NonceLen:], auth.Proof(s.cfg.Key, auth.SenderProof, t))
 	}
-	if err := s.handshakeControl(ctx, appendTrailer(body, msgAuth, 0)); err != nil {
+	if err := s.handshakeControl(ctx, wire.AppendTrailer(body, wire.MsgAuth, 0)); err != nil {
 		return wrap(conn.KindSetup, "send authentication", err)
 	}
 	if chain != nil {
@@ -251,16 +253,16 @@ func (s *sender) handshake(parent context.Context) error {
 			return err
 		}
 	}
-	welcome, err := s.controlMessage(ctx, msgWelcome, 1+macLen)
+	welcome, err := s.controlMessage(ctx, wire.MsgWelcome, 1+auth.MACLen)
 	if err != nil {
 		return err
 	}
-	desc := welcome[2+macLen:]
+	desc := welcome[2+auth.MACLen:]
 	if haveKey {
-		if !validProof(s.cfg.Key, receiverLabel, t, welcome[2:2+macLen], desc) {
+		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, welcome[2:2+auth.MACLen], desc) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
-		s.mac = newStreamMAC(streamKey(s.cfg.Key, t))
+		s.mac = auth.NewStreamMAC(auth.StreamKey(s.cfg.Key, t))
 	}
 	if ws, ok := s.c.(conn.WindowSetter); ok && !s.probe {
 		if err := ws.SetWindow(desc); err != nil {
@@ -297,10 +299,10 @@ func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte
 					continue
 				}
 				msg = nil
-			case len(msg) > 0 && msg[0] == msgAbort:
+			case len(msg) > 0 && msg[0] == wire.MsgAbort:
 				return nil, s.peerAbort(msg[1:])
 			case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
-				return nil, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", describe(msg))
+				return nil, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", wire.Describe(msg))
 			}
 			s.keep(cs[i+1:])
 			return msg, nil
@@ -346,31 +348,31 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return false, s.returned(msg[0], conn.KindIntegrity)
 	case len(msg) == 0:
 		return false, conn.Errorf(conn.KindIntegrity, "receive", "empty message from the receiver")
-	case msg[0] == msgAbort:
+	case msg[0] == wire.MsgAbort:
 		return false, s.peerAbort(msg[1:])
-	case msg[0] == msgDone:
+	case msg[0] == wire.MsgDone:
 		if !s.ended.Load() {
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
 		<-readDone // the reader returns right after posting the end
 		return true, s.confirmed(msg)
 	}
-	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", describe(msg))
+	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", wire.Describe(msg))
 }
 
 // confirmed checks the receiver's confirmation of the whole stream: its
 // byte count and, with a key, its MAC.
 func (s *sender) confirmed(msg []byte) error {
-	want := doneLen
+	want := wire.DoneLen
 	if s.mac != nil {
-		want += macLen
+		want += auth.MACLen
 	}
 	if len(msg) < want {
 		return conn.Errorf(conn.KindIntegrity, "finish", "short confirmation from the receiver (%d bytes)", len(msg))
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
 	receivers := binary.LittleEndian.Uint32(msg[9:])
-	if s.mac != nil && !hmac.Equal(msg[doneLen:doneLen+macLen], s.mac.done(got, receivers, s.tag)) {
+	if s.mac != nil && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.mac.Done(got, receivers, s.tag)) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
@@ -410,12 +412,12 @@ func (s *sender) read(ctx context.Context, src source) error {
 		if n == 0 {
 			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
 			binary.LittleEndian.PutUint64(buf[8:], s.sum.Sum64())
-			size := endBody
+			size := wire.EndBody
 			if s.mac != nil {
-				s.tag = s.mac.end(seq, s.sent.Load(), s.sum.Sum64())
-				size += copy(buf[endBody:], s.tag)
+				s.tag = s.mac.End(seq, s.sent.Load(), s.sum.Sum64())
+				size += copy(buf[wire.EndBody:], s.tag)
 			}
-			putTrailer(buf[size:], msgEnd, seq)
+			wire.PutTrailer(buf[size:], wire.MsgEnd, seq)
 			s.ended.Store(true)
 			if err := s.c.PostSend(i, size+conn.TrailerLen); err != nil {
 				return s.sendFailed(ctx, err)
@@ -423,7 +425,7 @@ func (s *sender) read(ctx context.Context, src source) error {
 			s.posted.Store(seq)
 			return nil
 		}
-		putTrailer(buf[n:], msgData, seq)
+		wire.PutTrailer(buf[n:], wire.MsgData, seq)
 		if err := post(i, n+conn.TrailerLen); err != nil {
 			return s.sendFailed(ctx, err)
 		}
@@ -432,7 +434,7 @@ func (s *sender) read(ctx context.Context, src source) error {
 		// data read is still in the cache: both only read it, and it is
 		// not refilled before this goroutine takes it again.
 		_, _ = s.sum.Write(buf[:n])
-		s.mac.add(seq, buf[:n])
+		s.mac.Add(seq, buf[:n])
 		if s.forward != nil {
 			s.onForward(i) // done reading it here; the completion says the same of the wire
 		}

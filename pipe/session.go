@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // Config holds what both ends of a stream may set.
@@ -145,7 +147,7 @@ type session struct {
 	// on the peer's aborts are trusted to say what happened to the stream.
 	authenticated bool
 	// mac authenticates the stream's data when there is a key.
-	mac *streamMAC
+	mac *auth.StreamMAC
 }
 
 func newSession(c conn.Conn, cfg Config, peer string) *session {
@@ -302,12 +304,12 @@ func (s *session) lastHeard() time.Time { return time.Unix(0, s.heard.Load()) }
 // and can only make the stream a setup, busy or key failure (see peerKind).
 func (s *session) peerAbort(body []byte) error {
 	s.peerGaveUp = true
-	k, reason := parseAbort(body)
+	k, reason := wire.ParseAbort(body)
 	op := s.peer + " aborted"
 	if !s.authenticated {
 		op = s.peer + " refused the connection"
 	}
-	return &conn.Error{Kind: peerKind(k, s.authenticated), Op: op, Err: errors.New(reason)}
+	return &conn.Error{Kind: wire.PeerKind(k, s.authenticated), Op: op, Err: errors.New(reason)}
 }
 
 // guard runs f and turns a panic in it into an internal error, so that a

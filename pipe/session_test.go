@@ -55,3 +55,19 @@ func TestSilenceFromLastWord(t *testing.T) {
 		}
 	}
 }
+
+func TestCreditBatch(t *testing.T) {
+	cases := []struct{ chunk, credits, want int }{
+		{4 << 20, 7, 1},     // large chunks: one credit per message
+		{1 << 20, 127, 1},   // a chunk is all a batch may hold back
+		{64 << 10, 7, 1},    // a shallow window keeps every credit moving
+		{64 << 10, 127, 16}, // 1 MiB of 64 KiB chunks
+		{4096, 63, 15},      // a quarter of the window
+		{1, 3, 1},
+	}
+	for _, c := range cases {
+		if got := creditBatch(c.chunk, c.credits); got != c.want {
+			t.Errorf("creditBatch(%d, %d) = %d, want %d", c.chunk, c.credits, got, c.want)
+		}
+	}
+}

@@ -1,35 +1,30 @@
-package pipe
-
-import (
-	"encoding/binary"
-	"fmt"
-	"strconv"
-
-	"github.com/rdmapipe/rdmapipe/pipe/conn"
-)
-
-// The wire format. Messages from the sender land in the receiver's chunk
-// buffers and end with a TrailerLen-byte trailer: a type byte, three zero
+// Package wire is the encoding of the engine's messages: the trailer of
+// the sender's messages, the message types and flags, aborts, the chain
+// of receivers, and the decoding of what a peer sends, which is hostile
+// until the handshake has authenticated it: bounded and quoted here.
+//
+// Messages from the sender land in the receiver's chunk
+// buffers and end with a conn.TrailerLen-byte trailer: a type byte, three zero
 // bytes and a little-endian sequence number. The payload comes first, so
 // that it starts where the buffer starts: page-aligned, ready for pwrite,
 // O_DIRECT and a remote write into the receiver's ring. Messages from the
 // receiver are control messages: a single byte returns credits (its low
-// seven bits the number of data credits, ctrlReturn one control credit);
+// seven bits the number of data credits, CtrlReturn one control credit);
 // longer ones start with a type byte.
 //
 // Every message is flow-controlled. Data and end messages go under data
 // credits, one per receive buffer the receiver posted for them; the
 // sender's other messages under control credits, one per spare (see
-// SpareRecvs): the receiver returns a control credit whenever it
+// conn.SpareRecvs): the receiver returns a control credit whenever it
 // re-posts a spare, which is how a heartbeat is answered, and the last
 // spare is the abort's. The receiver's messages need no credits: the
-// protocol bounds them (see controlSlack).
+// protocol bounds them (see conn.SenderLayout).
 //
 //	sender -> receiver (body, trailer)  receiver -> sender
 //	'D' data: payload                   1 byte: credits
 //	'E' end: bytes u64, sum u64,        'H' hello: flags, nonce[32]
 //	    [stream tag[32]]                'W' welcome: flags, mac[32],
-//	                                        window (see Window)
+//	                                        window (see conn.Window)
 //	'A' abort: kind, reason             'F' finished: bytes u64,
 //	                                        receivers u32, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason
@@ -37,57 +32,65 @@ import (
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //
-// The bracketed fields are there only with a shared key (see auth.go).
-// The trailer is conn.TrailerLen bytes long.
+// The bracketed fields are there only with a shared key (see package auth).
+package wire
+
+import (
+	"encoding/binary"
+	"fmt"
+	"strconv"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+)
 
 // Message types.
 const (
-	msgData    byte = 'D'
-	msgEnd     byte = 'E'
-	msgAbort   byte = 'A'
-	msgAuth    byte = 'K'
-	msgBeat    byte = 'B'
-	msgHello   byte = 'H'
-	msgWelcome byte = 'W'
-	msgDone    byte = 'F'
-	msgChain   byte = 'C'
+	MsgData    byte = 'D'
+	MsgEnd     byte = 'E'
+	MsgAbort   byte = 'A'
+	MsgAuth    byte = 'K'
+	MsgBeat    byte = 'B'
+	MsgHello   byte = 'H'
+	MsgWelcome byte = 'W'
+	MsgDone    byte = 'F'
+	MsgChain   byte = 'C'
 )
 
-// ctrlReturn, in a single-byte message from the receiver, returns one
+// CtrlReturn, in a single-byte message from the receiver, returns one
 // control credit.
-const ctrlReturn byte = 0x80
+const CtrlReturn byte = 0x80
 
 // Hello and auth flags.
 const (
-	flagKey   byte = 1 // the side holds a shared key
-	flagProbe byte = 2 // auth: the sender only checks the connection (Probe)
-	flagChain byte = 4 // auth: chain messages follow (Config.Chain)
+	FlagKey   byte = 1 // the side holds a shared key
+	FlagProbe byte = 2 // auth: the sender only checks the connection (pipe.Probe)
+	FlagChain byte = 4 // auth: chain messages follow (pipe.Config.Chain)
 )
 
+// Sizes of message bodies.
 const (
-	nonceLen = 32
-	macLen   = 32
-	endBody  = 16 // bytes u64, sum u64; without the stream tag
-	doneLen  = 1 + 8 + 4
-	authBody = 1 + nonceLen + macLen
+	EndBody  = 16 // bytes u64, sum u64; without the stream tag
+	DoneLen  = 1 + 8 + 4
+	AuthBody = 1 + auth.NonceLen + auth.MACLen
 )
 
-// putTrailer writes a sender message trailer into b[:TrailerLen].
-func putTrailer(b []byte, typ byte, seq uint32) {
+// PutTrailer writes a sender message trailer into b[:conn.TrailerLen].
+func PutTrailer(b []byte, typ byte, seq uint32) {
 	b[0], b[1], b[2], b[3] = typ, 0, 0, 0
 	binary.LittleEndian.PutUint32(b[4:], seq)
 }
 
-// appendTrailer appends a sender message trailer to body.
-func appendTrailer(body []byte, typ byte, seq uint32) []byte {
+// AppendTrailer appends a sender message trailer to body.
+func AppendTrailer(body []byte, typ byte, seq uint32) []byte {
 	b := append(body, make([]byte, conn.TrailerLen)...)
-	putTrailer(b[len(body):], typ, seq)
+	PutTrailer(b[len(body):], typ, seq)
 	return b
 }
 
-// parseTrailer splits a sender message into its body, type and sequence
+// ParseTrailer splits a sender message into its body, type and sequence
 // number.
-func parseTrailer(b []byte) (body []byte, typ byte, seq uint32, err error) {
+func ParseTrailer(b []byte) (body []byte, typ byte, seq uint32, err error) {
 	if len(b) < conn.TrailerLen {
 		return nil, 0, 0, fmt.Errorf("short message of %d bytes", len(b))
 	}
@@ -95,11 +98,11 @@ func parseTrailer(b []byte) (body []byte, typ byte, seq uint32, err error) {
 	return b[:len(b)-conn.TrailerLen], t[0], binary.LittleEndian.Uint32(t[4:]), nil
 }
 
-// abortMessage appends to prefix (the receiver's type byte, or nothing for
+// AbortMessage appends to prefix (the receiver's type byte, or nothing for
 // the sender, whose trailer follows) the body of an abort of kind k with a
 // human-readable reason, truncated so that the whole message, with room
 // bytes after it, fits in MaxControl bytes.
-func abortMessage(prefix []byte, k conn.Kind, reason string, room int) []byte {
+func AbortMessage(prefix []byte, k conn.Kind, reason string, room int) []byte {
 	b := append(prefix, byte(k))
 	if left := conn.MaxControl - room - len(b); len(reason) > left {
 		reason = reason[:left]
@@ -107,10 +110,10 @@ func abortMessage(prefix []byte, k conn.Kind, reason string, room int) []byte {
 	return append(b, reason...)
 }
 
-// parseAbort decodes the kind and reason of an abort message body (what
-// abortMessage appended to its prefix). The reason is the peer's text,
+// ParseAbort decodes the kind and reason of an abort message body (what
+// AbortMessage appended to its prefix). The reason is the peer's text,
 // quoted so that no byte of it reaches a terminal raw.
-func parseAbort(body []byte) (conn.Kind, string) {
+func ParseAbort(body []byte) (conn.Kind, string) {
 	if len(body) == 0 {
 		return conn.KindAborted, "no reason given"
 	}
@@ -118,11 +121,11 @@ func parseAbort(body []byte) (conn.Kind, string) {
 	return conn.Kind(body[0]), strconv.Quote(string(body[1:]))
 }
 
-// peerKind is the kind of failure an abort of kind k from the peer means
+// PeerKind is the kind of failure an abort of kind k from the peer means
 // here. Before the handshake has authenticated the peer, an abort can only
 // say that the connection was not set up (or the peer is busy, or refused
 // the key); after it, the peer aborted the stream or found it damaged.
-func peerKind(k conn.Kind, authenticated bool) conn.Kind {
+func PeerKind(k conn.Kind, authenticated bool) conn.Kind {
 	if !authenticated {
 		switch k {
 		case conn.KindBusy, conn.KindAuth:
@@ -136,8 +139,8 @@ func peerKind(k conn.Kind, authenticated bool) conn.Kind {
 	return conn.KindAborted
 }
 
-// describe quotes the start of a message from the peer for an error.
-func describe(msg []byte) string {
+// Describe quotes the start of a message from the peer for an error.
+func Describe(msg []byte) string {
 	const most = 16
 	if len(msg) > most {
 		return fmt.Sprintf("%q... (%d bytes)", msg[:most], len(msg))

@@ -1,21 +1,9 @@
-package pipe
-
-import (
-	"crypto/aes"
-	"crypto/cipher"
-	"crypto/hmac"
-	"crypto/rand"
-	"crypto/sha256"
-	"encoding/binary"
-	"hash"
-	"strings"
-
-	"github.com/rdmapipe/rdmapipe/pipe/conn"
-)
-
+// Package auth is the engine's authentication with a shared key: the
+// handshake's proofs over its transcript and the MAC of a stream's data.
+//
 // Authentication is an HMAC-SHA256 challenge-response over the handshake's
 // transcript: the receiver's hello carries its nonce, the sender answers
-// with its own nonce and a MAC over the transcript (see transcript: every
+// with its own nonce and a MAC over the transcript (see Transcript: every
 // flag, both nonces, the negotiated parameters and the chain of receivers
 // it names), and the receiver's welcome proves it holds the key too, over
 // the same transcript. The key itself never crosses the wire, and an
@@ -37,13 +25,28 @@ import (
 // times HMAC-SHA256's (go test -bench Integrity ./pipe). The 16-byte GMAC
 // tags, with each message's sequence number and length, are chained by
 // HMAC-SHA256 into the stream's tag, which binds their order and count.
+package auth
+
+import (
+	"crypto/aes"
+	"crypto/cipher"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"hash"
+	"strings"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
 
 // Domain-separation labels, so that no MAC can be replayed as another and
-// no subkey serves two purposes.
+// no subkey serves two purposes. SenderProof and ReceiverProof say whose
+// Proof a MAC is.
 const (
 	proofKeyLabel  = "rdmapipe v4 proof key"
-	senderLabel    = "rdmapipe v4 sender proof"
-	receiverLabel  = "rdmapipe v4 receiver proof"
+	SenderProof    = "rdmapipe v4 sender proof"
+	ReceiverProof  = "rdmapipe v4 receiver proof"
 	streamKeyLabel = "rdmapipe v4 stream key"
 	gmacKeyLabel   = "rdmapipe v4 payload MAC key"
 	tagKeyLabel    = "rdmapipe v4 stream tag key"
@@ -52,15 +55,21 @@ const (
 	doneLabel      = "rdmapipe v4 stream written"
 )
 
-// newNonce returns a fresh random nonce.
-func newNonce() ([nonceLen]byte, error) {
-	var n [nonceLen]byte
+// Sizes of the nonces and MACs in the handshake's messages.
+const (
+	NonceLen = 32
+	MACLen   = 32 // HMAC-SHA256
+)
+
+// NewNonce returns a fresh random nonce.
+func NewNonce() ([NonceLen]byte, error) {
+	var n [NonceLen]byte
 	_, err := rand.Read(n[:])
 	return n, err
 }
 
-// mac returns HMAC-SHA256 under key of the parts in order.
-func mac(key []byte, parts ...[]byte) []byte {
+// MAC returns HMAC-SHA256 under key of the parts in order.
+func MAC(key []byte, parts ...[]byte) []byte {
 	m := hmac.New(sha256.New, key)
 	for _, p := range parts {
 		m.Write(p)
@@ -68,11 +77,11 @@ func mac(key []byte, parts ...[]byte) []byte {
 	return m.Sum(nil)
 }
 
-// transcript returns the SHA-256 of what a handshake agreed on, as both
+// Transcript returns the SHA-256 of what a handshake agreed on, as both
 // sides saw it: the negotiated chunk and depth, the receiver's hello
 // (flags and nonce), the sender's auth flags and nonce, and the chain of
 // receivers it names (empty without one), length-prefixed.
-func transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
+func Transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
 	h := sha256.New()
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[:4], uint32(info.Chunk))
@@ -88,27 +97,27 @@ func transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte
 	return h.Sum(nil)
 }
 
-// proof returns the MAC with which a peer proves it holds key over
+// Proof returns the MAC with which a peer proves it holds key over
 // transcript t and what it adds to it (the receiver: its window's
 // description): label says which peer.
-func proof(key []byte, label string, t []byte, more ...[]byte) []byte {
-	return mac(mac(key, []byte(proofKeyLabel)), append([][]byte{[]byte(label), t}, more...)...)
+func Proof(key []byte, label string, t []byte, more ...[]byte) []byte {
+	return MAC(MAC(key, []byte(proofKeyLabel)), append([][]byte{[]byte(label), t}, more...)...)
 }
 
-// validProof reports, in constant time, whether got is the expected proof.
-func validProof(key []byte, label string, t, got []byte, more ...[]byte) bool {
-	return hmac.Equal(proof(key, label, t, more...), got)
+// ValidProof reports, in constant time, whether got is the expected proof.
+func ValidProof(key []byte, label string, t, got []byte, more ...[]byte) bool {
+	return hmac.Equal(Proof(key, label, t, more...), got)
 }
 
-// streamKey derives the key of one stream from the shared key and the
+// StreamKey derives the key of one stream from the shared key and the
 // handshake's transcript, which holds both nonces.
-func streamKey(key, t []byte) []byte {
-	return mac(key, []byte(streamKeyLabel), t)
+func StreamKey(key, t []byte) []byte {
+	return MAC(key, []byte(streamKeyLabel), t)
 }
 
-// streamMAC authenticates the data of one stream in order. A nil
-// *streamMAC (no key) does nothing.
-type streamMAC struct {
+// StreamMAC authenticates the data of one stream in order. A nil
+// *StreamMAC (no key) does nothing.
+type StreamMAC struct {
 	doneKey []byte
 	gmac    cipher.AEAD
 	h       hash.Hash // chains the messages' tags
@@ -117,10 +126,10 @@ type streamMAC struct {
 	rec     [8 + 16]byte // sequence number, length and GMAC tag of a message
 }
 
-// newStreamMAC returns the MAC of the stream whose key is key (see
-// streamKey), with a subkey of it for each purpose.
-func newStreamMAC(key []byte) *streamMAC {
-	block, err := aes.NewCipher(mac(key, []byte(gmacKeyLabel))) // 32 bytes: AES-256
+// NewStreamMAC returns the MAC of the stream whose key is key (see
+// StreamKey), with a subkey of it for each purpose.
+func NewStreamMAC(key []byte) *StreamMAC {
+	block, err := aes.NewCipher(MAC(key, []byte(gmacKeyLabel))) // 32 bytes: AES-256
 	if err != nil {
 		panic(err) // the key is always an HMAC-SHA256 output
 	}
@@ -128,11 +137,11 @@ func newStreamMAC(key []byte) *streamMAC {
 	if err != nil {
 		panic(err)
 	}
-	return &streamMAC{doneKey: mac(key, []byte(doneKeyLabel)), gmac: gmac, h: hmac.New(sha256.New, mac(key, []byte(tagKeyLabel)))}
+	return &StreamMAC{doneKey: MAC(key, []byte(doneKeyLabel)), gmac: gmac, h: hmac.New(sha256.New, MAC(key, []byte(tagKeyLabel)))}
 }
 
-// add feeds data message seq with payload p.
-func (m *streamMAC) add(seq uint32, p []byte) {
+// Add feeds data message seq with payload p.
+func (m *StreamMAC) Add(seq uint32, p []byte) {
 	if m == nil {
 		return
 	}
@@ -144,9 +153,9 @@ func (m *streamMAC) add(seq uint32, p []byte) {
 	m.h.Write(m.rec[:])
 }
 
-// end returns the tag of the whole stream: every message added, then the
+// End returns the tag of the whole stream: every message added, then the
 // end message's sequence number, byte count and checksum.
-func (m *streamMAC) end(seq uint32, bytes int64, sum uint64) []byte {
+func (m *StreamMAC) End(seq uint32, bytes int64, sum uint64) []byte {
 	var b [20]byte
 	binary.LittleEndian.PutUint32(b[:4], seq)
 	binary.LittleEndian.PutUint64(b[4:12], uint64(bytes))
@@ -156,12 +165,12 @@ func (m *streamMAC) end(seq uint32, bytes int64, sum uint64) []byte {
 	return m.h.Sum(nil)
 }
 
-// done returns the MAC of the receiver's confirmation that receivers
+// Done returns the MAC of the receiver's confirmation that receivers
 // receivers (it and those down its chain) wrote bytes bytes of the stream
 // whose tag is tag.
-func (m *streamMAC) done(bytes int64, receivers uint32, tag []byte) []byte {
+func (m *StreamMAC) Done(bytes int64, receivers uint32, tag []byte) []byte {
 	var b [12]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(bytes))
 	binary.LittleEndian.PutUint32(b[8:], receivers)
-	return mac(m.doneKey, []byte(doneLabel), b[:], tag)
+	return MAC(m.doneKey, []byte(doneLabel), b[:], tag)
 }
