@@ -57,17 +57,19 @@ func TestFileInput(t *testing.T) {
 		size     int
 		off      int64
 		uncached bool // drop the file from the page cache: O_DIRECT where allowed
+		chunk    int  // the stream's chunk, if not chunk
 	}{
-		{"empty", 0, 0, false},
-		{"one byte", 1, 0, false},
-		{"chunk-1", chunk - 1, 0, false},
-		{"chunk", chunk, 0, false},
-		{"chunk+1", chunk + 1, 0, false},
-		{"many chunks", 37*chunk + 5, 0, false},
-		{"from an unaligned offset", 9*chunk + 3, 7, false},
-		{"from an aligned offset", 9*chunk + 3, 3 * 4096, false},
-		{"not cached", 21*chunk + 11, 0, true},
-		{"not cached, chunk multiple", 16 * chunk, 0, true},
+		{"empty", 0, 0, false, 0},
+		{"one byte", 1, 0, false, 0},
+		{"chunk-1", chunk - 1, 0, false, 0},
+		{"chunk", chunk, 0, false, 0},
+		{"chunk+1", chunk + 1, 0, false, 0},
+		{"many chunks", 37*chunk + 5, 0, false, 0},
+		{"from an unaligned offset", 9*chunk + 3, 7, false, 0},
+		{"from an aligned offset", 9*chunk + 3, 3 * 4096, false, 0},
+		{"not cached", 21*chunk + 11, 0, true, 0},
+		{"not cached, chunk multiple", 16 * chunk, 0, true, 0},
+		{"not cached, chunk not a multiple of the page", 21*chunk + 11, 0, true, 1000},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -81,7 +83,11 @@ func TestFileInput(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			r := stream{proposal: conn.NewParams(chunk, 4)}.run(t, context.Background(), f)
+			c := chunk
+			if tt.chunk != 0 {
+				c = tt.chunk
+			}
+			r := stream{proposal: conn.NewParams(c, 4)}.run(t, context.Background(), f)
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 			}
@@ -89,7 +95,7 @@ func TestFileInput(t *testing.T) {
 				t.Fatalf("received %d bytes, want the %d after offset %d", len(r.out.Bytes()), len(data)-int(tt.off), tt.off)
 			}
 			want := "pread"
-			if tt.uncached && directAllowed(f) {
+			if tt.uncached && c%4096 == 0 && directAllowed(f) {
 				want = "pread O_DIRECT"
 			}
 			if r.send.IO != want {

@@ -13,6 +13,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/sink"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
@@ -85,8 +86,8 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	info := r.c.Info()
 	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	r.batch = creditBatch(info.Chunk, credits)
-	out := newSink(r.w, credits)
-	st.IO = out.describe()
+	out := sink.New(r.w, credits)
+	st.IO = out.Describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
 		r.relay.start(ctx, cancel)
@@ -337,22 +338,22 @@ func (r *receiver) truncated(err error) error {
 // the credit; at the end of the stream it verifies the byte count and the
 // checksum and confirms the stream to the sender. Credits go back in
 // batches (see creditBatch) while more arrivals wait, and at once when
-// none does. A regular file takes several writes at once (see fileSink);
+// none does. A regular file takes several writes at once (see package sink);
 // buffers are still re-posted in arrival order.
-func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink) error {
-	defer func() { out.close(r.written.Load()) }()
+func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink.Sink) error {
+	defer func() { out.Close(r.written.Load()) }()
 	for {
 		var a arrival
 		ok := true
 		switch {
-		case out.pending() >= out.limit():
+		case out.Pending() >= out.Limit():
 			if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
 				return err
 			}
 			continue
-		case out.pending() > 0:
+		case out.Pending() > 0:
 			select {
-			case <-out.oldest().done:
+			case <-out.Oldest().Done:
 				if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
 					return err
 				}
@@ -367,7 +368,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink)
 		}
 		payload := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
-			for out.pending() > 0 {
+			for out.Pending() > 0 {
 				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
 					return err
 				}
@@ -381,25 +382,25 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink)
 		if r.relay != nil && r.relay.forward(ctx, a.buf, payload) != nil {
 			return nil // the stream is over
 		}
-		out.start(a.buf, payload)
+		out.Start(a.buf, payload)
 	}
 }
 
 // retire waits for the oldest write in flight, re-posts its buffer and
 // returns its credit: at once, or batched with later ones while more is
 // on its way (more, or writes still in flight).
-func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
-	w := out.oldest()
-	<-w.done
-	out.retire()
-	if w.err != nil {
-		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.err, r.written.Load()+int64(w.n))}
+func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
+	w := out.Oldest()
+	<-w.Done
+	out.Retire()
+	if w.Err != nil {
+		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.Err, r.written.Load()+int64(w.N))}
 	}
-	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx, w.buf) != nil {
+	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx, w.Buf) != nil {
 		return nil // the stream is over: leave the buffers alone
 	}
 	r.messages.Add(1)
-	n := r.written.Add(int64(w.n))
+	n := r.written.Add(int64(w.N))
 	r.cfg.Gauges.setBytes(n)
 	r.cfg.Gauges.addInFlight(-1)
 	if r.cfg.Progress != nil {
@@ -407,8 +408,8 @@ func (r *receiver) retire(ctx context.Context, out sink, more bool) error {
 	}
 	// A failed re-post means the connection broke: the receive loop
 	// hears of that from Poll, after what arrived before it.
-	r.repost(w.buf)
-	if r.pending++; r.pending < r.batch && (more || out.pending() > 0) {
+	r.repost(w.Buf)
+	if r.pending++; r.pending < r.batch && (more || out.Pending() > 0) {
 		return nil
 	}
 	err := r.c.SendControl(ctx, []byte{byte(r.pending)})

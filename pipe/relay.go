@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
@@ -211,7 +212,7 @@ func (rl *relay) start(ctx context.Context, fail func(error)) {
 	rl.started = true
 	go func() {
 		err := guard(func() error {
-			_, err := rl.s.stream(ctx, &relaySource{rl: rl})
+			_, err := rl.s.stream(ctx, func(b source.Buffers) source.Source { return &relaySource{rl: rl, b: b} })
 			return err
 		})
 		rl.s.failed(err)
@@ -282,21 +283,21 @@ func (rl *relay) close() {
 // where the next receiver's chunk is smaller).
 type relaySource struct {
 	rl      *relay
+	b       source.Buffers
 	rest    []byte // what is left of the payload being copied
 	buf     int    // the receive buffer it is in
 	holding bool
 }
 
-func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
-	s := rs.rl.s
+func (rs *relaySource) Next(ctx context.Context) (int, int, bool, error) {
 	if !rs.holding {
 		select {
 		case p, ok := <-rs.rl.payloads:
 			if !ok {
-				i, err := s.freeBuf(ctx)
+				i, err := rs.b.Take(ctx)
 				return i, 0, err == nil, err
 			}
-			if s.forward != nil {
+			if rs.rl.s.forward != nil {
 				return p.buf, len(p.p), false, nil
 			}
 			rs.rest, rs.buf, rs.holding = p.p, p.buf, true
@@ -304,11 +305,11 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 			return 0, 0, false, context.Cause(ctx)
 		}
 	}
-	i, err := s.freeBuf(ctx)
+	i, err := rs.b.Take(ctx)
 	if err != nil {
 		return 0, 0, false, err
 	}
-	n := copy(s.c.SendBuf(i)[:s.chunk], rs.rest)
+	n := copy(rs.b.Bufs[i][:rs.b.Chunk], rs.rest)
 	if rs.rest = rs.rest[n:]; len(rs.rest) == 0 {
 		rs.holding = false
 		rs.rl.free(rs.buf)
@@ -316,9 +317,9 @@ func (rs *relaySource) next(ctx context.Context) (int, int, bool, error) {
 	return i, n, false, nil
 }
 
-func (rs *relaySource) close() {}
+func (rs *relaySource) Close(int64) {}
 
-func (rs *relaySource) describe() string { return rs.rl.describe() }
+func (rs *relaySource) Describe() string { return rs.rl.describe() }
 
 // describe says where the stream goes on, and how (Stats.IO).
 func (rl *relay) describe() string {

@@ -12,6 +12,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
@@ -85,20 +86,25 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if err := s.handshake(ctx); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
-	return s.stream(ctx, s.newSource(s.r))
+	return s.stream(ctx, func(b source.Buffers) source.Source { return source.New(s.r, b) })
 }
 
-// stream sends what src reads, after the handshake, and waits for the
-// receiver's confirmation.
-func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
+// stream sends what the source open returns reads, after the handshake,
+// and waits for the receiver's confirmation.
+func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.Source) (Stats, error) {
 	info := s.c.Info()
 	st := Stats{Info: info}
 	start := time.Now()
 	s.chunk = info.Chunk
 	s.free = make(chan int, s.c.SendBufs())
-	for i := 0; i < min(s.c.SendBufs(), info.Depth); i++ {
-		s.free <- i
+	bufs := make([][]byte, s.c.SendBufs())
+	for i := range bufs {
+		bufs[i] = s.c.SendBuf(i)
+		if i < info.Depth {
+			s.free <- i
+		}
 	}
+	src := open(source.Buffers{Free: s.free, Bufs: bufs, Chunk: s.chunk})
 	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	s.credits = make(chan struct{}, credits)
 	for range credits {
@@ -110,7 +116,7 @@ func (s *sender) stream(ctx context.Context, src source) (Stats, error) {
 	beats.Go(func() { s.heartbeat(ctx, cancel) })
 	defer beats.Wait()
 	defer cancel(nil)
-	st.IO = src.describe()
+	st.IO = src.Describe()
 	readDone := make(chan struct{})
 	go func() {
 		defer close(readDone)
@@ -387,11 +393,11 @@ func (s *sender) confirmed(msg []byte) error {
 
 // read fills send buffers from r and posts them, one credit each, then
 // posts the end-of-stream message with the byte count and checksum.
-func (s *sender) read(ctx context.Context, src source) error {
+func (s *sender) read(ctx context.Context, src source.Source) error {
 	var seq uint32
-	defer src.close()
+	defer func() { src.Close(s.sent.Load()) }()
 	for {
-		i, n, eof, rerr := src.next(ctx)
+		i, n, eof, rerr := src.Next(ctx)
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
@@ -447,16 +453,6 @@ func (s *sender) read(ctx context.Context, src source) error {
 		if rerr != nil {
 			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
 		}
-	}
-}
-
-// freeBuf waits for a free send buffer.
-func (s *sender) freeBuf(ctx context.Context) (int, error) {
-	select {
-	case i := <-s.free:
-		return i, nil
-	case <-ctx.Done():
-		return 0, context.Cause(ctx)
 	}
 }
 

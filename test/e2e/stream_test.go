@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // modes are the modes to run the data tests in: RDMA has an event-driven
@@ -40,6 +42,39 @@ func TestBigStream(t *testing.T) {
 	in, want := randomFile(t, suite.bigSize, 42)
 	for mode, extra := range modes() {
 		t.Run(mode, func(t *testing.T) { streamFile(t, in, want, suite.bigSize, extra...) })
+	}
+}
+
+// TestUncachedFile streams a file that is not in the page cache, which the
+// sender reads with O_DIRECT where the chunk size allows it, and with plain
+// preads where it does not (a chunk that is not a multiple of the page).
+func TestUncachedFile(t *testing.T) {
+	const n = 3<<20 + 5
+	for mode, extra := range modes() {
+		for _, chunk := range []string{"64K", "1000"} {
+			t.Run(mode+"/"+chunk, func(t *testing.T) {
+				in, want := randomFile(t, n, 9)
+				dropCache(t, in)
+				streamFile(t, in, want, n, append([]string{"--chunk-size", chunk}, extra...)...)
+			})
+		}
+	}
+}
+
+// dropCache writes the file at path to disk and drops it from the page
+// cache.
+func dropCache(t *testing.T, path string) {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if err := f.Sync(); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Fadvise(int(f.Fd()), 0, 0, unix.FADV_DONTNEED); err != nil {
+		t.Fatal(err)
 	}
 }
 

@@ -1,4 +1,4 @@
-package pipe
+package source
 
 import (
 	"context"
@@ -27,7 +27,7 @@ const directAlign = 4096
 // cache is neither copied nor filled. When the stream ends the file's
 // offset is left after the bytes read, as a sequential reader leaves it.
 type fileSource struct {
-	s      *sender
+	b      Buffers
 	f      *os.File
 	fd     int  // what preads read: f's, or an O_DIRECT twin of it
 	direct bool // fd is the O_DIRECT twin, closed by close
@@ -48,7 +48,7 @@ type fileRead struct {
 
 // newFileSource returns a fileSource for f, or nil if f is not a regular
 // file whose offset can be read.
-func newFileSource(s *sender, f *os.File) *fileSource {
+func newFileSource(f *os.File, b Buffers) *fileSource {
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
 		return nil
@@ -57,8 +57,8 @@ func newFileSource(s *sender, f *os.File) *fileSource {
 	if err != nil {
 		return nil
 	}
-	fs := &fileSource{s: s, f: f, fd: int(f.Fd()), base: base, off: base}
-	if fd, ok := openDirect(f, fi.Size()-base, s); ok {
+	fs := &fileSource{b: b, f: f, fd: int(f.Fd()), base: base, off: base}
+	if fd, ok := openDirect(f, fi.Size()-base, b); ok {
 		fs.fd, fs.direct = fd, true
 	}
 	return fs
@@ -67,12 +67,12 @@ func newFileSource(s *sender, f *os.File) *fileSource {
 // openDirect opens f again with O_DIRECT if that can work and pays: the
 // file system supports it, the buffers, chunk and offset are aligned, and
 // the part to be read is mostly not in the page cache (mincore).
-func openDirect(f *os.File, size int64, s *sender) (int, bool) {
-	if s.chunk%directAlign != 0 || size < int64(s.chunk) {
+func openDirect(f *os.File, size int64, b Buffers) (int, bool) {
+	if b.Chunk%directAlign != 0 || size < int64(b.Chunk) {
 		return 0, false
 	}
-	for i := range s.c.SendBufs() {
-		if uintptr(unsafe.Pointer(unsafe.SliceData(s.c.SendBuf(i))))%directAlign != 0 {
+	for _, buf := range b.Bufs {
+		if uintptr(unsafe.Pointer(unsafe.SliceData(buf)))%directAlign != 0 {
 			return 0, false
 		}
 	}
@@ -115,7 +115,7 @@ func cached(f *os.File, off, size int64) bool {
 	return in*2 >= len(vec)
 }
 
-func (fs *fileSource) next(ctx context.Context) (int, int, bool, error) {
+func (fs *fileSource) Next(ctx context.Context) (int, int, bool, error) {
 	if err := fs.startReads(ctx); err != nil {
 		return 0, 0, false, err
 	}
@@ -130,7 +130,7 @@ func (fs *fileSource) next(ctx context.Context) (int, int, bool, error) {
 	case fs.ended || head.n == 0 && head.err == nil:
 		fs.ended = true
 		return head.buf, 0, true, nil // at or past the end: carries the end
-	case head.n < fs.s.chunk || head.err != nil:
+	case head.n < fs.b.Chunk || head.err != nil:
 		fs.ended = true
 	}
 	return head.buf, head.n, false, head.err
@@ -143,12 +143,12 @@ func (fs *fileSource) startReads(ctx context.Context) error {
 		var i int
 		if len(fs.queue) == 0 {
 			var err error
-			if i, err = fs.s.freeBuf(ctx); err != nil {
+			if i, err = fs.b.Take(ctx); err != nil {
 				return err
 			}
 		} else {
 			select {
-			case i = <-fs.s.free:
+			case i = <-fs.b.Free:
 			default:
 				return nil
 			}
@@ -170,31 +170,29 @@ func (fs *fileSource) start(i int) {
 	r := &fileRead{buf: i, done: make(chan struct{})}
 	fs.queue = append(fs.queue, r)
 	off := fs.off
-	fs.off += int64(fs.s.chunk)
+	fs.off += int64(fs.b.Chunk)
 	fs.reads.Go(func() {
 		defer close(r.done)
-		r.n, r.err = preadFull(fs.fd, fs.s.c.SendBuf(i)[:fs.s.chunk], off, fs.direct)
+		r.n, r.err = preadFull(fs.fd, fs.b.Bufs[i][:fs.b.Chunk], off, fs.direct)
 		if r.err != nil {
 			r.err = fmt.Errorf("read at offset %d: %w", off, r.err)
 		}
 	})
 }
 
-// close waits for the reads in flight, returns their buffers, and leaves
-// the file's offset after the bytes sent.
-func (fs *fileSource) close() {
+func (fs *fileSource) Close(sent int64) {
 	fs.reads.Wait()
 	for _, r := range fs.queue {
-		fs.s.free <- r.buf
+		fs.b.Free <- r.buf
 	}
 	fs.queue = nil
 	if fs.direct {
 		unix.Close(fs.fd)
 	}
-	_, _ = fs.f.Seek(fs.base+fs.s.sent.Load(), io.SeekStart)
+	_, _ = fs.f.Seek(fs.base+sent, io.SeekStart)
 }
 
-func (fs *fileSource) describe() string {
+func (fs *fileSource) Describe() string {
 	if fs.direct {
 		return "pread O_DIRECT"
 	}

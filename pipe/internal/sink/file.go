@@ -1,4 +1,4 @@
-package pipe
+package sink
 
 import (
 	"errors"
@@ -25,14 +25,14 @@ type fileSink struct {
 	base  int64
 	off   int64 // where the next write starts
 	max   int
-	queue []*outWrite // started, not retired
+	queue []*Write // started, not retired
 	jobs  chan fileJob
 	done  chan struct{} // closed when the write goroutine has ended
 }
 
 // fileJob is one payload for the write goroutine.
 type fileJob struct {
-	w   *outWrite
+	w   *Write
 	p   []byte
 	off int64
 }
@@ -67,37 +67,37 @@ func (fs *fileSink) run() {
 	var failed error
 	for j := range fs.jobs {
 		if failed == nil {
-			j.w.n, j.w.err = pwriteFull(fs.fd, j.p, j.off)
-			if j.w.err != nil {
-				j.w.err = fmt.Errorf("write at offset %d: %w", j.off, j.w.err)
-				failed = j.w.err
+			j.w.N, j.w.Err = pwriteFull(fs.fd, j.p, j.off)
+			if j.w.Err != nil {
+				j.w.Err = fmt.Errorf("write at offset %d: %w", j.off, j.w.Err)
+				failed = j.w.Err
 			}
 		} else {
-			j.w.err = failed
+			j.w.Err = failed
 		}
-		close(j.w.done)
+		close(j.w.Done)
 	}
 }
 
-func (fs *fileSink) start(buf int, p []byte) {
-	w := &outWrite{buf: buf, done: make(chan struct{})}
+func (fs *fileSink) Start(buf int, p []byte) {
+	w := &Write{Buf: buf, Done: make(chan struct{})}
 	fs.queue = append(fs.queue, w)
 	fs.jobs <- fileJob{w: w, p: p, off: fs.off}
 	fs.off += int64(len(p))
 }
 
-func (fs *fileSink) pending() int      { return len(fs.queue) }
-func (fs *fileSink) limit() int        { return fs.max }
-func (fs *fileSink) oldest() *outWrite { return fs.queue[0] }
-func (fs *fileSink) retire()           { fs.queue = fs.queue[1:] }
+func (fs *fileSink) Pending() int   { return len(fs.queue) }
+func (fs *fileSink) Limit() int     { return fs.max }
+func (fs *fileSink) Oldest() *Write { return fs.queue[0] }
+func (fs *fileSink) Retire()        { fs.queue = fs.queue[1:] }
 
-func (fs *fileSink) close(written int64) {
+func (fs *fileSink) Close(written int64) {
 	close(fs.jobs)
 	<-fs.done
 	_, _ = fs.f.Seek(fs.base+written, io.SeekStart)
 }
 
-func (fs *fileSink) describe() string { return "pwrite" }
+func (fs *fileSink) Describe() string { return "pwrite" }
 
 // pwriteFull writes all of p at off.
 func pwriteFull(fd int, p []byte, off int64) (int, error) {

@@ -1,0 +1,85 @@
+// Package sink writes the payloads a receiver takes from its receive
+// buffers to the output: a regular file with pwrite(2) on a goroutine of
+// its own, any other writer (a pipe, socket or terminal) one write at a
+// time.
+package sink
+
+import (
+	"io"
+	"os"
+)
+
+// A Sink writes payloads from receive buffers to the output. It may have
+// up to Limit() writes in flight; they are retired in the order they were
+// started, which is the order their buffers must be re-posted in.
+type Sink interface {
+	// Start begins writing p, the payload of receive buffer buf.
+	Start(buf int, p []byte)
+	// Pending returns the writes started and not yet retired.
+	Pending() int
+	// Limit returns how many writes may be in flight at once.
+	Limit() int
+	// Oldest returns the oldest write not yet retired; its Done channel
+	// is closed when it has finished.
+	Oldest() *Write
+	// Retire drops the oldest write, which must have finished.
+	Retire()
+	// Close waits for the writes in flight, which may be reading receive
+	// buffers, and leaves the output's offset after written bytes.
+	Close(written int64)
+	// Describe says how the output is written (pipe.Stats.IO).
+	Describe() string
+}
+
+// Write is one write of a payload from receive buffer Buf: N bytes of it
+// written, or Err, once Done is closed.
+type Write struct {
+	Buf  int
+	N    int
+	Err  error
+	Done chan struct{}
+}
+
+// New returns a Sink for w that may have up to credits writes in flight:
+// writes queued for a goroutine for a regular file (see fileSink), else
+// one write(2) at a time.
+func New(w io.Writer, credits int) Sink {
+	if f, ok := w.(*os.File); ok {
+		if fs := newFileSink(f, credits); fs != nil {
+			return fs
+		}
+	}
+	done := make(chan struct{})
+	close(done) // its writes have finished when start returns
+	return &streamSink{w: w, last: Write{Done: done}}
+}
+
+// streamSink writes to a pipe, socket, terminal or any io.Writer, one
+// payload at a time, as it is started.
+type streamSink struct {
+	w    io.Writer
+	last Write
+	busy bool
+}
+
+func (ss *streamSink) Start(buf int, p []byte) {
+	n, err := ss.w.Write(p)
+	ss.last.Buf, ss.last.N, ss.last.Err, ss.busy = buf, n, err, true
+}
+
+func (ss *streamSink) Pending() int {
+	if ss.busy {
+		return 1
+	}
+	return 0
+}
+
+func (ss *streamSink) Limit() int { return 1 }
+
+func (ss *streamSink) Oldest() *Write { return &ss.last }
+
+func (ss *streamSink) Retire() { ss.busy = false }
+
+func (ss *streamSink) Close(int64) {}
+
+func (ss *streamSink) Describe() string { return "write" }
