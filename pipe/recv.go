@@ -21,7 +21,7 @@ import (
 // checksum, and confirms it to the sender. It returns nil only when every
 // byte the sender read arrived intact and was written to w. On failure it
 // tells the sender why (unless the sender is the one that gave up) and
-// returns an *Error. Receive does not close c.
+// returns a *conn.Error. Receive does not close c.
 //
 // A writer goroutine writes buffer k to w while buffer k+1 arrives; it then
 // re-posts the buffer and returns its credit with a single-byte message.

@@ -19,7 +19,7 @@ import (
 // Send streams r to the receiver at the other end of c and returns when the
 // receiver has confirmed that it wrote every byte, or on the first failure.
 // On failure it tells the receiver why (unless the receiver is the one that
-// gave up) and returns an *Error. Send does not close c.
+// gave up) and returns a *conn.Error. Send does not close c.
 //
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire; this goroutine handles completions and credits.

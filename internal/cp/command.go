@@ -1,3 +1,7 @@
+// Package cp is the rdmacp command: the local side, which plans the copy,
+// starts the remote side over ssh, hands it a one-time key and streams the
+// files (one as is, several as a tar archive), and the remote side, which
+// listens, receives through the engine and puts the files in place.
 package cp
 
 import (

@@ -93,8 +93,8 @@ type served struct {
 // returns the last stream's outcome (nil if none) once ctx ends, and ends
 // early only when Served says so or a stream's reader or writer is stuck.
 // A failure of this host's resources (conn.ErrLocal) ends it unless Keep or
-// a stream is in progress; no claim within Wait is a KindSetup error, and
-// ctx ending before any a KindAborted one that wraps its cause.
+// a stream is in progress; no claim within Wait is a conn.KindSetup error, and
+// ctx ending before any a conn.KindAborted one that wraps its cause.
 func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	results := make(chan served)
 	accepted, acceptErrs := make(chan conn.Conn), make(chan error)

@@ -10,7 +10,7 @@ import (
 
 // testSpares checks that a receiver's spares take control messages while
 // every data buffer is full and none has been re-posted, as the engine's
-// control credits assume: SpareRecvs of them arrive, and after a spare is
+// control credits assume: conn.SpareRecvs of them arrive, and after a spare is
 // re-posted, one more does.
 func testSpares(t *testing.T, mk MakePair) {
 	s, r := Connect(t, mk)

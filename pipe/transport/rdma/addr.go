@@ -107,8 +107,8 @@ func localAddr(id *C.struct_rdma_cm_id) string { return addrString(C.rdma_get_lo
 func peerAddr(id *C.struct_rdma_cm_id) string  { return addrString(C.rdma_get_peer_addr(id)) }
 
 // prepare does what Dial and Listen (listen) both do first for operation
-// op: check the parameters (KindUsage), that there is an RDMA device
-// (KindNoRDMA), and resolve addr (KindSetup).
+// op: check the parameters (conn.KindUsage), that there is an RDMA device
+// (conn.KindNoRDMA), and resolve addr (conn.KindSetup).
 func prepare(ctx context.Context, op, addr string, p conn.Params, listen bool) ([]netip.AddrPort, error) {
 	if err := p.Validate(); err != nil {
 		return nil, &conn.Error{Kind: conn.KindUsage, Op: op, Err: err}
