@@ -128,13 +128,8 @@ func copyAction(c *cli.Context) error {
 		Verbose:   c.Bool("verbose"),
 		Stderr:    os.Stderr,
 	}
-	switch o.Transport {
-	case "auto", "rdma", "tcp":
-	default:
-		return command.Usagef("--transport %q: must be auto, rdma or tcp", o.Transport)
-	}
-	if o.Timeout < 0 || o.Timeout > maxTimeout {
-		return command.Usagef("--timeout %v: must be 0 to %v", o.Timeout, maxTimeout)
+	if err := checkSettings(o.Transport, o.Timeout); err != nil {
+		return command.Usagef("--%v", err)
 	}
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err

@@ -129,13 +129,19 @@ func (r Request) validate() error {
 			return fmt.Errorf("listen address %.64q: %v", r.Listen, err)
 		}
 	}
-	switch r.Transport {
+	return checkSettings(r.Transport, r.Timeout)
+}
+
+// checkSettings checks a transport name and a timeout, as the local side's
+// flags and the request to the remote side carry them.
+func checkSettings(transport string, timeout time.Duration) error {
+	switch transport {
 	case "auto", "rdma", "tcp":
 	default:
-		return fmt.Errorf("transport %.16q: must be auto, rdma or tcp", r.Transport)
+		return fmt.Errorf("transport %.16q: must be auto, rdma or tcp", transport)
 	}
-	if r.Timeout < 0 || r.Timeout > maxTimeout {
-		return fmt.Errorf("timeout %v: must be 0 to %v", r.Timeout, maxTimeout)
+	if timeout < 0 || timeout > maxTimeout {
+		return fmt.Errorf("timeout %v: must be 0 to %v", timeout, maxTimeout)
 	}
 	return nil
 }

@@ -47,16 +47,23 @@ stty -onlcr -echo 2>/dev/null <&1
 
 # SoftRoCE on a dummy interface. rdma_cm cannot connect to 127.0.0.1 over rxe, so the
 # tests use 10.0.3.1: two processes in this VM reach each other through it.
+# rdma_link DEV TYPE NETDEV ADDR: put ADDR on the (up) dummy NETDEV and an RDMA device
+# DEV of TYPE (rxe, siw) on it, and wait (briefly) until its port is ACTIVE: the port
+# follows the netdev's state.
+rdma_link() {
+  ip link set "$3" up || setup_fail "ip link set $3 up"
+  ip addr add "$4" dev "$3" || setup_fail "ip addr add $4 dev $3"
+  rdma link add "$1" type "$2" netdev "$3" || setup_fail "rdma link add $1 type $2 netdev $3"
+  for _ in $(seq 50); do
+    rdma link show "$1/1" 2>/dev/null | grep -q 'state ACTIVE' && return
+    sleep 0.1
+  done
+  setup_fail "$1 port not ACTIVE: $(rdma link show "$1/1" 2>&1)"
+}
+
 ip link set lo up || setup_fail "ip link set lo up"
-ip link set dummy0 up || setup_fail "no dummy0 (dummy module not loaded?)"
-ip addr add 10.0.3.1/24 dev dummy0 || setup_fail "ip addr add 10.0.3.1/24 dev dummy0"
-rdma link add rxe0 type rxe netdev dummy0 || setup_fail "rdma link add rxe0 type rxe netdev dummy0"
-# the port follows the netdev's state; wait (briefly) until it is ACTIVE
-for _ in $(seq 50); do
-  rdma link show rxe0/1 2>/dev/null | grep -q 'state ACTIVE' && break
-  sleep 0.1
-done
-rdma link show rxe0/1 | grep -q 'state ACTIVE' || setup_fail "rxe0 port not ACTIVE: $(rdma link show rxe0/1 2>&1)"
+ip link show dummy0 >/dev/null 2>&1 || setup_fail "no dummy0 (dummy module not loaded?)"
+rdma_link rxe0 rxe dummy0 10.0.3.1/24
 export RXE_DEV=rxe0 RXE_IP=10.0.3.1 RXE_WORK
 
 say "rxe0 ready on dummy0 $RXE_IP (root: $(cat /run/vm-root-mode 2>/dev/null), $(nproc) CPUs)"
@@ -65,14 +72,7 @@ say "rxe0 ready on dummy0 $RXE_IP (root: $(cat /run/vm-root-mode 2>/dev/null), $
 if [ "${VM_SIW:-0}" = 1 ]; then
   "$(cat /proc/sys/kernel/modprobe)" siw || setup_fail "modprobe siw (VM_SIW=1)"
   ip link add dummy1 type dummy || setup_fail "ip link add dummy1 type dummy"
-  ip link set dummy1 up || setup_fail "ip link set dummy1 up"
-  ip addr add 10.0.5.1/24 dev dummy1 || setup_fail "ip addr add 10.0.5.1/24 dev dummy1"
-  rdma link add siw0 type siw netdev dummy1 || setup_fail "rdma link add siw0 type siw netdev dummy1"
-  for _ in $(seq 50); do
-    rdma link show siw0/1 2>/dev/null | grep -q 'state ACTIVE' && break
-    sleep 0.1
-  done
-  rdma link show siw0/1 | grep -q 'state ACTIVE' || setup_fail "siw0 port not ACTIVE: $(rdma link show siw0/1 2>&1)"
+  rdma_link siw0 siw dummy1 10.0.5.1/24
   export SIW_DEV=siw0 SIW_IP=10.0.5.1
   say "siw0 ready on dummy1 $SIW_IP"
 fi
