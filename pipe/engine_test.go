@@ -21,16 +21,12 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
-// lockedBuffer is a buffer safe to read while a receiver may still be
-// writing to it (after a failed stream).
-type lockedBuffer = testutil.Buffer
-
 // result is how one stream ended on both sides.
 type result struct {
 	send, recv       pipe.Stats
 	sendErr, recvErr error
 	sender, receiver *memconn.Conn
-	out              *lockedBuffer
+	out              *testutil.Buffer // locked: a receiver may still write to it after a failed stream
 }
 
 // stream runs a sender and a receiver over a memconn pair.
@@ -39,7 +35,7 @@ type stream struct {
 	faults          memconn.Faults
 	sendCfg         pipe.Config
 	recvCfg         pipe.Config
-	out             io.Writer // defaults to a lockedBuffer
+	out             io.Writer // defaults to a testutil.Buffer
 }
 
 func (s stream) run(t *testing.T, ctx context.Context, in io.Reader) result {
@@ -54,7 +50,7 @@ func (s stream) run(t *testing.T, ctx context.Context, in io.Reader) result {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := result{sender: sc, receiver: rc, out: &lockedBuffer{}}
+	res := result{sender: sc, receiver: rc, out: &testutil.Buffer{}}
 	out := s.out
 	if out == nil {
 		out = res.out
@@ -347,7 +343,7 @@ func TestHeartbeats(t *testing.T) {
 				inW.Close()
 			}()
 			cfg := pipe.Config{Timeout: 300 * time.Millisecond}
-			var out lockedBuffer
+			var out testutil.Buffer
 			var recvErr error
 			var wg sync.WaitGroup
 			wg.Go(func() { _, recvErr = pipe.Receive(context.Background(), rc, &out, cfg) })
@@ -445,7 +441,7 @@ func TestCreditBatches(t *testing.T) {
 // heldWriter blocks its writes until release is closed.
 type heldWriter struct {
 	release chan struct{}
-	out     lockedBuffer
+	out     testutil.Buffer
 }
 
 func (h *heldWriter) Write(p []byte) (int, error) {
@@ -500,7 +496,7 @@ func TestProbe(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
-			out := &lockedBuffer{}
+			out := &testutil.Buffer{}
 			recvErr := make(chan error, 1)
 			go func() {
 				_, err := pipe.Receive(context.Background(), rc, out, pipe.Config{Key: []byte(tt.recvKey)})

@@ -13,6 +13,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
@@ -324,7 +325,7 @@ func TestHostileSender(t *testing.T) {
 			go tc.script(&peer{t: t, c: sc, cs: make([]conn.Completion, 16)})
 			cfg := hostileCfg
 			cfg.Key = tc.key
-			var out lockedBuffer
+			var out testutil.Buffer
 			done := make(chan error, 1)
 			go func() {
 				_, err := pipe.Receive(context.Background(), rc, &out, cfg)
@@ -425,7 +426,7 @@ func TestKeyedStreamTampering(t *testing.T) {
 					_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), cfg)
 					sent <- err
 				}()
-				var out lockedBuffer
+				var out testutil.Buffer
 				_, err := pipe.Receive(context.Background(), &tamperConn{Conn: rc, rewrite: a.rewrite, sum: xxhash.New()}, &out, cfg)
 				serr := <-sent
 				if key == "" {
@@ -467,7 +468,7 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 			if counts {
 				recv = &trickleConn{Conn: rc}
 			}
-			var out lockedBuffer
+			var out testutil.Buffer
 			_, err := pipe.Receive(context.Background(), recv, &out, recvCfg)
 			if counts {
 				checkErr(t, "receiver", err, 0, "")

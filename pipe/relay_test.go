@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
@@ -21,15 +22,15 @@ import (
 type hop struct {
 	params conn.Params // of its connection from the previous side
 	key    string
-	out    io.Writer      // nil: a lockedBuffer
+	out    io.Writer      // nil: a testutil.Buffer
 	faults memconn.Faults // of its connection from the previous side
 }
 
 // chainResult is what every side of a chain reported.
 type chainResult struct {
 	sendErr   error
-	receivers int             // that confirmed the stream, as the sender counts them
-	outs      []*lockedBuffer // nil where the hop had its own writer
+	receivers int                // that confirmed the stream, as the sender counts them
+	outs      []*testutil.Buffer // nil where the hop had its own writer
 	errs      []error
 	ios       []string // Stats.IO of each hop
 }
@@ -52,7 +53,7 @@ func relayAnywhere(_ context.Context, next string) (string, error) { return next
 // fixed, each hop forwards to the next by its own ForwardTo.
 func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
-	res := chainResult{outs: make([]*lockedBuffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
+	res := chainResult{outs: make([]*testutil.Buffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
 	ctx := context.Background()
 	var wg sync.WaitGroup
 	// senders[i] is the dialing end of the connection into hop i.
@@ -68,7 +69,7 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 	for i, h := range hops {
 		out := h.out
 		if out == nil {
-			res.outs[i] = &lockedBuffer{}
+			res.outs[i] = &testutil.Buffer{}
 			out = res.outs[i]
 		}
 		cfg := pipe.Config{Key: []byte(h.key), Relay: relayAnywhere, Forward: func(_ context.Context, addr string) (conn.Conn, error) {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -135,7 +136,7 @@ func TestExtractStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- extract(ctx, root, bytes.NewReader(data), "", modes{}) }()
-	waitUntil(t, "the file to be started", func() bool {
+	testutil.WaitFor(t, time.Minute, "the file to be started", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dst, ".s.rdmacp-*"))
 		return len(m) > 0
 	})
@@ -145,19 +146,6 @@ func TestExtractStops(t *testing.T) {
 	}
 	if left, _ := os.ReadDir(dst); len(left) > 0 {
 		t.Fatalf("left behind: %v", left)
-	}
-}
-
-// waitUntil polls cond until it holds.
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for !cond() {
-		select {
-		case <-t.Context().Done():
-			t.Fatalf("gave up waiting for %s", what)
-		default:
-			time.Sleep(time.Millisecond)
-		}
 	}
 }
 

@@ -8,11 +8,13 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestBench runs a short rdmasend --bench sweep against rdmarecv --bench.
 func TestBench(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	jsonPath := filepath.Join(t.TempDir(), "bench.json")
 	r := recv(t, port, io.Discard, "--bench")
 	var out strings.Builder
@@ -54,7 +56,7 @@ func TestBench(t *testing.T) {
 // carries the data and nothing else.
 func TestVerboseAndProgress(t *testing.T) {
 	in, want := randomFile(t, 3<<20, 5)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "-v", "-p", "--chunk-size", "1M", "--depth", "5")
 	s := send(t, port, openFile(t, in), "-v", "-p")

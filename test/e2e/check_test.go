@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // noDevice reports whether this environment has no RDMA device: the host
@@ -55,7 +57,7 @@ func has(t *testing.T, report string, words ...string) {
 // serves one stream: a real handshake, no data, and the receiver goes on
 // waiting for the real stream, which then arrives whole.
 func TestCheckAgainstReceiver(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	var out syncBuffer
 	r := recv(t, port, &out, "-v")
 	r.waitStderr(30*time.Second, listening)
@@ -84,7 +86,7 @@ func TestCheckAgainstReceiver(t *testing.T) {
 // TestCheckFails covers the checks that must not exit 0: nothing listening
 // (text and JSON), and a wrong key (the handshake's key proofs fail).
 func TestCheckFails(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	code, report, _ := runCheck(t, nil, "rdmasend", append(flags(port, "--check"), suite.host)...)
 	if code != 3 && code != 7 {
 		t.Errorf("--check with nothing listening exited %d, want 3 (or 7 with --transport rdma)", code)
@@ -122,7 +124,7 @@ func TestCheckFails(t *testing.T) {
 // TestCheckReceiver runs rdmarecv --check: listening works on a free port
 // and fails on a port in use.
 func TestCheckReceiver(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	code, report, stderr := runCheck(t, nil, "rdmarecv", flags(port, "--check", "--bind", suite.host)...)
 	expect(t, "rdmarecv --check", code, stderr, 0)
 	has(t, report, "rdmarecv --check (--transport "+suite.transport+")", "OK    tcp listen", "locked memory", "\nOK: a receiver listening on ")
@@ -158,7 +160,7 @@ func TestCheckMemlock(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := []string{"prlimit", "--memlock=" + tc.limit + ":" + tc.limit, "--", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"}
-			code, report, _ := runCheck(t, prefix, "rdmarecv", flags(freePort(t), "--check", "--bind", suite.host)...)
+			code, report, _ := runCheck(t, prefix, "rdmarecv", flags(testutil.FreePort(t), "--check", "--bind", suite.host)...)
 			has(t, report, tc.says...)
 			tooLittle := tc.limit == "65536"
 			if want := tooLittle && suite.transport == "rdma"; (code != 0) != want {
@@ -179,7 +181,7 @@ func TestCheckNoDevice(t *testing.T) {
 	if !noDevice() {
 		t.Skip("this host has RDMA devices")
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "--bind", suite.host, "-v")
 	r.waitStderr(30*time.Second, listening)
 	code, report, _ := runCheck(t, nil, "rdmasend", "--check", "--port", itoa(int64(port)), suite.host)

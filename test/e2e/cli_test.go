@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestVersionHelpDocs checks what both commands print and exit 0 with:
@@ -48,7 +50,7 @@ func TestVersionHelpDocs(t *testing.T) {
 // and its -v summary carries the CPU time; its progress bar (-p) shows the
 // average rate beside the bar's current one.
 func TestStatsInterval(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	r := recv(t, port, io.Discard, "-v", "-p", "--stats-interval", "100ms")
 	s, w := slowInput(t, port, "--stats-interval", "100ms")
 	chunk := strings.Repeat("x", 64<<10)

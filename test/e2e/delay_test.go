@@ -16,6 +16,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // delayBound is how long one stream of faultSize bytes may take before the
@@ -114,7 +116,7 @@ func TestDelay(t *testing.T) {
 // delayRun streams the input file across the wire once and checks that it
 // arrived whole and exact, with both sides exiting 0.
 func delayRun(t *testing.T, w wire, transport, in string, want [32]byte) {
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testutil.FreePort(t))
 	out := &hashWriter{h: sha256.New()}
 	r := start(t, "rdmarecv", nil, out, "--transport", transport, "--port", port, "--bind", w.b, "-v")
 	r.waitStderr(30*time.Second, listening)

@@ -9,6 +9,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // slowInput starts a sender to port whose input the test feeds by hand:
@@ -25,18 +27,6 @@ func slowInput(t *testing.T, port int, extra ...string) (*proc, *os.File) {
 	return p, w
 }
 
-// waitFor polls cond until it holds or the limit passes.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // fileSize returns the size of the file at path, 0 if it does not exist.
 func fileSize(path string) int64 {
 	fi, err := os.Stat(path)
@@ -49,7 +39,7 @@ func fileSize(path string) int64 {
 // TestReceiverOutputClosed runs `rdmarecv | head -c 10`: the receiver's
 // stdout closes early, so the stream is aborted and the sender says why.
 func TestReceiverOutputClosed(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	in, _ := randomFile(t, 64<<20, 3)
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -72,12 +62,12 @@ func TestReceiverOutputClosed(t *testing.T) {
 // TestSenderKilled kills the sender mid-stream: the receiver must exit
 // non-zero and say the stream was cut short.
 func TestSenderKilled(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "--timeout", "20s")
 	s, inW := slowInput(t, port, "--timeout", "20s")
 	inW.Write(bytes.Repeat([]byte("x"), 100000))
-	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	s.wait(10 * time.Second)
 	code, stderr := r.wait(30 * time.Second)
@@ -87,12 +77,12 @@ func TestSenderKilled(t *testing.T) {
 // TestReceiverKilled kills the receiver mid-stream: the sender must exit
 // non-zero and say so.
 func TestReceiverKilled(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "--timeout", "20s")
 	s, inW := slowInput(t, port, "--timeout", "20s")
 	inW.Write(bytes.Repeat([]byte("y"), 100000))
-	waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.wait(10 * time.Second)
 	inW.Write(bytes.Repeat([]byte("y"), 100000))
@@ -114,12 +104,12 @@ func TestInterrupt(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			out := filepath.Join(t.TempDir(), "output")
 			r := recv(t, port, createFile(t, out))
 			s, inW := slowInput(t, port)
 			inW.Write([]byte("partial"))
-			waitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 7 })
+			testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 7 })
 			victim, peer := s, r
 			if tc.victim == "recv" {
 				victim, peer = r, s
@@ -156,7 +146,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			var out strings.Builder
 			var rargs, sargs []string
 			if tc.recvKey != "" {
@@ -192,7 +182,7 @@ func TestKeys(t *testing.T) {
 // TestBusyPort starts a receiver on a port that is taken: the second one
 // starts once the first says it is listening.
 func TestBusyPort(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	first := recv(t, port, io.Discard, "-v")
 	first.waitStderr(30*time.Second, listening)
 	second := recv(t, port, io.Discard)
@@ -206,7 +196,7 @@ func TestBusyPort(t *testing.T) {
 // exits with the setup code. How much later it gives up depends on the
 // machine; the wait limit only guards against a hang.
 func TestNothingListening(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	began := time.Now()
 	s := start(t, "rdmasend", strings.NewReader("x"), io.Discard, append(flags(port, "--wait", "2s"), suite.host)...)
 	code, stderr := s.wait(time.Minute)
@@ -221,12 +211,12 @@ func TestNothingListening(t *testing.T) {
 // TestKeepListening serves two senders one after another and refuses a
 // third that connects while a stream is in progress.
 func TestKeepListening(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "-k")
 	first, inW := slowInput(t, port)
 	inW.WriteString("one\n")
-	waitFor(t, 30*time.Second, "the first stream", func() bool { return fileSize(out) == 4 })
+	testutil.WaitFor(t, 30*time.Second, "the first stream", func() bool { return fileSize(out) == 4 })
 	busy := start(t, "rdmasend", strings.NewReader("intruder\n"), io.Discard, append(flags(port), suite.host)...)
 	code, stderr := busy.wait(time.Minute)
 	expect(t, "concurrent rdmasend", code, stderr, 3, "busy")
@@ -286,7 +276,7 @@ func TestNoRDMA(t *testing.T) {
 			t.Skip("this host has RDMA devices")
 		}
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	for _, bin := range []string{"rdmasend", "rdmarecv"} {
 		args := []string{"--transport", "rdma", "--port", itoa(int64(port))}
 		if bin == "rdmasend" {

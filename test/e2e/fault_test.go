@@ -29,6 +29,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 const (
@@ -194,7 +196,7 @@ func startStream(t *testing.T, w wire, transport string, rate int64) *faultStrea
 		os.MkdirAll(fs.logDir, 0o755)
 	}
 	fs.tx0, fs.began = txBytes(t, "vethA"), time.Now()
-	port := strconv.Itoa(freePort(t))
+	port := strconv.Itoa(testutil.FreePort(t))
 	timeout := faultTimeout.String()
 	fs.r = start(t, "rdmarecv", nil, createFile(t, fs.out),
 		"--transport", transport, "--port", port, "--bind", w.b, "--timeout", timeout, "-v")

@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // relayChain starts n rdmarecv, each but the last with --forward to the
@@ -21,7 +23,7 @@ func relayChain(t *testing.T, n int, extra ...string) (hops []*proc, ports []int
 	t.Helper()
 	ports = make([]int, n)
 	for i := range ports {
-		ports[i] = freePort(t)
+		ports[i] = testutil.FreePort(t)
 	}
 	hops, outs = make([]*proc, n), make([]string, n)
 	for i := n - 1; i >= 0; i-- {
@@ -82,7 +84,7 @@ func killHop(t *testing.T, s *proc, w *os.File, rs []*proc, ports []int, outs []
 	t.Helper()
 	w.Write(bytes.Repeat([]byte("k"), 100000))
 	last := len(rs) - 1
-	waitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[last]) == 100000 })
+	testutil.WaitFor(t, 30*time.Second, "data at the last receiver", func() bool { return fileSize(outs[last]) == 100000 })
 	rs[victim].cmd.Process.Signal(syscall.SIGKILL)
 	rs[victim].wait(10 * time.Second)
 	w.Write(bytes.Repeat([]byte("k"), 100000))
@@ -115,7 +117,7 @@ func (s *slowWriter) Write(p []byte) (int, error) {
 func TestForwardSlowHop(t *testing.T) {
 	const n = 4 << 20
 	in, want := randomFile(t, n, 78)
-	ports := []int{freePort(t), freePort(t), freePort(t)}
+	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
 	dir := t.TempDir()
 	last := filepath.Join(dir, "last")
 	h2 := recv(t, ports[2], createFile(t, last), "-v")
@@ -148,7 +150,7 @@ func TestForwardSlowHop(t *testing.T) {
 func receiversOn(t *testing.T, n int, extra ...string) (rs []*proc, ports []int, outs []string) {
 	t.Helper()
 	for i := range n {
-		ports = append(ports, freePort(t))
+		ports = append(ports, testutil.FreePort(t))
 		outs = append(outs, filepath.Join(t.TempDir(), "out"+strconv.Itoa(i)))
 		rs = append(rs, recv(t, ports[i], createFile(t, outs[i]), append([]string{"-v", "--relay-allow", suite.host}, extra...)...))
 		rs[i].waitStderr(30*time.Second, listening)
@@ -251,7 +253,7 @@ func TestBroadcastMixed(t *testing.T) {
 	var rs []*proc
 	var outs, addrList []string
 	for i, tr := range transports {
-		port := freePort(t)
+		port := testutil.FreePort(t)
 		out := filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
 		r := start(t, "rdmarecv", nil, createFile(t, out), "-v", "--transport", tr, "--port", strconv.Itoa(port), "--bind", suite.host, "--relay-allow", suite.host)
 		r.waitStderr(30*time.Second, listening)

@@ -12,7 +12,6 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -194,32 +193,6 @@ func recv(t *testing.T, port int, out io.Writer, extra ...string) *proc {
 func send(t *testing.T, port int, in io.Reader, extra ...string) *proc {
 	args := append(flags(port, "--wait", "20s"), extra...)
 	return start(t, "rdmasend", in, io.Discard, append(args, suite.host)...)
-}
-
-// freePort returns a port nothing listens on now.
-// It picks one below the ephemeral range (ip_local_port_range), where
-// the kernel's own choice of a port (127.0.0.1:0, or an outgoing
-// connection's) falls: such a port could be taken by a relay's or
-// another test's connection between this check and the listen.
-func freePort(t *testing.T) int {
-	t.Helper()
-	low := 32768
-	if b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range"); err == nil {
-		if f := strings.Fields(string(b)); len(f) == 2 {
-			if n, err := strconv.Atoi(f[0]); err == nil && n > 12000 {
-				low = n
-			}
-		}
-	}
-	for range 1000 {
-		port := 10000 + rand.IntN(low-10000)
-		if l, err := net.Listen("tcp", net.JoinHostPort(suite.host, strconv.Itoa(port))); err == nil {
-			l.Close()
-			return port
-		}
-	}
-	t.Fatal("no free port below the ephemeral range")
-	return 0
 }
 
 // randomFile writes n deterministic pseudo-random bytes to a temp file and

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // Bounds of a broadcast chain (pipe/chain.go): at most this many receivers
@@ -62,7 +64,7 @@ func TestLongChain(t *testing.T) {
 		{
 			name: "unreachable",
 			second: func(int) (string, string) {
-				return net.JoinHostPort(suite.host, strconv.Itoa(freePort(t))), suite.host
+				return net.JoinHostPort(suite.host, strconv.Itoa(testutil.FreePort(t))), suite.host
 			},
 			sendSays:  []string{"could not connect to it"},
 			relaySays: "forward to",
@@ -70,7 +72,7 @@ func TestLongChain(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			second, allow := tc.second(port)
 			chain := []string{second}
 			for k := 2; k < chainHosts; k++ {

@@ -5,6 +5,8 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestChunkUnderMemlock streams with --chunk-size 8K on both sides, each
@@ -21,7 +23,7 @@ func TestChunkUnderMemlock(t *testing.T) {
 	const n = 1<<20 + 7
 	in, want := randomFile(t, n, 81)
 	out := t.TempDir() + "/out"
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	r := startWith(t, limited, "rdmarecv", nil, createFile(t, out), flags(port, "--bind", suite.host, "-v", "--chunk-size", "8K")...)
 	r.waitStderr(30*time.Second, listening)
 	s := startWith(t, limited, "rdmasend", openFile(t, in), nil, append(flags(port, "-v", "--chunk-size", "8K", "--wait", "20s"), suite.host)...)

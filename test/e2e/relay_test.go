@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestNoOpenRelay checks that a receiver relays a sender's chain only
@@ -40,7 +42,7 @@ func TestNoOpenRelay(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer target.Close()
-			port := freePort(t)
+			port := testutil.FreePort(t)
 			r := recv(t, port, io.Discard, append([]string{"-v"}, tc.recvArgs...)...)
 			r.waitStderr(30*time.Second, listening)
 			chain := net.JoinHostPort(suite.host, strconv.Itoa(port)) + "," + target.Addr().String()
@@ -63,7 +65,7 @@ func TestNoOpenRelay(t *testing.T) {
 
 // TestRelayUsage checks that relaying without a key needs an allowlist.
 func TestRelayUsage(t *testing.T) {
-	r := recv(t, freePort(t), io.Discard, "--relay")
+	r := recv(t, testutil.FreePort(t), io.Discard, "--relay")
 	code, stderr := r.wait(30 * time.Second)
 	expect(t, "rdmarecv --relay", code, stderr, 2, "--relay without a key needs --relay-allow")
 }

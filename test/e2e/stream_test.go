@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"golang.org/x/sys/unix"
 )
 
@@ -83,7 +84,7 @@ func dropCache(t *testing.T, path string) {
 // file fast paths (-v names them).
 func streamFile(t *testing.T, in string, want [32]byte, n int64, extra ...string) {
 	t.Helper()
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	extra = append(extra, "-v")
 	r := recv(t, port, createFile(t, out), extra...)
@@ -100,7 +101,7 @@ func streamFile(t *testing.T, in string, want [32]byte, n int64, extra ...string
 
 // TestEcho sends a short string through real pipes.
 func TestEcho(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	var out strings.Builder
 	r := recv(t, port, &out)
 	s := send(t, port, strings.NewReader("hello, fabric\n"))
@@ -117,7 +118,7 @@ func TestEcho(t *testing.T) {
 // the sender's input is still open: a stalled input does not wait for a
 // full chunk.
 func TestInteractive(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	outR, outW, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestInteractive(t *testing.T) {
 // TestRelay chains A -> B -> C with `rdmarecv | rdmasend` in the middle.
 func TestRelay(t *testing.T) {
 	in, want := randomFile(t, 16<<20+3, 9)
-	portB, portC := freePort(t), freePort(t)
+	portB, portC := testutil.FreePort(t), testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	c := recv(t, portC, createFile(t, out))
 	midR, midW, err := os.Pipe()
@@ -188,7 +189,7 @@ func TestRelay(t *testing.T) {
 // TestAutoTransport checks which transport --transport auto picks: RDMA
 // where a device reaches the peer, else TCP.
 func TestAutoTransport(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	sj, rj := filepath.Join(dir, "send.json"), filepath.Join(dir, "recv.json")
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -49,7 +50,7 @@ func silentConns(t *testing.T, addr string, n int, params bool) {
 // (Handshakes used to be served one at a time, 10 s each.)
 func TestSilentConnections(t *testing.T) {
 	tcpOnly(t)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("silent-connections-key-0123456789"), 0o600); err != nil {
 		t.Fatal(err)
@@ -66,7 +67,7 @@ func TestSilentConnections(t *testing.T) {
 	expect(t, "rdmasend", code, stderr, 0, "")
 	// rdmarecv wrote the stream before rdmasend exited; the test reads it
 	// from rdmarecv's stdout pipe in its own time.
-	waitFor(t, 30*time.Second, "the receiver's output", func() bool { return len(out.String()) >= len(in) })
+	testutil.WaitFor(t, 30*time.Second, "the receiver's output", func() bool { return len(out.String()) >= len(in) })
 	if got := out.String(); got != string(in) {
 		t.Errorf("the receiver wrote %d bytes, want %d", len(got), len(in))
 	}
@@ -114,14 +115,14 @@ func TestNotARdmapipeReceiver(t *testing.T) {
 // TestKeepListeningExitCode: with -k, the exit status on a signal between
 // streams is the last stream's, not that of an earlier failed one.
 func TestKeepListeningExitCode(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	var out syncBuffer
 	r := recv(t, port, &out, "-k", "-v")
 	r.waitStderr(30*time.Second, listening)
 
 	doomed, in := slowInput(t, port)
 	in.Write(bytes.Repeat([]byte{'x'}, 64<<10))
-	waitFor(t, 60*time.Second, "the first stream to flow", func() bool { return len(out.String()) > 0 })
+	testutil.WaitFor(t, 60*time.Second, "the first stream to flow", func() bool { return len(out.String()) > 0 })
 	doomed.cmd.Process.Kill()
 	r.waitStderr(60*time.Second, "waiting for the next sender")
 
@@ -137,7 +138,7 @@ func TestKeepListeningExitCode(t *testing.T) {
 // TestProgressNeverOverstates sends an empty input with --size 3G: the
 // bar must end where the stream really ended, not at 100%.
 func TestProgressNeverOverstates(t *testing.T) {
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	r := recv(t, port, io.Discard)
 	s := send(t, port, strings.NewReader(""), "-p", "--size", "3G")
 	code, stderr := s.wait(60 * time.Second)
@@ -158,7 +159,7 @@ func TestIPv6Brackets(t *testing.T) {
 	} else {
 		l.Close()
 	}
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "--bind", "::1", "-v")
 	r.waitStderr(30*time.Second, listening)
 	s := start(t, "rdmasend", strings.NewReader("six"), io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "[::1]")
@@ -170,7 +171,7 @@ func TestIPv6Brackets(t *testing.T) {
 // pipe, where it could not mean "on disk".
 func TestSync(t *testing.T) {
 	in, want := randomFile(t, 3<<20, 8)
-	port := freePort(t)
+	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "--sync")
 	s := send(t, port, openFile(t, in))
@@ -183,7 +184,7 @@ func TestSync(t *testing.T) {
 	}
 
 	var piped bytes.Buffer
-	p := recv(t, freePort(t), &piped, "--sync")
+	p := recv(t, testutil.FreePort(t), &piped, "--sync")
 	code, stderr = p.wait(30 * time.Second)
 	expect(t, "rdmarecv --sync | ...", code, stderr, 2, "--sync needs standard output to be a file")
 }

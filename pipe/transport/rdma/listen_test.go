@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -60,16 +61,6 @@ func stall(t *testing.T, addr string) {
 		t.Fatalf("stalled connect: %v", err)
 	}
 	t.Cleanup(func() { c.free() })
-}
-
-// waitFor polls cond until it holds, failing the test after 30 s.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	for deadline := time.Now().Add(30 * time.Second); !cond(); time.Sleep(time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("still waiting after 30 s for %s", what)
-		}
-	}
 }
 
 func listenFor(t *testing.T, establish time.Duration) *Listener {
@@ -141,7 +132,7 @@ func TestStalledPeer(t *testing.T) {
 			}
 		}
 		// The last setup releases its slot just after Accept took its Conn.
-		waitFor(t, "only the 2 stalled setups to be in progress", func() bool { return len(l.slots) == 2 })
+		testutil.WaitFor(t, 30*time.Second, "only the 2 stalled setups to be in progress", func() bool { return len(l.slots) == 2 })
 	})
 	t.Run("bounded wait", func(t *testing.T) {
 		l := listenFor(t, 300*time.Millisecond)
@@ -152,7 +143,7 @@ func TestStalledPeer(t *testing.T) {
 			t.Fatalf("Accept = %v, want a KindSetup error about the stalled peer", a.err)
 		}
 		t.Logf("Accept: %v", a.err)
-		waitFor(t, "the stalled setup to release its slot", func() bool { return len(l.slots) == 0 })
+		testutil.WaitFor(t, 30*time.Second, "the stalled setup to release its slot", func() bool { return len(l.slots) == 0 })
 		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if err != nil {
 			t.Fatal(err)
@@ -167,7 +158,7 @@ func TestStalledPeer(t *testing.T) {
 		for range maxSetups {
 			stall(t, l.Addr())
 		}
-		waitFor(t, "every setup slot to be taken", func() bool { return len(l.slots) == maxSetups })
+		testutil.WaitFor(t, 30*time.Second, "every setup slot to be taken", func() bool { return len(l.slots) == maxSetups })
 		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if conn.KindOf(err) != conn.KindBusy {
 			t.Fatalf("Dial with %d setups in progress = %v (kind %v), want kind %v", maxSetups, err, conn.KindOf(err), conn.KindBusy)
@@ -206,7 +197,7 @@ func TestListenerCloseDuringSetup(t *testing.T) {
 		t.Run("stall", func(t *testing.T) {
 			stall(t, addr)
 			stall(t, addr)
-			waitFor(t, "both setups to start", func() bool { return len(l.slots) == 2 })
+			testutil.WaitFor(t, 30*time.Second, "both setups to start", func() bool { return len(l.slots) == 2 })
 			accErr := make(chan error, 1)
 			go func() {
 				_, err := l.Accept(context.Background())

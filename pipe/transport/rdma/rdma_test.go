@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -110,7 +111,7 @@ func blockedPoll(t *testing.T, ctx context.Context, c conn.Conn) <-chan error {
 		_, err := c.Poll(ctx, make([]conn.Completion, 4))
 		done <- err
 	}()
-	waitFor(t, "Poll to wait for completions", func() bool { return rc.pollWaits.Load() > before })
+	testutil.WaitFor(t, 30*time.Second, "Poll to wait for completions", func() bool { return rc.pollWaits.Load() > before })
 	return done
 }
 
@@ -691,7 +692,7 @@ func TestListenerClose(t *testing.T) {
 		_, err := l.Accept(context.Background())
 		done <- err
 	}()
-	waitFor(t, "Accept to wait", func() bool { return l.acceptWaits.Load() > 0 })
+	testutil.WaitFor(t, 30*time.Second, "Accept to wait", func() bool { return l.acceptWaits.Load() > 0 })
 	if err := l.Close(); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -48,7 +49,7 @@ func sh(t *testing.T, cmds ...string) {
 
 // portsActive waits until both rxe ports are active again.
 func portsActive(t *testing.T) {
-	waitFor(t, "rxeA and rxeB to be ACTIVE", func() bool {
+	testutil.WaitFor(t, 30*time.Second, "rxeA and rxeB to be ACTIVE", func() bool {
 		out, _ := exec.Command("rdma", "link", "show").Output()
 		return strings.Count(string(out), "state ACTIVE") >= 2 &&
 			strings.Contains(string(out), "rxeA/1 state ACTIVE") && strings.Contains(string(out), "rxeB/1 state ACTIVE")

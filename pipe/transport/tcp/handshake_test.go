@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -158,18 +159,6 @@ func assertClosed(t *testing.T, c net.Conn) {
 	}
 }
 
-// waitFor waits until cond holds, for at most 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("waited 10s for %s", what)
-		}
-		time.Sleep(time.Millisecond)
-	}
-}
-
 // TestHandshakeTimeout checks that the listener closes a connection that
 // does not complete its proposal within the handshake timeout.
 func TestHandshakeTimeout(t *testing.T) {
@@ -194,7 +183,7 @@ func TestHandshakeTimeout(t *testing.T) {
 			defer c.Close()
 			tt.talk(c)
 			assertClosed(t, c)
-			waitFor(t, "the handshake to end", func() bool { return len(l.slots) == 0 })
+			testutil.WaitFor(t, 10*time.Second, "the handshake to end", func() bool { return len(l.slots) == 0 })
 		})
 	}
 }
@@ -214,7 +203,7 @@ func TestHandshakeLimit(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer strangers[i].Close()
-		waitFor(t, "the stranger's handshake to start", func() bool { return len(l.slots) == i+1 })
+		testutil.WaitFor(t, 10*time.Second, "the stranger's handshake to start", func() bool { return len(l.slots) == i+1 })
 	}
 	// Every slot is taken by a silent stranger: a real sender still gets
 	// in, and the stranger that waited longest is dropped for it.
@@ -465,7 +454,7 @@ func TestAcceptEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
-	waitFor(t, "the stranger's handshake to start", func() bool { return len(l.slots) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the stranger's handshake to start", func() bool { return len(l.slots) == 1 })
 	accepted := make(chan error, 1)
 	go func() {
 		_, err := l.Accept(t.Context())

@@ -1,4 +1,7 @@
-package main
+// Package rdmacp holds the end-to-end tests of the rdmacp command: they
+// build it (github.com/rdmapipe/rdmapipe/cmd/rdmacp) and copy through a
+// real sshd started for the test. It has no code besides its tests.
+package rdmacp
 
 import (
 	"bytes"
@@ -16,6 +19,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // bin is the rdmacp binary the tests run, on both sides.
@@ -27,7 +32,7 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", ".")
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/rdmapipe/rdmapipe/cmd/rdmacp")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building rdmacp:", err)
@@ -91,7 +96,7 @@ func remotes(t *testing.T, shells bool) []string {
 // ended (it exits when its stream or ssh session ends).
 func noStrays(t *testing.T) {
 	t.Helper()
-	waitFor(t, 10*time.Second, "the remote side to exit", func() bool { return len(remotes(t, true)) == 0 })
+	testutil.WaitFor(t, 10*time.Second, "the remote side to exit", func() bool { return len(remotes(t, true)) == 0 })
 }
 
 func TestCopyFile(t *testing.T) {
@@ -436,7 +441,7 @@ func TestKilledMidStream(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			waitFor(t, time.Minute, "data to arrive", func() bool { return arrived(dst, "big") })
+			testutil.WaitFor(t, time.Minute, "data to arrive", func() bool { return arrived(dst, "big") })
 			if tc.remote {
 				pids := remotes(t, false)
 				if len(pids) != 1 {

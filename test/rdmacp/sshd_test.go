@@ -1,4 +1,4 @@
-package main
+package rdmacp
 
 import (
 	"bytes"
@@ -10,9 +10,10 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // sshd is an OpenSSH server started by a test, with a throw-away host key
@@ -22,24 +23,6 @@ type sshd struct {
 	addr   string // the address sshd (and the remote side) can be reached at
 	config string // an ssh client config: hosts "target" (this sshd) and "down" (nothing listening)
 	netns  string // the network namespace sshd runs in, empty on loopback
-}
-
-// lockedBuffer collects a process's output for the test log.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }
 
 // startSSHD starts an sshd for t, stopped (and its namespace removed) at
@@ -69,7 +52,7 @@ func startSSHD(t *testing.T) *sshd {
 	ns, addr, err := makeNetns(t)
 	if err != nil {
 		t.Logf("no network namespace (%v): sshd on loopback", err)
-		addr, port = "127.0.0.1", freePort(t)
+		addr, port = "127.0.0.1", testutil.FreePort(t)
 	} else {
 		s.netns = ns
 		wrap = []string{"ip", "netns", "exec", ns}
@@ -103,9 +86,9 @@ Host *
   BatchMode yes
   ConnectTimeout 10
   LogLevel ERROR
-`, addr, port, freePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts")))
+`, addr, port, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts")))
 
-	log := &lockedBuffer{}
+	log := &testutil.Buffer{}
 	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
@@ -125,7 +108,7 @@ Host *
 		}
 	})
 	target := net.JoinHostPort(addr, strconv.Itoa(port))
-	waitFor(t, 10*time.Second, "sshd to accept connections on "+target, func() bool {
+	testutil.WaitFor(t, 10*time.Second, "sshd to accept connections on "+target, func() bool {
 		select {
 		case <-exited:
 			t.Fatalf("sshd exited: %s", log.String())
@@ -166,28 +149,6 @@ func makeNetns(t *testing.T) (ns, addr string, err error) {
 		}
 	}
 	return ns, peerAddr, nil
-}
-
-// freePort returns a TCP port that was free on loopback a moment ago.
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
-
-// waitFor polls cond until it holds, failing t after limit.
-func waitFor(t *testing.T, limit time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(limit)
-	for delay := time.Millisecond; !cond(); delay = min(2*delay, 100*time.Millisecond) {
-		if time.Now().After(deadline) {
-			t.Fatalf("gave up waiting %v for %s", limit, what)
-		}
-		time.Sleep(delay)
-	}
 }
 
 func writeFile(t *testing.T, name, text string) {

@@ -1,0 +1,64 @@
+package testutil
+
+import (
+	"fmt"
+	"net"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+)
+
+// fatalTB records what a test would fail with and stops the goroutine
+// calling Fatalf, as testing.T does.
+type fatalTB struct {
+	testing.TB
+	msg string
+}
+
+func (f *fatalTB) Helper() {}
+
+func (f *fatalTB) Fatalf(format string, args ...any) {
+	f.msg = fmt.Sprintf(format, args...)
+	runtime.Goexit()
+}
+
+func TestWaitForHolds(t *testing.T) {
+	calls := 0
+	WaitFor(t, 10*time.Second, "the fifth call", func() bool {
+		calls++
+		return calls == 5
+	})
+	if calls != 5 {
+		t.Errorf("cond called %d times, want 5", calls)
+	}
+}
+
+func TestWaitForGivesUp(t *testing.T) {
+	f := &fatalTB{TB: t}
+	start := time.Now()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		WaitFor(f, 20*time.Millisecond, "nothing", func() bool { return false })
+	}()
+	<-done
+	if want := "gave up waiting 20ms for nothing"; f.msg != want {
+		t.Errorf("failed with %q, want %q", f.msg, want)
+	}
+	if d := time.Since(start); d < 20*time.Millisecond {
+		t.Errorf("gave up after %v, before the limit", d)
+	}
+}
+
+func TestFreePort(t *testing.T) {
+	port := FreePort(t)
+	if port < 10000 || port > 65535 {
+		t.Fatalf("port %d, want one from 10000 below the ephemeral range", port)
+	}
+	l, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+	if err != nil {
+		t.Fatalf("listen on the free port: %v", err)
+	}
+	l.Close()
+}
