@@ -449,12 +449,12 @@ type trickleConn struct {
 	n atomic.Int64
 }
 
-// Arrived counts up on every call, as bytes trickling in would.
-func (c *trickleConn) Arrived() int64 { return c.n.Add(1) }
+// Progress counts up on every call, as bytes trickling in would.
+func (c *trickleConn) Progress() int64 { return c.n.Add(1) }
 
 // TestSlowLinkIsNotSilence: a peer whose messages take longer than the
 // idle timeout to arrive is not given up while its bytes keep arriving,
-// when the connection can tell (conn.ArrivalCounter); it is when it cannot.
+// when the connection can tell (conn.ProgressCounter); it is when it cannot.
 func TestSlowLinkIsNotSilence(t *testing.T) {
 	in := randomBytes(3*4096, 11)
 	for _, counts := range []bool{true, false} {

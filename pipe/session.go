@@ -145,8 +145,8 @@ type session struct {
 	// peerGaveUp is set when the peer aborted or the connection failed:
 	// then there is no one to send an abort message to.
 	peerGaveUp bool
-	// arrived is the connection's ArrivalCounter at the last idle check.
-	arrived int64
+	// progress is the connection's ProgressCounter at the last idle check.
+	progress int64
 	// authenticated is set once the handshake has completed: from then
 	// on the peer's aborts are trusted to say what happened to the stream.
 	authenticated bool
@@ -182,7 +182,7 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 		case pctx.Err() == nil:
 			s.peerGaveUp = true
 			return nil, s.lost(err)
-		case s.arriving():
+		case s.progressing():
 		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
 			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
 		}
@@ -191,8 +191,8 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 	for _, c := range s.cs[:n] {
 		if c.Op == conn.OpRecv {
 			s.heardFrom()
-			if ac, ok := s.c.(conn.ArrivalCounter); ok {
-				s.arrived = ac.Arrived() // what arrived so far is heard
+			if pc, ok := s.c.(conn.ProgressCounter); ok {
+				s.progress = pc.Progress() // what moved so far is heard
 			}
 			break
 		}
@@ -200,19 +200,19 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 	return s.cs[:n], nil
 }
 
-// arriving reports whether bytes arrived since the peer was last heard
-// from or it was last asked, when the connection can tell
-// (ArrivalCounter); if so the peer counts as heard.
-func (s *session) arriving() bool {
-	ac, ok := s.c.(conn.ArrivalCounter)
+// progressing reports whether bytes moved between the peers since the peer
+// was last heard from or it was last asked, when the connection can tell
+// (ProgressCounter); if so the peer counts as heard.
+func (s *session) progressing() bool {
+	pc, ok := s.c.(conn.ProgressCounter)
 	if !ok {
 		return false
 	}
-	n := ac.Arrived()
-	if n == s.arrived {
+	n := pc.Progress()
+	if n == s.progress {
 		return false
 	}
-	s.arrived = n
+	s.progress = n
 	s.heardFrom()
 	return true
 }

@@ -28,7 +28,7 @@ func (c *silentConn) Poll(ctx context.Context, cs []conn.Completion) (int, error
 	return 0, ctx.Err()
 }
 
-func (c *silentConn) Arrived() int64 { return 100 }
+func (c *silentConn) Progress() int64 { return 100 }
 
 func (c *silentConn) Info() conn.Info { return conn.Info{Remote: "silent"} }
 

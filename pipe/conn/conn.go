@@ -133,13 +133,15 @@ type WindowSetter interface {
 	SetWindow(desc []byte) error
 }
 
-// ArrivalCounter is implemented by connections that can tell how many
-// bytes have arrived from the peer, counting messages still arriving. The
-// engine then takes any arrival as a sign of life: on a slow link one
-// large message can take longer than the idle timeout, with the peer's
-// heartbeats queued behind it (TCP).
-type ArrivalCounter interface {
-	Arrived() int64
+// ProgressCounter is implemented by connections that can tell that bytes
+// are moving between the peers while no whole message does: Progress
+// returns a count that grows with the bytes arrived from the peer,
+// counting messages still arriving, and with those of ours the peer took.
+// The engine then takes any progress as a sign of life: on a slow link one
+// large message can take longer than the idle timeout in either
+// direction, with the peer's heartbeats and credits queued behind it (TCP).
+type ProgressCounter interface {
+	Progress() int64
 }
 
 // MaxControl is the largest message SendControl accepts, and the size of

@@ -71,7 +71,7 @@ type Conn struct {
 	wg         sync.WaitGroup
 
 	br      *bufio.Reader
-	arrived atomic.Int64         // bytes read from the socket, see Arrived
+	arrived atomic.Int64         // bytes read from the socket, see Progress
 	hdr     [frameHeaderLen]byte // the reader's frame header
 
 	vec   net.Buffers // the writer's gather list

@@ -2,9 +2,12 @@ package tcp
 
 import (
 	"testing"
+	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/pipetest"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
 )
 
 func TestConn(t *testing.T) {
@@ -56,4 +59,23 @@ func dialAccept(t testing.TB, l *Listener, addr string, proposal conn.Params) (s
 		t.Fatalf("accept: %v", a.err)
 	}
 	return s, a.c, nil
+}
+
+// TestProgress checks that each end's Progress grows with the bytes that
+// move, before any whole message comes back: the receiver's as a
+// message's bytes arrive, the sender's as the receiver's host
+// acknowledges them.
+func TestProgress(t *testing.T) {
+	const size = 64 << 10
+	p := conn.NewParams(size, 4)
+	s, r := conntest.Connect(t, func(t *testing.T, _, _ conn.Params) (conn.Conn, conn.Conn, error) {
+		return makePair(t, p, p)
+	})
+	ps, pr := s.(conn.ProgressCounter), r.(conn.ProgressCounter)
+	s0, r0 := ps.Progress(), pr.Progress()
+	if err := s.PostSend(0, size); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the receiver to count the bytes arriving", func() bool { return pr.Progress() >= r0+size })
+	testutil.WaitFor(t, 10*time.Second, "the sender to count the bytes acknowledged", func() bool { return ps.Progress() >= s0+size })
 }

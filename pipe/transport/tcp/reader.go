@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
+	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"golang.org/x/sys/unix"
 )
 
 // readLoop reads messages into posted receive buffers, oldest first, and
@@ -95,8 +97,30 @@ func (cr countingReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// Arrived returns how many bytes have arrived from the peer so far,
-// including those of a message still arriving: on a slow link a large
-// message can take longer than the engine's idle timeout (see
-// conn.ArrivalCounter).
-func (c *Conn) Arrived() int64 { return c.arrived.Load() }
+// Progress returns a count that grows while bytes move between the peers:
+// the bytes that arrived from the peer, counting those of a message still
+// arriving, and the bytes of ours the peer's host acknowledged, which grow
+// only while the peer reads once its receive buffer is full. On a slow
+// link one large message can take longer than the engine's idle timeout
+// in either direction (see conn.ProgressCounter).
+func (c *Conn) Progress() int64 { return c.arrived.Load() + c.acked() }
+
+// acked returns how many bytes of ours the peer's host acknowledged
+// (TCP_INFO), or 0 where the kernel cannot tell.
+func (c *Conn) acked() int64 {
+	sc, ok := c.nc.(syscall.Conn)
+	if !ok {
+		return 0
+	}
+	raw, err := sc.SyscallConn()
+	if err != nil {
+		return 0
+	}
+	var n uint64
+	_ = raw.Control(func(fd uintptr) {
+		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
+			n = info.Bytes_acked
+		}
+	})
+	return int64(n)
+}
