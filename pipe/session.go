@@ -255,6 +255,10 @@ func (s *session) repost(i int) {
 // idleContext returns ctx limited by the idle timeout. To keep the hot path
 // free of allocations it is renewed only when it expires (see poll), so its
 // deadline can be up to one Timeout early; poll then checks the real one.
+// Over a connection that can tell that bytes are moving (ProgressCounter)
+// it also expires every beatInterval, for poll to ask: progress then
+// counts from at most that long after it happened, so that a peer that
+// stops is given up within Timeout and one interval.
 func (s *session) idleContext(ctx context.Context) context.Context {
 	if s.cfg.Timeout <= 0 {
 		return ctx
@@ -263,7 +267,13 @@ func (s *session) idleContext(ctx context.Context) context.Context {
 		if s.stopIdle != nil {
 			s.stopIdle()
 		}
-		s.idle, s.stopIdle = context.WithDeadline(ctx, s.lastHeard().Add(s.cfg.Timeout))
+		deadline := s.lastHeard().Add(s.cfg.Timeout)
+		if _, ok := s.c.(conn.ProgressCounter); ok {
+			if ask := time.Now().Add(beatInterval(s.cfg.Timeout)); ask.Before(deadline) {
+				deadline = ask
+			}
+		}
+		s.idle, s.stopIdle = context.WithDeadline(ctx, deadline)
 		s.idleParent = ctx
 	}
 	return s.idle

@@ -56,6 +56,54 @@ func TestSilenceFromLastWord(t *testing.T) {
 	}
 }
 
+// movingConn is a Conn on which no message comes, but bytes move for the
+// first moves times it is asked (conn.ProgressCounter); Poll waits for
+// its context, recording when it was called and the deadline it got.
+type movingConn struct {
+	conn.Conn
+	moves, asked int
+	calls        []time.Time
+	deadlines    []time.Time
+}
+
+func (c *movingConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	d, _ := ctx.Deadline()
+	c.calls, c.deadlines = append(c.calls, time.Now()), append(c.deadlines, d)
+	<-ctx.Done()
+	return 0, ctx.Err()
+}
+
+func (c *movingConn) Progress() int64 {
+	c.asked++
+	return int64(min(c.asked, c.moves))
+}
+
+func (c *movingConn) Info() conn.Info { return conn.Info{Remote: "moving"} }
+
+// TestProgressAskedOften checks that the idle timeout asks a connection
+// that can tell progress at least every beat interval: bytes that moved
+// count from at most that long after they did, so that a peer that stops
+// is given up within the timeout and one interval, not up to two
+// timeouts. It is given up once its bytes stop.
+func TestProgressAskedOften(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	c := &movingConn{moves: 3}
+	s := newSession(c, Config{Timeout: timeout}, "receiver")
+	defer s.release()
+	_, err := s.poll(t.Context())
+	if conn.KindOf(err) != conn.KindAborted {
+		t.Fatalf("poll: %v, want the silence reported", err)
+	}
+	if c.asked < c.moves {
+		t.Errorf("progress asked %d times, want at least %d (it moved until then)", c.asked, c.moves)
+	}
+	for i := range c.calls {
+		if wait := c.deadlines[i].Sub(c.calls[i]); wait > beatInterval(timeout) {
+			t.Errorf("wait %d was given %v, want at most the beat interval %v", i, wait, beatInterval(timeout))
+		}
+	}
+}
+
 func TestCreditBatch(t *testing.T) {
 	cases := []struct{ chunk, credits, want int }{
 		{4 << 20, 7, 1},     // large chunks: one credit per message

@@ -39,6 +39,7 @@ type Error struct {
 	Err  error
 }
 
+// Error returns the operation and the cause.
 func (e *Error) Error() string {
 	if e.Op == "" {
 		return e.Err.Error()
@@ -46,6 +47,7 @@ func (e *Error) Error() string {
 	return e.Op + ": " + e.Err.Error()
 }
 
+// Unwrap returns the cause.
 func (e *Error) Unwrap() error { return e.Err }
 
 // KindOf returns the kind of the first *Error in err's chain, or
