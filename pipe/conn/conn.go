@@ -133,13 +133,14 @@ type WindowSetter interface {
 	SetWindow(desc []byte) error
 }
 
-// ProgressCounter is implemented by connections that can tell that bytes
-// are moving between the peers while no whole message does: Progress
-// returns a count that grows with the bytes arrived from the peer,
-// counting messages still arriving, and with those of ours the peer took.
-// The engine then takes any progress as a sign of life: on a slow link one
-// large message can take longer than the idle timeout in either
-// direction, with the peer's heartbeats and credits queued behind it (TCP).
+// ProgressCounter is implemented by connections that can tell that the
+// peer is alive while no whole message arrives: Progress returns a count
+// that grows with the bytes arrived from it, counting messages still
+// arriving, and with any sign the transport has that the peer reads what
+// this side sends. The engine then takes any progress as a sign of life:
+// on a slow link one large message can take longer than the idle timeout
+// in either direction, with the peer's heartbeats and credits queued
+// behind it (TCP).
 type ProgressCounter interface {
 	Progress() int64
 }

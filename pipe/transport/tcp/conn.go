@@ -10,6 +10,13 @@
 // the engine opens it after authentication (conn.Window). A message for
 // which no buffer is posted fails the connection: the engine never sends
 // one (see conn.Conn), so only a peer that breaks the protocol does.
+//
+// While a message arrives, the reader sends the peer a pulse at most every
+// pulseInterval: a header with pulseFrame and no body, which takes no
+// receive buffer and reaches no engine. It proves that this process reads:
+// the peer counts it as progress (Progress), so that one large message on
+// a slow link may take longer than the engine's idle timeout in either
+// direction, while a stopped process is still noticed at once.
 package tcp
 
 import (
@@ -56,10 +63,11 @@ type Conn struct {
 	dataSize  int // the size of a data receive buffer, allocated by OpenWindow
 	ctrlSize  int // the size of a control receive buffer
 
-	queue      chan work // messages for the writer, in order
-	ctrlFree   chan int  // indices of free ctrlBufs
-	postedData chan int  // posted data receive buffers, oldest first
-	postedCtrl chan int  // posted control receive buffers, oldest first
+	queue      chan work     // messages for the writer, in order
+	pulses     chan struct{} // a pulse for the writer to send (see pulseFrame)
+	ctrlFree   chan int      // indices of free ctrlBufs
+	postedData chan int      // posted data receive buffers, oldest first
+	postedCtrl chan int      // posted control receive buffers, oldest first
 	comps      chan conn.Completion
 	closing    chan struct{} // closed by Close: the writer flushes and stops
 	written    chan struct{} // closed when the writer has stopped
@@ -73,6 +81,7 @@ type Conn struct {
 	br      *bufio.Reader
 	arrived atomic.Int64         // bytes read from the socket, see Progress
 	hdr     [frameHeaderLen]byte // the reader's frame header
+	pulsed  time.Time            // when the reader last asked for a pulse
 
 	vec   net.Buffers // the writer's gather list
 	nb    net.Buffers // what writev consumes; a field so it does not escape per call
@@ -118,6 +127,7 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 		sendBusy:   make([]atomic.Bool, l.SendBufs),
 		recvBusy:   make([]atomic.Bool, l.RecvBufs),
 		queue:      make(chan work, l.SendBufs+ctrl),
+		pulses:     make(chan struct{}, 1),
 		ctrlFree:   make(chan int, ctrl),
 		postedData: make(chan int, max(spareFrom, 0)),
 		postedCtrl: make(chan int, spares),

@@ -1,13 +1,16 @@
 package tcp
 
 import (
+	"bytes"
+	"encoding/binary"
+	"io"
+	"net"
 	"testing"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/pipetest"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/conntest"
 )
 
 func TestConn(t *testing.T) {
@@ -61,21 +64,64 @@ func dialAccept(t testing.TB, l *Listener, addr string, proposal conn.Params) (s
 	return s, a.c, nil
 }
 
-// TestProgress checks that each end's Progress grows with the bytes that
-// move, before any whole message comes back: the receiver's as a
-// message's bytes arrive, the sender's as the receiver's host
-// acknowledges them.
-func TestProgress(t *testing.T) {
-	const size = 64 << 10
+// TestPulses checks that a receiver that reads a message slowly sends
+// pulses, and that pulses take no receive buffer, reach no engine and
+// count as progress where they arrive.
+func TestPulses(t *testing.T) {
+	const size = 1 << 20
 	p := conn.NewParams(size, 4)
-	s, r := conntest.Connect(t, func(t *testing.T, _, _ conn.Params) (conn.Conn, conn.Conn, error) {
-		return makePair(t, p, p)
-	})
-	ps, pr := s.(conn.ProgressCounter), r.(conn.ProgressCounter)
-	s0, r0 := ps.Progress(), pr.Progress()
-	if err := s.PostSend(0, size); err != nil {
+	a, peer := net.Pipe()
+	r, err := newConn(a, conn.ReceiverLayout(p), p, conn.SenderLayout(p).RecvBufs, conn.SpareRecvs)
+	if err != nil {
 		t.Fatal(err)
 	}
-	testutil.WaitFor(t, 10*time.Second, "the receiver to count the bytes arriving", func() bool { return pr.Progress() >= r0+size })
-	testutil.WaitFor(t, 10*time.Second, "the sender to count the bytes acknowledged", func() bool { return ps.Progress() >= s0+size })
+	defer r.Close()
+	if _, err := r.OpenWindow(); err != nil {
+		t.Fatal(err)
+	}
+	pulses := make(chan int, 1)
+	go func() { // what the receiver sends back: pulses only
+		n := 0
+		var h [frameHeaderLen]byte
+		for {
+			if _, err := io.ReadFull(peer, h[:]); err != nil {
+				pulses <- n
+				return
+			}
+			if binary.LittleEndian.Uint32(h[:]) != pulseFrame {
+				t.Errorf("the receiver sent header %x, want only pulses", h)
+			}
+			n++
+		}
+	}()
+	// A pulse of the sender's, then a message that arrives in 8 pieces
+	// over 4 pulse intervals.
+	var pulse, h [frameHeaderLen]byte
+	binary.LittleEndian.PutUint32(pulse[:], pulseFrame)
+	write(t, peer, pulse[:])
+	testutil.WaitFor(t, 10*time.Second, "the receiver to count the pulse", func() bool { return r.Progress() == frameHeaderLen })
+	frameHeader(h[:], size, false)
+	write(t, peer, h[:])
+	for k := range 8 {
+		time.Sleep(pulseInterval / 2) // a slow link
+		write(t, peer, bytes.Repeat([]byte{byte(k)}, size/8))
+	}
+	cs := make([]conn.Completion, 4)
+	n, err := r.Poll(t.Context(), cs)
+	if err != nil || n != 1 || cs[0].Op != conn.OpRecv || cs[0].Len != size {
+		t.Fatalf("poll: %d completions %v, %v; want the one message of %d bytes", n, cs[:n], err, size)
+	}
+	r.Close()
+	peer.Close()
+	if n := <-pulses; n < 2 {
+		t.Errorf("the receiver sent %d pulses while a message took 4 pulse intervals to arrive, want at least 2", n)
+	}
+}
+
+// write writes p to c.
+func write(t *testing.T, c net.Conn, p []byte) {
+	t.Helper()
+	if _, err := c.Write(p); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -6,10 +6,9 @@ import (
 	"fmt"
 	"io"
 	"sync/atomic"
-	"syscall"
+	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"golang.org/x/sys/unix"
 )
 
 // readLoop reads messages into posted receive buffers, oldest first, and
@@ -20,6 +19,9 @@ func (c *Conn) readLoop() {
 		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
 			c.fail(c.readError(err, "peer closed the connection"))
 			return
+		}
+		if binary.LittleEndian.Uint32(c.hdr[:]) == pulseFrame {
+			continue // counted as arrived: see Progress
 		}
 		n, ctrl, err := frameLen(c.hdr, c.dataSize, c.ctrlSize)
 		if err != nil {
@@ -38,7 +40,7 @@ func (c *Conn) readLoop() {
 				Err: fmt.Errorf("the peer sent a %d-byte %s message with no receive buffer posted for it: it does not keep to the protocol's credits", n, kind)})
 			return
 		}
-		if _, err := io.ReadFull(c.br, c.recvBufs[i][:n]); err != nil {
+		if err := c.readBody(c.recvBufs[i][:n]); err != nil {
 			c.fail(c.readError(err, "peer closed the connection in the middle of a message"))
 			return
 		}
@@ -46,8 +48,39 @@ func (c *Conn) readLoop() {
 	}
 }
 
+// pulseStep is how much of a message the reader reads between checks of
+// whether a pulse is due.
+const pulseStep = 256 << 10
+
+// pulseInterval is the least time between two pulses (see the package
+// documentation).
+const pulseInterval = 200 * time.Millisecond
+
+// readBody reads a message's body into p, asking the writer for a pulse
+// whenever pulseInterval has passed since the last one while it arrives.
+func (c *Conn) readBody(p []byte) error {
+	for len(p) > 0 {
+		k, err := io.ReadFull(c.br, p[:min(len(p), pulseStep)])
+		if err != nil {
+			return err
+		}
+		if p = p[k:]; len(p) > 0 && time.Since(c.pulsed) >= pulseInterval {
+			c.pulsed = time.Now()
+			select {
+			case c.pulses <- struct{}{}:
+			default: // one is due already
+			}
+		}
+	}
+	return nil
+}
+
 // ctrlFrame is the bit of a frame header that marks a control message.
 const ctrlFrame = 1 << 31
+
+// pulseFrame is the whole header of a pulse, which has no body: a length
+// no message can have (see the package documentation).
+const pulseFrame = 1 << 30
 
 // frameHeader encodes the header of a message of n bytes: its length,
 // with ctrlFrame set for a control message.
@@ -97,30 +130,9 @@ func (cr countingReader) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// Progress returns a count that grows while bytes move between the peers:
-// the bytes that arrived from the peer, counting those of a message still
-// arriving, and the bytes of ours the peer's host acknowledged, which grow
-// only while the peer reads once its receive buffer is full. On a slow
-// link one large message can take longer than the engine's idle timeout
-// in either direction (see conn.ProgressCounter).
-func (c *Conn) Progress() int64 { return c.arrived.Load() + c.acked() }
-
-// acked returns how many bytes of ours the peer's host acknowledged
-// (TCP_INFO), or 0 where the kernel cannot tell.
-func (c *Conn) acked() int64 {
-	sc, ok := c.nc.(syscall.Conn)
-	if !ok {
-		return 0
-	}
-	raw, err := sc.SyscallConn()
-	if err != nil {
-		return 0
-	}
-	var n uint64
-	_ = raw.Control(func(fd uintptr) {
-		if info, err := unix.GetsockoptTCPInfo(int(fd), unix.IPPROTO_TCP, unix.TCP_INFO); err == nil {
-			n = info.Bytes_acked
-		}
-	})
-	return int64(n)
-}
+// Progress returns how many bytes have arrived from the peer so far,
+// counting those of a message still arriving and the peer's pulses, which
+// say that it reads ours: on a slow link one large message can take longer
+// than the engine's idle timeout in either direction (see
+// conn.ProgressCounter).
+func (c *Conn) Progress() int64 { return c.arrived.Load() }

@@ -1,6 +1,10 @@
 package tcp
 
-import "github.com/rdmapipe/rdmapipe/pipe/conn"
+import (
+	"encoding/binary"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
 
 // maxBatchBytes is where the writer stops adding queued messages to one
 // writev: small messages share a system call, while a large one is reported
@@ -16,6 +20,10 @@ func (c *Conn) writeLoop() {
 		select {
 		case w := <-c.queue:
 			if !c.write(w) {
+				return
+			}
+		case <-c.pulses:
+			if !c.pulse() {
 				return
 			}
 		case <-c.closing:
@@ -71,6 +79,18 @@ fill:
 		default:
 			c.comps <- conn.Completion{Op: conn.OpSend, Buf: w.buf, Len: w.n}
 		}
+	}
+	return true
+}
+
+// pulse sends a pulse (see pulseFrame). It returns false if the
+// connection failed.
+func (c *Conn) pulse() bool {
+	var h [frameHeaderLen]byte
+	binary.LittleEndian.PutUint32(h[:], pulseFrame)
+	if _, err := c.nc.Write(h[:]); err != nil {
+		c.failSoon(&conn.Error{Kind: conn.KindAborted, Op: "write to " + c.remote, Err: err})
+		return false
 	}
 	return true
 }
