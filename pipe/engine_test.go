@@ -362,19 +362,6 @@ func TestHeartbeats(t *testing.T) {
 	}
 }
 
-func TestRefuse(t *testing.T) {
-	sc, rc, err := memconn.Pair(conn.NewParams(4096, 4), conn.NewParams(4096, 4), memconn.Faults{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sc.Close()
-	if err := pipe.Refuse(rc, conn.KindBusy, "busy right now"); err != nil {
-		t.Fatal(err)
-	}
-	_, err = pipe.Send(context.Background(), sc, strings.NewReader("x"), pipe.Config{})
-	checkErr(t, "sender", err, conn.KindBusy, "busy right now")
-}
-
 // firstWrite is an output that discards what it is given and closes first
 // at the first write.
 type firstWrite struct {

@@ -42,13 +42,6 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 	return st, err
 }
 
-// Refuse tells the sender that connected on c why it is not served, with
-// an abort of kind k, and closes c.
-func Refuse(c conn.Conn, k conn.Kind, reason string) error {
-	err := lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, k, reason, 0))
-	return errors.Join(err, c.Close())
-}
-
 // receiver is the state of one Receive.
 type receiver struct {
 	*session

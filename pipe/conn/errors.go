@@ -65,6 +65,10 @@ func Errorf(k Kind, op, format string, args ...any) error {
 	return &Error{Kind: k, Op: op, Err: fmt.Errorf(format, args...)}
 }
 
+// ErrBusy is the cause of a busy receiver's refusal (Params.Busy in its
+// answer), as a Dialer reports it.
+var ErrBusy = errors.New("receiver busy with another stream: retry later")
+
 // ErrLocal is joined to setup errors caused by this host rather than by the
 // peer (too little locked memory, no memory, no device resources): a
 // receiver that meets one cannot serve any sender until it is fixed.

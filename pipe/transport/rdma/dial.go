@@ -180,7 +180,7 @@ func (c *Conn) expect(ctx context.Context, want C.int, proposal conn.Params) (ev
 		return ev, nil
 	}
 	kind, err := conn.KindSetup, eventError(&ev, proposal)
-	if errors.Is(err, errBusy) {
+	if errors.Is(err, conn.ErrBusy) {
 		kind = conn.KindBusy
 	}
 	if (ev._type == C.RDMA_CM_EVENT_ADDR_ERROR || ev._type == C.RDMA_CM_EVENT_ROUTE_ERROR) && noDevice(statusError(ev.status)) {
@@ -234,7 +234,7 @@ func statusError(status C.int) error {
 
 // rejectError explains a rejection. An rdmapipe receiver rejects with its
 // own Params as private data, with Busy set when it is serving another
-// stream (errBusy); anything else (a port nobody listens on answers with a
+// stream (conn.ErrBusy); anything else (a port nobody listens on answers with a
 // CM-level reject) has none.
 func rejectError(priv []byte, proposal conn.Params) error {
 	var theirs conn.Params
@@ -246,7 +246,7 @@ func rejectError(priv []byte, proposal conn.Params) error {
 			theirs.Version, proposal.Version)
 	}
 	if theirs.Busy {
-		return errBusy
+		return conn.ErrBusy
 	}
 	return fmt.Errorf("rejected by receiver (its limits: chunk %d, depth %d): it could not set up the connection, see its log",
 		theirs.Chunk, theirs.Depth)

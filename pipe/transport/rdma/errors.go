@@ -1,14 +1,8 @@
 package rdma
 
 import (
-	"errors"
-
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
-
-// errBusy is the dialer's explanation of a busy receiver's refusal (a
-// rejection whose private data has Params.Busy set).
-var errBusy = errors.New("receiver busy with another stream: retry later")
 
 // localError marks a setup failure caused by this host's resources (memory,
 // locked-memory limit, device resources): errors.Is(err, conn.ErrLocal)

@@ -77,7 +77,7 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal conn.Params) (*C
 	if err != nil {
 		_ = nc.Close()
 		kind := conn.KindSetup
-		if errors.Is(err, errBusy) {
+		if errors.Is(err, conn.ErrBusy) {
 			kind = conn.KindBusy
 		}
 		return nil, &conn.Error{Kind: kind, Op: op, Err: err}
@@ -85,9 +85,6 @@ func (d Dialer) dial(ctx context.Context, addr string, proposal conn.Params) (*C
 	l := conn.SenderLayout(proposal)
 	return newConn(nc, l, p, conn.ReceiverLayout(p).RecvBufs, l.RecvBufs)
 }
-
-// errBusy is the cause of a busy receiver's refusal.
-var errBusy = errors.New("receiver busy with another stream: retry later")
 
 // propose sends proposal over nc and returns the receiver's answer; timeout
 // is the deadline already set on nc, for the error message.
@@ -116,7 +113,7 @@ func propose(nc net.Conn, proposal conn.Params, timeout time.Duration) (conn.Par
 }
 
 // parseReply decodes the receiver's answer b (conn.ParamsLen bytes) to
-// proposal. A busy receiver's answer gives errBusy.
+// proposal. A busy receiver's answer gives conn.ErrBusy.
 func parseReply(b []byte, proposal conn.Params) (conn.Params, error) {
 	var reply conn.Params
 	if len(b) != conn.ParamsLen || reply.UnmarshalBinary(b) != nil {
@@ -126,7 +123,7 @@ func parseReply(b []byte, proposal conn.Params) (conn.Params, error) {
 	case reply.Version != proposal.Version:
 		return conn.Params{}, fmt.Errorf("version mismatch: the receiver speaks protocol version %d and this sender %d: use the same rdmapipe release on both hosts", reply.Version, proposal.Version)
 	case reply.Busy:
-		return conn.Params{}, errBusy
+		return conn.Params{}, conn.ErrBusy
 	case reply.Validate() != nil || reply.Chunk > proposal.Chunk || reply.Depth > proposal.Depth:
 		return conn.Params{}, fmt.Errorf("the receiver refused chunk %d, depth %d (it answered chunk %d, depth %d)", proposal.Chunk, proposal.Depth, reply.Chunk, reply.Depth)
 	}

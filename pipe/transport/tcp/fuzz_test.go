@@ -125,7 +125,7 @@ func FuzzListenerHandshake(f *testing.F) {
 // FuzzDialReply feeds arbitrary bytes, from a stand-in receiver that then
 // hangs up, to the dialer's half of the handshake. It never panics or
 // hangs; it accepts exactly a valid answer within the proposal; a busy
-// answer gives errBusy; and every error message is one printable line of
+// answer gives conn.ErrBusy; and every error message is one printable line of
 // bounded length.
 func FuzzDialReply(f *testing.F) {
 	for _, b := range seedProposals() {
@@ -161,7 +161,7 @@ func FuzzDialReply(f *testing.F) {
 			t.Fatalf("valid answer %+v: got %+v, %v", reply, p, err)
 		case !valid && err == nil:
 			t.Fatalf("answer %q accepted as %+v", data, p)
-		case decoded && reply.Version == proposal.Version && reply.Busy && !errors.Is(err, errBusy):
+		case decoded && reply.Version == proposal.Version && reply.Busy && !errors.Is(err, conn.ErrBusy):
 			t.Fatalf("busy answer %+v: %v", reply, err)
 		}
 		if err != nil {
