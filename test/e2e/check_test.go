@@ -25,7 +25,7 @@ func noDevice() bool {
 // and stderr. prefix, if any, runs first (prlimit, setpriv).
 func runCheck(t *testing.T, prefix []string, bin string, args ...string) (int, string, string) {
 	t.Helper()
-	var out syncBuffer
+	var out testutil.Buffer
 	name, all := filepath.Join(suite.bin, bin), args
 	if len(prefix) > 0 {
 		name, all = prefix[0], append(append(prefix[1:], filepath.Join(suite.bin, bin)), args...)
@@ -58,7 +58,7 @@ func has(t *testing.T, report string, words ...string) {
 // waiting for the real stream, which then arrives whole.
 func TestCheckAgainstReceiver(t *testing.T) {
 	port := testutil.FreePort(t)
-	var out syncBuffer
+	var out testutil.Buffer
 	r := recv(t, port, &out, "-v")
 	r.waitStderr(30*time.Second, listening)
 	code, report, stderr := runCheck(t, nil, "rdmasend", append(flags(port, "--check"), suite.host)...)

@@ -79,15 +79,12 @@ func getenv(name, def string) string {
 	return def
 }
 
-// syncBuffer is a buffer that a process writes while the test reads.
-type syncBuffer = testutil.Buffer
-
 // proc is a started rdmasend or rdmarecv.
 type proc struct {
 	t      *testing.T
 	name   string
 	cmd    *exec.Cmd
-	stderr syncBuffer
+	stderr testutil.Buffer
 	done   chan struct{}
 	code   int       // exit code, valid once done is closed
 	ended  time.Time // when the exit was seen, valid once done is closed

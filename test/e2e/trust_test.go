@@ -55,7 +55,7 @@ func TestSilentConnections(t *testing.T) {
 	if err := os.WriteFile(keyFile, []byte("silent-connections-key-0123456789"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	var out syncBuffer
+	var out testutil.Buffer
 	r := recv(t, port, &out, "-k", "-v", "--key-file", keyFile)
 	r.waitStderr(30*time.Second, listening)
 	addr := net.JoinHostPort(suite.host, itoa(int64(port)))
@@ -116,7 +116,7 @@ func TestNotARdmapipeReceiver(t *testing.T) {
 // streams is the last stream's, not that of an earlier failed one.
 func TestKeepListeningExitCode(t *testing.T) {
 	port := testutil.FreePort(t)
-	var out syncBuffer
+	var out testutil.Buffer
 	r := recv(t, port, &out, "-k", "-v")
 	r.waitStderr(30*time.Second, listening)
 
