@@ -201,6 +201,8 @@ func FuzzFrames(f *testing.F) {
 	f.Add(frame(1<<31, 0))
 	f.Add(frame(5, 2))
 	f.Add([]byte{1, 0})
+	f.Add(frame(pulseFrame, 0))
+	f.Add(append(frame(pulseFrame, 0), frame(2, 2)...))
 	f.Fuzz(func(t *testing.T, stream []byte) {
 		peer, nc := net.Pipe()
 		defer peer.Close()
@@ -271,26 +273,33 @@ type aFrame struct {
 
 // splitFrames splits stream into the whole frames a reader with receive
 // buffers of size bytes (of either kind) delivers, the rest, and the
-// error text (after the "read from ADDR: ") that ends them.
+// error text (after the "read from ADDR: ") that ends them. Pulses deliver
+// nothing: each goes with the frame after it.
 func splitFrames(stream []byte, size int) ([]aFrame, []byte, string) {
 	var frames []aFrame
+	var pulses []byte // pulses since the last frame: they deliver nothing
 	for {
 		if len(stream) < frameHeaderLen {
-			return frames, stream, "peer closed the connection"
+			return frames, append(pulses, stream...), "peer closed the connection"
 		}
 		v := binary.LittleEndian.Uint32(stream)
+		if v == pulseFrame {
+			pulses, stream = append(pulses, stream[:frameHeaderLen]...), stream[frameHeaderLen:]
+			continue
+		}
 		ctrl, n, kind := v&ctrlFrame != 0, v&^ctrlFrame, "data"
 		if ctrl {
 			kind = "control"
 		}
 		if uint64(n) > uint64(size) {
-			return frames, stream, fmt.Sprintf("peer sent a %d-byte %s message but its receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, kind, size)
+			return frames, append(pulses, stream...), fmt.Sprintf("peer sent a %d-byte %s message but its receive buffers hold %d bytes: the peer does not keep to the negotiated chunk size", n, kind, size)
 		}
 		if uint64(len(stream)-frameHeaderLen) < uint64(n) {
-			return frames, stream, "peer closed the connection in the middle of a message"
+			return frames, append(pulses, stream...), "peer closed the connection in the middle of a message"
 		}
 		end := frameHeaderLen + int(n)
-		frames = append(frames, aFrame{raw: stream[:end], body: stream[frameHeaderLen:end], ctrl: ctrl})
-		stream = stream[end:]
+		raw := append(pulses, stream[:end]...)
+		frames = append(frames, aFrame{raw: raw, body: raw[len(raw)-int(n):], ctrl: ctrl})
+		pulses, stream = nil, stream[end:]
 	}
 }
