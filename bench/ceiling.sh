@@ -2,12 +2,18 @@
 # Each side's own ceiling, independent of any network: BenchmarkCeiling
 # (pipe/ceiling_bench_test.go) at GOMAXPROCS 1, 2, ... up to the cores
 # present, COUNT times each, printed as a markdown table of GB/s (medians)
-# with the ratio of all cores to one core. The raw `go test` output goes
+# with the ratio of all cores to one core. The raw benchmark output goes
 # to stderr. See bench/README.md, "Each side's own ceiling".
 #
-#   bench/ceiling.sh                       # COUNT=3 BENCHTIME=1s CPUS=1,...,nproc
+#   bench/ceiling.sh                       # COUNT=3 BENCHTIME=1s CPUS=1,...,nproc PIN=0
 #   COUNT=5 BENCHTIME=2s bench/ceiling.sh
-#   CPUS=1,4,8 bench/ceiling.sh
+#   CPUS=1,4,8 PIN=1 bench/ceiling.sh      # GOMAXPROCS p on CPUs 0..p-1 only (taskset)
+#
+# The test binary is built once; then COUNT rounds, each running every
+# GOMAXPROCS value in turn (-test.cpu p), so that a busy phase of a shared
+# machine hits all of them alike. GOMAXPROCS bounds the goroutines running
+# Go code, not the threads blocked in system calls: without PIN a pread(2)
+# or write(2) runs beside them, on another core if there is one.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -15,16 +21,29 @@ GO=${GO:-go}
 COUNT=${COUNT:-3}
 BENCHTIME=${BENCHTIME:-1s}
 CPUS=${CPUS:-$(seq -s, 1 "$(nproc)")}
+PIN=${PIN:-0}
 
-raw=$(mktemp)
-trap 'rm -f "$raw"' EXIT
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+raw=$tmp/raw
 
 load=$(cut -d' ' -f1-3 /proc/loadavg)
 model=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n1)
-echo "go test -run '^\$' -bench '^BenchmarkCeiling\$' -cpu $CPUS -count $COUNT -benchtime $BENCHTIME ./pipe" >&2
-"$GO" test -run '^$' -bench '^BenchmarkCeiling$' -cpu "$CPUS" -count "$COUNT" -benchtime "$BENCHTIME" ./pipe | tee "$raw" >&2
+"$GO" test -c -o "$tmp/pipe.test" ./pipe
+IFS=, read -r -a procs <<< "$CPUS"
+for ((round = 1; round <= COUNT; round++)); do
+	for p in "${procs[@]}"; do
+		pin=()
+		if [ "$PIN" = 1 ]; then
+			pin=(taskset -c "0-$((p - 1))")
+		fi
+		echo "round $round/$COUNT, GOMAXPROCS $p${pin:+ (${pin[*]})}" >&2
+		(cd pipe && "${pin[@]}" "$tmp/pipe.test" -test.run '^$' -test.bench '^BenchmarkCeiling$' \
+			-test.cpu "$p" -test.count 1 -test.benchtime "$BENCHTIME") | tee -a "$raw" >&2
+	done
+done
 
-awk -v cpus="$CPUS" -v count="$COUNT" -v benchtime="$BENCHTIME" -v load="$load" -v model="$model" -v cores="$(nproc)" '
+awk -v cpus="$CPUS" -v pin="$PIN" -v count="$COUNT" -v benchtime="$BENCHTIME" -v load="$load" -v model="$model" -v cores="$(nproc)" '
 # Lines such as
 #   BenchmarkCeiling/sender/keyed-2   12   95086293 ns/op   2823.07 MB/s
 # (no -N suffix at GOMAXPROCS 1).
@@ -71,7 +90,7 @@ END {
 	}
 	head = head " " p[np] " / " p[1] " |"
 	line = line " ---: |"
-	print "Each side'"'"'s own ceiling (`bench/ceiling.sh`): median of " count " runs of " benchtime ", GB/s = 10^9 bytes/s; " cores " cores (" model "), load average " load " at the start"
+	print "Each side'"'"'s own ceiling (`bench/ceiling.sh`): median of " count " run(s) of " benchtime " each, GB/s = 10^9 bytes/s; " cores " cores (" model ")" (pin == 1 ? ", GOMAXPROCS p pinned to p CPUs" : "") ", load average " load " at the start"
 	print ""
 	print head
 	print line

@@ -22,23 +22,8 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
-// Each side's own ceiling, independent of any network (issue 18):
-//
-//	go test -run '^$' -bench Ceiling -cpu 1,2 ./pipe    (bench/ceiling.sh: a table)
-//
-// sender/*: the real Send, reading a regular file in /dev/shm (pread from
-// the page cache, as `rdmasend < file` does), into a fakeReceiver that
-// completes every post at once. receiver/*: the real Receive, writing to
-// /dev/null opened as a file (write(2), as `rdmarecv > /dev/null` does;
-// the kernel copies nothing), fed by a fakeSender whose messages are
-// already in the receive buffers. Both run the commands' window where
-// locked memory is not limited (4 MiB x 8, internal/sendrecv), one
-// ceilStream-byte stream per op, handshake included. memcpy and cat are
-// the references: what GOMAXPROCS copy loops manage, and what one
-// read(2) loop from the page cache manages.
-
 const (
-	ceilChunk  = 4 << 20   // the commands' chunk where locked memory is not limited
+	ceilChunk  = 4 << 20   // the commands' chunk where locked memory is not limited (internal/sendrecv)
 	ceilDepth  = 8         // and their depth
 	ceilStream = 256 << 20 // bytes per Send or Receive: one op
 )
@@ -50,22 +35,35 @@ var ceilKey = []byte("rdmapipe ceiling benchmark key!!")
 // heartbeat interval and both sides' idle timeout.
 const ceilTimeout = time.Minute
 
+// BenchmarkCeiling measures each side's own ceiling, independent of any
+// network (issue 18; bench/ceiling.sh makes a table of it):
+//
+//	go test -run '^$' -bench Ceiling -cpu 1,2 ./pipe
+//
+// sender/*: the real Send, reading a regular file in /dev/shm (pread from
+// the page cache, as `rdmasend < file` does), into a fakeReceiver that
+// completes every post at once. receiver/*: the real Receive, writing to
+// /dev/null opened as a file (write(2), as `rdmarecv > /dev/null` does;
+// the kernel copies nothing), fed by a fakeSender whose messages are
+// already in the receive buffers. Both run the commands' window where
+// locked memory is not limited (4 MiB x 8), one ceilStream-byte stream per
+// op, handshake included. memcpy and cat are the references: what
+// GOMAXPROCS copy loops manage, and what one read(2) loop from the page
+// cache manages.
 func BenchmarkCeiling(b *testing.B) {
 	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
 		b.Skip("no /dev/shm for the input file")
 	}
 	path := ceilFile(b)
-	for _, mode := range []struct {
+	modes := []struct {
 		name string
 		key  []byte
-	}{{"unkeyed", nil}, {"keyed", ceilKey}} {
-		b.Run("sender/"+mode.name, func(b *testing.B) { benchSender(b, path, mode.key) })
+	}{{"unkeyed", nil}, {"keyed", ceilKey}}
+	for _, m := range modes {
+		b.Run("sender/"+m.name, func(b *testing.B) { benchSender(b, path, m.key) })
 	}
-	for _, mode := range []struct {
-		name string
-		key  []byte
-	}{{"unkeyed", nil}, {"keyed", ceilKey}} {
-		b.Run("receiver/"+mode.name, func(b *testing.B) { benchReceiver(b, mode.key) })
+	for _, m := range modes {
+		b.Run("receiver/"+m.name, func(b *testing.B) { benchReceiver(b, m.key) })
 	}
 	b.Run("memcpy", benchMemcpy)
 	b.Run("cat", func(b *testing.B) { benchCat(b, path) })
