@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions clean
+.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -25,6 +25,7 @@ help:
 	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
+	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling) at GOMAXPROCS 1..nproc, a markdown table (COUNT, BENCHTIME, CPUS)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -90,6 +91,11 @@ bench: build
 bench-broadcast: build
 	BENCH_BIN=$(BIN) ./bench/broadcast.sh
 	VM_CPU=$${VM_CPU:-max,-erms,-fsrm} test/softroce/vm-run.sh bash -c 'BENCH_BIN=$(BIN) TRANSPORT=rdma ADDR=$$RXE_IP ./bench/broadcast.sh'
+
+# not part of `make test`: BenchmarkCeiling (pipe/ceiling_bench_test.go) at
+# GOMAXPROCS 1..nproc, COUNT times each, as a markdown table; no VM, no root
+bench-ceiling:
+	GO=$(GO) ./bench/ceiling.sh
 
 # not part of `make test`: OLD=REV is the revision to compare with
 bench-versions: build

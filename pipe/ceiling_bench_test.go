@@ -1,0 +1,685 @@
+package pipe
+
+import (
+	"context"
+	"crypto/hmac"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"os"
+	"runtime"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/cespare/xxhash/v2"
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
+)
+
+const (
+	ceilChunk  = 4 << 20   // the commands' chunk where locked memory is not limited (internal/sendrecv)
+	ceilDepth  = 8         // and their depth
+	ceilStream = 256 << 20 // bytes per Send or Receive: one op
+)
+
+// ceilKey is the shared key of the keyed rows.
+var ceilKey = []byte("rdmapipe ceiling benchmark key!!")
+
+// ceilTimeout is the commands' default --timeout: it sets the sender's
+// heartbeat interval and both sides' idle timeout.
+const ceilTimeout = time.Minute
+
+// BenchmarkCeiling measures each side's own ceiling, independent of any
+// network (issue 18; bench/ceiling.sh makes a table of it):
+//
+//	go test -run '^$' -bench Ceiling -cpu 1,2 ./pipe
+//
+// sender/*: the real Send, reading a regular file in /dev/shm (pread from
+// the page cache, as `rdmasend < file` does), into a fakeReceiver that
+// completes every post at once. receiver/*: the real Receive, writing to
+// /dev/null opened as a file (write(2), as `rdmarecv > /dev/null` does;
+// the kernel copies nothing), fed by a fakeSender whose messages are
+// already in the receive buffers. Both run the commands' window where
+// locked memory is not limited (4 MiB x 8), one ceilStream-byte stream per
+// op, handshake included. memcpy and cat are the references: what
+// GOMAXPROCS copy loops manage, and what one read(2) loop from the page
+// cache manages.
+func BenchmarkCeiling(b *testing.B) {
+	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
+		b.Skip("no /dev/shm for the input file")
+	}
+	path := ceilFile(b)
+	modes := []struct {
+		name string
+		key  []byte
+	}{{"unkeyed", nil}, {"keyed", ceilKey}}
+	for _, m := range modes {
+		b.Run("sender/"+m.name, func(b *testing.B) { benchSender(b, path, m.key) })
+	}
+	for _, m := range modes {
+		b.Run("receiver/"+m.name, func(b *testing.B) { benchReceiver(b, m.key) })
+	}
+	b.Run("memcpy", benchMemcpy)
+	b.Run("cat", func(b *testing.B) { benchCat(b, path) })
+}
+
+// ceilFile writes a ceilStream-byte file of pseudo-random bytes in
+// /dev/shm, removed when b ends.
+func ceilFile(b *testing.B) string {
+	f, err := os.CreateTemp("/dev/shm", "rdmapipe-ceiling-*")
+	if err != nil {
+		b.Skipf("no room in /dev/shm: %v", err)
+	}
+	b.Cleanup(func() { os.Remove(f.Name()) })
+	block := ceilPayload()
+	for range ceilStream / ceilChunk {
+		if _, err := f.Write(block); err != nil {
+			f.Close()
+			b.Fatal(err)
+		}
+	}
+	if err := f.Close(); err != nil {
+		b.Fatal(err)
+	}
+	return f.Name()
+}
+
+// ceilPayload returns a chunk of pseudo-random bytes, the same each time.
+func ceilPayload() []byte {
+	p := make([]byte, ceilChunk)
+	_, _ = rand.NewChaCha8([32]byte{'r', 'd', 'm', 'a'}).Read(p)
+	return p
+}
+
+// ceilMap returns n bytes of page-aligned anonymous memory, as a transport
+// registers, touched so that no page fault lands in the measurement and
+// unmapped when b ends.
+func ceilMap(b *testing.B, n int) []byte {
+	m, err := unix.Mmap(-1, 0, n, unix.PROT_READ|unix.PROT_WRITE, unix.MAP_PRIVATE|unix.MAP_ANONYMOUS)
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { _ = unix.Munmap(m) })
+	for i := range m {
+		m[i] = 0xff
+	}
+	return m
+}
+
+// ceilInfo is what both fakes report: only Chunk and Depth matter to the
+// engine (and to the transcript both sides MAC).
+var ceilInfo = conn.Info{Transport: "ceiling", Local: "fake", Remote: "fake", Chunk: ceilChunk, Depth: ceilDepth}
+
+// errNoBuffer is a fake's verdict on an engine that did not re-post a
+// receive buffer in time for a message the protocol allows: a real
+// transport fails the connection then too.
+var errNoBuffer = errors.New("no receive buffer posted for the message")
+
+// benchSender measures Send from the file at path into a fakeReceiver.
+func benchSender(b *testing.B, path string, key []byte) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	c := newFakeReceiver(b, key)
+	defer c.Close()
+	cfg := Config{Key: key, Timeout: ceilTimeout}
+	b.SetBytes(ceilStream)
+	for b.Loop() {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			b.Fatal(err)
+		}
+		if err := c.reset(); err != nil {
+			b.Fatal(err)
+		}
+		st, err := Send(context.Background(), c, f, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Bytes != ceilStream || st.IO != "pread" {
+			b.Fatalf("sent %d bytes by %q, want %d by pread", st.Bytes, st.IO, ceilStream)
+		}
+	}
+}
+
+// fakeReceiver is the receiving end of a connection for a Send alone: an
+// infinitely fast receiver. It says hello as Receive does (a fresh nonce;
+// the key flag in keyed mode), checks the sender's key proof against the
+// transcript (pipe/internal/auth) and welcomes it with its own proof.
+// Every PostSend completes at once: a data message is not read at all,
+// only its trailer, and its credit comes straight back as a one-byte
+// message; the end message is confirmed with the byte count it carries
+// and, keyed, the MAC of the confirmation over the stream tag it carries.
+// That is all the sender checks of a confirmation, so the fake hashes no
+// payload: it trusts the sender's checksum and tag, which a real receiver
+// would recompute (the receiver rows measure that).
+type fakeReceiver struct {
+	key    []byte
+	send   [][]byte // the sender's send buffers
+	recv   [][]byte // the sender's receive buffers, for this side's messages
+	posted chan int // receive buffers posted by the sender, oldest first
+	cq     chan conn.Completion
+	closed chan struct{}
+	once   sync.Once
+	hello  []byte // this stream's hello, for the transcript
+	t      []byte // the transcript once the sender's proof checked out (keyed)
+}
+
+// newFakeReceiver returns a fakeReceiver with the buffers of a sender's
+// side (conn.SenderLayout), with key as the shared key (nil: none).
+func newFakeReceiver(b *testing.B, key []byte) *fakeReceiver {
+	l := conn.SenderLayout(conn.NewParams(ceilChunk, ceilDepth))
+	f := &fakeReceiver{key: key, posted: make(chan int, l.RecvBufs), cq: make(chan conn.Completion, 4*(l.SendBufs+l.RecvBufs)), closed: make(chan struct{})}
+	for range l.SendBufs {
+		f.send = append(f.send, ceilMap(b, l.SendSize))
+	}
+	for range l.RecvBufs {
+		f.recv = append(f.recv, make([]byte, l.RecvSize))
+	}
+	return f
+}
+
+// reset makes f a fresh connection, every receive buffer posted, and says
+// hello.
+func (f *fakeReceiver) reset() error {
+	for len(f.cq) > 0 {
+		<-f.cq
+	}
+	for len(f.posted) > 0 {
+		<-f.posted
+	}
+	for i := range f.recv {
+		f.posted <- i
+	}
+	nonce, err := auth.NewNonce()
+	if err != nil {
+		return err
+	}
+	f.hello = []byte{wire.MsgHello, 0}
+	if f.key != nil {
+		f.hello[1] = wire.FlagKey
+	}
+	f.hello, f.t = append(f.hello, nonce[:]...), nil
+	return f.deliver(f.hello)
+}
+
+// deliver puts msg, a message of this side's, into the next receive buffer
+// the sender posted.
+func (f *fakeReceiver) deliver(msg []byte) error {
+	select {
+	case i := <-f.posted:
+		f.cq <- conn.Completion{Op: conn.OpRecv, Buf: i, Len: copy(f.recv[i], msg)}
+		return nil
+	default:
+		return errNoBuffer
+	}
+}
+
+// SendControl answers the sender's authentication with a control credit
+// and the welcome, and a heartbeat with a control credit.
+func (f *fakeReceiver) SendControl(_ context.Context, p []byte) error {
+	body, typ, _, err := wire.ParseTrailer(p)
+	if err != nil {
+		return err
+	}
+	switch typ {
+	case wire.MsgAuth:
+		if len(body) < wire.AuthBody || (body[0]&wire.FlagKey != 0) != (f.key != nil) {
+			return fmt.Errorf("fake receiver: authentication %s does not match its key", wire.Describe(p))
+		}
+		welcome := make([]byte, 2+auth.MACLen)
+		welcome[0] = wire.MsgWelcome
+		if f.key != nil {
+			t := auth.Transcript(ceilInfo, f.hello, body[0], body[1:1+auth.NonceLen], nil)
+			if !auth.ValidProof(f.key, auth.SenderProof, t, body[1+auth.NonceLen:wire.AuthBody]) {
+				return errors.New("fake receiver: the sender's key proof is wrong")
+			}
+			f.t = t
+			welcome[1] = wire.FlagKey
+			copy(welcome[2:], auth.Proof(f.key, auth.ReceiverProof, t))
+		}
+		if err := f.deliver([]byte{wire.CtrlReturn}); err != nil {
+			return err
+		}
+		return f.deliver(welcome)
+	case wire.MsgBeat:
+		return f.deliver([]byte{wire.CtrlReturn})
+	case wire.MsgAbort:
+		return nil // Send returns why
+	}
+	return fmt.Errorf("fake receiver: unexpected control message %s", wire.Describe(p))
+}
+
+// PostSend completes at once: a data message's credit comes back, the
+// end message is confirmed.
+func (f *fakeReceiver) PostSend(i, n int) error {
+	body, typ, _, err := wire.ParseTrailer(f.send[i][:n])
+	if err != nil {
+		return err
+	}
+	f.cq <- conn.Completion{Op: conn.OpSend, Buf: i, Len: n}
+	switch typ {
+	case wire.MsgData:
+		return f.deliver([]byte{1})
+	case wire.MsgEnd:
+		if len(body) < wire.EndBody {
+			return fmt.Errorf("fake receiver: short end message %s", wire.Describe(body))
+		}
+		bytes := binary.LittleEndian.Uint64(body)
+		done := make([]byte, wire.DoneLen, wire.DoneLen+auth.MACLen)
+		done[0] = wire.MsgDone
+		binary.LittleEndian.PutUint64(done[1:], bytes)
+		binary.LittleEndian.PutUint32(done[9:], 1)
+		if f.key != nil {
+			if len(body) < wire.EndBody+auth.MACLen {
+				return errors.New("fake receiver: end message without the stream tag")
+			}
+			// The confirmation's MAC covers the stream tag the sender
+			// sent, taken as it is: HMACs of a few bytes, no payload.
+			tag := body[wire.EndBody : wire.EndBody+auth.MACLen]
+			done = append(done, auth.NewStreamMAC(auth.StreamKey(f.key, f.t)).Done(int64(bytes), 1, tag)...)
+		}
+		return f.deliver(done)
+	}
+	return fmt.Errorf("fake receiver: unexpected message %s", wire.Describe(body))
+}
+
+// PostRecv re-posts receive buffer i.
+func (f *fakeReceiver) PostRecv(i int) error {
+	select {
+	case f.posted <- i:
+		return nil
+	default:
+		return fmt.Errorf("fake receiver: buffer %d posted twice", i)
+	}
+}
+
+// Poll returns the completions queued, waiting for one if there is none.
+func (f *fakeReceiver) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	select {
+	case cs[0] = <-f.cq:
+	case <-ctx.Done():
+		return 0, ctx.Err()
+	case <-f.closed:
+		return 0, conn.ErrClosed
+	}
+	n := 1
+	for ; n < len(cs) && len(f.cq) > 0; n++ {
+		cs[n] = <-f.cq
+	}
+	return n, nil
+}
+
+func (f *fakeReceiver) SendBuf(i int) []byte { return f.send[i] }
+func (f *fakeReceiver) RecvBuf(i int) []byte { return f.recv[i] }
+func (f *fakeReceiver) SendBufs() int        { return len(f.send) }
+func (f *fakeReceiver) RecvBufs() int        { return len(f.recv) }
+func (f *fakeReceiver) Info() conn.Info      { return ceilInfo }
+
+// Close unblocks Poll; the buffers go when the benchmark ends.
+func (f *fakeReceiver) Close() error {
+	f.once.Do(func() { close(f.closed) })
+	return nil
+}
+
+// benchReceiver measures Receive from a fakeSender to /dev/null.
+func benchReceiver(b *testing.B, key []byte) {
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	c := newFakeSender(b, key)
+	defer c.Close()
+	cfg := Config{Key: key, Timeout: ceilTimeout}
+	b.SetBytes(ceilStream)
+	for b.Loop() {
+		c.reset()
+		st, err := Receive(context.Background(), c, out, cfg)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := c.confirmed(); err != nil {
+			b.Fatal(err)
+		}
+		if st.Bytes != ceilStream || st.IO != "write" {
+			b.Fatalf("received %d bytes by %q, want %d by write", st.Bytes, st.IO, ceilStream)
+		}
+	}
+}
+
+// fakeSender is the sending end of a connection for a Receive alone: an
+// infinitely fast sender whose data messages are already where the NIC
+// would have put them. Its data receive buffers (the first credits ones;
+// the last conn.SpareRecvs take its control messages, as the RDMA ring
+// keeps them) hold the payload from the start, so that delivering a data
+// message only rewrites its 8-byte trailer (type, sequence number) and
+// reports OpRecv, whenever the receiver has returned a credit. It answers
+// the receiver's hello with its authentication (a fresh nonce; keyed: the
+// proof over the transcript, pipe/internal/auth) and checks the welcome's
+// proof. Every chunk carries the same payload, so the stream's xxHash64 is
+// computed once, when the fake is made; the keyed stream tag depends on
+// the handshake's nonces, so it is computed per stream, once every data
+// message has been written and returned its credit, with the benchmark
+// timer stopped (the receiver is idle then: it waits for the end message).
+type fakeSender struct {
+	b        *testing.B // whose timer stops while the stream tag is computed
+	key      []byte
+	recv     [][]byte // data buffers [0, credits), then the spares
+	payload  []byte   // of every data message, in every data buffer
+	sum      uint64   // xxHash64 of a stream: payload, chunks times
+	chunks   int      // data messages per stream
+	credits  int      // the receiver's window
+	data     chan int // data buffers posted, oldest first
+	spares   chan int // spare buffers posted
+	returned chan int // data credits from the receiver (and the first ones, with the welcome)
+	ctl      chan conn.Completion
+	closed   chan struct{}
+	once     sync.Once
+
+	// Set by SendControl during the handshake (the receiver's own
+	// goroutine, which polls) or after the stream.
+	hello   []byte
+	t       []byte
+	doneMsg []byte // the receiver's confirmation
+
+	// Poll's own.
+	have  int    // data credits in hand
+	seq   uint32 // of the last message delivered
+	ended int    // the buffer that carried the end message, or -1
+	tag   []byte // the stream tag of the end message (keyed)
+}
+
+// newFakeSender returns a fakeSender with the buffers of a receiver's side
+// (conn.ReceiverLayout, the spares MaxControl bytes), with key as the
+// shared key (nil: none).
+func newFakeSender(b *testing.B, key []byte) *fakeSender {
+	p := conn.NewParams(ceilChunk, ceilDepth)
+	f := &fakeSender{b: b, key: key, payload: ceilPayload(), chunks: ceilStream / ceilChunk, credits: p.Credits(), ended: -1}
+	d := xxhash.New()
+	for range f.chunks {
+		_, _ = d.Write(f.payload)
+	}
+	f.sum = d.Sum64()
+	for range f.credits {
+		buf := ceilMap(b, ceilChunk+conn.TrailerLen)
+		copy(buf, f.payload)
+		f.recv = append(f.recv, buf)
+	}
+	for range conn.SpareRecvs {
+		f.recv = append(f.recv, make([]byte, conn.MaxControl))
+	}
+	f.data, f.spares = make(chan int, f.credits), make(chan int, conn.SpareRecvs)
+	f.returned, f.ctl = make(chan int, 4*len(f.recv)), make(chan conn.Completion, conn.SpareRecvs)
+	f.closed = make(chan struct{})
+	return f
+}
+
+// reset makes f a fresh connection, every receive buffer posted.
+func (f *fakeSender) reset() {
+	for len(f.data) > 0 {
+		<-f.data
+	}
+	for len(f.spares) > 0 {
+		<-f.spares
+	}
+	for len(f.returned) > 0 {
+		<-f.returned
+	}
+	for len(f.ctl) > 0 {
+		<-f.ctl
+	}
+	for i := range f.recv {
+		if i < f.credits {
+			f.data <- i
+		} else {
+			f.spares <- i
+		}
+	}
+	if f.ended >= 0 {
+		copy(f.recv[f.ended], f.payload) // the end message overwrote its start
+	}
+	f.hello, f.t, f.doneMsg = nil, nil, nil
+	f.have, f.seq, f.ended, f.tag = 0, 0, -1, nil
+}
+
+// SendControl takes the receiver's messages: credits, the hello (answered
+// with the authentication), the welcome (which grants the window) and the
+// confirmation (kept for confirmed).
+func (f *fakeSender) SendControl(_ context.Context, p []byte) error {
+	switch {
+	case len(p) == 1:
+		if k := int(p[0] &^ wire.CtrlReturn); k > 0 {
+			f.returned <- k
+		}
+		return nil // a control credit: this fake sends nothing under one after the handshake
+	case p[0] == wire.MsgHello && len(p) >= 2+auth.NonceLen:
+		f.hello = append([]byte(nil), p...)
+		return f.authenticate()
+	case p[0] == wire.MsgWelcome && len(p) >= 2+auth.MACLen:
+		if f.key != nil && !auth.ValidProof(f.key, auth.ReceiverProof, f.t, p[2:2+auth.MACLen], p[2+auth.MACLen:]) {
+			return errors.New("fake sender: the receiver's key proof is wrong")
+		}
+		f.returned <- f.credits
+		return nil
+	case p[0] == wire.MsgDone:
+		f.doneMsg = append([]byte(nil), p...)
+		return nil
+	case p[0] == wire.MsgAbort:
+		return nil // Receive returns why
+	}
+	return fmt.Errorf("fake sender: unexpected message %s", wire.Describe(p))
+}
+
+// authenticate queues the sender's answer to the hello in a spare.
+func (f *fakeSender) authenticate() error {
+	nonce, err := auth.NewNonce()
+	if err != nil {
+		return err
+	}
+	body := make([]byte, wire.AuthBody)
+	if f.key != nil {
+		body[0] = wire.FlagKey
+		copy(body[1:], nonce[:])
+		f.t = auth.Transcript(ceilInfo, f.hello, body[0], nonce[:], nil)
+		copy(body[1+auth.NonceLen:], auth.Proof(f.key, auth.SenderProof, f.t))
+	}
+	select {
+	case i := <-f.spares:
+		f.ctl <- conn.Completion{Op: conn.OpRecv, Buf: i, Len: copy(f.recv[i], wire.AppendTrailer(body, wire.MsgAuth, 0))}
+		return nil
+	default:
+		return errNoBuffer
+	}
+}
+
+// Poll delivers the authentication, then data messages, one per credit,
+// then, once every credit is back, the end message.
+func (f *fakeSender) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	for {
+		n := 0
+		for ; n < len(cs) && len(f.ctl) > 0; n++ {
+			cs[n] = <-f.ctl
+		}
+		for len(f.returned) > 0 {
+			f.have += <-f.returned
+		}
+		for ; n < len(cs) && f.have > 0 && int(f.seq) < f.chunks; n++ {
+			i, err := f.next()
+			if err != nil {
+				return n, err
+			}
+			f.seq++
+			f.have--
+			wire.PutTrailer(f.recv[i][ceilChunk:], wire.MsgData, f.seq)
+			cs[n] = conn.Completion{Op: conn.OpRecv, Buf: i, Len: ceilChunk + conn.TrailerLen}
+		}
+		if n < len(cs) && int(f.seq) == f.chunks && f.have == f.credits && f.ended < 0 {
+			c, err := f.end()
+			if err != nil {
+				return n, err
+			}
+			cs[n] = c
+			n++
+		}
+		if n > 0 {
+			return n, nil
+		}
+		select {
+		case k := <-f.returned:
+			f.have += k
+		case c := <-f.ctl:
+			cs[0] = c
+			return 1, nil
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-f.closed:
+			return 0, conn.ErrClosed
+		}
+	}
+}
+
+// next takes the data buffer due next.
+func (f *fakeSender) next() (int, error) {
+	select {
+	case i := <-f.data:
+		return i, nil
+	default:
+		return 0, errNoBuffer
+	}
+}
+
+// end writes the end message into the next data buffer: the byte count,
+// the xxHash64 computed when f was made and, keyed, the stream tag, which
+// it computes with the benchmark timer stopped.
+func (f *fakeSender) end() (conn.Completion, error) {
+	i, err := f.next()
+	if err != nil {
+		return conn.Completion{}, err
+	}
+	bytes := int64(f.chunks) * ceilChunk
+	body := binary.LittleEndian.AppendUint64(f.recv[i][:0], uint64(bytes))
+	body = binary.LittleEndian.AppendUint64(body, f.sum)
+	f.seq++
+	if f.key != nil {
+		f.b.StopTimer()
+		m := auth.NewStreamMAC(auth.StreamKey(f.key, f.t))
+		for s := range uint32(f.chunks) {
+			m.Add(s+1, f.payload)
+		}
+		f.tag = m.End(f.seq, bytes, f.sum)
+		f.b.StartTimer()
+		body = append(body, f.tag...)
+	}
+	wire.PutTrailer(f.recv[i][len(body):], wire.MsgEnd, f.seq)
+	f.ended = i
+	return conn.Completion{Op: conn.OpRecv, Buf: i, Len: len(body) + conn.TrailerLen}, nil
+}
+
+// confirmed checks the receiver's confirmation of the stream, as Send
+// would: the byte count and, keyed, its MAC.
+func (f *fakeSender) confirmed() error {
+	bytes := int64(f.chunks) * ceilChunk
+	want := make([]byte, wire.DoneLen, wire.DoneLen+auth.MACLen)
+	want[0] = wire.MsgDone
+	binary.LittleEndian.PutUint64(want[1:], uint64(bytes))
+	binary.LittleEndian.PutUint32(want[9:], 1)
+	if f.key != nil {
+		want = append(want, auth.NewStreamMAC(auth.StreamKey(f.key, f.t)).Done(bytes, 1, f.tag)...)
+	}
+	if !hmac.Equal(f.doneMsg, want) {
+		return fmt.Errorf("fake sender: confirmation %s, want %s", wire.Describe(f.doneMsg), wire.Describe(want))
+	}
+	return nil
+}
+
+// PostRecv re-posts receive buffer i: a data buffer in the ring's order,
+// or a spare.
+func (f *fakeSender) PostRecv(i int) error {
+	ch := f.data
+	if i >= f.credits {
+		ch = f.spares
+	}
+	select {
+	case ch <- i:
+		return nil
+	default:
+		return fmt.Errorf("fake sender: buffer %d posted twice", i)
+	}
+}
+
+// PostSend is never called: a receiver sends control messages only.
+func (f *fakeSender) PostSend(int, int) error {
+	return errors.New("fake sender: a receiver has no send buffers")
+}
+
+func (f *fakeSender) SendBuf(int) []byte   { return nil }
+func (f *fakeSender) RecvBuf(i int) []byte { return f.recv[i] }
+func (f *fakeSender) SendBufs() int        { return 0 }
+func (f *fakeSender) RecvBufs() int        { return len(f.recv) }
+func (f *fakeSender) Info() conn.Info      { return ceilInfo }
+
+// Close unblocks Poll; the buffers go when the benchmark ends.
+func (f *fakeSender) Close() error {
+	f.once.Do(func() { close(f.closed) })
+	return nil
+}
+
+// benchMemcpy copies a 4 MiB buffer into another, in GOMAXPROCS loops at
+// once (each with buffers of its own, made before the timer starts): at
+// GOMAXPROCS 1 one core's copy bandwidth, at N what N cores copy together.
+func benchMemcpy(b *testing.B) {
+	pairs := make(chan [2][]byte, runtime.GOMAXPROCS(0))
+	for range cap(pairs) {
+		src, dst := ceilPayload(), make([]byte, ceilChunk)
+		copy(dst, src)
+		pairs <- [2][]byte{src, dst}
+	}
+	b.SetBytes(ceilChunk)
+	b.ResetTimer()
+	b.RunParallel(func(pb *testing.PB) {
+		p := <-pairs // RunParallel starts GOMAXPROCS goroutines
+		for pb.Next() {
+			copy(p[1], p[0])
+		}
+	})
+}
+
+// benchCat reads the file at path with read(2) into a 4 MiB buffer and
+// drops it, as `cat < file > /dev/null` does (one reader, whatever
+// GOMAXPROCS says).
+func benchCat(b *testing.B, path string) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	buf := make([]byte, ceilChunk)
+	b.SetBytes(ceilStream)
+	for b.Loop() {
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			b.Fatal(err)
+		}
+		total := 0
+		for {
+			n, err := f.Read(buf)
+			total += n
+			if err == io.EOF {
+				break
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+		}
+		if total != ceilStream {
+			b.Fatalf("read %d bytes, want %d", total, ceilStream)
+		}
+	}
+}
