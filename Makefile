@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling clean
+.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -26,6 +26,7 @@ help:
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
 	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling) at GOMAXPROCS 1..nproc, a markdown table (COUNT, BENCHTIME, CPUS)"
+	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -96,6 +97,11 @@ bench-broadcast: build
 # GOMAXPROCS 1..nproc, COUNT times each, as a markdown table; no VM, no root
 bench-ceiling:
 	GO=$(GO) ./bench/ceiling.sh
+
+# not part of `make test`; also a section of `make bench` (host part): first byte
+# and line latency over TCP loopback against nc, as a markdown table
+bench-latency: build
+	GO=$(GO) ./bench/latency.sh
 
 # not part of `make test`: OLD=REV is the revision to compare with
 bench-versions: build

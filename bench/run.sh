@@ -6,7 +6,8 @@
 # data-phase rates the tools report themselves; see bench/README.md):
 #   1. host, TCP loopback: rdmasend/rdmarecv --transport tcp vs socat -u, nc and mbuffer,
 #      SIZE bytes from `head -c SIZE /dev/zero |` into `> /dev/null` (and `| wc -c`), plus
-#      rdmasend fed from a regular file in /dev/shm;
+#      rdmasend fed from a regular file in /dev/shm; then bench/latency.sh: first byte and
+#      line latency, rdmasend/rdmarecv (auto and --transport tcp) vs nc;
 #   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma, pipe to
 #      pipe and file (guest tmpfs) to /dev/null and to file, vs ib_send_bw -R at the same
 #      message size (polling and -e events), rcopy (file to file), and socat and nc over
@@ -22,6 +23,7 @@
 #              and the VM holds the file-fed tools' source and destination in its 2 GiB of
 #              RAM: <= 512M)
 #   BENCH_HOST 0 skips the host part      BENCH_VM   0 skips the VM part
+#   BENCH_LATENCY 0 skips the host's latency section (bench/latency.sh; LINES, GAP)
 #   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh and
 #              bench/README.md), e.g. VM_TOOLS="rdmapipe rdmapipe-send rdmapipe-64k
 #              ib_send_bw-e ib_send_bw-e-64k" for the SEND data path and 64 KiB chunks
@@ -45,6 +47,7 @@ VM_SIZE=${VM_SIZE:-256M}
 VM_CPU=${VM_CPU:-max,-erms,-fsrm}
 BENCH_HOST=${BENCH_HOST:-1}
 BENCH_VM=${BENCH_VM:-1}
+BENCH_LATENCY=${BENCH_LATENCY:-1}
 HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc rdmapipe-file socat socat-wc nc mbuffer}
 # Left out of the VM by default: rdmapipe-busy (--busy-poll on both sides: ~20 s per
 # 256 MiB run), rdmapipe-send (--rdma-op send), rdmapipe-64k, ib_send_bw-e-64k, socat-wc
@@ -84,7 +87,7 @@ done
 BENCH_BIN=$OUT/bin
 rm -rf "$BENCH_BIN"; mkdir -p "$BENCH_BIN"
 cp bin/rdmasend bin/rdmarecv "$BENCH_BIN/"
-rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta"
+rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta" "$OUT/latency.md" "$OUT/latency.tsv"
 
 # ---- 1. host: TCP loopback ----------------------------------------------------------------
 if [ "$BENCH_HOST" != 0 ]; then
@@ -96,6 +99,11 @@ if [ "$BENCH_HOST" != 0 ]; then
   # shellcheck disable=SC2086  # HOST_TOOLS is a list
   bench_env host "$HOST_BYTES" "$RUNS" $HOST_TOOLS
   rm -f "$FILE_DIR"/src.*   # up to SIZE of RAM
+  if [ "$BENCH_LATENCY" != 0 ]; then
+    # its own section of the report; a failure leaves a note there, not a failed bench
+    RUNS=$RUNS BENCH_BIN=$BENCH_BIN LATENCY_TSV=$OUT/latency.tsv bench/latency.sh > "$OUT/latency.md" ||
+      printf '## Latency and start-up (host, TCP loopback)\n\nbench/latency.sh failed (exit status %s): see its output on stderr.\n' "$?" > "$OUT/latency.md"
+  fi
 fi
 
 # ---- 2. the SoftRoCE VM ---------------------------------------------------------------------
@@ -160,11 +168,15 @@ report() {
   else
     awk -F'\t' -v host_size="$SIZE" -v vm_size="$VM_SIZE" -f bench/report.awk "${files[@]}"
   fi
+  if [ -s "$OUT/latency.md" ]; then
+    echo
+    cat "$OUT/latency.md"
+  fi
 }
 
 report | tee "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
-for e in host vm; do
+for e in host vm latency; do
   if [ -s "$OUT/$e.tsv" ]; then cp "$OUT/$e.tsv" "${REPORT%.md}-$e.tsv"; else rm -f "${REPORT%.md}-$e.tsv"; fi
 done
 echo "bench: written to $REPORT" >&2
