@@ -25,7 +25,8 @@
 #   GO         the go command that builds bench/latency (default go)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-export LC_ALL=C
+# shellcheck source=bench/lib.sh
+. bench/lib.sh   # free_port
 
 RUNS=${RUNS:-5}
 LINES=${LINES:-5}
@@ -44,20 +45,6 @@ trap 'rm -rf "$tmp"' EXIT
 "$GO" build -o "$tmp/latency" ./bench/latency
 raw=$tmp/raw.tsv
 : > "$raw"
-
-# free_port: a TCP port in 20000-29999 that no socket on this machine uses
-free_port() {
-  local p i
-  for ((i = 0; i < 200; i++)); do
-    p=$((20000 + RANDOM % 10000))
-    if [ -z "$(ss -Htan "( sport = :$p or dport = :$p )" 2>/dev/null)" ]; then
-      echo "$p"
-      return 0
-    fi
-  done
-  echo "latency: no free port in 20000-29999" >&2
-  return 1
-}
 
 # sides TOOL: the receiver's and the sender's command lines, as the helper's arguments
 sides() {
