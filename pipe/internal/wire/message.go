@@ -66,6 +66,9 @@ const (
 	FlagKey   byte = 1 // the side holds a shared key
 	FlagProbe byte = 2 // auth: the sender only checks the connection (pipe.Probe)
 	FlagChain byte = 4 // auth: chain messages follow (pipe.Config.Chain)
+	// FlagEncrypt, in the auth message, says the sender encrypts the
+	// stream (pipe.Config.Encrypt); only with FlagKey.
+	FlagEncrypt byte = 8
 )
 
 // Sizes of message bodies.

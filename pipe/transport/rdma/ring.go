@@ -113,7 +113,7 @@ func parseRing(b []byte, p conn.Params) (ring, error) {
 		stride: binary.LittleEndian.Uint32(b[12:]),
 		slots:  binary.LittleEndian.Uint32(b[16:]),
 	}
-	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TrailerLen {
+	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TagLen+conn.TrailerLen {
 		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
 	}
 	return r, nil
