@@ -72,6 +72,7 @@ type sender struct {
 	// index twice: once its send completed, once the poster has posted it
 	// (the two may come in either order).
 	sealers     chan *seal.Worker // one for each goroutine that may seal at once
+	queued      atomic.Int64      // messages handed to the poster and not yet posted
 	forward     conn.Forwarder
 	forwardFrom conn.Conn
 	onForward   func(buf int)
@@ -454,8 +455,10 @@ func (s *sender) buf(i int) []byte {
 	return s.c.SendBuf(i)
 }
 
-// read fills send buffers from the source and queues them for the poster,
+// read fills send buffers from the source and hands them to the poster,
 // each with a job for the pool that seals it, then the end of the stream.
+// A small message with nothing queued before it (a line typed into the
+// stream) it seals and posts itself, sparing it two hand-overs.
 func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, msgs chan<- *message) error {
 	var seq uint32
 	var index uint64 // of data messages: the nonce of a keyed one's tag
@@ -471,6 +474,9 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 		}
 		seq++
 		m := &message{buf: i, n: n, seq: seq, rerr: rerr}
+		// The poster is idle when nothing is queued, and only this
+		// goroutine queues: then the message may skip it.
+		direct := n < parallelMin && s.queued.Load() == 0
 		if n > 0 {
 			index++
 			read += int64(n)
@@ -479,8 +485,15 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 				w := <-s.sealers
 				m.d = w.Seal(at, b, n)
 				s.sealers <- w
-			}, n < parallelMin && len(msgs) == 0)
+			}, direct)
 		}
+		if direct {
+			if _, err := s.postMessage(ctx, m); err != nil || n == 0 {
+				return err
+			}
+			continue
+		}
+		s.queued.Add(1)
 		select {
 		case msgs <- m:
 		case <-ctx.Done():
@@ -492,57 +505,67 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 	}
 }
 
-// post posts the messages the reader queued, in order, each once it is
-// sealed and a credit is there for it; at the end of the stream it posts
-// the end message with the byte count and the stream's checksum or tag.
+// post posts the messages the reader queued, in order.
 func (s *sender) post(ctx context.Context, msgs <-chan *message) error {
-	room := s.seal.Room()
 	for m := range msgs {
-		if m.job != nil {
-			m.job.Wait()
-		}
-		if err := s.credit(ctx); err != nil {
+		end, err := s.postMessage(ctx, m)
+		if err != nil || end {
 			return err
 		}
-		if m.n == 0 {
-			buf := s.c.SendBuf(m.buf)
-			s.sum, s.tag = s.seal.End(m.seq, s.sent.Load())
-			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
-			binary.LittleEndian.PutUint64(buf[8:], s.sum)
-			size := wire.EndBody + copy(buf[wire.EndBody:], s.tag)
-			wire.PutTrailer(buf[size:], wire.MsgEnd, m.seq)
-			s.ended.Store(true)
-			if err := s.c.PostSend(m.buf, size+conn.TrailerLen); err != nil {
-				return s.sendFailed(ctx, err)
-			}
-			s.posted.Store(m.seq)
-			return nil
-		}
-		post := s.c.PostSend
-		if s.forward != nil {
-			post = s.forward.PostForward
-		}
-		size := m.n + room
-		wire.PutTrailer(s.buf(m.buf)[size:], wire.MsgData, m.seq)
-		if err := post(m.buf, size+conn.TrailerLen); err != nil {
-			return s.sendFailed(ctx, err)
-		}
-		s.posted.Store(m.seq)
-		s.seal.Add(m.seq, m.n, m.d)
-		if s.forward != nil {
-			s.onForward(m.buf) // done with it here; the completion says the same of the wire
-		}
-		sent := s.sent.Add(int64(m.n))
-		s.messages.Add(1)
-		s.cfg.Gauges.setBytes(sent)
-		if s.cfg.Progress != nil {
-			s.cfg.Progress(sent)
-		}
-		if m.rerr != nil {
-			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", m.rerr, sent)
-		}
+		s.queued.Add(-1)
 	}
 	return nil // the reader failed, and said why
+}
+
+// postMessage posts message m once it is sealed and a credit is there for
+// it, and reports whether it was the end of the stream, which carries the
+// byte count and the stream's checksum or tag. The poster calls it, or
+// the reader when the poster is idle: never both at once.
+func (s *sender) postMessage(ctx context.Context, m *message) (end bool, err error) {
+	if m.job != nil {
+		m.job.Wait()
+	}
+	if err := s.credit(ctx); err != nil {
+		return false, err
+	}
+	if m.n == 0 {
+		buf := s.c.SendBuf(m.buf)
+		s.sum, s.tag = s.seal.End(m.seq, s.sent.Load())
+		binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
+		binary.LittleEndian.PutUint64(buf[8:], s.sum)
+		size := wire.EndBody + copy(buf[wire.EndBody:], s.tag)
+		wire.PutTrailer(buf[size:], wire.MsgEnd, m.seq)
+		s.ended.Store(true)
+		if err := s.c.PostSend(m.buf, size+conn.TrailerLen); err != nil {
+			return true, s.sendFailed(ctx, err)
+		}
+		s.posted.Store(m.seq)
+		return true, nil
+	}
+	post := s.c.PostSend
+	if s.forward != nil {
+		post = s.forward.PostForward
+	}
+	size := m.n + s.seal.Room()
+	wire.PutTrailer(s.buf(m.buf)[size:], wire.MsgData, m.seq)
+	if err := post(m.buf, size+conn.TrailerLen); err != nil {
+		return false, s.sendFailed(ctx, err)
+	}
+	s.posted.Store(m.seq)
+	s.seal.Add(m.seq, m.n, m.d)
+	if s.forward != nil {
+		s.onForward(m.buf) // done with it here; the completion says the same of the wire
+	}
+	sent := s.sent.Add(int64(m.n))
+	s.messages.Add(1)
+	s.cfg.Gauges.setBytes(sent)
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(sent)
+	}
+	if m.rerr != nil {
+		return false, conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", m.rerr, sent)
+	}
+	return false, nil
 }
 
 // credit waits for a credit to send a filled buffer with.
