@@ -123,8 +123,8 @@ func (w *Worker) Seal(index uint64, m []byte, n int) Digest {
 // Open does the receiver's work on data message index whose payload is
 // m[:n] (and its tag m[n:n+TagLen], with a key): its digest, and with a
 // key whether the tag is the payload's, the payload decrypted in place if
-// the stream is encrypted. A payload that fails is left as it is, never
-// decrypted.
+// the stream is encrypted. A payload that fails is never decrypted (it
+// may be cleared).
 func (w *Worker) Open(index uint64, m []byte, n int) (Digest, bool) {
 	if w.aead == nil {
 		return Digest{sum: xxhash.Sum64(m[:n])}, true

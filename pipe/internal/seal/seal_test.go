@@ -103,3 +103,33 @@ func TestEnd(t *testing.T) {
 		}
 	}
 }
+
+// FuzzOpen feeds Open what a hostile peer may send: a keyed message whose
+// payload, tag and index are anything. Open must accept exactly what Seal
+// made for that index and never decrypt a message it refuses (it may
+// clear it).
+func FuzzOpen(f *testing.F) {
+	f.Add([]byte("payload"), uint64(1), uint64(1), 0, true)
+	f.Add([]byte(""), uint64(1), uint64(2), 3, false)
+	f.Fuzz(func(t *testing.T, payload []byte, sealAt, openAt uint64, flip int, encrypt bool) {
+		st := NewKeyed([]byte("stream key"), encrypt)
+		m := make([]byte, len(payload)+TagLen)
+		copy(m, payload)
+		st.Worker().Seal(sealAt, m, len(payload))
+		changed := flip >= 0 && flip < 8*len(m)
+		if changed {
+			m[flip/8] ^= 1 << (flip % 8)
+		}
+		sent := bytes.Clone(m)
+		_, ok := st.Worker().Open(openAt, m, len(payload))
+		if want := sealAt == openAt && !changed; ok != want {
+			t.Fatalf("Open accepted %v, want %v (sealed at %d, opened at %d, bit %d flipped: %v)", ok, want, sealAt, openAt, flip, changed)
+		}
+		if n := len(payload); !ok && !bytes.Equal(m[:n], sent[:n]) && !bytes.Equal(m[:n], make([]byte, n)) {
+			t.Fatal("Open turned a message it refused into something other than what was sent or zeros")
+		}
+		if ok && !bytes.Equal(m[:len(payload)], payload) {
+			t.Fatal("Open accepted a message and did not restore its payload")
+		}
+	})
+}
