@@ -48,12 +48,13 @@ func newProgressClock(w io.Writer, size int64, desc string, now func() time.Time
 }
 
 // set records that n bytes moved (a pipe.Config.Progress function) and
-// redraws if progressEvery has passed since the last redraw.
+// draws the line the first time, then whenever progressEvery has passed
+// since the last redraw.
 func (p *progress) set(n int64) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.n = n
-	if now := p.now(); now.Sub(p.at) >= progressEvery {
+	if now := p.now(); p.width == 0 || now.Sub(p.at) >= progressEvery {
 		p.sample(now)
 		p.draw(now)
 	}
@@ -79,9 +80,7 @@ func (p *progress) stop() {
 // finish draws the final line and its newline; p.mu is held.
 func (p *progress) finish() {
 	now := p.now()
-	if now.Sub(p.at) > 0 {
-		p.sample(now)
-	}
+	p.sample(now)
 	p.draw(now)
 	fmt.Fprintln(p.w)
 }
@@ -89,6 +88,9 @@ func (p *progress) finish() {
 // sample updates the current rate with the bytes since the last redraw:
 // the mean of the last interval's rate and the one before.
 func (p *progress) sample(now time.Time) {
+	if !now.After(p.at) {
+		return
+	}
 	r := float64(p.n-p.atN) / now.Sub(p.at).Seconds()
 	if p.rate > 0 {
 		r = (r + p.rate) / 2
