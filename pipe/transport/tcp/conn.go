@@ -140,7 +140,7 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 		recvBufs:   make([][]byte, l.RecvBufs),
 		sendBusy:   make([]atomic.Bool, l.SendBufs),
 		recvBusy:   make([]atomic.Bool, l.RecvBufs),
-		queue:      make(chan work, l.SendBufs+ctrl),
+		queue:      make(chan work, l.SendBufs+ctrl+1), // +1: tryWrite's resume marker
 		pulses:     make(chan struct{}, 1),
 		ctrlFree:   make(chan int, ctrl),
 		postedData: make(chan int, max(spareFrom, 0)),

@@ -75,7 +75,7 @@ func (c *Conn) tryWrite(w work) bool {
 	}
 	c.rest, c.restWork = skip(net.Buffers{bufs[0], bufs[1]}, n), w
 	c.queued.Add(1)
-	c.queue <- work{resume: true} // w holds no slot of the queue: there is room
+	c.queue <- work{resume: true} // w holds no slot of the queue, and one is spare: there is room
 	return true
 }
 
