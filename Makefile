@@ -36,9 +36,14 @@ deps:
 	@$(GO) mod download
 
 # -buildvcs=auto stamps the VCS revision that --version prints (when built
-# from a git checkout), whatever GOFLAGS says.
+# from a git checkout), whatever GOFLAGS says. urfave_cli_no_docs leaves
+# urfave/cli's markdown man page generator (go-md2man, blackfriday) out of
+# the commands: its package init cost every start ~0.3 ms, and --man has
+# its own generator (internal/command/man.go). A plain `go build` or
+# `go install` makes the same commands, only slower to start.
+BUILDTAGS ?= urfave_cli_no_docs
 build: deps
-	$(GO) build -buildvcs=auto -o $(BIN)/ ./cmd/...
+	$(GO) build -buildvcs=auto -tags '$(BUILDTAGS)' -o $(BIN)/ ./cmd/...
 
 # install copies every command and, for each that can print them from its
 # own flag definitions (--man, --completion SHELL), its man page and

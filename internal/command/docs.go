@@ -56,11 +56,7 @@ func DocFlags() []cli.Flag {
 func Docs(c *cli.Context, out io.Writer) (handled bool, err error) {
 	app := c.App
 	if c.Bool("man") {
-		page, err := app.ToManWithSection(1)
-		if err != nil {
-			return true, fmt.Errorf("generate the man page: %w", err)
-		}
-		_, err = fmt.Fprint(out, page)
+		_, err = fmt.Fprint(out, manPage(app))
 		return true, err
 	}
 	shell := c.String("completion")

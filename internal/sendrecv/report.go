@@ -3,11 +3,8 @@ package sendrecv
 import (
 	"encoding/json"
 	"fmt"
-	"io"
 	"os"
 	"time"
-
-	"github.com/schollz/progressbar/v3"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/units"
@@ -120,48 +117,4 @@ func (s summary) writeJSON(path string) error {
 		return fmt.Errorf("--stats-json: %w", err)
 	}
 	return nil
-}
-
-// newProgress returns a progress bar on w for a stream of size bytes (-1 if
-// unknown: then it shows bytes and rate without an ETA).
-func newProgress(w io.Writer, size int64, desc string) *progressbar.ProgressBar {
-	return progressbar.NewOptions64(size,
-		progressbar.OptionSetWriter(w),
-		progressbar.OptionSetDescription(desc),
-		progressbar.OptionShowBytes(true),
-		progressbar.OptionSetWidth(30),
-		progressbar.OptionThrottle(200*time.Millisecond),
-		progressbar.OptionShowCount(),
-		progressbar.OptionSpinnerType(14),
-		progressbar.OptionFullWidth(),
-		progressbar.OptionOnCompletion(func() { fmt.Fprintln(w) }),
-	)
-}
-
-// progressUpdater returns the Progress function that moves bar and, once
-// a second, puts the average rate since it was made into its description
-// (the bar itself shows the current rate, over its last updates).
-func progressUpdater(bar *progressbar.ProgressBar, desc string) func(int64) {
-	start := time.Now()
-	var described time.Time
-	return func(n int64) {
-		if now := time.Now(); now.Sub(described) >= time.Second {
-			bar.Describe(fmt.Sprintf("%s (average %.1f MB/s)", desc, rate(n, now.Sub(start))))
-			described = now
-		}
-		_ = bar.Set64(n)
-	}
-}
-
-// endProgress ends a progress bar on w after sent bytes of a stream of
-// size bytes (-1 if unknown): at 100% only when that many were really sent,
-// else where it stands, so that it never claims bytes that did not move.
-func endProgress(bar *progressbar.ProgressBar, w io.Writer, sent, size int64) {
-	_ = bar.Set64(sent)
-	if size < 0 || sent == size {
-		_ = bar.Finish()
-		return
-	}
-	_ = bar.Exit()
-	fmt.Fprintln(w)
 }

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/schollz/progressbar/v3"
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -97,10 +96,10 @@ func sendAction(c *cli.Context) error {
 		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
 	}
 
-	var bar *progressbar.ProgressBar
+	var bar *progress
 	if o.progress {
 		bar = newProgress(os.Stderr, size, "sending")
-		o.cfg.Progress = progressUpdater(bar, "sending")
+		o.cfg.Progress = bar.set
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
@@ -111,7 +110,7 @@ func sendAction(c *cli.Context) error {
 	st, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
 	stopStats()
 	if bar != nil {
-		endProgress(bar, os.Stderr, st.Bytes, size)
+		bar.end(st.Bytes)
 	}
 	return finish(o, "send", st, err)
 }

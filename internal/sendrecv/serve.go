@@ -6,8 +6,6 @@ import (
 	"io"
 	"syscall"
 
-	"github.com/schollz/progressbar/v3"
-
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -45,15 +43,13 @@ func attach(o options, cfg *pipe.Config, log io.Writer) server.Hooks {
 	if o.statsEvery > 0 {
 		cfg.Gauges = &pipe.Gauges{}
 	}
-	var bar *progressbar.ProgressBar
+	var bar *progress
 	if o.progress {
-		var update func(int64)
 		cfg.Progress = func(n int64) {
 			if bar == nil {
 				bar = newProgress(log, -1, "receiving")
-				update = progressUpdater(bar, "receiving")
 			}
-			update(n)
+			bar.set(n)
 		}
 	}
 	return server.Hooks{
@@ -65,7 +61,7 @@ func attach(o options, cfg *pipe.Config, log io.Writer) server.Hooks {
 		Ended: func(stuck bool) {
 			stopStats()
 			if bar != nil && !stuck {
-				_ = bar.Finish()
+				bar.stop()
 			}
 		},
 	}

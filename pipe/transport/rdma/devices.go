@@ -153,6 +153,9 @@ func sysfsValue(path string) string {
 
 // portMTU returns the active and largest MTU of a device's port.
 func portMTU(dev string, port int) (int, int, error) {
+	if err := load(); err != nil {
+		return 0, 0, err
+	}
 	name := C.CString(dev)
 	defer C.free(unsafe.Pointer(name))
 	var active, maxMTU C.int

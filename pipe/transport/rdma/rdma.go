@@ -1,6 +1,7 @@
 // Package rdma is the RDMA verbs transport of rdmapipe: a conn.Conn over an
 // RDMA reliable-connected queue pair, set up with the RDMA connection manager
-// (librdmacm) and driven with libibverbs through cgo. It works over
+// (librdmacm) and driven with libibverbs through cgo; both libraries are
+// loaded on first use (see dl.go). It works over
 // InfiniBand, RoCE (including SoftRoCE, rdma_rxe) and iWARP.
 //
 // Connection setup: the dialer resolves the address and route with rdma_cm,
@@ -29,7 +30,7 @@
 package rdma
 
 /*
-#cgo LDFLAGS: -lrdmacm -libverbs
+#cgo LDFLAGS: -ldl
 #include <stdlib.h>
 #include "verbs.h"
 */
@@ -94,8 +95,16 @@ func Available() error {
 	return nil
 }
 
-// probe looks for an RDMA device that opens and for rdma_cm.
+// probe looks for an RDMA device that opens and for rdma_cm. When the
+// kernel lists no RDMA device it says so without loading the verbs
+// libraries.
 func probe() error {
+	if len(sysfsDevices()) == 0 && !hasEntries(verbsClass) {
+		return errors.New("no RDMA devices found (the kernel lists none in " + SysfsRoot + "): load a driver such as rdma_rxe or mlx5_ib")
+	}
+	if err := load(); err != nil {
+		return err
+	}
 	var name [64]C.char
 	var openErr C.int
 	n := C.rp_probe(&name[0], C.int(len(name)), &openErr)
@@ -118,9 +127,19 @@ func probe() error {
 	return nil
 }
 
+// verbsClass is where the kernel lists the devices' userspace verbs
+// interfaces (what libibverbs opens).
+const verbsClass = "/sys/class/infiniband_verbs"
+
+// hasEntries reports whether the directory dir exists and is not empty.
+func hasEntries(dir string) bool {
+	ents, _ := os.ReadDir(dir)
+	return len(ents) > 0
+}
+
 // sysfsDevices lists the RDMA devices the kernel knows.
 func sysfsDevices() []string {
-	ents, _ := os.ReadDir("/sys/class/infiniband")
+	ents, _ := os.ReadDir(SysfsRoot)
 	var names []string
 	for _, e := range ents {
 		names = append(names, e.Name())

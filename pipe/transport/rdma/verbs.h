@@ -36,6 +36,7 @@ struct rp_wc {
 	uint8_t write;              /* a receive completed by an RDMA WRITE with immediate */
 };
 
+int rp_load(const char *verbs, const char *cm, char *err, int errlen);
 int rp_probe(char *name, int namelen, int *open_err);
 int rp_create_channel(struct rdma_event_channel **ch);
 int rp_get_event(struct rdma_event_channel *ch, struct rp_event *ev);

@@ -2,8 +2,9 @@
 // connection, with each message framed as a 4-byte little-endian length
 // (its top bit set for a control message) followed by its bytes.
 //
-// A writer goroutine sends queued messages in order, several per writev
-// system call; a reader goroutine reads each message straight into the
+// A message is written by the goroutine that posts it when the socket is
+// idle and takes it at once, else by a writer goroutine that sends queued
+// messages in order, several per writev system call (see writer.go); a reader goroutine reads each message straight into the
 // oldest posted receive buffer of its kind: a receiver keeps its last
 // conn.SpareRecvs buffers, of conn.MaxControl bytes, for control messages,
 // as the RDMA ring does, and allocates the others, its window, only when
@@ -27,6 +28,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -83,6 +85,17 @@ type Conn struct {
 	hdr     [frameHeaderLen]byte // the reader's frame header
 	pulsed  time.Time            // when the reader last asked for a pulse
 
+	wmu       sync.Mutex      // held while writing to the socket (see post)
+	raw       syscall.RawConn // for tryWrite's non-blocking writev; nil if nc has none
+	queued    atomic.Int64    // works queued and not yet taken by the writer
+	directHdr [frameHeaderLen]byte
+	iov       [2]unix.Iovec      // tryWrite's frame header and payload
+	writev    func(uintptr) bool // c.writevIov, made once
+	wn        int                // bytes writevIov wrote
+	werr      error              // writevIov's error
+	rest      net.Buffers        // what tryWrite could not write, for the writer to finish
+	restWork  work               // the message rest belongs to
+
 	vec   net.Buffers // the writer's gather list
 	nb    net.Buffers // what writev consumes; a field so it does not escape per call
 	hdrs  []byte      // the writer's frame headers
@@ -101,6 +114,7 @@ type work struct {
 	buf, n int
 	ctrl   bool
 	fwd    bool // buf is a receive buffer of the adopted connection
+	resume bool // no message: the writer is to finish rest (see tryWrite)
 }
 
 // newConn makes a Conn over nc with buffers for layout l and the negotiated
@@ -126,7 +140,7 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 		recvBufs:   make([][]byte, l.RecvBufs),
 		sendBusy:   make([]atomic.Bool, l.SendBufs),
 		recvBusy:   make([]atomic.Bool, l.RecvBufs),
-		queue:      make(chan work, l.SendBufs+ctrl),
+		queue:      make(chan work, l.SendBufs+ctrl+1), // +1: tryWrite's resume marker
 		pulses:     make(chan struct{}, 1),
 		ctrlFree:   make(chan int, ctrl),
 		postedData: make(chan int, max(spareFrom, 0)),
@@ -150,6 +164,10 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 	c.sendBufs = carve(&mem, l.SendBufs, l.SendSize, send)
 	c.ctrlBufs = carve(&mem, ctrl, conn.MaxControl, conn.MaxControl)
 	copy(c.recvBufs[spareFrom:], carve(&mem, spares, c.ctrlSize, conn.MaxControl))
+	if sc, ok := nc.(syscall.Conn); ok {
+		c.raw, _ = sc.SyscallConn()
+		c.writev = c.writevIov
+	}
 	c.br = bufio.NewReaderSize(countingReader{nc, &c.arrived}, readBufferSize)
 	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
 	for i := range ctrl {

@@ -7,7 +7,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// PostSend queues the first n bytes of send buffer i as one message. The
+// PostSend sends the first n bytes of send buffer i as one message. The
 // buffer must not be posted again until Poll has reported it.
 func (c *Conn) PostSend(i, n int) error {
 	if err := c.usable(); err != nil {
@@ -19,7 +19,7 @@ func (c *Conn) PostSend(i, n int) error {
 	if !c.sendBusy[i].CompareAndSwap(false, true) {
 		return fmt.Errorf("post send to %s: send buffer %d is already posted", c.remote, i)
 	}
-	c.queue <- work{buf: i, n: n}
+	c.post(work{buf: i, n: n})
 	return nil
 }
 
@@ -40,7 +40,7 @@ func (c *Conn) PostForward(i, n int) error {
 	if up == nil || i < 0 || i >= (*up).RecvBufs() || n < 0 || n > len((*up).RecvBuf(i)) {
 		return fmt.Errorf("post forward to %s: no room for %d bytes in adopted receive buffer %d", c.remote, n, i)
 	}
-	c.queue <- work{buf: i, n: n, fwd: true}
+	c.post(work{buf: i, n: n, fwd: true})
 	return nil
 }
 
@@ -63,7 +63,7 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 		return &conn.Error{Kind: conn.KindAborted, Op: "send control to " + c.remote, Err: ctx.Err()}
 	}
 	n := copy(c.ctrlBufs[slot], p)
-	c.queue <- work{buf: slot, n: n, ctrl: true}
+	c.post(work{buf: slot, n: n, ctrl: true})
 	return nil
 }
 
