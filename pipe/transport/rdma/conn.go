@@ -140,6 +140,16 @@ type Conn struct {
 	qps            []*C.struct_ibv_qp
 	laneIDs        []*C.struct_rdma_cm_id
 	sendWR, recvWR int
+
+	// Devices: nics are those lanes use beyond lane 0's (see nics.go);
+	// laneNIC gives each lane's device as an index into lkeys, which holds
+	// the key of c.mem on each device (c.lkey first), and cqs holds every
+	// device's completion queue (c.cq first); Poll starts at cqs[cqTurn].
+	nics    []*nic
+	laneNIC []int
+	lkeys   []C.uint32_t
+	cqs     []*C.struct_ibv_cq
+	cqTurn  int
 }
 
 // newConn returns a Conn owning the CM channel and id.
@@ -184,10 +194,13 @@ func (c *Conn) setup(l conn.Layout, window int, ring bool, lanes int) error {
 	}
 	c.qp, c.inline = c.id.qp, int(rc)
 	c.qps = []*C.struct_ibv_qp{c.qp}
+	c.laneNIC = []int{0}
+	c.cqs = []*C.struct_ibv_cq{c.cq}
 	c.notesPerLane = recvWR
 	if err := c.mapBuffers(l, lanes*recvWR); err != nil {
 		return err
 	}
+	c.lkeys = []C.uint32_t{c.lkey}
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
 	c.sendPosted = make([]atomic.Bool, l.SendBufs)
 	c.ctrlFree = make([]int, ctrlSlots)
@@ -275,7 +288,7 @@ func (c *Conn) failed() bool {
 func (c *Conn) start(p conn.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.params = p
-	c.info = conn.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
+	c.info = conn.Info{Transport: "rdma", Device: c.deviceNames(), Port: int(c.id.port_num),
 		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps),
 		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
 	c.monDone = make(chan struct{})

@@ -83,11 +83,12 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 		err = fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
 	}
+	var offers []netip.Addr
 	if err == nil && !d.SendOnly {
-		c.ring, err = parseGrant(priv[conn.ParamsLen:], d.QPs)
+		c.ring, offers, err = parseGrant(priv[conn.ParamsLen:], d.lanes())
 	}
 	if err == nil && c.ring != nil && c.ring.lanes > 1 {
-		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal)
+		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal, d.destinations(ctx, ap, offers))
 	}
 	if err != nil {
 		c.free()
@@ -144,7 +145,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 	}
 	lanes := 1
 	if !d.SendOnly {
-		lanes = min(max(d.QPs, 1), maxLanes)
+		lanes = d.lanes()
 	}
 	if err := c.setup(conn.SenderLayout(proposal), 0, false, lanes); err != nil {
 		return fail(conn.KindSetup, local(err))
@@ -157,7 +158,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 		return fail(conn.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
-	priv = append(priv, ringRequest(!d.SendOnly, lanes)...)
+	priv = append(priv, ringRequest(!d.SendOnly, d.manyDevices(), lanes)...)
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.
@@ -166,6 +167,16 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 		return fail(conn.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
 	}
 	return c, nil
+}
+
+// lanes returns how many queue pairs the dialer asks for: Options.QPs, and
+// at least one per device when it stripes over several (see nics.go).
+func (d Dialer) lanes() int {
+	n := max(d.QPs, 1)
+	if d.manyDevices() {
+		n = max(n, d.width())
+	}
+	return min(n, maxLanes)
 }
 
 // expect waits for the next CM event of c's id during setup and returns it

@@ -53,7 +53,11 @@ type Options struct {
 	// Device, if not empty, is the RDMA device (e.g. "mlx5_0", "rxe0") the
 	// connection must use. rdma_cm picks the device from the IP address;
 	// a connection whose address maps to another device fails with an
-	// error naming both.
+	// error naming both. A comma-separated list ("mlx5_0,mlx5_1") or
+	// "all" (every active port that reaches the peer) stripes the lanes
+	// over several devices (see nics.go): the first lane's address must be
+	// on one of them. A listener offers a striping sender its listed
+	// devices, and with no Device all of them.
 	Device string
 	// IBPort, if not 0, is the device port the connection must use,
 	// verified like Device.
@@ -147,7 +151,7 @@ func deviceName(id *C.struct_rdma_cm_id) string {
 // checkDevice verifies that id, bound to a device by rdma_cm, matches opt.
 func checkDevice(id *C.struct_rdma_cm_id, opt Options, addr string) error {
 	dev, port := deviceName(id), int(id.port_num)
-	if opt.Device != "" && dev != opt.Device {
+	if !opt.allows(dev) {
 		return fmt.Errorf("address %s is on RDMA device %s, not on the requested device %s", addr, dev, opt.Device)
 	}
 	if opt.IBPort != 0 && port != opt.IBPort {

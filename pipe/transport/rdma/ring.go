@@ -3,6 +3,8 @@ package rdma
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"slices"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -39,7 +41,8 @@ import (
 // on either side, data travels as SENDs into the posted buffers instead.
 
 // opWrite in the byte after the proposal in the connect request asks for
-// a ring; the next byte asks for lanes (see lanes.go).
+// a ring (opNICs beside it asks for addresses on other devices, see
+// nics.go); the next byte asks for lanes (see lanes.go).
 const opWrite = 1
 
 // noteSlack is how many notification receives a receiver posts beyond one
@@ -48,13 +51,15 @@ const noteSlack = 2
 
 // grantLen is the encoded size of a ring's grant: flags u8 (opWrite),
 // lanes u8, two zero bytes, token u64, little-endian. It follows the
-// answer's conn.Params in the accept's private data. Lanes and token are
-// for striping (see lanes.go).
+// answer's conn.Params in the accept's private data, and the listener's
+// addresses on its other devices may follow it (see marshalOffers). Lanes
+// and token are for striping (see lanes.go).
 const grantLen = 12
 
 // ringLen is the encoded size of a ring's place, the description
 // OpenWindow returns for the welcome: rkey u32, address u64, stride u32,
-// slots u32, little-endian.
+// slots u32, little-endian. A ring registered on several devices (see
+// nics.go) adds the rkey of each lane, u32 each.
 const ringLen = 20
 
 // ring is a receiver's data ring as the sender sees it, and the lanes it
@@ -62,7 +67,8 @@ const ringLen = 20
 type ring struct {
 	addr   uint64
 	rkey   uint32
-	stride uint32 // bytes from one slot to the next; a slot holds as much
+	rkeys  []uint32 // the key of each lane (all rkey on one device)
+	stride uint32   // bytes from one slot to the next; a slot holds as much
 	slots  uint32
 	lanes  int    // queue pairs, 1 or more
 	token  uint64 // names the connection in the joins of lanes 1 and up
@@ -77,41 +83,60 @@ func (r ring) marshalGrant() []byte {
 }
 
 // parseGrant decodes the grant of a ring that follows the Params in an
-// accept's private data, if there is one, and checks that it grants 1 to
+// accept's private data, if there is one, and the addresses the listener
+// offers on its other devices after it, and checks that it grants 1 to
 // asked lanes.
-func parseGrant(b []byte, asked int) (*ring, error) {
+func parseGrant(b []byte, asked int) (*ring, []netip.Addr, error) {
 	if len(b) < grantLen || b[0]&opWrite == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
 	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:])}
 	if r.lanes < 1 || r.lanes > max(asked, 1) {
-		return nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
+		return nil, nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
 	}
-	return r, nil
+	offers, err := parseOffers(b[grantLen:])
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, offers, nil
 }
 
-// marshal encodes where r is, for the welcome.
+// marshal encodes where r is, for the welcome, with the key of each lane
+// if they differ.
 func (r ring) marshal() []byte {
-	b := make([]byte, ringLen)
+	b := make([]byte, ringLen, ringLen+4*len(r.rkeys))
 	binary.LittleEndian.PutUint32(b, r.rkey)
 	binary.LittleEndian.PutUint64(b[4:], r.addr)
 	binary.LittleEndian.PutUint32(b[12:], r.stride)
 	binary.LittleEndian.PutUint32(b[16:], r.slots)
+	if slices.ContainsFunc(r.rkeys, func(k uint32) bool { return k != r.rkey }) {
+		for _, k := range r.rkeys {
+			b = binary.LittleEndian.AppendUint32(b, k)
+		}
+	}
 	return b
 }
 
 // parseRing decodes where a receiver's ring is and checks that it can
-// carry the negotiated stream p: a slot per credit, each large enough for
-// a chunk and its trailer.
-func parseRing(b []byte, p conn.Params) (ring, error) {
-	if len(b) != ringLen {
-		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d", len(b), ringLen)
+// carry the negotiated stream p over lanes queue pairs: a slot per
+// credit, each large enough for a chunk and its trailer, and a key for
+// each lane.
+func parseRing(b []byte, p conn.Params, lanes int) (ring, error) {
+	if len(b) != ringLen && len(b) != ringLen+4*lanes {
+		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d (or %d for %d lanes on several devices)", len(b), ringLen, ringLen+4*lanes, lanes)
 	}
 	r := ring{
 		rkey:   binary.LittleEndian.Uint32(b),
 		addr:   binary.LittleEndian.Uint64(b[4:]),
 		stride: binary.LittleEndian.Uint32(b[12:]),
 		slots:  binary.LittleEndian.Uint32(b[16:]),
+		rkeys:  make([]uint32, lanes),
+	}
+	for k := range r.rkeys {
+		r.rkeys[k] = r.rkey
+		if len(b) > ringLen {
+			r.rkeys[k] = binary.LittleEndian.Uint32(b[ringLen+4*k:])
+		}
 	}
 	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TrailerLen {
 		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
@@ -126,8 +151,15 @@ func (c *Conn) offer() ring {
 	if c.slots > 1 {
 		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
 	}
-	return ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
-		stride: uint32(stride), slots: uint32(c.slots)}
+	r := ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
+		stride: uint32(stride), slots: uint32(c.slots), rkeys: make([]uint32, len(c.qps))}
+	for lane, k := range c.laneNIC {
+		r.rkeys[lane] = r.rkey
+		if k > 0 {
+			r.rkeys[lane] = uint32(c.nics[k-1].winMR.rkey)
+		}
+	}
+	return r
 }
 
 // SetWindow tells a sender's connection that the receiver's window is
@@ -143,7 +175,7 @@ func (c *Conn) SetWindow(desc []byte) error {
 		c.placed = true
 		return nil
 	}
-	r, err := parseRing(desc, c.params)
+	r, err := parseRing(desc, c.params, c.ring.lanes)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.peer, err)
 	}
@@ -153,12 +185,23 @@ func (c *Conn) SetWindow(desc []byte) error {
 }
 
 // ringRequest is what a connect request asks for beyond its Params: a ring
-// (opWrite) and how many lanes, in the two bytes after the Params.
-func ringRequest(write bool, lanes int) []byte {
+// (opWrite), with nics the addresses of the listener's other devices
+// (opNICs), and how many lanes, in the two bytes after the Params.
+func ringRequest(write, nics bool, lanes int) []byte {
 	if !write {
 		return nil
 	}
-	return []byte{opWrite, byte(min(max(lanes, 1), maxLanes))}
+	op := byte(opWrite)
+	if nics {
+		op |= opNICs
+	}
+	return []byte{op, byte(min(max(lanes, 1), maxLanes))}
+}
+
+// wantsNICs reports whether a connect request's private data asks for the
+// addresses of the listener's other devices.
+func wantsNICs(priv []byte) bool {
+	return len(priv) > conn.ParamsLen && priv[conn.ParamsLen]&(opWrite|opNICs) == opWrite|opNICs
 }
 
 // wantsRing returns how many lanes a connect request's private data asks

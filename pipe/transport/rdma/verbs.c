@@ -122,6 +122,12 @@ int rp_set_afonly(struct rdma_cm_id *id)
 	return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof one) ? -errno : 0;
 }
 
+// rp_bind binds the id to a local address, and so to its RDMA device.
+int rp_bind(struct rdma_cm_id *id, struct sockaddr_storage *addr)
+{
+	return rdma_bind_addr(id, (struct sockaddr *)addr) ? -errno : 0;
+}
+
 int rp_bind_listen(struct rdma_cm_id *id, struct sockaddr_storage *addr, int backlog)
 {
 	if (rdma_bind_addr(id, (struct sockaddr *)addr))

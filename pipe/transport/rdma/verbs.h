@@ -12,8 +12,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-/* Private data bytes copied out of a CM event (more than pipe.ParamsLen). */
-#define RP_PRIV_MAX 64
+/* Private data bytes copied out of a CM event: as many as an IB/RoCE accept
+ * (REP) carries, which holds a listener's device addresses (nics.go). */
+#define RP_PRIV_MAX 196
 
 /* rp_event is the part of a struct rdma_cm_event that the Go side needs. */
 struct rp_event {
@@ -44,6 +45,7 @@ int rp_sockaddr(struct sockaddr_storage *ss, int family, const uint8_t *ip, int 
 int rp_addr_of(const struct sockaddr *sa, uint8_t *ip, int *port, uint32_t *scope);
 int rp_resolve_addr(struct rdma_cm_id *id, struct sockaddr_storage *dst, int timeout_ms);
 int rp_set_afonly(struct rdma_cm_id *id);
+int rp_bind(struct rdma_cm_id *id, struct sockaddr_storage *addr);
 int rp_bind_listen(struct rdma_cm_id *id, struct sockaddr_storage *addr, int backlog);
 const char *rp_device_name(struct rdma_cm_id *id);
 int rp_is_iwarp(struct rdma_cm_id *id);
