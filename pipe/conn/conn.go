@@ -152,7 +152,7 @@ const MaxControl = 256
 // Info describes an established connection.
 type Info struct {
 	Transport string // "tcp", "rdma" or "mem"
-	Device    string // RDMA device name, empty for other transports
+	Device    string // RDMA device name (names, comma-separated, when striped over several), empty for other transports
 	Port      int    // RDMA port number, 0 for other transports
 	DataPath  string // how RDMA data travels: "write" (with immediate) or "send"; empty for other transports
 	QPs       int    // RDMA queue pairs carrying the stream; 0 for other transports

@@ -35,8 +35,9 @@ import (
 // carrying a join (joinLen bytes: "RDPJ", version u16, lane u8, zero u8,
 // token u64), which the listener matches to the setup in progress by its
 // token and accepts with a queue pair on the same protection domain,
-// completion queue and buffers. The setup ends when every lane is
-// established, all within the listener's establish timeout.
+// completion queue and buffers (those of its device, when the lanes
+// are spread over several devices, see nics.go). The setup ends when
+// every lane is established, all within the listener's establish timeout.
 
 // maxLanes bounds the queue pairs of one connection.
 const maxLanes = 16
