@@ -156,6 +156,8 @@ type Info struct {
 	Port      int    // RDMA port number, 0 for other transports
 	DataPath  string // how RDMA data travels: "write" (with immediate) or "send"; empty for other transports
 	QPs       int    // RDMA queue pairs carrying the stream; 0 for other transports
+	Write     int    // bytes per RDMA WRITE when a data message is split into several; 0 when it is one
+	Tuned     string // why the link's speed chose QPs and Write, e.g. "a 400 Gb/s link"; empty when it did not
 	Local     string // local address
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes

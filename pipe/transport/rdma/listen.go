@@ -412,6 +412,9 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 	if err := c.setup(conn.ReceiverLayout(p), p.Credits(), lanes > 0, max(lanes, 1)); err != nil {
 		return reject(local(err))
 	}
+	if lanes > 0 {
+		c.split = wantsSplit(privateData(req))
+	}
 
 	// Grant at most what the dialer asked for and the device allows.
 	var resp, init C.int
@@ -423,7 +426,7 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 	ans, _ := p.MarshalBinary()
 	var joins chan *event
 	if lanes > 0 {
-		r := ring{lanes: lanes}
+		r := ring{lanes: lanes, split: c.split > 0}
 		if lanes > 1 {
 			if r.token, err = newToken(); err != nil {
 				return reject(local(err))

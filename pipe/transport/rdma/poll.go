@@ -246,7 +246,11 @@ func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
 	var err error
 	c.ringMu.Lock()
 	if wc.write != 0 {
-		c.pending, err = c.rs.Write(c.pending, int(wc.imm), n)
+		slot := int(wc.imm)
+		if c.split > 0 {
+			slot, n = splitLen(uint32(wc.imm), n, c.split)
+		}
+		c.pending, err = c.rs.Write(c.pending, slot, n)
 	} else {
 		var j int
 		if j, c.pending, err = c.rs.Control(c.pending, n, wc.has_imm != 0, uint32(wc.imm)); err == nil {

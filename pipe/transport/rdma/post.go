@@ -78,8 +78,14 @@ func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkeys []C.uint32_
 	k := c.writes.Load()
 	slot := k % uint64(r.slots)
 	lane := k % uint64(len(c.qps))
-	rc := C.rp_post_write_imm(c.qps[lane], C.uint64_t(wr), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
-		C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(slot))
+	var rc C.int
+	if c.split > 0 && n > c.split {
+		rc = C.rp_post_write_split(c.qps[lane], C.uint64_t(wr), C.uint64_t(wrPiece), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(splitImm(uint32(slot), n, c.split)), C.uint32_t(c.split))
+	} else {
+		rc = C.rp_post_write_imm(c.qps[lane], C.uint64_t(wr), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(slot))
+	}
 	if rc == 0 {
 		c.writes.Add(1)
 	}

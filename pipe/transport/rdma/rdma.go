@@ -78,10 +78,17 @@ type Options struct {
 	// ring.go); either side can ask for it. iWARP always sends.
 	SendOnly bool
 	// QPs is how many queue pairs a dialer asks to stripe the stream over
-	// (see lanes.go), and the most a listener grants; 0 means 1 for a
-	// dialer and 16 for a listener. Only the RDMA WRITE data path is
+	// (see lanes.go), and the most a listener grants; 0 means, for a
+	// dialer, what the rate of the port suggests (1 below 200 Gb/s, see
+	// speed.go), and 16 for a listener. Only the RDMA WRITE data path is
 	// striped.
 	QPs int
+	// MaxWrite, if > 0, is the most bytes a dialer puts in one RDMA WRITE:
+	// a larger data message goes as several, the last one with the
+	// immediate (a power of two from 4096; others are rounded down). 0
+	// means what the rate of the port suggests (no split below 200 Gb/s,
+	// see speed.go). The receiver must grant it.
+	MaxWrite int
 }
 
 // DefaultOptions returns Options that let rdma_cm choose device, port and

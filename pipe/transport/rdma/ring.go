@@ -42,8 +42,46 @@ import (
 
 // opWrite in the byte after the proposal in the connect request asks for
 // a ring (opNICs beside it asks for addresses on other devices, see
-// nics.go); the next byte asks for lanes (see lanes.go).
-const opWrite = 1
+// nics.go); the next byte asks for lanes (see lanes.go), and the one after
+// it, if not 0, says that data messages come as several RDMA WRITEs of
+// 1<<b bytes (see splitRequest). opSplit in a grant accepts that.
+const (
+	opWrite = 1
+	opSplit = 4
+)
+
+// Split data messages: the sender writes a message of n bytes as
+// ceil(n/piece) RDMA WRITEs into its slot, the last one with the
+// immediate, which then holds the slot in its low 16 bits and the number
+// of pieces before the last in its high 16; the receiver's completion
+// says how many bytes the last one carried. With a piece of 4096 bytes
+// or more, 16 bits count the pieces of the largest chunk.
+const (
+	minPieceShift = 12
+	maxPieceShift = 30
+	pieceSlotBits = 16
+)
+
+// pieceSize rounds n down to a power of two from 1<<minPieceShift.
+func pieceSize(n int) int {
+	s := minPieceShift
+	for s < maxPieceShift && 1<<(s+1) <= n {
+		s++
+	}
+	return 1 << s
+}
+
+// splitImm returns the immediate of the last WRITE of an n-byte message
+// into slot, split into pieces of piece bytes.
+func splitImm(slot uint32, n, piece int) uint32 {
+	return slot | uint32(max(n-1, 0)/piece)<<pieceSlotBits
+}
+
+// splitLen returns the slot and the length of a message from the
+// immediate and the byte count of its last WRITE.
+func splitLen(imm uint32, last, piece int) (slot, n int) {
+	return int(imm & (1<<pieceSlotBits - 1)), int(imm>>pieceSlotBits)*piece + last
+}
 
 // noteSlack is how many notification receives a receiver posts beyond one
 // per message the sender may have in flight.
@@ -65,6 +103,7 @@ const ringLen = 20
 // ring is a receiver's data ring as the sender sees it, and the lanes it
 // granted. Until SetWindow, only lanes and token are known.
 type ring struct {
+	split  bool // the receiver takes data messages split into several WRITEs
 	addr   uint64
 	rkey   uint32
 	rkeys  []uint32 // the key of each lane (all rkey on one device)
@@ -78,6 +117,9 @@ type ring struct {
 func (r ring) marshalGrant() []byte {
 	b := make([]byte, grantLen)
 	b[0], b[1] = opWrite, byte(r.lanes)
+	if r.split {
+		b[0] |= opSplit
+	}
 	binary.LittleEndian.PutUint64(b[4:], r.token)
 	return b
 }
@@ -90,7 +132,7 @@ func parseGrant(b []byte, asked int) (*ring, []netip.Addr, error) {
 	if len(b) < grantLen || b[0]&opWrite == 0 {
 		return nil, nil, nil
 	}
-	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:])}
+	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:]), split: b[0]&opSplit != 0}
 	if r.lanes < 1 || r.lanes > max(asked, 1) {
 		return nil, nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
 	}
@@ -179,15 +221,17 @@ func (c *Conn) SetWindow(desc []byte) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.peer, err)
 	}
-	r.lanes, r.token = c.ring.lanes, c.ring.token
+	r.lanes, r.token, r.split = c.ring.lanes, c.ring.token, c.ring.split
 	c.ring, c.placed = &r, true
 	return nil
 }
 
 // ringRequest is what a connect request asks for beyond its Params: a ring
 // (opWrite), with nics the addresses of the listener's other devices
-// (opNICs), and how many lanes, in the two bytes after the Params.
-func ringRequest(write, nics bool, lanes int) []byte {
+// (opNICs), how many lanes, and, with split > 0, to split data messages
+// into WRITEs of split bytes (a power of two), in the bytes after the
+// Params.
+func ringRequest(write, nics bool, lanes, split int) []byte {
 	if !write {
 		return nil
 	}
@@ -195,7 +239,27 @@ func ringRequest(write, nics bool, lanes int) []byte {
 	if nics {
 		op |= opNICs
 	}
-	return []byte{op, byte(min(max(lanes, 1), maxLanes))}
+	b := []byte{op, byte(min(max(lanes, 1), maxLanes))}
+	if split > 0 {
+		shift := minPieceShift
+		for 1<<shift < split {
+			shift++
+		}
+		b = append(b, byte(shift))
+	}
+	return b
+}
+
+// wantsSplit returns the size of the pieces a connect request's private
+// data says its data messages come in, 0 if they are not split.
+func wantsSplit(priv []byte) int {
+	if wantsRing(priv) == 0 || len(priv) <= conn.ParamsLen+2 {
+		return 0
+	}
+	if s := int(priv[conn.ParamsLen+2]); s >= minPieceShift && s <= maxPieceShift {
+		return 1 << s
+	}
+	return 0
 }
 
 // wantsNICs reports whether a connect request's private data asks for the

@@ -26,6 +26,7 @@ func TestParseGrant(t *testing.T) {
 		{"flag clear", make([]byte, grantLen), nil, nil, ""},
 		{"one lane", ring{lanes: 1}.marshalGrant(), &ring{lanes: 1}, nil, ""},
 		{"striped", ring{lanes: 3, token: 1 << 60}.marshalGrant(), &ring{lanes: 3, token: 1 << 60}, nil, ""},
+		{"split", ring{lanes: 2, split: true}.marshalGrant(), &ring{lanes: 2, split: true}, nil, ""},
 		{"other devices", grant(ring{lanes: 2, token: 9}, a4, a6), &ring{lanes: 2, token: 9}, []netip.Addr{a4, a6}, ""},
 		{"no other device", grant(ring{lanes: 2, token: 9}), &ring{lanes: 2, token: 9}, nil, ""},
 		{"offers cut", grant(ring{lanes: 2}, a6)[:grantLen+5], nil, nil, "malformed"},

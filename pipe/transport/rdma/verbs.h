@@ -63,6 +63,8 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                  uint32_t lkey, int inl, int with_imm, uint32_t imm);
 int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
+int rp_post_write_split(struct ibv_qp *qp, uint64_t wr_id, uint64_t piece_id, void *addr, uint32_t len,
+                        uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm, uint32_t piece);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey);
 int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n, int *rc, int *err);
 int rp_arm(struct ibv_cq *cq);
