@@ -284,7 +284,7 @@ func (f *fakeReceiver) PostSend(i, n int) error {
 			// The confirmation's MAC covers the stream tag the sender
 			// sent, taken as it is: HMACs of a few bytes, no payload.
 			tag := body[wire.EndBody : wire.EndBody+auth.MACLen]
-			done = append(done, auth.NewStreamMAC(auth.StreamKey(f.key, f.t)).Done(int64(bytes), 1, tag)...)
+			done = append(done, auth.NewStreamMAC(auth.StreamKey(f.key, f.t), false).Done(int64(bytes), 1, tag)...)
 		}
 		return f.deliver(done)
 	}
@@ -570,9 +570,9 @@ func (f *fakeSender) end() (conn.Completion, error) {
 	f.seq++
 	if f.key != nil {
 		f.b.StopTimer()
-		m := auth.NewStreamMAC(auth.StreamKey(f.key, f.t))
+		m := auth.NewStreamMAC(auth.StreamKey(f.key, f.t), false)
 		for s := range uint32(f.chunks) {
-			m.Add(s+1, f.payload)
+			m.Add(s+1, len(f.payload), nil)
 		}
 		f.tag = m.End(f.seq, bytes, f.sum)
 		f.b.StartTimer()
@@ -592,7 +592,7 @@ func (f *fakeSender) confirmed() error {
 	binary.LittleEndian.PutUint64(want[1:], uint64(bytes))
 	binary.LittleEndian.PutUint32(want[9:], 1)
 	if f.key != nil {
-		want = append(want, auth.NewStreamMAC(auth.StreamKey(f.key, f.t)).Done(bytes, 1, f.tag)...)
+		want = append(want, auth.NewStreamMAC(auth.StreamKey(f.key, f.t), false).Done(bytes, 1, f.tag)...)
 	}
 	if !hmac.Equal(f.doneMsg, want) {
 		return fmt.Errorf("fake sender: confirmation %s, want %s", wire.Describe(f.doneMsg), wire.Describe(want))

@@ -13,8 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -109,25 +107,117 @@ func TestStreamSizes(t *testing.T) {
 		{"64MiB", 64 << 20, 1 << 20},
 		{"1-byte chunks", 1000, 1},
 	}
+	modes := []struct {
+		name    string
+		key     string
+		encrypt bool
+	}{{"xxhash64", "", false}, {"aes-gmac", "k3y", false}, {"aes-256-gcm", "k3y", true}}
+	for _, tc := range cases {
+		for _, m := range modes {
+			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
+				in := randomBytes(tc.size, uint64(tc.size))
+				cfg := pipe.Config{Key: []byte(m.key), Encrypt: m.encrypt}
+				s := stream{proposal: conn.NewParams(tc.chunk, 4), sendCfg: cfg, recvCfg: pipe.Config{Key: cfg.Key}}
+				r := s.run(t, context.Background(), bytes.NewReader(in))
+				if r.sendErr != nil || r.recvErr != nil {
+					t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+				}
+				if got := r.out.Bytes(); !bytes.Equal(got, in) {
+					t.Fatalf("received %d bytes, want %d identical ones", len(got), len(in))
+				}
+				if r.send.Sum != r.recv.Sum || (r.send.Sum == 0) != (m.key != "") || r.send.Bytes != int64(len(in)) || r.recv.Bytes != int64(len(in)) {
+					t.Errorf("stats: sent %d bytes sum %016x, received %d sum %016x; want %d, the same sum, 0 only with a key",
+						r.send.Bytes, r.send.Sum, r.recv.Bytes, r.recv.Sum, len(in))
+				}
+				if r.send.Integrity != m.name || r.recv.Integrity != m.name {
+					t.Errorf("stats: integrity %q (sender), %q (receiver), want %q", r.send.Integrity, r.recv.Integrity, m.name)
+				}
+				r.checkCredits(t, 4)
+			})
+		}
+	}
+}
+
+// TestEncryptedOnTheWire checks that an encrypted stream's payloads travel
+// as ciphertext: no data message the receiver's end gets holds a window of
+// the input, and yet the output is exact.
+func TestEncryptedOnTheWire(t *testing.T) {
+	in := bytes.Repeat([]byte("plain text that must not travel as such. "), 1000)
+	p := conn.NewParams(4096, 4)
+	sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := pipe.Config{Key: []byte("k3y"), Encrypt: true}
+	sent := make(chan error, 1)
+	go func() {
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), cfg)
+		sent <- err
+	}()
+	spy := &spyConn{Conn: rc}
+	var out testutil.Buffer
+	if _, err := pipe.Receive(context.Background(), spy, &out, pipe.Config{Key: cfg.Key, Encrypt: true}); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-sent; err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(out.Bytes(), in) {
+		t.Fatal("output differs from input")
+	}
+	if spy.data == 0 || spy.plain != 0 {
+		t.Errorf("%d of %d data messages held plain text", spy.plain, spy.data)
+	}
+}
+
+// TestEncryptionRefused checks the encryption settings that cannot stream:
+// a sender that encrypts without a key, and a receiver that requires
+// encryption from a sender that does not encrypt.
+func TestEncryptionRefused(t *testing.T) {
+	cases := []struct {
+		name               string
+		send, recv         pipe.Config
+		sendKind, recvKind conn.Kind
+		sendSays, recvSays string
+	}{
+		{"encrypt without a key", pipe.Config{Encrypt: true}, pipe.Config{},
+			conn.KindUsage, conn.KindSetup, "encryption needs a shared key", ""},
+		{"receiver requires encryption", pipe.Config{Key: []byte("k")}, pipe.Config{Key: []byte("k"), Encrypt: true},
+			conn.KindAuth, conn.KindAuth, "accepts only encrypted streams", "accepts only encrypted streams"},
+	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			in := randomBytes(tc.size, uint64(tc.size))
-			s := stream{proposal: conn.NewParams(tc.chunk, 4)}
-			r := s.run(t, context.Background(), bytes.NewReader(in))
-			if r.sendErr != nil || r.recvErr != nil {
-				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
+			s := stream{sendCfg: tc.send, recvCfg: tc.recv}
+			s.sendCfg.HandshakeTimeout, s.recvCfg.HandshakeTimeout = time.Second, time.Second
+			r := s.run(t, context.Background(), bytes.NewReader([]byte("data")))
+			checkErr(t, "sender", r.sendErr, tc.sendKind, tc.sendSays)
+			checkErr(t, "receiver", r.recvErr, tc.recvKind, tc.recvSays)
+			if len(r.out.Bytes()) != 0 {
+				t.Errorf("the receiver wrote %q", r.out.Bytes())
 			}
-			if got := r.out.Bytes(); !bytes.Equal(got, in) {
-				t.Fatalf("received %d bytes, want %d identical ones", len(got), len(in))
-			}
-			want := xxhash.Sum64(in)
-			if r.send.Sum != want || r.recv.Sum != want || r.send.Bytes != int64(len(in)) || r.recv.Bytes != int64(len(in)) {
-				t.Errorf("stats: sent %d bytes sum %016x, received %d sum %016x; want %d %016x",
-					r.send.Bytes, r.send.Sum, r.recv.Bytes, r.recv.Sum, len(in), want)
-			}
-			r.checkCredits(t, 4)
 		})
 	}
+}
+
+// spyConn counts the data messages that arrive, and those whose payload
+// holds the plain text TestEncryptedOnTheWire sends.
+type spyConn struct {
+	*memconn.Conn
+	data, plain int
+}
+
+func (c *spyConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	n, err := c.Conn.Poll(ctx, cs)
+	for _, cp := range cs[:n] {
+		msg := c.RecvBuf(cp.Buf)[:cp.Len]
+		if cp.Op == conn.OpRecv && typeOf(msg) == 'D' {
+			c.data++
+			if bytes.Contains(msg, []byte("must not travel")) {
+				c.plain++
+			}
+		}
+	}
+	return n, err
 }
 
 func TestNegotiatedParams(t *testing.T) {

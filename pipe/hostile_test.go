@@ -11,11 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -314,7 +313,7 @@ func TestHostileSender(t *testing.T) {
 		// that the receiver fails instead of hanging or overrunning.
 		{"oversized message", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, message('D', 1, string(make([]byte, 4096+1))))
+			p.send(0, message('D', 1, string(make([]byte, 4096+conn.TagLen+1))))
 		}, anyFailure, "does not fit"},
 	}
 	for _, tc := range cases {
@@ -347,17 +346,33 @@ func TestHostileSender(t *testing.T) {
 // tamperConn is the receiver's end of a connection with an attacker on the
 // path: it rewrites data payloads with rewrite and fixes up the end
 // message's byte count and checksum to match, as anyone who can rewrite the
-// stream can.
+// stream can (the unkeyed checksum's parts are all on the wire: both
+// nonces, each message's sequence number, length and payload). With a key
+// it leaves each message's tag where it was.
 type tamperConn struct {
 	*memconn.Conn
 	rewrite func(seq int, payload []byte) []byte
+	keyed   bool
 	seq     int
 	bytes   int64
-	sum     *xxhash.Digest
+	nonce   []byte // the receiver's, from its hello
+	sum     *seal.Stream
+	w       *seal.Worker
+}
+
+func (c *tamperConn) SendControl(ctx context.Context, msg []byte) error {
+	if len(msg) > 2 && msg[0] == 'H' {
+		c.nonce = bytes.Clone(msg[2:])
+	}
+	return c.Conn.SendControl(ctx, msg)
 }
 
 func (c *tamperConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	n, err := c.Conn.Poll(ctx, cs)
+	room := 0
+	if c.keyed {
+		room = conn.TagLen
+	}
 	for i := range cs[:n] {
 		if cs[i].Op != conn.OpRecv {
 			continue
@@ -365,17 +380,21 @@ func (c *tamperConn) Poll(ctx context.Context, cs []conn.Completion) (int, error
 		msg := c.RecvBuf(cs[i].Buf)
 		body := cs[i].Len - conn.TrailerLen
 		switch typeOf(msg[:cs[i].Len]) {
+		case 'K':
+			c.sum = seal.New(append(c.nonce, msg[1:1+32]...))
+			c.w = c.sum.Worker()
 		case 'D':
 			c.seq++
-			trailer := bytes.Clone(msg[body:cs[i].Len])
-			p := c.rewrite(c.seq, bytes.Clone(msg[:body]))
-			n := copy(msg[:len(msg)-conn.TrailerLen], p)
+			trailer := bytes.Clone(msg[body-room : cs[i].Len])
+			p := c.rewrite(c.seq, bytes.Clone(msg[:body-room]))
+			n := copy(msg[:len(msg)-conn.TrailerLen-room], p)
 			cs[i].Len = n + copy(msg[n:], trailer)
 			c.bytes += int64(len(p))
-			_, _ = c.sum.Write(p)
+			c.sum.Add(uint32(c.seq), len(p), c.w.Seal(uint64(c.seq), p, len(p)))
 		case 'E':
 			binary.LittleEndian.PutUint64(msg, uint64(c.bytes))
-			binary.LittleEndian.PutUint64(msg[8:], c.sum.Sum64())
+			sum, _ := c.sum.End(uint32(c.seq+1), c.bytes)
+			binary.LittleEndian.PutUint64(msg[8:], sum)
 		}
 	}
 	return n, err
@@ -427,7 +446,7 @@ func TestKeyedStreamTampering(t *testing.T) {
 					sent <- err
 				}()
 				var out testutil.Buffer
-				_, err := pipe.Receive(context.Background(), &tamperConn{Conn: rc, rewrite: a.rewrite, sum: xxhash.New()}, &out, cfg)
+				_, err := pipe.Receive(context.Background(), &tamperConn{Conn: rc, rewrite: a.rewrite, keyed: key != ""}, &out, cfg)
 				serr := <-sent
 				if key == "" {
 					if err != nil || bytes.Equal(out.Bytes(), in) {
@@ -435,8 +454,8 @@ func TestKeyedStreamTampering(t *testing.T) {
 					}
 					return
 				}
-				checkErr(t, "receiver", err, conn.KindIntegrity, "does not match its MAC")
-				checkErr(t, "sender", serr, conn.KindIntegrity, "does not match its MAC")
+				checkErr(t, "receiver", err, conn.KindIntegrity, "does not match its tag")
+				checkErr(t, "sender", serr, conn.KindIntegrity, "does not match its tag")
 			})
 		}
 	}

@@ -8,7 +8,7 @@ import (
 
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 )
 
 // The cost of the stream's integrity checks per core, for the README:
@@ -30,15 +30,25 @@ func BenchmarkIntegrity(b *testing.B) {
 			sum = crc32.Update(sum, table, chunk)
 		}
 	})
-	b.Run("GMAC stream MAC (keyed mode)", func(b *testing.B) {
-		m := auth.NewStreamMAC(make([]byte, 32))
-		b.SetBytes(int64(len(chunk)))
-		var seq uint32
-		for b.Loop() {
-			seq++
-			m.Add(seq, chunk)
-		}
-	})
+	msg := make([]byte, len(chunk)+seal.TagLen)
+	for _, tc := range []struct {
+		name string
+		st   *seal.Stream
+	}{
+		{"per-message xxHash64 (unkeyed)", seal.New(nil)},
+		{"per-message GMAC (keyed)", seal.NewKeyed(make([]byte, 32), false)},
+		{"per-message AES-256-GCM (keyed, encrypted)", seal.NewKeyed(make([]byte, 32), true)},
+	} {
+		b.Run(tc.name, func(b *testing.B) {
+			w := tc.st.Worker()
+			b.SetBytes(int64(len(chunk)))
+			var i uint64
+			for b.Loop() {
+				i++
+				w.Seal(i, msg, len(chunk))
+			}
+		})
+	}
 }
 
 // BenchmarkHMAC is the MAC the stream MAC replaced, for comparison.

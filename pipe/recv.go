@@ -7,14 +7,16 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"runtime"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/sink"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/work"
 )
 
 // Receive writes the stream arriving on c to w, verifies its length and
@@ -23,10 +25,12 @@ import (
 // tells the sender why (unless the sender is the one that gave up) and
 // returns a *conn.Error. Receive does not close c.
 //
-// A writer goroutine writes buffer k to w while buffer k+1 arrives; it then
-// re-posts the buffer and returns its credit with a single-byte message.
+// As buffers arrive, workers on every core check them (and decrypt them),
+// and a writer goroutine writes buffer k to w while buffer k+1 arrives and
+// is checked; it then re-posts the buffer and returns its credit with a
+// single-byte message.
 func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, error) {
-	r := &receiver{session: newSession(c, cfg, "sender"), w: w, sum: xxhash.New()}
+	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
 	defer r.release()
 	var st Stats
 	err := guard(func() (err error) {
@@ -46,22 +50,28 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 type receiver struct {
 	*session
 	w        io.Writer
-	written  atomic.Int64   // bytes written to w
-	messages atomic.Int64   // data messages written
-	sum      *xxhash.Digest // of the bytes written; read only after the writer is done
-	endSeen  bool           // the end-of-stream message went to the writer
-	probe    bool           // the sender only checks the connection (Probe)
-	batch    int            // credits returned in one message at most
-	pending  int            // credits held back for the next message
-	relay    *relay         // towards the next receiver (Config.Forward)
+	written  atomic.Int64      // bytes written to w
+	messages atomic.Int64      // data messages written
+	sum      uint64            // the stream's checksum (without a key); set by finish
+	endSeen  bool              // the end-of-stream message went to the writer
+	probe    bool              // the sender only checks the connection (Probe)
+	batch    int               // credits returned in one message at most
+	pending  int               // credits held back for the next message
+	relay    *relay            // towards the next receiver (Config.Forward)
+	pool     *work.Pool        // checks (and decrypts) the data messages
+	sealers  chan *seal.Worker // one for each goroutine that may check at once
 }
 
-// arrival is a received message handed to the writer goroutine: the body
-// of the message in receive buffer buf is its first len bytes.
+// arrival is a received message handed to the writer goroutine: the
+// payload (or the end message's body) in receive buffer buf is its first
+// len bytes, and job checks it.
 type arrival struct {
 	buf, len int
 	seq      uint32
 	end      bool
+	job      *work.Job   // sets d and ok
+	d        seal.Digest // the payload's digest
+	ok       bool        // it matches its tag (always, without a key)
 }
 
 func (r *receiver) run(parent context.Context) (Stats, error) {
@@ -75,7 +85,10 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	arrivals := make(chan arrival, r.c.RecvBufs())
+	arrivals := make(chan *arrival, r.c.RecvBufs())
+	r.pool = work.New(runtime.GOMAXPROCS(0), r.c.RecvBufs())
+	defer r.pool.Close() // before the buffers go: the workers use them
+	r.sealers = newSealers(r.seal)
 	info := r.c.Info()
 	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	r.batch = creditBatch(info.Chunk, credits)
@@ -110,7 +123,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	if errors.Is(err, errFinished) {
 		<-writeDone
-		st.Sum = r.sum.Sum64()
+		st.Sum, st.Integrity = r.sum, r.seal.Name()
 		return st, nil
 	}
 	cancel(err)
@@ -151,6 +164,10 @@ func (r *receiver) handshake(parent context.Context) error {
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender presented no key: give it the same key")
 	case !haveKey && theirFlags&wire.FlagKey != 0:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender has a key but this receiver has none")
+	case theirFlags&wire.FlagEncrypt != 0 && theirFlags&wire.FlagKey == 0:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for encryption without a key")
+	case r.cfg.Encrypt && theirFlags&(wire.FlagEncrypt|wire.FlagProbe) == 0:
+		return conn.Errorf(conn.KindAuth, "authenticate", "the sender does not encrypt, and this receiver accepts only encrypted streams")
 	}
 	var chain []string
 	if theirFlags&wire.FlagChain != 0 {
@@ -176,7 +193,7 @@ func (r *receiver) handshake(parent context.Context) error {
 		return conn.Errorf(conn.KindBusy, "", "the receiver is busy with another stream: retry later")
 	}
 	if !r.probe && next != "" {
-		if err := r.setUpRelay(parent, next, chain); err != nil {
+		if err := r.setUpRelay(parent, next, chain, theirFlags&wire.FlagEncrypt != 0); err != nil {
 			if r.cfg.Unclaim != nil {
 				r.cfg.Unclaim()
 			}
@@ -202,7 +219,9 @@ func (r *receiver) handshake(parent context.Context) error {
 	if haveKey {
 		welcome[1] = wire.FlagKey
 		copy(welcome[2:], auth.Proof(r.cfg.Key, auth.ReceiverProof, t, desc))
-		r.mac = auth.NewStreamMAC(auth.StreamKey(r.cfg.Key, t))
+		r.seal = seal.NewKeyed(auth.StreamKey(r.cfg.Key, t), theirFlags&wire.FlagEncrypt != 0)
+	} else {
+		r.seal = seal.New(streamID(nonce[:], theirNonce))
 	}
 	welcome = append(welcome, desc...)
 	if err := r.c.SendControl(ctx, welcome); err != nil {
@@ -258,8 +277,10 @@ var errFinished = errors.New("stream finished")
 // writer in order; heartbeats are re-posted and answered at once (their
 // control credit returned); an abort ends the stream. It runs until ctx ends, which the writer does with errFinished
 // once it has confirmed the end of the stream.
-func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
+func (r *receiver) receive(ctx context.Context, arrivals chan<- *arrival) error {
 	var seq uint32
+	var index uint64 // of data messages: the nonce of a keyed one's tag
+	room := r.seal.Room()
 	for {
 		cs, err := r.poll(ctx)
 		if err != nil {
@@ -301,8 +322,11 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if typ == wire.MsgEnd && len(body) < wire.EndBody {
 				return conn.Errorf(conn.KindIntegrity, "receive", "short end-of-stream message (%d bytes)", c.Len)
 			}
-			if typ == wire.MsgEnd && r.mac != nil && len(body) < wire.EndBody+auth.MACLen {
+			if typ == wire.MsgEnd && r.seal.Keyed() && len(body) < wire.EndBody+auth.MACLen {
 				return conn.Errorf(conn.KindIntegrity, "receive", "end-of-stream message without the stream's MAC (%d bytes)", c.Len)
+			}
+			if typ == wire.MsgData && len(body) < room {
+				return conn.Errorf(conn.KindIntegrity, "receive", "data message %d without its tag (%d bytes)", got, c.Len)
 			}
 			r.endSeen = typ == wire.MsgEnd
 			if len(arrivals) > 0 {
@@ -311,7 +335,18 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- arrival) error {
 			if !r.endSeen {
 				r.cfg.Gauges.addInFlight(1)
 			}
-			arrivals <- arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
+			a := &arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
+			if !a.end {
+				index++
+				a.len -= room
+				m, n, at := body, a.len, index
+				a.job = r.pool.Go(func() {
+					w := <-r.sealers
+					a.d, a.ok = w.Open(at, m, n)
+					r.sealers <- w
+				}, n < parallelMin && len(arrivals) == 0)
+			}
+			arrivals <- a
 		}
 	}
 }
@@ -333,10 +368,10 @@ func (r *receiver) truncated(err error) error {
 // batches (see creditBatch) while more arrivals wait, and at once when
 // none does. A regular file takes several writes at once (see package sink);
 // buffers are still re-posted in arrival order.
-func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink.Sink) error {
+func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink.Sink) error {
 	defer func() { out.Close(r.written.Load()) }()
 	for {
-		var a arrival
+		var a *arrival
 		ok := true
 		switch {
 		case out.Pending() >= out.Limit():
@@ -368,10 +403,11 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan arrival, out sink.
 			}
 			return r.finish(ctx, payload, a.seq)
 		}
-		// Checksum and MAC first: they bring the payload into the cache
-		// for the copy write(2) makes.
-		_, _ = r.sum.Write(payload)
-		r.mac.Add(a.seq, payload)
+		a.job.Wait()
+		if !a.ok {
+			return conn.Errorf(conn.KindIntegrity, "verify stream", "message %d does not match its tag under the shared key: it was altered on the way, or is not from this stream (nothing of it was written)", a.seq)
+		}
+		r.seal.Add(a.seq, a.len, a.d)
 		if r.relay != nil && r.relay.forward(ctx, a.buf, payload) != nil {
 			return nil // the stream is over
 		}
@@ -433,21 +469,18 @@ func creditBatch(chunk, credits int) int {
 func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	wantBytes := int64(binary.LittleEndian.Uint64(end))
 	wantSum := binary.LittleEndian.Uint64(end[8:])
-	sum := r.sum.Sum64()
 	written := r.written.Load()
-	var tag []byte
-	if r.mac != nil {
-		tag = r.mac.End(seq, written, sum)
-		if !hmac.Equal(end[wire.EndBody:wire.EndBody+auth.MACLen], tag) {
-			return conn.Errorf(conn.KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
-		}
+	sum, tag := r.seal.End(seq, written)
+	if tag != nil && !hmac.Equal(end[wire.EndBody:wire.EndBody+auth.MACLen], tag) {
+		return conn.Errorf(conn.KindIntegrity, "verify stream", "the stream does not match its MAC under the shared key: it was altered, reordered or cut on the way")
 	}
 	if wantBytes != written {
 		return conn.Errorf(conn.KindIntegrity, "verify stream", "the sender sent %d bytes but %d arrived", wantBytes, written)
 	}
-	if wantSum != sum {
-		return conn.Errorf(conn.KindIntegrity, "verify stream", "checksum mismatch: the sender's xxHash64 is %016x, the data received gives %016x", wantSum, sum)
+	if tag == nil && wantSum != sum {
+		return conn.Errorf(conn.KindIntegrity, "verify stream", "checksum mismatch: the sender's is %016x, the data received gives %016x", wantSum, sum)
 	}
+	r.sum = sum
 	receivers := uint32(1)
 	if r.relay != nil {
 		down, err := r.relay.confirmed(ctx)
@@ -465,9 +498,7 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	done[0] = wire.MsgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	binary.LittleEndian.PutUint32(done[9:], receivers)
-	if r.mac != nil {
-		done = append(done, r.mac.Done(written, receivers, tag)...)
-	}
+	done = append(done, r.seal.Done(written, receivers, tag)...)
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.
 	_ = r.c.SendControl(ctx, done)

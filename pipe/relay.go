@@ -61,7 +61,7 @@ func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) 
 // timeout, however long the chain: each receiver down it sets up the rest
 // within its own. The sender is watched meanwhile: if it goes away, the
 // set-up ends.
-func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string) error {
+func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, encrypt bool) error {
 	ctx, cancel := r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1)
 	defer cancel()
 	wctx, stopWatching := context.WithCancel(ctx)
@@ -83,7 +83,7 @@ func (r *receiver) setUpRelay(parent context.Context, addr string, chain []strin
 			got = append(got, cs[:n]...)
 		}
 	}()
-	err := r.connectForward(ctx, addr, chain)
+	err := r.connectForward(ctx, addr, chain, encrypt)
 	stopWatching()
 	<-watched
 	r.backlog = append(got, r.backlog...)
@@ -117,7 +117,7 @@ func (r *receiver) senderGone(err error) error {
 // Config.Forward and completes the handshake with it, with this
 // receiver's key and timeouts, passing the rest of the chain on. Without
 // ForwardTo, addr is where Relay allowed the first of chain to be reached.
-func (r *receiver) connectForward(ctx context.Context, addr string, chain []string) error {
+func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, encrypt bool) error {
 	name, rest := r.cfg.ForwardTo, chain
 	if name == "" {
 		name, rest = chain[0], chain[1:]
@@ -133,7 +133,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if err != nil {
 		return fail(err)
 	}
-	cfg := Config{Key: r.cfg.Key, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
+	cfg := Config{Key: r.cfg.Key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
 	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
@@ -151,8 +151,14 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 
 // adopt lets the relay send what arrives on up straight from its receive
 // buffers, where the connection to the next receiver can (pipe.Forwarder)
-// and takes chunks as large; else it copies. up's window must be open.
+// and takes chunks as large, and the stream is not encrypted; else it
+// copies. (Encrypted, the payload is decrypted in place for this
+// receiver's output, and the relay's sender encrypts its own copy under
+// the next receiver's key.) up's window must be open.
 func (rl *relay) adopt(up conn.Conn) {
+	if rl.s.cfg.Encrypt {
+		return
+	}
 	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
 		rl.s.forward, rl.s.forwardFrom = fw, up
 	}

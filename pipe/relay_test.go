@@ -43,15 +43,16 @@ func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 	for i := 1; i < len(hops); i++ {
 		chain = append(chain, fmt.Sprintf("hop%d", i))
 	}
-	return runChainWith(t, in, key, hops, chain, false)
+	return runChainWith(t, in, pipe.Config{Key: []byte(key)}, hops, chain, false)
 }
 
 // relayAnywhere is a Config.Relay that relays to any receiver named.
 func relayAnywhere(_ context.Context, next string) (string, error) { return next, nil }
 
-// runChainWith streams in through hops: the sender names chain, or, with
-// fixed, each hop forwards to the next by its own ForwardTo.
-func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []string, fixed bool) chainResult {
+// runChainWith streams in from a sender with sendCfg through hops: the
+// sender names chain, or, with fixed, each hop forwards to the next by its
+// own ForwardTo.
+func runChainWith(t *testing.T, in []byte, sendCfg pipe.Config, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
 	res := chainResult{outs: make([]*testutil.Buffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
 	ctx := context.Background()
@@ -89,7 +90,6 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 			receivers[i].Close()
 		})
 	}
-	sendCfg := pipe.Config{Key: []byte(key)}
 	if !fixed {
 		sendCfg.Chain = chain
 	}
@@ -107,17 +107,21 @@ func runChainWith(t *testing.T, in []byte, key string, hops []hop, chain []strin
 func TestRelay(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096+123, 21)
+	keyed := []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}
 	tests := []struct {
-		name string
-		key  string
-		hops []hop
-		how  string // how the first hop relays (Stats.IO)
+		name    string
+		key     string
+		encrypt bool
+		hops    []hop
+		how     string // how the first hop relays (Stats.IO)
 	}{
-		{"two receivers", "", []hop{{params: p}, {params: p}}, "zero-copy"},
-		{"four receivers, keyed", "k", []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}, "zero-copy"},
-		{"smaller chunks downstream", "", []hop{{params: p}, {params: conn.NewParams(1024, 3)}}, "one copy"},
-		{"larger chunks downstream", "", []hop{{params: conn.NewParams(1024, 3)}, {params: conn.NewParams(8192, 8)}}, "zero-copy"},
-		{"forwards complete out of order", "k", []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy"},
+		{"two receivers", "", false, []hop{{params: p}, {params: p}}, "zero-copy"},
+		{"four receivers, keyed", "k", false, keyed, "zero-copy"},
+		{"four receivers, encrypted", "k", true, keyed, "one copy"},
+		{"smaller chunks downstream", "", false, []hop{{params: p}, {params: conn.NewParams(1024, 3)}}, "one copy"},
+		{"smaller chunks downstream, keyed", "k", false, []hop{{params: p, key: "k"}, {params: conn.NewParams(1024, 3), key: "k"}}, "one copy"},
+		{"larger chunks downstream", "", false, []hop{{params: conn.NewParams(1024, 3)}, {params: conn.NewParams(8192, 8)}}, "zero-copy"},
+		{"forwards complete out of order", "k", false, []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy"},
 	}
 	for _, tt := range tests {
 		for _, fixed := range []bool{false, true} {
@@ -126,7 +130,7 @@ func TestRelay(t *testing.T) {
 				for i := 1; i < len(tt.hops); i++ {
 					chain = append(chain, fmt.Sprintf("hop%d", i))
 				}
-				r := runChainWith(t, in, tt.key, tt.hops, chain, fixed)
+				r := runChainWith(t, in, pipe.Config{Key: []byte(tt.key), Encrypt: tt.encrypt}, tt.hops, chain, fixed)
 				checkChainResult(t, r, in, len(tt.hops))
 				if !strings.HasSuffix(r.ios[0], tt.how) {
 					t.Errorf("the first hop relayed with %q, want %q", r.ios[0], tt.how)
@@ -209,7 +213,7 @@ func TestChainMessages(t *testing.T) {
 	hops := []hop{{params: p}, {params: p}, {params: p}, {params: p}}
 	t.Run("names longer than one message", func(t *testing.T) {
 		pad := strings.Repeat("x", 200)
-		r := runChainWith(t, in, "", hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
+		r := runChainWith(t, in, pipe.Config{}, hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
 		checkChainResult(t, r, in, len(hops))
 	})
 	t.Run("the longest chain, under control credits", func(t *testing.T) {

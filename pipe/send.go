@@ -5,15 +5,17 @@ import (
 	"crypto/hmac"
 	"encoding/binary"
 	"io"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/work"
 )
 
 // Send streams r to the receiver at the other end of c and returns when the
@@ -22,7 +24,9 @@ import (
 // gave up) and returns a *conn.Error. Send does not close c.
 //
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
-// wire; this goroutine handles completions and credits.
+// wire, workers on every core seal the buffers read (see package seal), a
+// poster goroutine posts them in order, and this goroutine handles
+// completions and credits.
 func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := newSender(c, cfg, "receiver")
 	s.r = r
@@ -50,23 +54,25 @@ type sender struct {
 	*session
 	r        io.Reader
 	chunk    int
-	free     chan int       // send buffers ready to be filled
-	credits  chan struct{}  // one token per receive buffer the receiver has posted for us
-	ctrl     chan struct{}  // one token per spare the receiver has posted for a control message
-	sent     atomic.Int64   // bytes handed to the wire by the reader goroutine
-	messages atomic.Int64   // data messages handed to the wire
-	posted   atomic.Uint32  // sequence number of the last message posted
-	ended    atomic.Bool    // the end-of-stream message is being posted
-	sum      *xxhash.Digest // of the bytes sent; read only after the reader is done
-	tag      []byte         // the stream MAC's tag (with a key); set with ended
-	probe    bool           // only the handshake (Probe)
+	free     chan int      // send buffers ready to be filled
+	credits  chan struct{} // one token per receive buffer the receiver has posted for us
+	ctrl     chan struct{} // one token per spare the receiver has posted for a control message
+	sent     atomic.Int64  // bytes handed to the wire by the poster goroutine
+	messages atomic.Int64  // data messages handed to the wire
+	posted   atomic.Uint32 // sequence number of the last message posted
+	ended    atomic.Bool   // the end-of-stream message is being posted
+	sum      uint64        // the stream's checksum (without a key); set with ended
+	tag      []byte        // the stream's tag (with a key); set with ended
+	probe    bool          // only the handshake (Probe)
 	// receivers is how many receivers confirmed the whole stream: the
 	// receiver and every one down its chain, counted hop by hop.
 	receivers int
 	// A relay's sender with forward set sends data from forwardFrom's
 	// receive buffers (see relay) and calls onForward with each one's
-	// index twice: once its send completed, once the reader has hashed it
-	// (after posting it, so the two may come in either order).
+	// index twice: once its send completed, once the poster has posted it
+	// (the two may come in either order).
+	sealers     chan *seal.Worker // one for each goroutine that may seal at once
+	queued      atomic.Int64      // messages handed to the poster and not yet posted
 	forward     conn.Forwarder
 	forwardFrom conn.Conn
 	onForward   func(buf int)
@@ -75,7 +81,7 @@ type sender struct {
 // newSender returns a sender towards peer on c, holding every control
 // credit.
 func newSender(c conn.Conn, cfg Config, peer string) *sender {
-	s := &sender{session: newSession(c, cfg, peer), sum: xxhash.New(), ctrl: make(chan struct{}, conn.ControlCredits)}
+	s := &sender{session: newSession(c, cfg, peer), ctrl: make(chan struct{}, conn.ControlCredits)}
 	for range conn.ControlCredits {
 		s.ctrl <- struct{}{}
 	}
@@ -117,12 +123,25 @@ func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.So
 	defer beats.Wait()
 	defer cancel(nil)
 	st.IO = src.Describe()
-	readDone := make(chan struct{})
+	pool := work.New(runtime.GOMAXPROCS(0), s.c.SendBufs())
+	defer pool.Close() // before the buffers go: the workers use them
+	s.sealers = newSealers(s.seal)
+	readDone := make(chan struct{}) // the reader and the poster are done
 	go func() {
 		defer close(readDone)
-		if err := guard(func() error { return s.read(ctx, src) }); err != nil {
+		msgs := make(chan *message, s.c.SendBufs())
+		var poster sync.WaitGroup
+		poster.Go(func() {
+			if err := guard(func() error { return s.post(ctx, msgs) }); err != nil {
+				cancel(err)
+			}
+		})
+		if err := guard(func() error { return s.read(ctx, src, pool, msgs) }); err != nil {
 			cancel(err)
 		}
+		close(msgs)
+		poster.Wait()
+		src.Close(s.sent.Load())
 	}()
 
 	err := s.complete(ctx, readDone)
@@ -131,7 +150,7 @@ func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.So
 		cancel(err)
 		return st, settle(err, readDone)
 	}
-	st.Sum = s.sum.Sum64()
+	st.Sum, st.Integrity = s.sum, s.seal.Name()
 	st.Receivers = s.receivers
 	return st, nil
 }
@@ -244,10 +263,16 @@ func (s *sender) handshake(parent context.Context) error {
 		}
 		body[0], chain = wire.FlagChain, s.cfg.Chain
 	}
+	if s.cfg.Encrypt {
+		if !haveKey {
+			return conn.Errorf(conn.KindUsage, "encrypt", "encryption needs a shared key")
+		}
+		body[0] |= wire.FlagEncrypt
+	}
+	copy(body[1:], nonce[:])
 	var t []byte
 	if haveKey {
 		body[0] |= wire.FlagKey
-		copy(body[1:], nonce[:])
 		t = auth.Transcript(s.c.Info(), hello[:2+auth.NonceLen], body[0], nonce[:], chain)
 		copy(body[1+auth.NonceLen:], auth.Proof(s.cfg.Key, auth.SenderProof, t))
 	}
@@ -268,7 +293,9 @@ func (s *sender) handshake(parent context.Context) error {
 		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, welcome[2:2+auth.MACLen], desc) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
-		s.mac = auth.NewStreamMAC(auth.StreamKey(s.cfg.Key, t))
+		s.seal = seal.NewKeyed(auth.StreamKey(s.cfg.Key, t), s.cfg.Encrypt)
+	} else {
+		s.seal = seal.New(streamID(hello[2:2+auth.NonceLen], nonce[:]))
 	}
 	if ws, ok := s.c.(conn.WindowSetter); ok && !s.probe {
 		if err := ws.SetWindow(desc); err != nil {
@@ -360,7 +387,7 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		if !s.ended.Load() {
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
-		<-readDone // the reader returns right after posting the end
+		<-readDone // the poster returns right after posting the end
 		return true, s.confirmed(msg)
 	}
 	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", wire.Describe(msg))
@@ -370,7 +397,7 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 // byte count and, with a key, its MAC.
 func (s *sender) confirmed(msg []byte) error {
 	want := wire.DoneLen
-	if s.mac != nil {
+	if s.seal.Keyed() {
 		want += auth.MACLen
 	}
 	if len(msg) < want {
@@ -378,7 +405,7 @@ func (s *sender) confirmed(msg []byte) error {
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
 	receivers := binary.LittleEndian.Uint32(msg[9:])
-	if s.mac != nil && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.mac.Done(got, receivers, s.tag)) {
+	if s.seal.Keyed() && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.seal.Done(got, receivers, s.tag)) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
@@ -391,69 +418,154 @@ func (s *sender) confirmed(msg []byte) error {
 	return nil
 }
 
-// read fills send buffers from r and posts them, one credit each, then
-// posts the end-of-stream message with the byte count and checksum.
-func (s *sender) read(ctx context.Context, src source.Source) error {
+// message is a filled buffer on its way to the wire: the reader queues it
+// with the job that seals it, the poster posts it once the job has run.
+type message struct {
+	buf, n int // the buffer and its payload's length; 0 for the end of the stream
+	seq    uint32
+	job    *work.Job   // seals it: sets d
+	d      seal.Digest // the payload's digest
+	rerr   error       // the input's error after the payload
+}
+
+// parallelMin is the payload below which sealing a message is not worth a
+// hand-over to a worker when nothing waits before it: the goroutine that
+// takes the message seals it itself, which keeps a line typed into a
+// stream from waking a worker on its way.
+const parallelMin = 128 << 10
+
+// newSealers returns a seal.Worker for every goroutine that may seal or
+// open a message at once: the pool's workers and the one that waits for
+// a job.
+func newSealers(st *seal.Stream) chan *seal.Worker {
+	n := runtime.GOMAXPROCS(0) + 1
+	ws := make(chan *seal.Worker, n)
+	for range n {
+		ws <- st.Worker()
+	}
+	return ws
+}
+
+// buf is the buffer data message i is sent from: a send buffer, or a
+// receive buffer of the connection a relay forwards from.
+func (s *sender) buf(i int) []byte {
+	if s.forward != nil {
+		return s.forwardFrom.RecvBuf(i)
+	}
+	return s.c.SendBuf(i)
+}
+
+// read fills send buffers from the source and hands them to the poster,
+// each with a job for the pool that seals it, then the end of the stream.
+// A small message with nothing queued before it (a line typed into the
+// stream) it seals and posts itself, sparing it two hand-overs.
+func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, msgs chan<- *message) error {
 	var seq uint32
-	defer func() { src.Close(s.sent.Load()) }()
+	var index uint64 // of data messages: the nonce of a keyed one's tag
+	var read int64
+	room := s.seal.Room()
 	for {
 		i, n, eof, rerr := src.Next(ctx)
 		if ctx.Err() != nil {
 			return context.Cause(ctx) // the stream is over: leave the buffer alone
 		}
 		if n == 0 && !eof {
-			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
-		}
-		if err := s.credit(ctx); err != nil {
-			return err
-		}
-		var buf []byte
-		post := s.c.PostSend
-		if s.forward != nil && n > 0 {
-			buf, post = s.forwardFrom.RecvBuf(i), s.forward.PostForward
-		} else {
-			buf = s.c.SendBuf(i)
+			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, read)
 		}
 		seq++
-		if n == 0 {
-			binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
-			binary.LittleEndian.PutUint64(buf[8:], s.sum.Sum64())
-			size := wire.EndBody
-			if s.mac != nil {
-				s.tag = s.mac.End(seq, s.sent.Load(), s.sum.Sum64())
-				size += copy(buf[wire.EndBody:], s.tag)
+		m := &message{buf: i, n: n, seq: seq, rerr: rerr}
+		// The poster is idle when nothing is queued, and only this
+		// goroutine queues: then the message may skip it.
+		direct := n < parallelMin && s.queued.Load() == 0
+		if n > 0 {
+			index++
+			read += int64(n)
+			b, at := s.buf(i)[:n+room], index
+			m.job = pool.Go(func() {
+				w := <-s.sealers
+				m.d = w.Seal(at, b, n)
+				s.sealers <- w
+			}, direct)
+		}
+		if direct {
+			if _, err := s.postMessage(ctx, m); err != nil || n == 0 {
+				return err
 			}
-			wire.PutTrailer(buf[size:], wire.MsgEnd, seq)
-			s.ended.Store(true)
-			if err := s.c.PostSend(i, size+conn.TrailerLen); err != nil {
-				return s.sendFailed(ctx, err)
-			}
-			s.posted.Store(seq)
+			continue
+		}
+		s.queued.Add(1)
+		select {
+		case msgs <- m:
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+		if n == 0 || rerr != nil {
 			return nil
 		}
-		wire.PutTrailer(buf[n:], wire.MsgData, seq)
-		if err := post(i, n+conn.TrailerLen); err != nil {
-			return s.sendFailed(ctx, err)
-		}
-		s.posted.Store(seq)
-		// The checksum runs while the buffer is on the wire, and while the
-		// data read is still in the cache: both only read it, and it is
-		// not refilled before this goroutine takes it again.
-		_, _ = s.sum.Write(buf[:n])
-		s.mac.Add(seq, buf[:n])
-		if s.forward != nil {
-			s.onForward(i) // done reading it here; the completion says the same of the wire
-		}
-		s.sent.Add(int64(n))
-		s.messages.Add(1)
-		s.cfg.Gauges.setBytes(s.sent.Load())
-		if s.cfg.Progress != nil {
-			s.cfg.Progress(s.sent.Load())
-		}
-		if rerr != nil {
-			return conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", rerr, s.sent.Load())
-		}
 	}
+}
+
+// post posts the messages the reader queued, in order.
+func (s *sender) post(ctx context.Context, msgs <-chan *message) error {
+	for m := range msgs {
+		end, err := s.postMessage(ctx, m)
+		if err != nil || end {
+			return err
+		}
+		s.queued.Add(-1)
+	}
+	return nil // the reader failed, and said why
+}
+
+// postMessage posts message m once it is sealed and a credit is there for
+// it, and reports whether it was the end of the stream, which carries the
+// byte count and the stream's checksum or tag. The poster calls it, or
+// the reader when the poster is idle: never both at once.
+func (s *sender) postMessage(ctx context.Context, m *message) (end bool, err error) {
+	if m.job != nil {
+		m.job.Wait()
+	}
+	if err := s.credit(ctx); err != nil {
+		return false, err
+	}
+	if m.n == 0 {
+		buf := s.c.SendBuf(m.buf)
+		s.sum, s.tag = s.seal.End(m.seq, s.sent.Load())
+		binary.LittleEndian.PutUint64(buf, uint64(s.sent.Load()))
+		binary.LittleEndian.PutUint64(buf[8:], s.sum)
+		size := wire.EndBody + copy(buf[wire.EndBody:], s.tag)
+		wire.PutTrailer(buf[size:], wire.MsgEnd, m.seq)
+		s.ended.Store(true)
+		if err := s.c.PostSend(m.buf, size+conn.TrailerLen); err != nil {
+			return true, s.sendFailed(ctx, err)
+		}
+		s.posted.Store(m.seq)
+		return true, nil
+	}
+	post := s.c.PostSend
+	if s.forward != nil {
+		post = s.forward.PostForward
+	}
+	size := m.n + s.seal.Room()
+	wire.PutTrailer(s.buf(m.buf)[size:], wire.MsgData, m.seq)
+	if err := post(m.buf, size+conn.TrailerLen); err != nil {
+		return false, s.sendFailed(ctx, err)
+	}
+	s.posted.Store(m.seq)
+	s.seal.Add(m.seq, m.n, m.d)
+	if s.forward != nil {
+		s.onForward(m.buf) // done with it here; the completion says the same of the wire
+	}
+	sent := s.sent.Add(int64(m.n))
+	s.messages.Add(1)
+	s.cfg.Gauges.setBytes(sent)
+	if s.cfg.Progress != nil {
+		s.cfg.Progress(sent)
+	}
+	if m.rerr != nil {
+		return false, conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", m.rerr, sent)
+	}
+	return false, nil
 }
 
 // credit waits for a credit to send a filled buffer with.

@@ -20,7 +20,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
@@ -28,6 +28,12 @@ import (
 type Config struct {
 	// Key is the shared secret both peers must hold; empty means none.
 	Key []byte
+	// Encrypt, for Send, encrypts the stream's data with a subkey of the
+	// handshake (AES-256-GCM, which also authenticates it); it needs a
+	// Key. For Receive it refuses a sender that does not encrypt. A
+	// receiver with a key decrypts whatever its sender encrypts, and a
+	// relay encrypts towards the next receiver what arrived encrypted.
+	Encrypt bool
 	// Timeout is how long a peer may stay silent before the stream is
 	// given up; 0 means wait forever. While a stream is open the sender
 	// sends a heartbeat whenever the receiver has been silent for a second
@@ -106,11 +112,19 @@ func (s *session) handshakeContext(ctx context.Context, what string, factor int)
 
 // Stats describe a finished (or failed) stream.
 type Stats struct {
-	Bytes    int64         // payload bytes read (sender) or written (receiver)
-	Messages int64         // data messages
-	Sum      uint64        // xxHash64 of the payload
-	Elapsed  time.Duration // from the end of the handshake to the end of the stream
-	Info     conn.Info     // the connection's description
+	Bytes    int64 // payload bytes read (sender) or written (receiver)
+	Messages int64 // data messages
+	// Sum is, without a key, the stream's checksum: the xxHash64 of the
+	// stream's identity and of each data message's sequence number,
+	// length and xxHash64, in order. With a key it is 0 (the stream's tag
+	// authenticates it).
+	Sum uint64
+	// Integrity says how the data was protected: "xxhash64" (a checksum,
+	// without a key), "aes-gmac" (authenticated with the key) or
+	// "aes-256-gcm" (encrypted and authenticated).
+	Integrity string
+	Elapsed   time.Duration // from the end of the handshake to the end of the stream
+	Info      conn.Info     // the connection's description
 	// Receivers is, for a sender, how many receivers confirmed that they
 	// wrote the whole stream: the one it sent to and every one down its
 	// chain, counted hop by hop (and authenticated with a key).
@@ -119,6 +133,12 @@ type Stats struct {
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" where the file was read around the cache.
 	IO string
+}
+
+// streamID is the identity of an unkeyed stream that its checksum starts
+// with: the receiver's and the sender's nonces from the handshake.
+func streamID(receiverNonce, senderNonce []byte) []byte {
+	return append(append([]byte(nil), receiverNonce...), senderNonce...)
 }
 
 // pollBatch is how many completions one Poll may return.
@@ -150,8 +170,9 @@ type session struct {
 	// authenticated is set once the handshake has completed: from then
 	// on the peer's aborts are trusted to say what happened to the stream.
 	authenticated bool
-	// mac authenticates the stream's data when there is a key.
-	mac *auth.StreamMAC
+	// seal combines the data messages' checksums or, with a key, tags
+	// into the end of the stream; set by the handshake.
+	seal *seal.Stream
 }
 
 func newSession(c conn.Conn, cfg Config, peer string) *session {

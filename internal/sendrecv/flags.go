@@ -68,6 +68,7 @@ func commonFlags() []cli.Flag {
 		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
 		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
 		&cli.StringFlag{Category: catSecurity, Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
+		&cli.BoolFlag{Category: catSecurity, Name: "encrypt", Usage: "needs a key. rdmasend: encrypt the stream (AES-256-GCM under a key derived from the handshake); rdmarecv: refuse senders that do not (a receiver with a key decrypts whatever is encrypted)"},
 		&cli.StringFlag{Category: catRDMA, Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address); several, mlx5_0,mlx5_1, or all (every active port that reaches the peer) stripe the queue pairs over them"},
 		&cli.IntFlag{Category: catRDMA, Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
 		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
@@ -130,6 +131,9 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	}
 	if n := len(o.cfg.Key); n > 0 && n < minKeyLen {
 		fmt.Fprintf(c.App.ErrWriter, "%s: warning: the key is only %d bytes; a short key can be guessed offline from one recorded handshake: use %d or more random bytes (head -c 32 /dev/urandom | base64 > key)\n", c.App.Name, n, minKeyLen)
+	}
+	if o.cfg.Encrypt = c.Bool("encrypt"); o.cfg.Encrypt && err == nil && len(o.cfg.Key) == 0 {
+		return o, command.Usagef("--encrypt needs a shared key: --key-file, --key or RDMAPIPE_KEY")
 	}
 	o.cfg.HandshakeTimeout = pipe.DefaultHandshakeTimeout
 	if o.cfg.Timeout > 0 {

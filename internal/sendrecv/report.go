@@ -40,9 +40,10 @@ type summary struct {
 	Chain     []string     `json:"chain,omitempty"`     // rdmasend --to: the receivers after the first
 	Receivers int          `json:"receivers,omitempty"` // receivers that confirmed the whole stream, with a chain
 	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
-	XXHash64  string       `json:"xxhash64,omitempty"`
-	CPU       float64      `json:"cpu_seconds"`   // user+system CPU of this process
-	CPUPerGiB float64      `json:"cpu_s_per_gib"` // CPU seconds per GiB of stream (0 for an empty stream)
+	Integrity string       `json:"integrity,omitempty"` // xxhash64, aes-gmac (keyed) or aes-256-gcm (encrypted)
+	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's xxHash64)
+	CPU       float64      `json:"cpu_seconds"`         // user+system CPU of this process
+	CPUPerGiB float64      `json:"cpu_s_per_gib"`       // CPU seconds per GiB of stream (0 for an empty stream)
 }
 
 // hostResult is one receiver's result in a broadcast: each confirms only
@@ -63,7 +64,10 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 	if err != nil {
 		s.Error = err.Error()
 	} else {
-		s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
+		s.Integrity = st.Integrity
+		if st.Integrity == "xxhash64" {
+			s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
+		}
 	}
 	if s.Seconds > 0 {
 		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds
@@ -101,6 +105,9 @@ func (s summary) line() string {
 	}
 	if s.IO != "" {
 		line += ", " + s.IO
+	}
+	if s.Integrity == "aes-256-gcm" {
+		line += ", encrypted"
 	}
 	if s.Receivers > 1 {
 		line += fmt.Sprintf(", written by all %d receivers", s.Receivers)

@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 6
+const Version = 7
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
@@ -123,6 +123,11 @@ func (p *Params) UnmarshalBinary(b []byte) error {
 // buffer holds a chunk and a trailer.
 const TrailerLen = 8
 
+// TagLen is the room a data message may take between its payload and
+// its trailer: the tag of the payload, with a shared key. A buffer holds
+// a chunk, a tag and a trailer.
+const TagLen = 16
+
 // Layout says how many buffers of which size one side of a connection needs.
 type Layout struct {
 	SendBufs, SendSize int
@@ -136,7 +141,7 @@ type Layout struct {
 // buffers for every credit return and control message the receiver may
 // have in flight.
 func SenderLayout(p Params) Layout {
-	return Layout{SendBufs: p.Depth, SendSize: max(p.Chunk+TrailerLen, MaxControl),
+	return Layout{SendBufs: p.Depth, SendSize: max(p.Chunk+TagLen+TrailerLen, MaxControl),
 		RecvBufs: p.Depth + controlSlack, RecvSize: MaxControl}
 }
 
@@ -148,7 +153,7 @@ func SenderLayout(p Params) Layout {
 // data path does). Buffers are never smaller than MaxControl, so that
 // control messages fit even when the chunk is tiny.
 func ReceiverLayout(p Params) Layout {
-	return Layout{RecvBufs: p.Credits() + SpareRecvs, RecvSize: max(p.Chunk+TrailerLen, MaxControl)}
+	return Layout{RecvBufs: p.Credits() + SpareRecvs, RecvSize: max(p.Chunk+TagLen+TrailerLen, MaxControl)}
 }
 
 // controlSlack is how many receive buffers a sender posts beyond one per

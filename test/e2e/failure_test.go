@@ -133,16 +133,20 @@ func TestKeys(t *testing.T) {
 	os.WriteFile(keyA, []byte("correct horse battery staple\n"), 0o600)
 	os.WriteFile(keyB, []byte("another secret\n"), 0o600)
 	cases := []struct {
-		name             string
-		recvKey, sendKey string
-		code             int
-		recvSays         string
-		sendSays         string
+		name                 string
+		recvKey, sendKey     string
+		recvExtra, sendExtra []string
+		code                 int
+		recvSays             string
+		sendSays             string
 	}{
-		{"same key", keyA, keyA, 0, "", ""},
-		{"wrong key", keyA, keyB, 6, "key is wrong", "key is wrong"},
-		{"sender without key", keyA, "", 6, "requires a shared key", "requires a shared key"},
-		{"receiver without key", "", keyA, 6, "has a key", "receiver has none"},
+		{"same key", keyA, keyA, nil, nil, 0, "", ""},
+		{"wrong key", keyA, keyB, nil, nil, 6, "key is wrong", "key is wrong"},
+		{"sender without key", keyA, "", nil, nil, 6, "requires a shared key", "requires a shared key"},
+		{"receiver without key", "", keyA, nil, nil, 6, "has a key", "receiver has none"},
+		{"encrypted", keyA, keyA, nil, []string{"--encrypt", "-v"}, 0, "", ", encrypted"},
+		{"encrypted for a receiver that requires it", keyA, keyA, []string{"--encrypt"}, []string{"--encrypt"}, 0, "", ""},
+		{"receiver requires encryption", keyA, keyA, []string{"--encrypt"}, nil, 6, "accepts only encrypted streams", "accepts only encrypted streams"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -150,10 +154,10 @@ func TestKeys(t *testing.T) {
 			var out strings.Builder
 			var rargs, sargs []string
 			if tc.recvKey != "" {
-				rargs = []string{"--key-file", tc.recvKey}
+				rargs = append([]string{"--key-file", tc.recvKey}, tc.recvExtra...)
 			}
 			if tc.sendKey != "" {
-				sargs = []string{"--key-file", tc.sendKey}
+				sargs = append([]string{"--key-file", tc.sendKey}, tc.sendExtra...)
 			}
 			r := recv(t, port, &out, rargs...)
 			s := send(t, port, strings.NewReader("secret data\n"), sargs...)
@@ -166,7 +170,7 @@ func TestKeys(t *testing.T) {
 					t.Errorf("the receiver wrote %q without authentication", out.String())
 				}
 				want = "real data\n"
-				real := send(t, port, strings.NewReader(want), rargs...)
+				real := send(t, port, strings.NewReader(want), rargs...) // the receiver's own settings
 				code, stderr := real.wait(time.Minute)
 				expect(t, "the real rdmasend", code, stderr, 0, "")
 			}
@@ -249,6 +253,8 @@ func TestUsage(t *testing.T) {
 		{"rdmasend", []string{"--bench", "--to", "b,c"}, "take one receiver, not a chain"},
 		{"rdmarecv", []string{"--bench", "--forward", "h"}, "--forward and --bench do not go together"},
 		{"rdmasend", []string{"--no-such-flag", "h"}, "no-such-flag"},
+		{"rdmasend", []string{"--encrypt", "h"}, "--encrypt needs a shared key"},
+		{"rdmarecv", []string{"--encrypt"}, "--encrypt needs a shared key"},
 		{"rdmasend", []string{"--chunk-size", "lots", "h"}, "not a size"},
 		{"rdmasend", []string{"--transport", "carrier-pigeon", "h"}, "must be auto, rdma or tcp"},
 		{"rdmasend", []string{"--qps", "0", "h"}, "--qps 0: must be 1 to 16"},

@@ -36,33 +36,36 @@ func TestProof(t *testing.T) {
 }
 
 // TestStreamMAC checks that a stream's tag binds every message's sequence
-// number, length and payload, their order and the end, and that the
-// confirmation binds the bytes written and the receivers.
+// number, length and tag, their order and the end, and that the
+// confirmation binds the bytes written and the receivers. (Package seal
+// tests the payloads' tags.)
 func TestStreamMAC(t *testing.T) {
 	type msg struct {
 		seq uint32
-		p   string
+		n   int
+		tag string
 	}
 	tag := func(key string, msgs []msg, end uint32, bytes int64) []byte {
-		m := NewStreamMAC(StreamKey([]byte(key), []byte("transcript")))
+		m := NewStreamMAC(StreamKey([]byte(key), []byte("transcript")), false)
 		for _, x := range msgs {
-			m.Add(x.seq, []byte(x.p))
+			m.Add(x.seq, x.n, []byte(x.tag))
 		}
 		return m.End(end, bytes, 42)
 	}
-	want := tag("k", []msg{{1, "ab"}, {2, "cd"}}, 3, 4)
+	orig := []msg{{1, 2, "ab"}, {2, 2, "cd"}}
+	want := tag("k", orig, 3, 4)
 	cases := []struct {
 		name string
 		got  []byte
 	}{
-		{"other key", tag("j", []msg{{1, "ab"}, {2, "cd"}}, 3, 4)},
-		{"reordered", tag("k", []msg{{2, "cd"}, {1, "ab"}}, 3, 4)},
-		{"payload changed", tag("k", []msg{{1, "ab"}, {2, "ce"}}, 3, 4)},
-		{"bytes moved between messages", tag("k", []msg{{1, "abc"}, {2, "d"}}, 3, 4)},
-		{"truncated", tag("k", []msg{{1, "ab"}}, 2, 2)},
-		{"other end", tag("k", []msg{{1, "ab"}, {2, "cd"}}, 4, 4)},
+		{"other key", tag("j", orig, 3, 4)},
+		{"reordered", tag("k", []msg{{2, 2, "cd"}, {1, 2, "ab"}}, 3, 4)},
+		{"tag changed", tag("k", []msg{{1, 2, "ab"}, {2, 2, "ce"}}, 3, 4)},
+		{"bytes moved between messages", tag("k", []msg{{1, 3, "ab"}, {2, 1, "cd"}}, 3, 4)},
+		{"truncated", tag("k", []msg{{1, 2, "ab"}}, 2, 2)},
+		{"other end", tag("k", orig, 4, 4)},
 	}
-	if !bytes.Equal(want, tag("k", []msg{{1, "ab"}, {2, "cd"}}, 3, 4)) {
+	if !bytes.Equal(want, tag("k", orig, 3, 4)) {
 		t.Fatal("the same stream gave two tags")
 	}
 	for _, tc := range cases {
@@ -70,10 +73,12 @@ func TestStreamMAC(t *testing.T) {
 			t.Errorf("%s: same tag as the original stream", tc.name)
 		}
 	}
-	m := NewStreamMAC(StreamKey([]byte("k"), []byte("transcript")))
+	m := NewStreamMAC(StreamKey([]byte("k"), []byte("transcript")), false)
 	if bytes.Equal(m.Done(4, 1, want), m.Done(4, 2, want)) || bytes.Equal(m.Done(4, 1, want), m.Done(3, 1, want)) {
 		t.Error("the confirmation does not bind the receivers and bytes")
 	}
-	var none *StreamMAC
-	none.Add(1, []byte("no key: nothing to do"))
+	gmac, enc := m.payloadKey, NewStreamMAC(StreamKey([]byte("k"), []byte("transcript")), true).payloadKey
+	if bytes.Equal(gmac, enc) {
+		t.Error("encryption and GMAC share a payload key")
+	}
 }

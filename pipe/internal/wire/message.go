@@ -21,7 +21,7 @@
 // protocol bounds them (see conn.SenderLayout).
 //
 //	sender -> receiver (body, trailer)  receiver -> sender
-//	'D' data: payload                   1 byte: credits
+//	'D' data: payload, [tag[16]]        1 byte: credits
 //	'E' end: bytes u64, sum u64,        'H' hello: flags, nonce[32]
 //	    [stream tag[32]]                'W' welcome: flags, mac[32],
 //	                                        window (see conn.Window)
@@ -32,7 +32,11 @@
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //
-// The bracketed fields are there only with a shared key (see package auth).
+// The bracketed fields are there only with a shared key (see packages auth
+// and seal): a data message's tag sits between its payload and its trailer
+// (conn.TagLen), and an encrypted stream's payloads are ciphertext. Without
+// a key the end message's sum is the stream's checksum (package seal);
+// with one it is 0, and the stream tag stands for it.
 package wire
 
 import (
@@ -66,6 +70,9 @@ const (
 	FlagKey   byte = 1 // the side holds a shared key
 	FlagProbe byte = 2 // auth: the sender only checks the connection (pipe.Probe)
 	FlagChain byte = 4 // auth: chain messages follow (pipe.Config.Chain)
+	// FlagEncrypt, in the auth message, says the sender encrypts the
+	// stream (pipe.Config.Encrypt); only with FlagKey.
+	FlagEncrypt byte = 8
 )
 
 // Sizes of message bodies.

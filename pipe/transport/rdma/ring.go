@@ -180,7 +180,7 @@ func parseRing(b []byte, p conn.Params, lanes int) (ring, error) {
 			r.rkeys[k] = binary.LittleEndian.Uint32(b[ringLen+4*k:])
 		}
 	}
-	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TrailerLen {
+	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TagLen+conn.TrailerLen {
 		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
 	}
 	return r, nil

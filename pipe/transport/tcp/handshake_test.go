@@ -543,7 +543,7 @@ func TestWindowAfterAuthentication(t *testing.T) {
 	if grew := allocated(t) - before; grew < 3*16<<20 {
 		t.Errorf("opening the window allocated only %d bytes: the check above proves nothing", grew)
 	}
-	if len(r.RecvBuf(0)) != big.Chunk+conn.TrailerLen {
+	if len(r.RecvBuf(0)) != big.Chunk+conn.TagLen+conn.TrailerLen {
 		t.Errorf("data receive buffer 0 holds %d bytes after the window opened", len(r.RecvBuf(0)))
 	}
 }
