@@ -18,6 +18,7 @@ const (
 	fixMemlock = "ulimit -l unlimited before the command (hard limit: '* - memlock unlimited' in /etc/security/limits.conf, or LimitMEMLOCK=infinity for a systemd service), or give the binary CAP_IPC_LOCK: setcap cap_ipc_lock+ep $(command -v rdmasend rdmarecv)"
 	fixRecv    = "start the receiver on the peer: rdmarecv > FILE (rdmarecv -k keeps it up between streams)"
 	fixBusy    = "the receiver is serving another stream: wait for it, or let the sender retry with rdmasend --wait 1m"
+	fixStripe  = "let the receiver listen on all addresses (no --bind) with several devices (its --device lists them, or none), each with an address this host reaches from a device of --device"
 	fixKey     = "give both sides the same key: --key-file FILE (or RDMAPIPE_KEY) on rdmasend and rdmarecv"
 )
 
@@ -37,6 +38,7 @@ func Judge(f Facts) Report {
 	if f.Peer != "" {
 		f.judgeRoute(&r, rdmaSev)
 		judgeProbe(&r, "rdma handshake", f.RDMAPath, rdmaSev, len(f.Key) > 0)
+		f.judgeStripe(&r)
 		judgeProbe(&r, "tcp handshake", f.TCPPath, tcpSev, len(f.Key) > 0)
 	} else {
 		judgeListen(&r, "rdma listen", f.RDMAPath, rdmaSev)
@@ -319,6 +321,23 @@ func (f Facts) gidType(c gidChoice) string {
 		}
 	}
 	return "type unknown"
+}
+
+// judgeStripe reports, when --device names several devices or all, the
+// devices the RDMA handshake's connection striped its queue pairs over:
+// a warning when that was only one.
+func (f Facts) judgeStripe(r *Report) {
+	d := f.RDMA.Device
+	if d != "all" && !strings.Contains(d, ",") || f.RDMAPath == nil || f.RDMAPath.Err != nil {
+		return
+	}
+	info := f.RDMAPath.Value.Info
+	used := strings.Split(info.Device, ",")
+	if len(used) < 2 {
+		r.add("rdma devices used", Warn, fixStripe, "only %s of --device %s: no other device of the receiver's was reachable from one of them", info.Device, d)
+		return
+	}
+	r.add("rdma devices used", OK, "", "%s, %d queue pairs striped over them", strings.Join(used, ", "), info.QPs)
 }
 
 // judgeProbe reports a handshake with the receiver.

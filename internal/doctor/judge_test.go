@@ -71,6 +71,18 @@ func TestJudge(t *testing.T) {
 			f.RDMAPath, f.TCPPath = &Result[Probe]{Err: refused}, &Result[Probe]{Err: refused}
 			return f
 		}, false, "", []string{"FAIL rdma handshake", "FAIL tcp handshake"}, []string{"would not work: tcp handshake"}},
+		{"striped over two devices", func() Facts {
+			f := rxeFacts("rdma")
+			f.RDMA.Device = "rxeA,rxeC"
+			f.RDMAPath.Value.Info.Device, f.RDMAPath.Value.Info.QPs = "rxeA,rxeC", 2
+			return f
+		}, true, "rdma", []string{"OK rdma devices used"}, []string{"rxeA, rxeC, 2 queue pairs striped over them"}},
+		{"several devices asked, one used", func() Facts {
+			f := rxeFacts("rdma")
+			f.RDMA.Device = "all"
+			f.RDMAPath.Value.Info.QPs = 2
+			return f
+		}, true, "rdma", []string{"WARN rdma devices used"}, []string{"only rxe0 of --device all", "fix: let the receiver listen on all addresses"}},
 		{"wrong key", func() Facts {
 			f := rxeFacts("auto")
 			bad := &conn.Error{Kind: conn.KindAuth, Err: errors.New("key proof mismatch")}

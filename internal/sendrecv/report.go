@@ -26,6 +26,8 @@ type summary struct {
 	Port      int          `json:"port,omitempty"`
 	RDMAOp    string       `json:"rdma_op,omitempty"`
 	QPs       int          `json:"qps,omitempty"`
+	Write     int          `json:"write_bytes,omitempty"` // bytes per RDMA WRITE when a chunk is split into several
+	Tuned     string       `json:"tuned_for,omitempty"`   // the link whose speed chose QPs and Write
 	Local     string       `json:"local,omitempty"`
 	Remote    string       `json:"remote,omitempty"`
 	Chunk     int          `json:"chunk"`
@@ -54,7 +56,7 @@ type hostResult struct {
 func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summary {
 	s := summary{Role: role, OK: err == nil, ExitCode: command.ExitCode(err), Bytes: st.Bytes, Messages: st.Messages,
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
-		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
+		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Write: st.Info.Write, Tuned: st.Info.Tuned, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
 		Pinned: st.Info.Pinned, IO: st.IO}
 	if err != nil {
 		s.Error = err.Error()
@@ -78,10 +80,17 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 func (s summary) line() string {
 	via := s.Transport
 	if s.Device != "" {
-		via = fmt.Sprintf("%s %s port %d (%s)", s.Transport, s.Device, s.Port, s.RDMAOp)
+		how := s.RDMAOp
 		if s.QPs > 1 {
-			via = fmt.Sprintf("%s %s port %d (%s, %d QPs)", s.Transport, s.Device, s.Port, s.RDMAOp, s.QPs)
+			how += fmt.Sprintf(", %d QPs", s.QPs)
 		}
+		if s.Write > 0 {
+			how += fmt.Sprintf(", %s writes", units.Size(int64(s.Write)))
+		}
+		if s.Tuned != "" {
+			how += " for " + s.Tuned
+		}
+		via = fmt.Sprintf("%s %s port %d (%s)", s.Transport, s.Device, s.Port, how)
 	}
 	if s.Transport == "" {
 		via = "no connection"

@@ -40,7 +40,7 @@ EXAMPLES:
 			&cli.StringSliceFlag{Category: catCommon, Name: "to", Usage: "broadcast: send to these receivers, comma-separated, as a chain (the first relays to the second, and so on, each writing the stream); exit 0 only when every one wrote every byte"},
 			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`, one per line (# starts a comment), after those of --to"},
 			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
-			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
+			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 (200 Gb/s) to 8 (400 Gb/s) on fast links", Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
 			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
 			&cli.DurationFlag{Category: catTuning, Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
@@ -74,6 +74,9 @@ func sendAction(c *cli.Context) error {
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
 		return command.Usagef("--qps %d: must be 1 to 16", o.rdma.qps)
+	}
+	if !c.IsSet("qps") {
+		o.rdma.qps = 0 // the port's rate chooses (rdma.Options.QPs)
 	}
 	if o.verbose {
 		fmt.Fprintln(os.Stderr, o.window.describe("rdmasend", false))

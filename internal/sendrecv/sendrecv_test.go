@@ -134,6 +134,12 @@ func TestSummary(t *testing.T) {
 	if got := s.line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}
+	striped := st
+	striped.Info.Device, striped.Info.QPs, striped.Info.Write, striped.Info.Tuned = "mlx5_0,mlx5_1", 8, 128<<10, "a 400 Gb/s link"
+	want = "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0,mlx5_1 port 1 (write, 8 QPs, 128 KiB writes for a 400 Gb/s link) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
+	if got := newSummary("send", striped, nil, 1500*time.Millisecond).line(); got != want {
+		t.Errorf("line() = %q, want %q", got, want)
+	}
 	path := filepath.Join(t.TempDir(), "s.json")
 	failed := newSummary("recv", st, conn.Errorf(conn.KindIntegrity, "", "crc"), time.Second)
 	if err := failed.writeJSON(path); err != nil {

@@ -152,10 +152,12 @@ const MaxControl = 256
 // Info describes an established connection.
 type Info struct {
 	Transport string // "tcp", "rdma" or "mem"
-	Device    string // RDMA device name, empty for other transports
+	Device    string // RDMA device name (names, comma-separated, when striped over several), empty for other transports
 	Port      int    // RDMA port number, 0 for other transports
 	DataPath  string // how RDMA data travels: "write" (with immediate) or "send"; empty for other transports
 	QPs       int    // RDMA queue pairs carrying the stream; 0 for other transports
+	Write     int    // bytes per RDMA WRITE when a data message is split into several; 0 when it is one
+	Tuned     string // why the link's speed chose QPs and Write, e.g. "a 400 Gb/s link"; empty when it did not
 	Local     string // local address
 	Remote    string // peer address
 	Chunk     int    // negotiated data payload per message, in bytes

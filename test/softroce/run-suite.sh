@@ -7,7 +7,9 @@
 #  3. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
 #     10.0.9.2): the fault tests (test/e2e/fault_test.go) over rdma and tcp, and the delay
 #     test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS times
-#     each, 3 here; `make test-delay` runs it 20 times);
+#     each, 3 here; `make test-delay` runs it 20 times); then a second wire beside it
+#     (`wire.sh second`: rxeC 10.0.10.1 <-> rxeD 10.0.10.2) and streams striped over two
+#     devices on each side (TestTwoDevices, and TestStripeDevices with the commands);
 #  4. last, with every RDMA device removed, rdmasend --check on a host without RDMA.
 # env: FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them
 #      (and the delay test); SIW=0 leaves soft-iWARP out (no siw.ko build, no siw sections);
@@ -83,6 +85,17 @@ if wire=\$(bash ./wire.sh up); then
       ./e2e.test -test.timeout 20m -test.v -test.run '^TestDelay\$'
     echo "== delay results:"
     cat "$suite/delay-results.txt" 2>/dev/null
+  fi
+  # a second wire beside the first: streams striped over two devices on each side
+  if wire2=\$(bash ./wire.sh second); then
+    echo "== second wire: \$wire2"
+    section "rdma transport over two devices on each side (both wires)" ./rdma.test -test.timeout 3m -test.v -test.run '^TestTwoDevices\$'
+    export \$wire2
+    RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_WORK="$suite/fault" \\
+      section "rdmasend --device rxeA,rxeC to rdmarecv --device rxeB,rxeD (both wires)" ./e2e.test -test.timeout 3m -test.v -test.run '^TestStripeDevices\$'
+  else
+    echo "== wire.sh second failed"
+    status=1
   fi
 else
   echo "== wire.sh up failed"

@@ -9,6 +9,11 @@
 # assumes the peer is on link and transmits anyway.
 #
 # usage: wire.sh up       create the wire if missing, then reset it (idempotent)
+#        wire.sh second   after up: a second wire beside it, for striping over two devices
+#                         on each side: 10.0.10.1 (rxeC on vethC) <-> 10.0.10.2 (rxeD on
+#                         vethD), routed like the first (rules 14-17, tables 93 and 94);
+#                         no faults, no reset; prints WIRE2_A=10.0.10.1 WIRE2_B=10.0.10.2
+#                         WIRE_DEV_C=rxeC WIRE_DEV_D=rxeD (idempotent)
 #        wire.sh reset    undo every fault: no qdisc, links up, routes, neighbours, rxeA and
 #                         rxeB ACTIVE again (a link that went down loses its routes and
 #                         neighbour entries; this puts them back); ~0.3 s in the VM
@@ -31,6 +36,7 @@
 set -euo pipefail
 
 A=10.0.9.1 B=10.0.9.2
+C=10.0.10.1 D=10.0.10.2
 SELF=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)/$(basename "${BASH_SOURCE[0]}")
 
 STATE=/run/rdmapipe-wire.carrier   # vethA's and vethB's carrier_changes at the last reset
@@ -127,23 +133,55 @@ up() {
   reset
 }
 
+# second: the second wire (see usage), routed like the first; needs up's rule 100.
+second() {
+  [ -n "$(ip rule show pref 100)" ] || die "no wire: run 'wire.sh up' first"
+  if [ ! -e /sys/class/net/vethC ]; then
+    ip link add vethC type veth peer name vethD
+    ip addr add "$C/32" dev vethC
+    ip addr add "$D/32" dev vethD
+  fi
+  local d keys=()
+  for d in vethC vethD; do
+    keys+=("net.ipv4.conf.$d.accept_local=1" "net.ipv4.conf.$d.rp_filter=0")
+  done
+  sysctl -qw "${keys[@]}"
+  rule 14 iif lo to "$D/32" lookup 93
+  rule 15 iif lo to "$C/32" lookup 94
+  rule 16 oif vethC to "$D/32" lookup 93
+  rule 17 oif vethD to "$C/32" lookup 94
+  ip -batch - <<EOF
+link set vethC up
+link set vethD up
+route replace $D/32 dev vethC src $C table 93
+route replace $C/32 dev vethD src $D table 94
+route replace unreachable $D/32 table 93 metric 4000
+route replace unreachable $C/32 table 94 metric 4000
+neigh replace $D lladdr $(</sys/class/net/vethD/address) dev vethC nud permanent
+neigh replace $C lladdr $(</sys/class/net/vethC/address) dev vethD nud permanent
+EOF
+  [ -e /sys/class/infiniband/rxeC ] || rdma link add rxeC type rxe netdev vethC
+  [ -e /sys/class/infiniband/rxeD ] || rdma link add rxeD type rxe netdev vethD
+  wait_active rxeC rxeD
+}
+
 down() {
-  rdma link delete rxeA 2>/dev/null || true
-  rdma link delete rxeB 2>/dev/null || true
+  local d p
+  for d in rxeA rxeB rxeC rxeD; do rdma link delete "$d" 2>/dev/null || true; done
   ip link delete vethA 2>/dev/null || true   # takes vethB with it
+  ip link delete vethC 2>/dev/null || true
   [ -n "$(ip rule show pref 0 lookup local)" ] || ip rule add pref 0 lookup local
-  local p
-  for p in 10 11 12 13 100; do
+  for p in 10 11 12 13 14 15 16 17 100; do
     while [ -n "$(ip rule show pref "$p")" ]; do ip rule del pref "$p"; done
   done
-  ip route flush table 91 2>/dev/null || true
-  ip route flush table 92 2>/dev/null || true
+  for p in 91 92 93 94; do ip route flush table "$p" 2>/dev/null || true; done
   rm -f "$STATE"
 }
 
 [ "$(id -u)" = 0 ] || die "must run as root (inside the SoftRoCE VM)"
 case "${1:-}" in
   up)    up; print_env ;;
+  second) second; echo "WIRE2_A=$C WIRE2_B=$D WIRE_DEV_C=rxeC WIRE_DEV_D=rxeD" ;;
   reset) reset; print_env ;;
   down)  down ;;
   env)   print_env ;;

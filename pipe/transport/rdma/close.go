@@ -95,6 +95,9 @@ func (c *Conn) free() error {
 		rc, err := C.ibv_dealloc_pd(c.pd)
 		check("ibv_dealloc_pd", rc, err)
 	}
+	for _, n := range c.nics {
+		n.free(check)
+	}
 	if c.id != nil {
 		rc, err := C.rdma_destroy_id(c.id)
 		check("rdma_destroy_id", rc, err)

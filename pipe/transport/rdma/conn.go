@@ -38,6 +38,7 @@ const (
 	wrRecv   uint64 = 3 << 56
 	wrNote   uint64 = 4 << 56 // a receive of a ring's receiver (see ring.go)
 	wrFwd    uint64 = 5 << 56 // a send from an adopted receive buffer (see forward.go)
+	wrPiece  uint64 = 6 << 56 // an unsignaled WRITE of a split data message (see ring.go), seen only if it fails
 	wrKind   uint64 = 0xff << 56
 	wrBufMax uint64 = 1<<56 - 1
 )
@@ -140,6 +141,25 @@ type Conn struct {
 	qps            []*C.struct_ibv_qp
 	laneIDs        []*C.struct_rdma_cm_id
 	sendWR, recvWR int
+
+	// Devices: nics are those lanes use beyond lane 0's (see nics.go);
+	// laneNIC gives each lane's device as an index into lkeys, which holds
+	// the key of c.mem on each device (c.lkey first), and cqs holds every
+	// device's completion queue (c.cq first); Poll starts at cqs[cqTurn].
+	nics    []*nic
+	laneNIC []int
+	lkeys   []C.uint32_t
+	cqs     []*C.struct_ibv_cq
+	cqTurn  int
+
+	// split is, for a sender, the most bytes of one RDMA WRITE (0: a data
+	// message per WRITE), and for a receiver the piece size the lengths
+	// of split messages count in (see speed.go and postData); tuned says
+	// why, when the port's rate chose it, and asked is how many lanes a
+	// dialer asked for.
+	split int
+	tuned string
+	asked int
 }
 
 // newConn returns a Conn owning the CM channel and id.
@@ -169,7 +189,11 @@ func (c *Conn) setup(l conn.Layout, window int, ring bool, lanes int) error {
 	if ring {
 		c.slots = window
 	}
-	sendWR, recvWR := l.SendBufs+ctrlSlots, max(l.RecvBufs, 1)
+	pieces := 1
+	if c.split > 0 {
+		pieces = (l.SendSize + c.split - 1) / c.split
+	}
+	sendWR, recvWR := l.SendBufs*pieces+ctrlSlots, max(l.RecvBufs, 1)
 	if c.slots > 0 {
 		recvWR = l.RecvBufs + noteSlack
 	}
@@ -184,10 +208,13 @@ func (c *Conn) setup(l conn.Layout, window int, ring bool, lanes int) error {
 	}
 	c.qp, c.inline = c.id.qp, int(rc)
 	c.qps = []*C.struct_ibv_qp{c.qp}
+	c.laneNIC = []int{0}
+	c.cqs = []*C.struct_ibv_cq{c.cq}
 	c.notesPerLane = recvWR
 	if err := c.mapBuffers(l, lanes*recvWR); err != nil {
 		return err
 	}
+	c.lkeys = []C.uint32_t{c.lkey}
 	c.sendLen = make([]atomic.Int32, l.SendBufs)
 	c.sendPosted = make([]atomic.Bool, l.SendBufs)
 	c.ctrlFree = make([]int, ctrlSlots)
@@ -275,8 +302,8 @@ func (c *Conn) failed() bool {
 func (c *Conn) start(p conn.Params) {
 	C.rp_set_rnr_timer(c.qp, rnrTimer)
 	c.params = p
-	c.info = conn.Info{Transport: "rdma", Device: deviceName(c.id), Port: int(c.id.port_num),
-		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps),
+	c.info = conn.Info{Transport: "rdma", Device: c.deviceNames(), Port: int(c.id.port_num),
+		DataPath: opName(c.ring != nil || c.slots > 0), QPs: len(c.qps), Write: c.split, Tuned: c.tuned,
 		Local: localAddr(c.id), Remote: peerAddr(c.id), Chunk: p.Chunk, Depth: p.Depth}
 	c.monDone = make(chan struct{})
 	go c.monitor()

@@ -83,11 +83,15 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 		err = fmt.Errorf("receiver answered version %d, chunk %d, depth %d to a proposal of version %d, chunk %d, depth %d",
 			ans.Version, ans.Chunk, ans.Depth, proposal.Version, proposal.Chunk, proposal.Depth)
 	}
+	var offers []netip.Addr
 	if err == nil && !d.SendOnly {
-		c.ring, err = parseGrant(priv[conn.ParamsLen:], d.QPs)
+		c.ring, offers, err = parseGrant(priv[conn.ParamsLen:], c.asked)
+	}
+	if c.ring == nil || !c.ring.split {
+		c.split = 0
 	}
 	if err == nil && c.ring != nil && c.ring.lanes > 1 {
-		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal)
+		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal, d.destinations(ctx, ap, offers))
 	}
 	if err != nil {
 		c.free()
@@ -144,7 +148,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 	}
 	lanes := 1
 	if !d.SendOnly {
-		lanes = min(max(d.QPs, 1), maxLanes)
+		lanes = d.choose(c)
 	}
 	if err := c.setup(conn.SenderLayout(proposal), 0, false, lanes); err != nil {
 		return fail(conn.KindSetup, local(err))
@@ -157,7 +161,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 		return fail(conn.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
-	priv = append(priv, ringRequest(!d.SendOnly, lanes)...)
+	priv = append(priv, ringRequest(!d.SendOnly, d.manyDevices(), lanes, c.split)...)
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.
@@ -166,6 +170,37 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 		return fail(conn.KindSetup, fmt.Errorf("rdma_connect: %w", errno(rc)))
 	}
 	return c, nil
+}
+
+// choose returns how many queue pairs c asks for, and sets the most bytes
+// of one of its RDMA WRITEs: Options.QPs and Options.MaxWrite, each where
+// set, else what the rate of the port rdma_cm resolved c's id to suggests
+// (speed.go); and at least one queue pair per device when it stripes over
+// several (see nics.go).
+func (d Dialer) choose(c *Conn) int {
+	t := portTuning(SysfsRoot, deviceName(c.id), int(c.id.port_num))
+	if t.fast() && (d.QPs == 0 || d.MaxWrite == 0) {
+		c.tuned = t.String()
+	}
+	c.split = t.write
+	if d.MaxWrite > 0 {
+		c.split = pieceSize(d.MaxWrite)
+	}
+	c.asked = d.lanes(t)
+	return c.asked
+}
+
+// lanes returns how many queue pairs the dialer asks for, on a port of
+// tuning t.
+func (d Dialer) lanes(t tuning) int {
+	n := d.QPs
+	if n == 0 {
+		n = t.qps
+	}
+	if d.manyDevices() {
+		n = max(n, d.width())
+	}
+	return min(max(n, 1), maxLanes)
 }
 
 // expect waits for the next CM event of c's id during setup and returns it

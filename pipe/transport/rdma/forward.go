@@ -16,11 +16,12 @@ import (
 // adopted is another connection's receive memory registered with this
 // connection's protection domain, so that a relay sends from it (see
 // conn.Forwarder): one memory region per mapped region of up's that holds
-// receive buffers, and the key to send each buffer with.
+// receive buffers and device of this connection (see nics.go), and the
+// keys to send each buffer with.
 type adopted struct {
 	up      conn.Conn
 	mrs     []*C.struct_ibv_mr
-	lkeys   []C.uint32_t   // per adopted buffer
+	lkeys   [][]C.uint32_t // per adopted buffer, per device as c.lkeys
 	sendLen []atomic.Int32 // bytes posted per adopted buffer, for OpForward
 }
 
@@ -72,23 +73,27 @@ func (c *Conn) Adopt(up conn.Conn) error {
 	if c.fwd.Load() != nil {
 		return fmt.Errorf("adopt: already adopted")
 	}
-	f := &adopted{up: up, lkeys: make([]C.uint32_t, len(in)), sendLen: make([]atomic.Int32, len(in))}
-	mrs := make(map[int]*C.struct_ibv_mr)
+	f := &adopted{up: up, lkeys: make([][]C.uint32_t, len(in)), sendLen: make([]atomic.Int32, len(in))}
+	pds := []*C.struct_ibv_pd{c.pd}
+	for _, n := range c.nics {
+		pds = append(pds, n.pd)
+	}
+	keys := make(map[int][]C.uint32_t) // per region, per device
 	for i, k := range in {
-		mr := mrs[k]
-		if mr == nil {
-			var err error
-			mr, err = C.rp_reg_mr(c.pd, unsafe.Pointer(unsafe.SliceData(regions[k])), C.size_t(len(regions[k])), 0)
-			if mr == nil {
-				for _, mr := range f.mrs {
-					C.ibv_dereg_mr(mr)
+		if keys[k] == nil {
+			for _, pd := range pds {
+				mr, err := C.rp_reg_mr(pd, unsafe.Pointer(unsafe.SliceData(regions[k])), C.size_t(len(regions[k])), 0)
+				if mr == nil {
+					for _, mr := range f.mrs {
+						C.ibv_dereg_mr(mr)
+					}
+					return fmt.Errorf("adopt: register the %d bytes of the other connection's receive buffers: ibv_reg_mr: %w", len(regions[k]), err)
 				}
-				return fmt.Errorf("adopt: register the %d bytes of the other connection's receive buffers: ibv_reg_mr: %w", len(regions[k]), err)
+				f.mrs = append(f.mrs, mr)
+				keys[k] = append(keys[k], mr.lkey)
 			}
-			mrs[k] = mr
-			f.mrs = append(f.mrs, mr)
 		}
-		f.lkeys[i] = mr.lkey
+		f.lkeys[i] = keys[k]
 	}
 	c.fwd.Store(f)
 	return nil

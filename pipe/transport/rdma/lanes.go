@@ -10,6 +10,7 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"fmt"
+	"net/netip"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -34,8 +35,9 @@ import (
 // carrying a join (joinLen bytes: "RDPJ", version u16, lane u8, zero u8,
 // token u64), which the listener matches to the setup in progress by its
 // token and accepts with a queue pair on the same protection domain,
-// completion queue and buffers. The setup ends when every lane is
-// established, all within the listener's establish timeout.
+// completion queue and buffers (those of its device, when the lanes
+// are spread over several devices, see nics.go). The setup ends when
+// every lane is established, all within the listener's establish timeout.
 
 // maxLanes bounds the queue pairs of one connection.
 const maxLanes = 16
@@ -78,25 +80,36 @@ func newToken() (uint64, error) {
 	return binary.LittleEndian.Uint64(b[:]), nil
 }
 
-// addLane creates a queue pair for the rdma_cm id of a new lane on c's
-// protection domain and completion queue, and posts its notification
-// receives (a ring's receiver).
-func (c *Conn) addLane(id *C.struct_rdma_cm_id) error {
+// addLane creates a queue pair for the rdma_cm id of a new lane, one of
+// lanes, on the protection domain and completion queue of c on the id's
+// device (see nics.go), and posts its notification receives (a ring's
+// receiver).
+func (c *Conn) addLane(id *C.struct_rdma_cm_id, lanes int) error {
 	c.laneIDs = append(c.laneIDs, id)
-	if rc := C.rp_create_qp(id, c.pd, c.cq, C.int(c.sendWR), C.int(c.recvWR), C.int(c.inline)); rc < 0 {
+	k, err := c.nicFor(id.verbs, lanes)
+	if err != nil {
+		return fmt.Errorf("lane %d: %w", len(c.qps), err)
+	}
+	pd, cq := c.pd, c.cq
+	if k > 0 {
+		pd, cq = c.nics[k-1].pd, c.nics[k-1].cq
+	}
+	if rc := C.rp_create_qp(id, pd, cq, C.int(c.sendWR), C.int(c.recvWR), C.int(c.inline)); rc < 0 {
 		return fmt.Errorf("create queue pair of lane %d: %w", len(c.qps), errno(rc))
 	}
 	c.qps = append(c.qps, id.qp)
+	c.laneNIC = append(c.laneNIC, k)
 	return c.postNotes(len(c.qps) - 1)
 }
 
-// dialLanes connects lanes 1 to lanes-1 of c, resolved like lane 0 to ap.
-func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64, proposal conn.Params) error {
-	dst, err := sockaddr(c.addrPort)
-	if err != nil {
-		return err
-	}
+// dialLanes connects lanes 1 to lanes-1 of c, lane k to dests[k mod
+// len(dests)] (dests[0] being lane 0's address, see nics.go).
+func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64, proposal conn.Params, dests []netip.AddrPort) error {
 	for lane := 1; lane < lanes; lane++ {
+		dst, err := sockaddr(dests[lane%len(dests)])
+		if err != nil {
+			return err
+		}
 		var id *C.struct_rdma_cm_id
 		if rc := C.rp_create_id(c.cm.ch, &id); rc != 0 {
 			return fmt.Errorf("rdma_create_id: %w", errno(rc))
@@ -117,7 +130,11 @@ func (d Dialer) dialLanes(ctx context.Context, c *Conn, lanes int, token uint64,
 			C.rdma_destroy_id(id)
 			return fmt.Errorf("lane %d: %w", lane, err)
 		}
-		if err := c.addLane(id); err != nil {
+		if dev := deviceName(id); !d.allows(dev) {
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("lane %d: %s is on RDMA device %s, not on the requested device %s", lane, dests[lane%len(dests)], dev, d.Device)
+		}
+		if err := c.addLane(id, lanes); err != nil {
 			return err
 		}
 		priv := join{Lane: lane, Token: token}.marshal()
@@ -147,12 +164,17 @@ func (l *Listener) acceptLanes(ctx context.Context, c *Conn, lanes int, joins <-
 			C.rdma_destroy_id(id)
 			return fmt.Errorf("the sender connected lane %d where lane %d was due", j.Lane, lane)
 		}
+		if dev := deviceName(id); !l.opt.allows(dev) {
+			C.rp_reject(id, nil, 0)
+			C.rdma_destroy_id(id)
+			return fmt.Errorf("the sender connected lane %d to %s, on RDMA device %s, not on the requested device %s", lane, localAddr(id), dev, l.opt.Device)
+		}
 		if rc, err := C.rdma_migrate_id(id, c.cm.ch); rc != 0 {
 			C.rp_reject(id, nil, 0)
 			C.rdma_destroy_id(id)
 			return fmt.Errorf("lane %d: rdma_migrate_id: %w", lane, err)
 		}
-		if err := c.addLane(id); err != nil {
+		if err := c.addLane(id, lanes); err != nil {
 			C.rp_reject(id, nil, 0)
 			return err
 		}

@@ -48,6 +48,9 @@ type Listener struct {
 	local conn.Params
 	opt   Options
 	addr  string
+	// wildcard: bound to a wildcard address, so that the lanes of a
+	// striped connection may reach it on any device (see nics.go).
+	wildcard bool
 
 	// establish is how long a setup waits for ESTABLISHED
 	// (establishTimeout; tests lengthen it).
@@ -104,6 +107,7 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 	}
 	l := &Listener{cm: cm, local: local, opt: opt, establish: establish, joins: map[uint64]chan *event{}}
 	if aps[0].Addr().IsUnspecified() {
+		l.wildcard = true
 		err = l.bind(aps[0], false)
 		if err == nil {
 			port, _ := netip.ParseAddrPort(l.addr)
@@ -306,14 +310,14 @@ func (l *Listener) request(req *event) {
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
-		lanes := wantsRing(privateData(req))
+		lanes, nics := wantsRing(privateData(req)), wantsNICs(privateData(req))
 		if l.opt.QPs > 0 {
 			lanes = min(lanes, l.opt.QPs)
 		}
 		if l.opt.SendOnly || C.rp_is_iwarp(id) != 0 {
 			lanes = 0
 		}
-		c, err := l.setup(req, p, proposal, op, lanes)
+		c, err := l.setup(req, p, proposal, op, lanes, nics)
 		select {
 		case l.results <- accepted{c, err}:
 		case <-l.done.Done():
@@ -380,9 +384,10 @@ func (l *Listener) report(err error) {
 // setup serves one connect request whose proposal negotiated to p: it
 // creates the queue pair and buffers (with lanes > 0, a ring for the
 // sender to write into over that many queue pairs, see ring.go and
-// lanes.go), accepts, and waits for the peer to complete the connection
-// and its other lanes, at most l.establish.
-func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes int) (*Conn, error) {
+// lanes.go; with nics, the addresses of this host's other devices for
+// them, see nics.go), accepts, and waits for the peer to complete the
+// connection and its other lanes, at most l.establish.
+func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes int, nics bool) (*Conn, error) {
 	id := req.id
 	c := newConn(nil, id, peerAddr(id), l.opt)
 	reject := func(err error) (*Conn, error) {
@@ -407,6 +412,9 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 	if err := c.setup(conn.ReceiverLayout(p), p.Credits(), lanes > 0, max(lanes, 1)); err != nil {
 		return reject(local(err))
 	}
+	if lanes > 0 {
+		c.split = wantsSplit(privateData(req))
+	}
 
 	// Grant at most what the dialer asked for and the device allows.
 	var resp, init C.int
@@ -418,7 +426,7 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 	ans, _ := p.MarshalBinary()
 	var joins chan *event
 	if lanes > 0 {
-		r := ring{lanes: lanes}
+		r := ring{lanes: lanes, split: c.split > 0}
 		if lanes > 1 {
 			if r.token, err = newToken(); err != nil {
 				return reject(local(err))
@@ -430,6 +438,11 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 			defer l.endJoins(r.token, joins)
 		}
 		ans = append(ans, r.marshalGrant()...)
+		if at, err := netip.ParseAddrPort(localAddr(id)); err == nil && nics && lanes > 1 {
+			if offers := l.offers(at.Addr(), deviceName(id)); len(offers) > 0 {
+				ans = append(ans, marshalOffers(offers)...)
+			}
+		}
 	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()

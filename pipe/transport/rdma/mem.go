@@ -115,6 +115,11 @@ func (c *Conn) openWindow() error {
 		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(err)}
 	}
 	c.winLkey = c.winMR.lkey
+	for _, n := range c.nics {
+		if n.winMR, err = register(n.pd, mem, c.slots > 0); err != nil {
+			return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("%s: %w", n.name(), err))}
+		}
+	}
 	c.pinned.Add(int64(len(mem)))
 	for i := range c.window {
 		c.recv[i] = mem[i*stride : i*stride+c.dataSize : i*stride+c.dataSize]

@@ -62,10 +62,9 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 		if err := c.stopped(); err != nil {
 			return c.last(cs, err)
 		}
-		// Arm the channel, then poll once more: a completion that arrived
+		// Arm the channels, then poll once more: a completion that arrived
 		// before arming raises no event.
-		if rc := C.rp_arm(c.cq); rc != 0 {
-			c.fail(fmt.Sprintf("ibv_req_notify_cq: %v", errno(rc)))
+		if !c.arm() {
 			continue
 		}
 		if n := c.reap(cs); n > 0 {
@@ -92,11 +91,33 @@ func (c *Conn) last(cs []conn.Completion, err error) (int, error) {
 	return 0, err
 }
 
-// cqEvent takes one event from the completion channel, if there is one.
-// Events are acknowledged in batches; one event may stand for many
-// completions.
+// arm requests a completion event for the next completion on every
+// completion queue; a failure fails the connection.
+func (c *Conn) arm() bool {
+	for _, cq := range c.cqs {
+		if rc := C.rp_arm(cq); rc != 0 {
+			c.fail(fmt.Sprintf("ibv_req_notify_cq: %v", errno(rc)))
+			return false
+		}
+	}
+	return true
+}
+
+// cqEvent takes one event from each completion channel that has one, and
+// reports whether there was any.
 func (c *Conn) cqEvent() bool {
-	rc := C.rp_get_cq_event(c.cc)
+	got := c.cqEventOf(c.cc, c.cq, &c.unacked)
+	for _, n := range c.nics {
+		got = c.cqEventOf(n.cc, n.cq, &n.unacked) || got
+	}
+	return got
+}
+
+// cqEventOf takes one event from the completion channel cc of cq, if there
+// is one. Events are acknowledged in batches, counted in unacked; one
+// event may stand for many completions.
+func (c *Conn) cqEventOf(cc *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq, unacked *int) bool {
+	rc := C.rp_get_cq_event(cc)
 	switch {
 	case rc == 0:
 		return false
@@ -104,9 +125,9 @@ func (c *Conn) cqEvent() bool {
 		c.fail(fmt.Sprintf("ibv_get_cq_event: %v", errno(rc)))
 		return true
 	}
-	if c.unacked++; c.unacked >= ackBatch {
-		C.ibv_ack_cq_events(c.cq, C.uint(c.unacked))
-		c.unacked = 0
+	if *unacked++; *unacked >= ackBatch {
+		C.ibv_ack_cq_events(cq, C.uint(*unacked))
+		*unacked = 0
 	}
 	return true
 }
@@ -127,21 +148,33 @@ func (c *Conn) reap(cs []conn.Completion) int {
 	return n
 }
 
-// pollCQ takes up to want completions from the CQ and accounts for them
-// (cqMu held). It returns how many it took, and false if ibv_poll_cq
-// failed, which fails the connection: the completions taken before the
-// failure are still accounted for.
+// pollCQ takes up to want completions from the CQs and accounts for them
+// (cqMu held), starting with a different CQ each time when there are
+// several (see nics.go), so that none waits behind a busy one. It returns
+// how many it took, and false if ibv_poll_cq failed, which fails the
+// connection: the completions taken before the failure are still
+// accounted for.
 func (c *Conn) pollCQ(want int) (int, bool) {
-	var rc, eno C.int
-	k := int(C.rp_poll(c.cq, &c.wcs[0], C.int(want), &rc, &eno))
-	for i := range k {
-		c.complete(&c.wcs[i])
+	got := 0
+	for j := range c.cqs {
+		var rc, eno C.int
+		k := int(C.rp_poll(c.cqs[(c.cqTurn+j)%len(c.cqs)], &c.wcs[0], C.int(want-got), &rc, &eno))
+		for i := range k {
+			c.complete(&c.wcs[i])
+		}
+		got += k
+		if rc < 0 {
+			c.fail(pollError(int(rc), syscall.Errno(eno)))
+			return got, false
+		}
+		if got == want {
+			break
+		}
 	}
-	if rc < 0 {
-		c.fail(pollError(int(rc), syscall.Errno(eno)))
-		return k, false
+	if len(c.cqs) > 1 {
+		c.cqTurn = (c.cqTurn + 1) % len(c.cqs)
 	}
-	return k, true
+	return got, true
 }
 
 // pollError describes a failed ibv_poll_cq by its return value rc and the
@@ -213,7 +246,11 @@ func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
 	var err error
 	c.ringMu.Lock()
 	if wc.write != 0 {
-		c.pending, err = c.rs.Write(c.pending, int(wc.imm), n)
+		slot := int(wc.imm)
+		if c.split > 0 {
+			slot, n = splitLen(uint32(wc.imm), n, c.split)
+		}
+		c.pending, err = c.rs.Write(c.pending, slot, n)
 	} else {
 		var j int
 		if j, c.pending, err = c.rs.Control(c.pending, n, wc.has_imm != 0, uint32(wc.imm)); err == nil {

@@ -40,7 +40,7 @@ func (c *Conn) PostSend(i, n int) error {
 	}
 	c.sendLen[i].Store(int32(n))
 	c.sendsOut.Add(1)
-	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.send[i][0]), n, c.lkey); rc != 0 {
+	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.send[i][0]), n, c.lkeys); rc != 0 {
 		c.sendsOut.Add(-1)
 		c.sendPosted[i].Store(false)
 		return &conn.Error{Kind: conn.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
@@ -63,21 +63,29 @@ func (c *Conn) fits(n int) error {
 	return nil
 }
 
-// postData posts n bytes at addr (in the memory region of lkey) as the
-// next data message, with work request id wr: an RDMA WRITE with immediate
-// into the receiver's next ring slot, over the next lane, or a SEND. A
-// write counts in c.writes only once it is posted: a control message says
-// how many went before it (lanes.go), and the receiver waits for that many.
-// Data messages are posted from one goroutine at a time.
-func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkey C.uint32_t) C.int {
+// postData posts n bytes at addr (in the memory region whose key on each
+// device lkeys holds, indexed like c.lkeys) as the next data message, with
+// work request id wr: an RDMA WRITE with immediate into the receiver's
+// next ring slot, over the next lane, or a SEND. A write counts in
+// c.writes only once it is posted: a control message says how many went
+// before it (lanes.go), and the receiver waits for that many. Data
+// messages are posted from one goroutine at a time.
+func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkeys []C.uint32_t) C.int {
 	r := c.ring
 	if r == nil {
-		return C.rp_post_send(c.qp, C.uint64_t(wr), addr, C.uint32_t(n), lkey, 0, 0, 0)
+		return C.rp_post_send(c.qp, C.uint64_t(wr), addr, C.uint32_t(n), lkeys[0], 0, 0, 0)
 	}
 	k := c.writes.Load()
 	slot := k % uint64(r.slots)
-	rc := C.rp_post_write_imm(c.qps[k%uint64(len(c.qps))], C.uint64_t(wr), addr, C.uint32_t(n), lkey,
-		C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkey), C.uint32_t(slot))
+	lane := k % uint64(len(c.qps))
+	var rc C.int
+	if c.split > 0 && n > c.split {
+		rc = C.rp_post_write_split(c.qps[lane], C.uint64_t(wr), C.uint64_t(wrPiece), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(splitImm(uint32(slot), n, c.split)), C.uint32_t(c.split))
+	} else {
+		rc = C.rp_post_write_imm(c.qps[lane], C.uint64_t(wr), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(slot))
+	}
 	if rc == 0 {
 		c.writes.Add(1)
 	}
@@ -132,8 +140,8 @@ func (c *Conn) repostRing(i int) error {
 
 // postNote posts the receive work request of note buffer k on its lane.
 func (c *Conn) postNote(k int) C.int {
-	b := c.notes[k]
-	return C.rp_post_recv(c.qps[k/c.notesPerLane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkey)
+	b, lane := c.notes[k], k/c.notesPerLane
+	return C.rp_post_recv(c.qps[lane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkeys[c.laneNIC[lane]])
 }
 
 // postRecv posts receive buffer i, which is in the window's region if

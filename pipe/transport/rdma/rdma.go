@@ -54,7 +54,11 @@ type Options struct {
 	// Device, if not empty, is the RDMA device (e.g. "mlx5_0", "rxe0") the
 	// connection must use. rdma_cm picks the device from the IP address;
 	// a connection whose address maps to another device fails with an
-	// error naming both.
+	// error naming both. A comma-separated list ("mlx5_0,mlx5_1") or
+	// "all" (every active port that reaches the peer) stripes the lanes
+	// over several devices (see nics.go): the first lane's address must be
+	// on one of them. A listener offers a striping sender its listed
+	// devices, and with no Device all of them.
 	Device string
 	// IBPort, if not 0, is the device port the connection must use,
 	// verified like Device.
@@ -75,10 +79,17 @@ type Options struct {
 	// ring.go); either side can ask for it. iWARP always sends.
 	SendOnly bool
 	// QPs is how many queue pairs a dialer asks to stripe the stream over
-	// (see lanes.go), and the most a listener grants; 0 means 1 for a
-	// dialer and 16 for a listener. Only the RDMA WRITE data path is
+	// (see lanes.go), and the most a listener grants; 0 means, for a
+	// dialer, what the rate of the port suggests (1 below 200 Gb/s, see
+	// speed.go), and 16 for a listener. Only the RDMA WRITE data path is
 	// striped.
 	QPs int
+	// MaxWrite, if > 0, is the most bytes a dialer puts in one RDMA WRITE:
+	// a larger data message goes as several, the last one with the
+	// immediate (a power of two from 4096; others are rounded down). 0
+	// means what the rate of the port suggests (no split below 200 Gb/s,
+	// see speed.go). The receiver must grant it.
+	MaxWrite int
 }
 
 // DefaultOptions returns Options that let rdma_cm choose device, port and
@@ -166,7 +177,7 @@ func deviceName(id *C.struct_rdma_cm_id) string {
 // checkDevice verifies that id, bound to a device by rdma_cm, matches opt.
 func checkDevice(id *C.struct_rdma_cm_id, opt Options, addr string) error {
 	dev, port := deviceName(id), int(id.port_num)
-	if opt.Device != "" && dev != opt.Device {
+	if !opt.allows(dev) {
 		return fmt.Errorf("address %s is on RDMA device %s, not on the requested device %s", addr, dev, opt.Device)
 	}
 	if opt.IBPort != 0 && port != opt.IBPort {

@@ -3,6 +3,8 @@ package rdma
 import (
 	"encoding/binary"
 	"fmt"
+	"net/netip"
+	"slices"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -39,8 +41,47 @@ import (
 // on either side, data travels as SENDs into the posted buffers instead.
 
 // opWrite in the byte after the proposal in the connect request asks for
-// a ring; the next byte asks for lanes (see lanes.go).
-const opWrite = 1
+// a ring (opNICs beside it asks for addresses on other devices, see
+// nics.go); the next byte asks for lanes (see lanes.go), and the one after
+// it, if not 0, says that data messages come as several RDMA WRITEs of
+// 1<<b bytes (see splitRequest). opSplit in a grant accepts that.
+const (
+	opWrite = 1
+	opSplit = 4
+)
+
+// Split data messages: the sender writes a message of n bytes as
+// ceil(n/piece) RDMA WRITEs into its slot, the last one with the
+// immediate, which then holds the slot in its low 16 bits and the number
+// of pieces before the last in its high 16; the receiver's completion
+// says how many bytes the last one carried. With a piece of 4096 bytes
+// or more, 16 bits count the pieces of the largest chunk.
+const (
+	minPieceShift = 12
+	maxPieceShift = 30
+	pieceSlotBits = 16
+)
+
+// pieceSize rounds n down to a power of two from 1<<minPieceShift.
+func pieceSize(n int) int {
+	s := minPieceShift
+	for s < maxPieceShift && 1<<(s+1) <= n {
+		s++
+	}
+	return 1 << s
+}
+
+// splitImm returns the immediate of the last WRITE of an n-byte message
+// into slot, split into pieces of piece bytes.
+func splitImm(slot uint32, n, piece int) uint32 {
+	return slot | uint32(max(n-1, 0)/piece)<<pieceSlotBits
+}
+
+// splitLen returns the slot and the length of a message from the
+// immediate and the byte count of its last WRITE.
+func splitLen(imm uint32, last, piece int) (slot, n int) {
+	return int(imm & (1<<pieceSlotBits - 1)), int(imm>>pieceSlotBits)*piece + last
+}
 
 // noteSlack is how many notification receives a receiver posts beyond one
 // per message the sender may have in flight.
@@ -48,21 +89,25 @@ const noteSlack = 2
 
 // grantLen is the encoded size of a ring's grant: flags u8 (opWrite),
 // lanes u8, two zero bytes, token u64, little-endian. It follows the
-// answer's conn.Params in the accept's private data. Lanes and token are
-// for striping (see lanes.go).
+// answer's conn.Params in the accept's private data, and the listener's
+// addresses on its other devices may follow it (see marshalOffers). Lanes
+// and token are for striping (see lanes.go).
 const grantLen = 12
 
 // ringLen is the encoded size of a ring's place, the description
 // OpenWindow returns for the welcome: rkey u32, address u64, stride u32,
-// slots u32, little-endian.
+// slots u32, little-endian. A ring registered on several devices (see
+// nics.go) adds the rkey of each lane, u32 each.
 const ringLen = 20
 
 // ring is a receiver's data ring as the sender sees it, and the lanes it
 // granted. Until SetWindow, only lanes and token are known.
 type ring struct {
+	split  bool // the receiver takes data messages split into several WRITEs
 	addr   uint64
 	rkey   uint32
-	stride uint32 // bytes from one slot to the next; a slot holds as much
+	rkeys  []uint32 // the key of each lane (all rkey on one device)
+	stride uint32   // bytes from one slot to the next; a slot holds as much
 	slots  uint32
 	lanes  int    // queue pairs, 1 or more
 	token  uint64 // names the connection in the joins of lanes 1 and up
@@ -72,46 +117,68 @@ type ring struct {
 func (r ring) marshalGrant() []byte {
 	b := make([]byte, grantLen)
 	b[0], b[1] = opWrite, byte(r.lanes)
+	if r.split {
+		b[0] |= opSplit
+	}
 	binary.LittleEndian.PutUint64(b[4:], r.token)
 	return b
 }
 
 // parseGrant decodes the grant of a ring that follows the Params in an
-// accept's private data, if there is one, and checks that it grants 1 to
+// accept's private data, if there is one, and the addresses the listener
+// offers on its other devices after it, and checks that it grants 1 to
 // asked lanes.
-func parseGrant(b []byte, asked int) (*ring, error) {
+func parseGrant(b []byte, asked int) (*ring, []netip.Addr, error) {
 	if len(b) < grantLen || b[0]&opWrite == 0 {
-		return nil, nil
+		return nil, nil, nil
 	}
-	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:])}
+	r := &ring{lanes: int(b[1]), token: binary.LittleEndian.Uint64(b[4:]), split: b[0]&opSplit != 0}
 	if r.lanes < 1 || r.lanes > max(asked, 1) {
-		return nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
+		return nil, nil, fmt.Errorf("receiver granted %d queue pairs where %d were asked for", r.lanes, asked)
 	}
-	return r, nil
+	offers, err := parseOffers(b[grantLen:])
+	if err != nil {
+		return nil, nil, err
+	}
+	return r, offers, nil
 }
 
-// marshal encodes where r is, for the welcome.
+// marshal encodes where r is, for the welcome, with the key of each lane
+// if they differ.
 func (r ring) marshal() []byte {
-	b := make([]byte, ringLen)
+	b := make([]byte, ringLen, ringLen+4*len(r.rkeys))
 	binary.LittleEndian.PutUint32(b, r.rkey)
 	binary.LittleEndian.PutUint64(b[4:], r.addr)
 	binary.LittleEndian.PutUint32(b[12:], r.stride)
 	binary.LittleEndian.PutUint32(b[16:], r.slots)
+	if slices.ContainsFunc(r.rkeys, func(k uint32) bool { return k != r.rkey }) {
+		for _, k := range r.rkeys {
+			b = binary.LittleEndian.AppendUint32(b, k)
+		}
+	}
 	return b
 }
 
 // parseRing decodes where a receiver's ring is and checks that it can
-// carry the negotiated stream p: a slot per credit, each large enough for
-// a chunk and its trailer.
-func parseRing(b []byte, p conn.Params) (ring, error) {
-	if len(b) != ringLen {
-		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d", len(b), ringLen)
+// carry the negotiated stream p over lanes queue pairs: a slot per
+// credit, each large enough for a chunk and its trailer, and a key for
+// each lane.
+func parseRing(b []byte, p conn.Params, lanes int) (ring, error) {
+	if len(b) != ringLen && len(b) != ringLen+4*lanes {
+		return ring{}, fmt.Errorf("receiver described its ring in %d bytes, not %d (or %d for %d lanes on several devices)", len(b), ringLen, ringLen+4*lanes, lanes)
 	}
 	r := ring{
 		rkey:   binary.LittleEndian.Uint32(b),
 		addr:   binary.LittleEndian.Uint64(b[4:]),
 		stride: binary.LittleEndian.Uint32(b[12:]),
 		slots:  binary.LittleEndian.Uint32(b[16:]),
+		rkeys:  make([]uint32, lanes),
+	}
+	for k := range r.rkeys {
+		r.rkeys[k] = r.rkey
+		if len(b) > ringLen {
+			r.rkeys[k] = binary.LittleEndian.Uint32(b[ringLen+4*k:])
+		}
 	}
 	if int(r.slots) != p.Credits() || int(r.stride) < p.Chunk+conn.TagLen+conn.TrailerLen {
 		return ring{}, fmt.Errorf("receiver offered a ring of %d slots of %d bytes for %d credits of %d-byte chunks", r.slots, r.stride, p.Credits(), p.Chunk)
@@ -126,8 +193,15 @@ func (c *Conn) offer() ring {
 	if c.slots > 1 {
 		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
 	}
-	return ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
-		stride: uint32(stride), slots: uint32(c.slots)}
+	r := ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
+		stride: uint32(stride), slots: uint32(c.slots), rkeys: make([]uint32, len(c.qps))}
+	for lane, k := range c.laneNIC {
+		r.rkeys[lane] = r.rkey
+		if k > 0 {
+			r.rkeys[lane] = uint32(c.nics[k-1].winMR.rkey)
+		}
+	}
+	return r
 }
 
 // SetWindow tells a sender's connection that the receiver's window is
@@ -143,22 +217,55 @@ func (c *Conn) SetWindow(desc []byte) error {
 		c.placed = true
 		return nil
 	}
-	r, err := parseRing(desc, c.params)
+	r, err := parseRing(desc, c.params, c.ring.lanes)
 	if err != nil {
 		return fmt.Errorf("%s: %w", c.peer, err)
 	}
-	r.lanes, r.token = c.ring.lanes, c.ring.token
+	r.lanes, r.token, r.split = c.ring.lanes, c.ring.token, c.ring.split
 	c.ring, c.placed = &r, true
 	return nil
 }
 
 // ringRequest is what a connect request asks for beyond its Params: a ring
-// (opWrite) and how many lanes, in the two bytes after the Params.
-func ringRequest(write bool, lanes int) []byte {
+// (opWrite), with nics the addresses of the listener's other devices
+// (opNICs), how many lanes, and, with split > 0, to split data messages
+// into WRITEs of split bytes (a power of two), in the bytes after the
+// Params.
+func ringRequest(write, nics bool, lanes, split int) []byte {
 	if !write {
 		return nil
 	}
-	return []byte{opWrite, byte(min(max(lanes, 1), maxLanes))}
+	op := byte(opWrite)
+	if nics {
+		op |= opNICs
+	}
+	b := []byte{op, byte(min(max(lanes, 1), maxLanes))}
+	if split > 0 {
+		shift := minPieceShift
+		for 1<<shift < split {
+			shift++
+		}
+		b = append(b, byte(shift))
+	}
+	return b
+}
+
+// wantsSplit returns the size of the pieces a connect request's private
+// data says its data messages come in, 0 if they are not split.
+func wantsSplit(priv []byte) int {
+	if wantsRing(priv) == 0 || len(priv) <= conn.ParamsLen+2 {
+		return 0
+	}
+	if s := int(priv[conn.ParamsLen+2]); s >= minPieceShift && s <= maxPieceShift {
+		return 1 << s
+	}
+	return 0
+}
+
+// wantsNICs reports whether a connect request's private data asks for the
+// addresses of the listener's other devices.
+func wantsNICs(priv []byte) bool {
+	return len(priv) > conn.ParamsLen && priv[conn.ParamsLen]&(opWrite|opNICs) == opWrite|opNICs
 }
 
 // wantsRing returns how many lanes a connect request's private data asks

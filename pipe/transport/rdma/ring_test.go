@@ -2,6 +2,9 @@ package rdma
 
 import (
 	"bytes"
+	"net/netip"
+	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -10,29 +13,40 @@ import (
 )
 
 func TestParseGrant(t *testing.T) {
+	a4, a6 := netip.MustParseAddr("10.0.10.2"), netip.MustParseAddr("fd00::2")
+	grant := func(r ring, offers ...netip.Addr) []byte { return append(r.marshalGrant(), marshalOffers(offers)...) }
 	cases := []struct {
-		name string
-		b    []byte
-		want *ring
-		err  string
+		name   string
+		b      []byte
+		want   *ring
+		offers []netip.Addr
+		err    string
 	}{
-		{"none (send)", nil, nil, ""},
-		{"flag clear", make([]byte, grantLen), nil, ""},
-		{"one lane", ring{lanes: 1}.marshalGrant(), &ring{lanes: 1}, ""},
-		{"striped", ring{lanes: 3, token: 1 << 60}.marshalGrant(), &ring{lanes: 3, token: 1 << 60}, ""},
-		{"more lanes than asked", ring{lanes: 4}.marshalGrant(), nil, "granted 4 queue pairs where 3 were asked for"},
-		{"no lanes", ring{}.marshalGrant(), nil, "granted 0 queue pairs"},
+		{"none (send)", nil, nil, nil, ""},
+		{"flag clear", make([]byte, grantLen), nil, nil, ""},
+		{"one lane", ring{lanes: 1}.marshalGrant(), &ring{lanes: 1}, nil, ""},
+		{"striped", ring{lanes: 3, token: 1 << 60}.marshalGrant(), &ring{lanes: 3, token: 1 << 60}, nil, ""},
+		{"split", ring{lanes: 2, split: true}.marshalGrant(), &ring{lanes: 2, split: true}, nil, ""},
+		{"other devices", grant(ring{lanes: 2, token: 9}, a4, a6), &ring{lanes: 2, token: 9}, []netip.Addr{a4, a6}, ""},
+		{"no other device", grant(ring{lanes: 2, token: 9}), &ring{lanes: 2, token: 9}, nil, ""},
+		{"offers cut", grant(ring{lanes: 2}, a6)[:grantLen+5], nil, nil, "malformed"},
+		{"offer of 5 bytes", append(ring{lanes: 2}.marshalGrant(), 1, 5, 1, 2, 3, 4, 5), nil, nil, "malformed"},
+		{"too many offers", append(ring{lanes: 2}.marshalGrant(), maxOffers+1), nil, nil, "more than 8"},
+		{"more lanes than asked", ring{lanes: 4}.marshalGrant(), nil, nil, "granted 4 queue pairs where 3 were asked for"},
+		{"no lanes", ring{}.marshalGrant(), nil, nil, "granted 0 queue pairs"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseGrant(tc.b, 3)
+			got, offers, err := parseGrant(tc.b, 3)
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("error %v, want one saying %q", err, tc.err)
 			case tc.err == "" && err != nil:
 				t.Errorf("error %v", err)
-			case tc.want == nil && got != nil, tc.want != nil && (got == nil || *got != *tc.want):
+			case tc.want == nil && got != nil, tc.want != nil && (got == nil || !reflect.DeepEqual(*got, *tc.want)):
 				t.Errorf("grant %+v, want %+v", got, tc.want)
+			case !slices.Equal(offers, tc.offers):
+				t.Errorf("offers %v, want %v", offers, tc.offers)
 			}
 		})
 	}
@@ -40,28 +54,34 @@ func TestParseGrant(t *testing.T) {
 
 func TestParseRing(t *testing.T) {
 	p := conn.NewParams(4096, 5) // 4 credits
-	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}
+	good := ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4, rkeys: []uint32{7, 7}}
+	twoNICs := good
+	twoNICs.rkeys = []uint32{7, 8}
 	cases := []struct {
 		name string
 		b    []byte
+		want ring
 		err  string
 	}{
-		{"good", good.marshal(), ""},
-		{"none", nil, "in 0 bytes, not 20"},
-		{"cut", good.marshal()[:ringLen-1], "in 19 bytes"},
-		{"too long", append(good.marshal(), 0), "in 21 bytes"},
-		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), "3 slots of 8192 bytes for 4 credits"},
-		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), "5 slots"},
-		{"slots too small", ring{stride: 4096 + conn.TrailerLen - 1, slots: 4}.marshal(), "of 4103 bytes"},
+		{"good", good.marshal(), good, ""},
+		{"one key, no list", ring{addr: 1 << 30, rkey: 7, stride: 8192, slots: 4}.marshal(), good, ""},
+		{"a key per lane", twoNICs.marshal(), twoNICs, ""},
+		{"none", nil, ring{}, "in 0 bytes, not 20 (or 28 for 2 lanes"},
+		{"cut", good.marshal()[:ringLen-1], ring{}, "in 19 bytes"},
+		{"too long", append(good.marshal(), 0), ring{}, "in 21 bytes"},
+		{"keys for 3 lanes", append(twoNICs.marshal(), 0, 0, 0, 0), ring{}, "in 32 bytes"},
+		{"too few slots", ring{stride: 8192, slots: 3}.marshal(), ring{}, "3 slots of 8192 bytes for 4 credits"},
+		{"too many slots", ring{stride: 8192, slots: 5}.marshal(), ring{}, "5 slots"},
+		{"slots too small", ring{stride: 4096 + conn.TrailerLen - 1, slots: 4}.marshal(), ring{}, "of 4103 bytes"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, err := parseRing(tc.b, p)
+			got, err := parseRing(tc.b, p, 2)
 			switch {
 			case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
 				t.Errorf("error %v, want one saying %q", err, tc.err)
-			case tc.err == "" && (err != nil || got != good):
-				t.Errorf("ring %+v, %v; want %+v", got, err, good)
+			case tc.err == "" && (err != nil || !reflect.DeepEqual(got, tc.want)):
+				t.Errorf("ring %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
 	}

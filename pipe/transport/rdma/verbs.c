@@ -122,6 +122,12 @@ int rp_set_afonly(struct rdma_cm_id *id)
 	return rdma_set_option(id, RDMA_OPTION_ID, RDMA_OPTION_ID_AFONLY, &one, sizeof one) ? -errno : 0;
 }
 
+// rp_bind binds the id to a local address, and so to its RDMA device.
+int rp_bind(struct rdma_cm_id *id, struct sockaddr_storage *addr)
+{
+	return rdma_bind_addr(id, (struct sockaddr *)addr) ? -errno : 0;
+}
+
 int rp_bind_listen(struct rdma_cm_id *id, struct sockaddr_storage *addr, int backlog)
 {
 	if (rdma_bind_addr(id, (struct sockaddr *)addr))
@@ -291,6 +297,55 @@ int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t le
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm)
 {
 	return post(qp, wr_id, addr, len, lkey, IBV_WR_RDMA_WRITE_WITH_IMM, 0, imm, raddr, rkey);
+}
+
+// rp_post_write_split posts len bytes at addr to raddr (rkey) of the peer
+// as RDMA WRITEs of at most piece bytes, chained RP_SPLIT_BATCH to an
+// ibv_post_send: unsignaled plain WRITEs (work request id piece_id, seen
+// only if they fail), then the last piece as one signaled WRITE with
+// immediate imm (host order) and id wr_id, whose completion at the peer
+// says that all of it has landed: an RC queue pair places its WRITEs in
+// order.
+#define RP_SPLIT_BATCH 32
+int rp_post_write_split(struct ibv_qp *qp, uint64_t wr_id, uint64_t piece_id, void *addr, uint32_t len,
+                        uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm, uint32_t piece)
+{
+	struct ibv_sge sge[RP_SPLIT_BATCH];
+	struct ibv_send_wr wr[RP_SPLIT_BATCH], *bad;
+	uint32_t off = 0;
+	for (;;) {
+		int n = 0, last = 0;
+		memset(wr, 0, sizeof wr);
+		while (n < RP_SPLIT_BATCH && !last) {
+			uint32_t k = len - off < piece ? len - off : piece;
+			sge[n].addr = (uintptr_t)addr + off;
+			sge[n].length = k;
+			sge[n].lkey = lkey;
+			wr[n].sg_list = &sge[n];
+			wr[n].num_sge = k ? 1 : 0;
+			wr[n].wr.rdma.remote_addr = raddr + off;
+			wr[n].wr.rdma.rkey = rkey;
+			off += k;
+			if (off == len) {
+				wr[n].wr_id = wr_id;
+				wr[n].opcode = IBV_WR_RDMA_WRITE_WITH_IMM;
+				wr[n].send_flags = IBV_SEND_SIGNALED;
+				wr[n].imm_data = htonl(imm);
+				last = 1;
+			} else {
+				wr[n].wr_id = piece_id;
+				wr[n].opcode = IBV_WR_RDMA_WRITE;
+			}
+			if (n > 0)
+				wr[n - 1].next = &wr[n];
+			n++;
+		}
+		int ret = ibv_post_send(qp, wr, &bad);
+		if (ret)
+			return -ret;
+		if (last)
+			return 0;
+	}
 }
 
 // rp_post_recv posts one receive of up to len bytes at addr.

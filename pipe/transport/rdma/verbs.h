@@ -12,8 +12,9 @@
 #include <infiniband/verbs.h>
 #include <rdma/rdma_cma.h>
 
-/* Private data bytes copied out of a CM event (more than pipe.ParamsLen). */
-#define RP_PRIV_MAX 64
+/* Private data bytes copied out of a CM event: as many as an IB/RoCE accept
+ * (REP) carries, which holds a listener's device addresses (nics.go). */
+#define RP_PRIV_MAX 196
 
 /* rp_event is the part of a struct rdma_cm_event that the Go side needs. */
 struct rp_event {
@@ -45,6 +46,7 @@ int rp_sockaddr(struct sockaddr_storage *ss, int family, const uint8_t *ip, int 
 int rp_addr_of(const struct sockaddr *sa, uint8_t *ip, int *port, uint32_t *scope);
 int rp_resolve_addr(struct rdma_cm_id *id, struct sockaddr_storage *dst, int timeout_ms);
 int rp_set_afonly(struct rdma_cm_id *id);
+int rp_bind(struct rdma_cm_id *id, struct sockaddr_storage *addr);
 int rp_bind_listen(struct rdma_cm_id *id, struct sockaddr_storage *addr, int backlog);
 const char *rp_device_name(struct rdma_cm_id *id);
 int rp_is_iwarp(struct rdma_cm_id *id);
@@ -62,6 +64,8 @@ int rp_post_send(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                  uint32_t lkey, int inl, int with_imm, uint32_t imm);
 int rp_post_write_imm(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len,
                       uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm);
+int rp_post_write_split(struct ibv_qp *qp, uint64_t wr_id, uint64_t piece_id, void *addr, uint32_t len,
+                        uint32_t lkey, uint64_t raddr, uint32_t rkey, uint32_t imm, uint32_t piece);
 int rp_post_recv(struct ibv_qp *qp, uint64_t wr_id, void *addr, uint32_t len, uint32_t lkey);
 int rp_poll(struct ibv_cq *cq, struct rp_wc *wcs, int n, int *rc, int *err);
 int rp_arm(struct ibv_cq *cq);

@@ -83,7 +83,8 @@ func TestWindowKeys(t *testing.T) {
 			snd, rcv := s.(*Conn), r.(*Conn)
 			spare := rcv.recv[p.Credits()]
 			copy(spare, "spare")
-			snd.ring = &ring{addr: uint64(uintptr(unsafe.Pointer(&spare[0]))), rkey: tc.key(snd, rcv),
+			key := tc.key(snd, rcv)
+			snd.ring = &ring{addr: uint64(uintptr(unsafe.Pointer(&spare[0]))), rkey: key, rkeys: []uint32{key},
 				stride: 4096, slots: 1, lanes: 1}
 			copy(snd.send[0], "overwritten")
 			if err := snd.PostSend(0, 11); err != nil {
