@@ -61,6 +61,7 @@ func TestStatsInterval(t *testing.T) {
 	r.waitStderr(time.Minute, "rdmarecv: ")
 	r.waitStderr(time.Minute, "64.0 KiB, ")
 	r.waitStderr(time.Minute, "receiving (average ")
+	r.waitStderr(time.Minute, " MB/s now, ") // the receiver's first interval line, before the stream ends
 	w.Close()
 	code, stderr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0)
