@@ -4,8 +4,9 @@
 # the sender and the receiver unkeyed, keyed and encrypted, with memcpy and cat as
 # references, at GOMAXPROCS 1, 2, ... up to the cores present, COUNT times each. Prints a
 # markdown section on stdout: GB/s (medians), the ratio of all cores to one core, keyed
-# and encrypted against unkeyed at all cores, and issue 18's targets on those ratios with
-# pass/miss. The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
+# and encrypted against unkeyed at all cores, GB per CPU-second (the benchmark's
+# GB/cpu-s: bytes over the process's user+system time, at one core and at all cores), and
+# issue 18's targets on those ratios with pass/miss. The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
 # bench/README.md, "Each side's own ceiling".
 #
 #   bench/ceiling.sh                       # COUNT=3 BENCHTIME=1s CPUS=1,...,nproc PIN=0
@@ -74,9 +75,12 @@ $1 ~ /^BenchmarkCeiling\// {
 		procs = substr(name, RSTART + 1)
 		name = substr(name, 1, RSTART - 1)
 	}
-	for (i = 2; i <= NF; i++)
+	for (i = 2; i <= NF; i++) {
 		if ($i == "MB/s")
 			runs[name, procs] = runs[name, procs] " " $(i - 1)
+		if ($i == "GB/cpu-s")
+			cpu[name, procs] = cpu[name, procs] " " $(i - 1)
+	}
 }
 
 function median(list,    v, n, i, j, t) {
@@ -116,8 +120,10 @@ END {
 	label["memcpy"] = "memcpy (GOMAXPROCS loops)"
 	label["cat"] = "`cat < file > /dev/null`"
 	for (r = 1; r <= nrows; r++)
-		for (k = 1; k <= np; k++)
+		for (k = 1; k <= np; k++) {
 			m[rows[r], k] = median(runs[rows[r], p[k]])
+			c[rows[r], k] = median(cpu[rows[r], p[k]])
+		}
 
 	print "## Each side'"'"'s own ceiling (no network)"
 	print ""
@@ -129,8 +135,8 @@ END {
 		head = head " GOMAXPROCS " p[k] " |"
 		line = line " ---: |"
 	}
-	print head " " p[np] " / " p[1] " | / unkeyed at " p[np] " |"
-	print line " ---: | ---: |"
+	print head " " p[np] " / " p[1] " | / unkeyed at " p[np] " | GB per CPU-s at " p[1] " / " p[np] " |"
+	print line " ---: | ---: | ---: |"
 	for (r = 1; r <= nrows; r++) {
 		row = rows[r]
 		out = "| " label[row] " |"
@@ -142,7 +148,7 @@ END {
 			sub(/\/.*/, "", side)
 			vs = shown(ratio(m[row, np], m[side "/unkeyed", np]))
 		}
-		print out " " shown(ratio(m[row, np], m[row, 1])) " | " vs " |"
+		print out " " shown(ratio(m[row, np], m[row, 1])) " | " vs " | " (c[row, 1] < 0 ? "-" : sprintf("%.2f", c[row, 1])) " / " (c[row, np] < 0 ? "-" : sprintf("%.2f", c[row, np])) " |"
 	}
 	print ""
 	print "Targets (issue 18), all cores against one core and against unkeyed:"

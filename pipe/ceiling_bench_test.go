@@ -86,7 +86,8 @@ const ceilTimeout = time.Minute
 // commands' window where locked memory is not limited (4 MiB x 8), one
 // ceilStream-byte stream per op, handshake included. memcpy and cat are
 // the references: what GOMAXPROCS copy loops manage, and what one read(2)
-// loop from the page cache manages.
+// loop from the page cache manages. Every row reports GB/cpu-s too (see
+// reportCPU).
 func BenchmarkCeiling(b *testing.B) {
 	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
 		b.Skip("no /dev/shm for the input file")
@@ -145,6 +146,26 @@ func ceilMap(b *testing.B, n int) []byte {
 	return m
 }
 
+// cpuTime returns the CPU time, user and system, that the process has used
+// so far, all its threads together.
+func cpuTime(b *testing.B) time.Duration {
+	var ru unix.Rusage
+	if err := unix.Getrusage(unix.RUSAGE_SELF, &ru); err != nil {
+		b.Fatal(err)
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// reportCPU reports, as GB/cpu-s, how many bytes b's ops moved (b.N ops
+// of bytes each) per second of the CPU time cpu they took: what one core
+// would move if the work spread over cores perfectly, whatever else runs
+// on the machine; a rate of R GB/s takes R / it cores.
+func reportCPU(b *testing.B, cpu time.Duration, bytes int64) {
+	if cpu > 0 {
+		b.ReportMetric(float64(bytes)*float64(b.N)/cpu.Seconds()/1e9, "GB/cpu-s")
+	}
+}
+
 // ceilInfo is what both fakes report: only Chunk and Depth matter to the
 // engine (and to the transcript both sides MAC).
 var ceilInfo = conn.Info{Transport: "ceiling", Local: "fake", Remote: "fake", Chunk: ceilChunk, Depth: ceilDepth}
@@ -166,6 +187,7 @@ func benchSender(b *testing.B, path string, m ceilMode) {
 	defer c.Close()
 	cfg := m.config()
 	b.SetBytes(ceilStream)
+	cpu := cpuTime(b)
 	for b.Loop() {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			b.Fatal(err)
@@ -181,6 +203,7 @@ func benchSender(b *testing.B, path string, m ceilMode) {
 			b.Fatalf("sent %d bytes by %q with %q, want %d by pread with %q", st.Bytes, st.IO, st.Integrity, ceilStream, m.integrity())
 		}
 	}
+	reportCPU(b, cpuTime(b)-cpu, ceilStream)
 }
 
 // fakeReceiver is the receiving end of a connection for a Send alone: an
@@ -379,6 +402,7 @@ func benchReceiver(b *testing.B, m ceilMode) {
 	defer c.Close()
 	cfg := m.config()
 	b.SetBytes(ceilStream)
+	cpu := cpuTime(b)
 	for b.Loop() {
 		c.reset()
 		st, err := Receive(context.Background(), c, out, cfg)
@@ -392,6 +416,7 @@ func benchReceiver(b *testing.B, m ceilMode) {
 			b.Fatalf("received %d bytes by %q with %q, want %d by write with %q", st.Bytes, st.IO, st.Integrity, ceilStream, m.integrity())
 		}
 	}
+	reportCPU(b, cpuTime(b)-cpu-c.untimed, ceilStream)
 }
 
 // fakeSender is the sending end of a connection for a Receive alone: an
@@ -418,16 +443,17 @@ func benchReceiver(b *testing.B, m ceilMode) {
 type fakeSender struct {
 	b        *testing.B // whose timer stops while prepare runs
 	mode     ceilMode
-	ring     [][]byte // the data buffers [0, credits), then the spares
-	recv     [][]byte // what RecvBuf returns: ring, or a message of sealed
-	msg      []byte   // the payload of every data message, and room for its tag
-	digest   seal.Digest
-	sealed   [][]byte // encrypted: each message's ciphertext and tag
-	chunks   int      // data messages per stream
-	credits  int      // the receiver's window
-	data     chan int // data buffers posted, oldest first
-	spares   chan int // spare buffers posted
-	returned chan int // data credits from the receiver (and the first ones, with the welcome)
+	ring     [][]byte      // the data buffers [0, credits), then the spares
+	recv     [][]byte      // what RecvBuf returns: ring, or a message of sealed
+	msg      []byte        // the payload of every data message, and room for its tag
+	digest   seal.Digest   // of the payload, unkeyed
+	untimed  time.Duration // CPU time prepare took, all streams
+	sealed   [][]byte      // encrypted: each message's ciphertext and tag
+	chunks   int           // data messages per stream
+	credits  int           // the receiver's window
+	data     chan int      // data buffers posted, oldest first
+	spares   chan int      // spare buffers posted
+	returned chan int      // data credits from the receiver (and the first ones, with the welcome)
 	ctl      chan conn.Completion
 	closed   chan struct{}
 	once     sync.Once
@@ -567,10 +593,15 @@ func (f *fakeSender) authenticate() error {
 // the stream whose handshake carries senderNonce: each data message's tag
 // (keyed) or ciphertext and tag (encrypted), combined in order (package
 // seal) into the end message's checksum or stream tag. The receiver waits
-// for the authentication meanwhile.
+// for the authentication meanwhile; its CPU time is left out of the
+// receiver's too.
 func (f *fakeSender) prepare(senderNonce []byte) {
 	f.b.StopTimer()
-	defer f.b.StartTimer()
+	cpu := cpuTime(f.b)
+	defer func() {
+		f.untimed += cpuTime(f.b) - cpu
+		f.b.StartTimer()
+	}()
 	if f.mode.key == nil {
 		f.st = seal.New(streamID(f.hello[2:2+auth.NonceLen], senderNonce))
 	} else {
@@ -733,6 +764,7 @@ func benchMemcpy(b *testing.B) {
 		pairs <- [2][]byte{src, dst}
 	}
 	b.SetBytes(ceilChunk)
+	cpu := cpuTime(b)
 	b.ResetTimer()
 	b.RunParallel(func(pb *testing.PB) {
 		p := <-pairs // RunParallel starts GOMAXPROCS goroutines
@@ -740,6 +772,7 @@ func benchMemcpy(b *testing.B) {
 			copy(p[1], p[0])
 		}
 	})
+	reportCPU(b, cpuTime(b)-cpu, ceilChunk)
 }
 
 // benchCat reads the file at path with read(2) into a 4 MiB buffer and
@@ -753,6 +786,7 @@ func benchCat(b *testing.B, path string) {
 	defer f.Close()
 	buf := make([]byte, ceilChunk)
 	b.SetBytes(ceilStream)
+	cpu := cpuTime(b)
 	for b.Loop() {
 		if _, err := f.Seek(0, io.SeekStart); err != nil {
 			b.Fatal(err)
@@ -772,4 +806,5 @@ func benchCat(b *testing.B, path string) {
 			b.Fatalf("read %d bytes, want %d", total, ceilStream)
 		}
 	}
+	reportCPU(b, cpuTime(b)-cpu, ceilStream)
 }
