@@ -5,8 +5,9 @@
 # references, at GOMAXPROCS 1, 2, ... up to the cores present, COUNT times each. Prints a
 # markdown section on stdout: GB/s (medians), the ratio of all cores to one core, keyed
 # and encrypted against unkeyed at all cores, GB per CPU-second (the benchmark's
-# GB/cpu-s: bytes over the process's user+system time, at one core and at all cores), and
-# issue 18's targets on those ratios with pass/miss. The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
+# GB/cpu-s: bytes over the process's user+system time, at one core and at all cores), the
+# cores a run kept busy (GB/s over GB/cpu-s: on a shared machine, what it got), and issue
+# 18's targets on those ratios with pass/miss (with the same ratio per CPU-second beside). The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
 # bench/README.md, "Each side's own ceiling".
 #
 #   bench/ceiling.sh                       # COUNT=3 BENCHTIME=1s CPUS=1,...,nproc PIN=0
@@ -75,11 +76,18 @@ $1 ~ /^BenchmarkCeiling\// {
 		procs = substr(name, RSTART + 1)
 		name = substr(name, 1, RSTART - 1)
 	}
+	mbs = gbc = 0
 	for (i = 2; i <= NF; i++) {
 		if ($i == "MB/s")
-			runs[name, procs] = runs[name, procs] " " $(i - 1)
+			mbs = $(i - 1)
 		if ($i == "GB/cpu-s")
-			cpu[name, procs] = cpu[name, procs] " " $(i - 1)
+			gbc = $(i - 1)
+	}
+	if (mbs > 0)
+		runs[name, procs] = runs[name, procs] " " mbs
+	if (gbc > 0) {
+		cpu[name, procs] = cpu[name, procs] " " gbc
+		busy[name, procs] = busy[name, procs] " " mbs / 1000 / gbc
 	}
 }
 
@@ -101,12 +109,15 @@ function ratio(a, b) { return a > 0 && b > 0 ? sprintf("%.2f", a / b) : "" }
 
 function shown(r) { return r == "" ? "-" : r "x" }
 
-# a target cell: the ratio, then pass or miss against min
-function verdict(r, min) {
+# a target cell: the ratio, then pass or miss against min, then the same ratio per
+# CPU-second
+function verdict(r, min, rc) {
 	if (r == "")
 		return "not measured"
-	return r "x " (r + 0 >= min ? "pass" : "**miss**")
+	return r "x " (r + 0 >= min ? "pass" : "**miss**") (rc == "" ? "" : " (CPU: " rc "x)")
 }
+
+function one(x) { return x < 0 ? "-" : sprintf("%.2f", x) }
 
 END {
 	np = split(cpus, p, ",")
@@ -123,6 +134,7 @@ END {
 		for (k = 1; k <= np; k++) {
 			m[rows[r], k] = median(runs[rows[r], p[k]])
 			c[rows[r], k] = median(cpu[rows[r], p[k]])
+			u[rows[r], k] = median(busy[rows[r], p[k]])
 		}
 
 	print "## Each side'"'"'s own ceiling (no network)"
@@ -135,8 +147,8 @@ END {
 		head = head " GOMAXPROCS " p[k] " |"
 		line = line " ---: |"
 	}
-	print head " " p[np] " / " p[1] " | / unkeyed at " p[np] " | GB per CPU-s at " p[1] " / " p[np] " |"
-	print line " ---: | ---: | ---: |"
+	print head " " p[np] " / " p[1] " | / unkeyed at " p[np] " | GB per CPU-s at " p[1] " / " p[np] " | cores busy at " p[1] " / " p[np] " |"
+	print line " ---: | ---: | ---: | ---: |"
 	for (r = 1; r <= nrows; r++) {
 		row = rows[r]
 		out = "| " label[row] " |"
@@ -148,7 +160,7 @@ END {
 			sub(/\/.*/, "", side)
 			vs = shown(ratio(m[row, np], m[side "/unkeyed", np]))
 		}
-		print out " " shown(ratio(m[row, np], m[row, 1])) " | " vs " | " (c[row, 1] < 0 ? "-" : sprintf("%.2f", c[row, 1])) " / " (c[row, np] < 0 ? "-" : sprintf("%.2f", c[row, np])) " |"
+		print out " " shown(ratio(m[row, np], m[row, 1])) " | " vs " | " one(c[row, 1]) " / " one(c[row, np]) " | " one(u[row, 1]) " / " one(u[row, np]) " |"
 	}
 	print ""
 	print "Targets (issue 18), all cores against one core and against unkeyed:"
@@ -162,6 +174,14 @@ END {
 		print "| keyed, all cores / one core >= 1.6x | " verdict(ratio(m["sender/keyed", np], m["sender/keyed", 1]), 1.6) " | " verdict(ratio(m["receiver/keyed", np], m["receiver/keyed", 1]), 1.6) " |"
 		print "| encrypted, all cores / one core >= 1.6x | " verdict(ratio(m["sender/encrypted", np], m["sender/encrypted", 1]), 1.6) " | " verdict(ratio(m["receiver/encrypted", np], m["receiver/encrypted", 1]), 1.6) " |"
 	}
-	print "| keyed / unkeyed at all cores >= 0.8x | " verdict(ratio(m["sender/keyed", np], m["sender/unkeyed", np]), 0.8) " | " verdict(ratio(m["receiver/keyed", np], m["receiver/unkeyed", np]), 0.8) " |"
-	print "| encrypted / unkeyed at all cores >= 0.6x | " verdict(ratio(m["sender/encrypted", np], m["sender/unkeyed", np]), 0.6) " | " verdict(ratio(m["receiver/encrypted", np], m["receiver/unkeyed", np]), 0.6) " |"
+	for (t = 1; t <= 2; t++) {
+		mode = t == 1 ? "keyed" : "encrypted"
+		min = t == 1 ? 0.8 : 0.6
+		out = "| " mode " / unkeyed at all cores >= " min "x |"
+		for (sd = 1; sd <= 2; sd++) {
+			side = sd == 1 ? "sender" : "receiver"
+			out = out " " verdict(ratio(m[side "/" mode, np], m[side "/unkeyed", np]), min, ratio(c[side "/" mode, np], c[side "/unkeyed", np])) " |"
+		}
+		print out
+	}
 }' "$raw"
