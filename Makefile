@@ -25,7 +25,7 @@ help:
 	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
-	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling) at GOMAXPROCS 1..nproc, a markdown table (COUNT, BENCHTIME, CPUS)"
+	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
@@ -98,8 +98,9 @@ bench-broadcast: build
 	BENCH_BIN=$(BIN) ./bench/broadcast.sh
 	VM_CPU=$${VM_CPU:-max,-erms,-fsrm} test/softroce/vm-run.sh bash -c 'BENCH_BIN=$(BIN) TRANSPORT=rdma ADDR=$$RXE_IP ./bench/broadcast.sh'
 
-# not part of `make test`: BenchmarkCeiling (pipe/ceiling_bench_test.go) at
-# GOMAXPROCS 1..nproc, COUNT times each, as a markdown table; no VM, no root
+# not part of `make test`; also a section of `make bench` (host part):
+# BenchmarkCeiling (pipe/ceiling_bench_test.go) at GOMAXPROCS 1..nproc, COUNT
+# times each, as a markdown table with its targets; no VM, no root
 bench-ceiling:
 	GO=$(GO) ./bench/ceiling.sh
 

@@ -7,7 +7,9 @@
 #   1. host, TCP loopback: rdmasend/rdmarecv --transport tcp vs socat -u, nc and mbuffer,
 #      SIZE bytes from `head -c SIZE /dev/zero |` into `> /dev/null` (and `| wc -c`), plus
 #      rdmasend fed from a regular file in /dev/shm; then bench/latency.sh: first byte and
-#      line latency, rdmasend/rdmarecv (auto and --transport tcp) vs nc;
+#      line latency, rdmasend/rdmarecv (auto and --transport tcp) vs nc; then
+#      bench/ceiling.sh: each side's own ceiling without a network (BenchmarkCeiling),
+#      unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, RUNS rounds;
 #   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma, pipe to
 #      pipe and file (guest tmpfs) to /dev/null and to file, vs ib_send_bw -R at the same
 #      message size (polling and -e events), rcopy (file to file), and socat and nc over
@@ -24,6 +26,7 @@
 #              RAM: <= 512M)
 #   BENCH_HOST 0 skips the host part      BENCH_VM   0 skips the VM part
 #   BENCH_LATENCY 0 skips the host's latency section (bench/latency.sh; LINES, GAP)
+#   BENCH_CEILING 0 skips the host's ceiling section (bench/ceiling.sh; BENCHTIME, CPUS, PIN)
 #   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh and
 #              bench/README.md), e.g. VM_TOOLS="rdmapipe rdmapipe-send rdmapipe-64k
 #              ib_send_bw-e ib_send_bw-e-64k" for the SEND data path and 64 KiB chunks
@@ -31,7 +34,8 @@
 #              warm-up run, else 4M)
 #   VM_TIMEOUT seconds before the VM is killed (default: from RUNS and VM_SIZE)
 #   BENCH_REPORT  where the report goes (default bench/results/latest.md; the raw
-#              measurements go beside it, as NAME-host.tsv and NAME-vm.tsv)
+#              measurements go beside it, as NAME-host.tsv, NAME-vm.tsv and NAME-latency.tsv,
+#              and the ceiling's raw benchmark output as NAME-ceiling.txt)
 #   RXE_WORK   the VM's shared work dir (default .cache/softroce; see test/softroce/README.md)
 # Quick mode: RUNS=1 SIZE=256M VM_SIZE=32M bench/run.sh
 set -euo pipefail
@@ -48,6 +52,7 @@ VM_CPU=${VM_CPU:-max,-erms,-fsrm}
 BENCH_HOST=${BENCH_HOST:-1}
 BENCH_VM=${BENCH_VM:-1}
 BENCH_LATENCY=${BENCH_LATENCY:-1}
+BENCH_CEILING=${BENCH_CEILING:-1}
 HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc rdmapipe-file socat socat-wc nc mbuffer}
 # Left out of the VM by default: rdmapipe-busy (--busy-poll on both sides: ~20 s per
 # 256 MiB run), rdmapipe-send (--rdma-op send), rdmapipe-64k, ib_send_bw-e-64k, socat-wc
@@ -87,7 +92,7 @@ done
 BENCH_BIN=$OUT/bin
 rm -rf "$BENCH_BIN"; mkdir -p "$BENCH_BIN"
 cp bin/rdmasend bin/rdmarecv "$BENCH_BIN/"
-rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta" "$OUT/latency.md" "$OUT/latency.tsv"
+rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta" "$OUT/latency.md" "$OUT/latency.tsv" "$OUT/ceiling.md" "$OUT/ceiling.txt"
 
 # ---- 1. host: TCP loopback ----------------------------------------------------------------
 if [ "$BENCH_HOST" != 0 ]; then
@@ -103,6 +108,11 @@ if [ "$BENCH_HOST" != 0 ]; then
     # its own section of the report; a failure leaves a note there, not a failed bench
     RUNS=$RUNS BENCH_BIN=$BENCH_BIN LATENCY_TSV=$OUT/latency.tsv bench/latency.sh > "$OUT/latency.md" ||
       printf '## Latency and start-up (host, TCP loopback)\n\nbench/latency.sh failed (exit status %s): see its output on stderr.\n' "$?" > "$OUT/latency.md"
+  fi
+  if [ "$BENCH_CEILING" != 0 ]; then
+    # the same: its own section, a note if it fails
+    COUNT=$RUNS CEILING_RAW=$OUT/ceiling.txt bench/ceiling.sh > "$OUT/ceiling.md" ||
+      printf "## Each side's own ceiling (no network)\n\nbench/ceiling.sh failed (exit status %s): see its output on stderr.\n" "$?" > "$OUT/ceiling.md"
   fi
 fi
 
@@ -168,10 +178,13 @@ report() {
   else
     awk -F'\t' -v host_size="$SIZE" -v vm_size="$VM_SIZE" -f bench/report.awk "${files[@]}"
   fi
-  if [ -s "$OUT/latency.md" ]; then
-    echo
-    cat "$OUT/latency.md"
-  fi
+  local e
+  for e in latency ceiling; do
+    if [ -s "$OUT/$e.md" ]; then
+      echo
+      cat "$OUT/$e.md"
+    fi
+  done
 }
 
 report | tee "$REPORT.tmp"
@@ -179,4 +192,5 @@ mv "$REPORT.tmp" "$REPORT"
 for e in host vm latency; do
   if [ -s "$OUT/$e.tsv" ]; then cp "$OUT/$e.tsv" "${REPORT%.md}-$e.tsv"; else rm -f "${REPORT%.md}-$e.tsv"; fi
 done
+if [ -s "$OUT/ceiling.txt" ]; then cp "$OUT/ceiling.txt" "${REPORT%.md}-ceiling.txt"; else rm -f "${REPORT%.md}-ceiling.txt"; fi
 echo "bench: written to $REPORT" >&2
