@@ -10,6 +10,7 @@ import (
 	"runtime"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -597,5 +598,41 @@ func TestProbe(t *testing.T) {
 				t.Errorf("the receiver wrote %d bytes for a probe", len(out.Bytes()))
 			}
 		})
+	}
+}
+
+// pinningConn reports memory pinned once its window is open, as the rdma
+// transport does.
+type pinningConn struct {
+	*memconn.Conn
+	opened atomic.Bool
+}
+
+func (c *pinningConn) OpenWindow() ([]byte, error) {
+	c.opened.Store(true)
+	return c.Conn.OpenWindow()
+}
+
+func (c *pinningConn) Info() conn.Info {
+	i := c.Conn.Info()
+	if c.opened.Load() {
+		i.Pinned = 1 << 20
+	}
+	return i
+}
+
+// TestStatsAfterWindow checks that a receiver's Stats describe the
+// connection as the stream found it, its window (and what it pinned)
+// included, not as it was before the handshake opened it.
+func TestStatsAfterWindow(t *testing.T) {
+	p := conn.NewParams(4096, 4)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	go pipe.Send(context.Background(), sc, bytes.NewReader([]byte("data")), pipe.Config{})
+	st, err := pipe.Receive(context.Background(), &pinningConn{Conn: rc}, io.Discard, pipe.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Info.Pinned != 1<<20 {
+		t.Errorf("Stats.Info.Pinned = %d, want what the open window pinned", st.Info.Pinned)
 	}
 }

@@ -82,6 +82,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	if r.probe {
 		return st, r.endProbe(parent)
 	}
+	st.Info = r.c.Info() // the window, registered by the handshake, included
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
