@@ -69,7 +69,7 @@ func commonFlags() []cli.Flag {
 		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
 		&cli.StringFlag{Category: catSecurity, Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
 		&cli.BoolFlag{Category: catSecurity, Name: "encrypt", Usage: "needs a key. rdmasend: encrypt the stream (AES-256-GCM under a key derived from the handshake); rdmarecv: refuse senders that do not (a receiver with a key decrypts whatever is encrypted)"},
-		&cli.StringFlag{Category: catRDMA, Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address); several, mlx5_0,mlx5_1, or all (every active port that reaches the peer) stripe the queue pairs over them"},
+		&cli.StringFlag{Category: catRDMA, Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address); several, mlx5_0,mlx5_1, or all (every active port that reaches the peer) stripe the queue pairs over them (both sides must say so)"},
 		&cli.IntFlag{Category: catRDMA, Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
 		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
 		&cli.StringFlag{Category: catRDMA, Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},

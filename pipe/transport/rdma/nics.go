@@ -25,10 +25,13 @@ import (
 //
 //   - The connect request sets opNICs beside opWrite, and asks for at least
 //     one lane per device the sender may use.
-//   - A listener bound to a wildcard address answers with its grant one
-//     address on each of its other devices that it allows (Options.Device;
-//     with none, all of them) and whose port is active, of the family of
-//     the address lane 0 reached (at most maxOffers; see marshalOffers).
+//   - A listener bound to a wildcard address whose Options.Device lists
+//     several devices or says "all" answers with its grant one address on
+//     each of its other devices that it allows and whose port is active,
+//     of the family of the address lane 0 reached (at most maxOffers; see
+//     marshalOffers). The answer comes before the engine's handshake has
+//     authenticated the sender, so a listener not set up to stripe tells
+//     no peer about its other devices.
 //   - The sender resolves each offered address and keeps those that
 //     rdma_cm reaches from a device it allows: with lane 0's address they
 //     are the lanes' destinations, lane k connecting to destination k mod
@@ -284,10 +287,11 @@ func deviceAddrs() ([]deviceAddr, error) {
 // offers returns the addresses a listener offers a sender that stripes
 // over several devices, whose lane 0 reached local address at on device
 // dev: one address of at's family on each other device it allows, with an
-// active port. A listener bound to one address offers none: lanes could
-// not reach it at another.
+// active port. A listener bound to one address offers none (lanes could
+// not reach it at another), nor does one whose options do not ask for
+// several devices.
 func (l *Listener) offers(at netip.Addr, dev string) []netip.Addr {
-	if !l.wildcard || l.opt.Device != "" && !l.opt.manyDevices() {
+	if !l.wildcard || !l.opt.manyDevices() {
 		return nil
 	}
 	das, err := deviceAddrs()

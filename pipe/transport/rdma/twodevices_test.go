@@ -33,8 +33,8 @@ func TestTwoDevices(t *testing.T) {
 		wantQPs                int
 	}{
 		{"two listed on each side", "rxeA,rxeC", "rxeB,rxeD", 0, "rxeA,rxeC", "rxeB,rxeD", 2},
-		{"4 QPs, the receiver offers every device", "rxeA,rxeC", "", 4, "rxeA,rxeC", "rxeB,rxeD", 4},
-		{"all", "all", "", 0, "", "", 0},
+		{"4 QPs, the receiver offers every device", "rxeA,rxeC", "all", 4, "rxeA,rxeC", "rxeB,rxeD", 4},
+		{"all", "all", "all", 0, "", "", 0},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
