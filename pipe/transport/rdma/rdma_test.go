@@ -62,7 +62,13 @@ func pair(t testing.TB, local, proposal conn.Params, opt Options) (snd, rcv conn
 // where that side failed) and both errors. The receiver's window is open
 // and the sender knows it, as after the engine's handshake.
 func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
-	snd, rcv, dialErr, acceptErr = connect(ctx, l, d, proposal)
+	return dialAcceptAt(ctx, l, d, l.Addr(), proposal)
+}
+
+// dialAcceptAt is dialAccept with the dialer connecting to addr, an address
+// of l (which may listen on every address).
+func dialAcceptAt(ctx context.Context, l *Listener, d Dialer, addr string, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
+	snd, rcv, dialErr, acceptErr = connectTo(ctx, l, d, addr, proposal)
 	if dialErr != nil || acceptErr != nil {
 		return snd, rcv, dialErr, acceptErr
 	}
@@ -75,6 +81,11 @@ func dialAccept(ctx context.Context, l *Listener, d Dialer, proposal conn.Params
 
 // connect is dialAccept without opening the receiver's window.
 func connect(ctx context.Context, l *Listener, d Dialer, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
+	return connectTo(ctx, l, d, l.Addr(), proposal)
+}
+
+// connectTo is dialAcceptAt without opening the receiver's window.
+func connectTo(ctx context.Context, l *Listener, d Dialer, addr string, proposal conn.Params) (snd, rcv conn.Conn, dialErr, acceptErr error) {
 	type result struct {
 		c   conn.Conn
 		err error
@@ -84,7 +95,7 @@ func connect(ctx context.Context, l *Listener, d Dialer, proposal conn.Params) (
 		c, err := l.Accept(ctx)
 		accepted <- result{c, err}
 	}()
-	snd, dialErr = d.Dial(ctx, l.Addr(), proposal)
+	snd, dialErr = d.Dial(ctx, addr, proposal)
 	a := <-accepted
 	return snd, a.c, dialErr, a.err
 }

@@ -45,30 +45,13 @@ func TestTwoDevices(t *testing.T) {
 			}
 			defer l.Close()
 			_, port, _ := net.SplitHostPort(l.Addr())
-			type result struct {
-				c   conn.Conn
-				err error
+			d := Dialer{Options{Device: tc.sender, GIDIndex: -1, QPs: tc.qps}}
+			snd, rcv, dialErr, acceptErr := dialAcceptAt(ctx, l, d, net.JoinHostPort(hostB, port), p)
+			if dialErr != nil || acceptErr != nil {
+				t.Fatalf("Dial: %v; Accept: %v", dialErr, acceptErr)
 			}
-			accepted := make(chan result, 1)
-			go func() {
-				c, err := l.Accept(ctx)
-				accepted <- result{c, err}
-			}()
-			snd, err := Dialer{Options{Device: tc.sender, GIDIndex: -1, QPs: tc.qps}}.Dial(ctx, net.JoinHostPort(hostB, port), p)
-			a := <-accepted
-			if err != nil || a.err != nil {
-				t.Fatalf("Dial: %v; Accept: %v", err, a.err)
-			}
-			rcv := a.c
 			defer snd.Close()
 			defer rcv.Close()
-			desc, err := rcv.(*Conn).OpenWindow()
-			if err != nil {
-				t.Fatal(err)
-			}
-			if err := snd.(*Conn).SetWindow(desc); err != nil {
-				t.Fatal(err)
-			}
 			si, ri := snd.Info(), rcv.Info()
 			t.Logf("sender: %s over %d QPs; receiver: %s", si.Device, si.QPs, ri.Device)
 			devs := strings.Split(si.Device, ",")
