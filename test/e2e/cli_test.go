@@ -61,7 +61,9 @@ func TestStatsInterval(t *testing.T) {
 	r.waitStderr(time.Minute, "rdmarecv: ")
 	r.waitStderr(time.Minute, "64.0 KiB, ")
 	r.waitStderr(time.Minute, "receiving (average ")
-	r.waitStderr(time.Minute, " MB/s now, ") // the receiver's first interval line, before the stream ends
+	// The receiver's first interval line with the data, before the stream ends.
+	human := regexp.MustCompile(`rdmarecv: +[0-9.]+ s 64\.0 KiB, [0-9.]+ MB/s now, [0-9.]+ MB/s average, \d+ in flight, \d+ stalls`)
+	r.waitStderrMatch(time.Minute, human)
 	w.Close()
 	code, stderr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0)
@@ -87,7 +89,6 @@ func TestStatsInterval(t *testing.T) {
 	}
 	code, stderr = r.wait(30 * time.Second)
 	expect(t, "rdmarecv", code, stderr, 0, "65536 bytes in", ", CPU ", " s/GiB)")
-	human := regexp.MustCompile(`rdmarecv: +[0-9.]+ s 64\.0 KiB, [0-9.]+ MB/s now, [0-9.]+ MB/s average, \d+ in flight, \d+ stalls`)
 	if !human.MatchString(stderr) {
 		t.Errorf("no human stats line in the receiver's stderr:\n%s", stderr)
 	}

@@ -15,6 +15,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"syscall"
@@ -161,13 +162,27 @@ func (p *proc) exited() bool {
 // and fails the test if it exits or the limit passes first.
 func (p *proc) waitStderr(limit time.Duration, s string) {
 	p.t.Helper()
+	p.waitStderrFor(limit, strconv.Quote(s), func(stderr string) bool { return strings.Contains(stderr, s) })
+}
+
+// waitStderrMatch is waitStderr for a line that matches re.
+func (p *proc) waitStderrMatch(limit time.Duration, re *regexp.Regexp) {
+	p.t.Helper()
+	p.waitStderrFor(limit, "/"+re.String()+"/", re.MatchString)
+}
+
+// waitStderrFor waits up to limit until the process's stderr so far
+// satisfies ok (what says what it waits for), and fails the test if it
+// exits or the limit passes first.
+func (p *proc) waitStderrFor(limit time.Duration, what string, ok func(stderr string) bool) {
+	p.t.Helper()
 	deadline := time.Now().Add(limit)
-	for !strings.Contains(p.stderr.String(), s) {
+	for !ok(p.stderr.String()) {
 		if p.exited() {
-			p.t.Fatalf("%s exited %d before writing %q; stderr:\n%s", p.name, p.code, s, p.stderr.String())
+			p.t.Fatalf("%s exited %d before writing %s; stderr:\n%s", p.name, p.code, what, p.stderr.String())
 		}
 		if time.Now().After(deadline) {
-			p.t.Fatalf("%s did not write %q within %v; stderr:\n%s", p.name, s, limit, p.stderr.String())
+			p.t.Fatalf("%s did not write %s within %v; stderr:\n%s", p.name, what, limit, p.stderr.String())
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
