@@ -5,7 +5,9 @@
 package cp
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"syscall"
@@ -16,34 +18,40 @@ import (
 )
 
 // help is the description in rdmacp --help.
-const help = `Copies files and directories to HOST like scp, with the data on an RDMA connection
-(or TCP where there is no RDMA path) instead of inside ssh. rdmacp logs in with the
-system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
-"rdmacp --remote-receive" there, which must be installed on HOST. Over the ssh
-channel it passes a one-time random key (never on a command line); the remote side
-listens on a port of the system's choice, on the address the ssh connection arrived
-on (or --data-host's), and reports it back; rdmacp connects to HOST on it (trying
-again for up to 15 s if refused or reset before the stream starts) and streams. Every byte is checked (length and a MAC under the one-time
-key) and rdmacp exits 0 only when the remote side has written everything and put it
-in place. The remote side exits when the stream or the ssh session ends.
+const help = `Copies files and directories to HOST, or from it, like scp, with the data on an RDMA
+connection (or TCP where there is no RDMA path) instead of inside ssh. rdmacp logs in
+with the system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
+"rdmacp --remote-receive" (an upload) or "rdmacp --remote-send" (a download) there,
+which must be installed on HOST. Over the ssh channel it passes a one-time random key
+(never on a command line). The receiving side listens on a port of the system's choice:
+for an upload HOST, on the address the ssh connection arrived on (or --data-host's);
+for a download this host, on its address toward HOST (or toward --data-host). The
+sending side connects to it (trying again for up to 15 s if refused or reset before the
+stream starts) and streams. Every byte is checked (length and a MAC under the one-time
+key) and encrypted with AES-256-GCM unless --no-encrypt; rdmacp exits 0 only when the
+receiving side has written everything and put it in place. The remote side exits when
+the stream or the ssh session ends.
 
 One regular file travels as is and lands in DST (or DST/NAME when DST is a directory),
 written to a temporary name and renamed into place on success. With -r, directories
 (and several sources) travel as one tar archive, with permission bits (less the
-remote umask and without setuid and setgid, unless -p) and modification times,
-symbolic links as links; DST must be a directory, or, for one source, a new name in
-an existing directory. A file or link in the way is replaced, never written through;
-a directory or device in the way is refused and kept.
+receiving side's umask and without setuid and setgid, unless -p) and modification
+times, symbolic links as links; DST must be a directory, or, for one source, a new name
+in an existing directory. A file or link in the way is replaced, never written through;
+a directory or device in the way is refused and kept. A download's sources are all on
+one host; as in scp, an argument with a slash before its first colon is a local path.
 
-The data connection goes straight to HOST (the HostName of an ssh alias), not
-through ssh or a jump host: use --data-host to name another address, e.g. that of the
-host's InfiniBand interface.
+The data connection goes straight between the hosts (to the HostName of an ssh alias),
+not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
+that of its InfiniBand interface.
 
 EXAMPLES:
    rdmacp weights.bin node2:/data/             # one file into a directory
    rdmacp -p image.qcow2 alice@node2:vm.qcow2  # keep mode and times; DST relative to home
    rdmacp -r dataset/ node2:/scratch/          # a directory tree
    rdmacp -r a b c.txt node2:/scratch/in/      # several sources into a directory
+   rdmacp node2:/data/weights.bin .            # download a file into this directory
+   rdmacp -r node2:/scratch/run1 node2:log .   # download a tree and a file
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
@@ -52,7 +60,8 @@ EXIT CODES:
    0  success: every byte was delivered and written, and the copy is in place
    1  internal error
    2  usage error (bad flags or arguments, a source missing)
-   3  setup failure: ssh or the remote side could not start, DST missing, cannot connect
+   3  setup failure: ssh or the remote side could not start (or is another version),
+      DST missing or not writable, cannot connect
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure (the one-time key did not match)
@@ -64,14 +73,14 @@ func Main(args []string) int {
 	code := 0
 	a := &cli.App{
 		Name:                   "rdmacp",
-		Usage:                  "copy files and directories to another host over RDMA (or TCP), set up through ssh",
-		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST",
+		Usage:                  "copy files and directories to or from another host over RDMA (or TCP), set up through ssh",
+		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST",
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
 		Flags: append(command.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
-			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the remote umask, without those), and a single file's times (directory copies always keep times)"},
+			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the receiving side's umask, without those), and a single file's times (directory copies always keep times)"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
 			&cli.StringFlag{Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
 			&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
@@ -79,21 +88,23 @@ func Main(args []string) int {
 			&cli.StringSliceFlag{Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh option, e.g. -o ConnectTimeout=5 (repeatable)"},
 			&cli.StringFlag{Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh command, split at spaces (e.g. \"ssh -F cfg\")"},
 			&cli.StringFlag{Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST, as its shell runs it (e.g. /opt/bin/rdmacp)"},
-			&cli.StringFlag{Name: "data-host", Usage: "connect the stream to this address instead of HOST"},
+			&cli.StringFlag{Name: "data-host", Usage: "HOST's address for the stream (e.g. that of its InfiniBand interface) instead of the one ssh connects to"},
 			&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto (RDMA when a device can reach HOST, else TCP), rdma or tcp"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport"},
-			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side (started by rdmacp over ssh)"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
+			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
+			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
+			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
 		),
 		OnUsageError: command.OnUsageError,
 		Action: func(c *cli.Context) error {
 			if handled, err := command.Docs(c, os.Stdout); handled {
 				return err
 			}
-			if c.Bool("remote-receive") {
+			if serve := remoteSide(c); serve != nil {
 				ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
 				defer stop()
-				code = Serve(ctx, os.Stdin, os.Stdout, os.Stderr)
+				code = serve(ctx, os.Stdin, os.Stdout, os.Stderr)
 				return nil
 			}
 			return copyAction(c)
@@ -108,19 +119,39 @@ func Main(args []string) int {
 // defaultTimeout is --timeout's default, as rdmasend's.
 const defaultTimeout = 60 * time.Second
 
-// copyAction is the local side's body.
+// remoteSide returns the remote side's body that the hidden flags ask
+// for, or nil.
+func remoteSide(c *cli.Context) func(context.Context, io.Reader, io.Writer, io.Writer) int {
+	switch {
+	case c.Bool("remote-receive"):
+		return Serve
+	case c.Bool("remote-send"):
+		return ServeSend
+	}
+	return nil
+}
+
+// copyAction is the local side's body: an upload when the last argument
+// is [user@]HOST:DST, else a download from [user@]HOST:SRC... to a local
+// DST.
 func copyAction(c *cli.Context) error {
 	if c.NArg() < 2 {
-		return command.Usagef("expected SRC... [user@]HOST:DST, got %d arguments (see --help)", c.NArg())
+		return command.Usagef("expected SRC... [user@]HOST:DST or [user@]HOST:SRC... DST, got %d arguments (see --help)", c.NArg())
 	}
 	args := c.Args().Slice()
-	t, err := ParseTarget(args[len(args)-1])
-	if err != nil {
-		return err
+	srcs, last := args[:len(args)-1], args[len(args)-1]
+	t, upErr := ParseTarget(last)
+	var from []Target
+	var err error
+	if upErr != nil {
+		if from, err = remoteSources(srcs, last); err != nil {
+			return err
+		}
 	}
 	o := Options{
 		Recursive: c.Bool("recursive"),
 		Preserve:  c.Bool("preserve"),
+		Encrypt:   !c.Bool("no-encrypt"),
 		RemoteCmd: c.String("remote-cmd"),
 		DataHost:  c.String("data-host"),
 		Transport: c.String("transport"),
@@ -136,7 +167,30 @@ func copyAction(c *cli.Context) error {
 	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	return Copy(ctx, args[:len(args)-1], t, o)
+	if from != nil {
+		return Fetch(ctx, from, last, o)
+	}
+	return Copy(ctx, srcs, t, o)
+}
+
+// remoteSources parses a download's sources to the local dst:
+// [user@]HOST:SRC each, all on the same host as the same user.
+func remoteSources(args []string, dst string) ([]Target, error) {
+	var ts []Target
+	for i, a := range args {
+		t, err := ParseTarget(a)
+		switch {
+		case err != nil && i == 0:
+			return nil, command.Usagef("expected SRC... [user@]HOST:DST (to copy there) or [user@]HOST:SRC... DST (to copy from there): neither %q nor %q names a host", a, dst)
+		case err != nil:
+			return nil, command.Usagef("%q: to copy from a host, every source must be [user@]HOST:SRC", a)
+		}
+		if len(ts) > 0 && t.SSHDest() != ts[0].SSHDest() {
+			return nil, command.Usagef("the sources %s:... and %s:... are on different hosts: copy from one host at a time", ts[0].SSHDest(), t.SSHDest())
+		}
+		ts = append(ts, t)
+	}
+	return ts, nil
 }
 
 // sshCommand is the ssh command line from --ssh and the scp-like flags.

@@ -292,7 +292,7 @@ func TestFileSinkInTheWay(t *testing.T) {
 				t.Skipf("cannot make a %s here: %v", tc.name, err)
 			}
 			before, _ := os.Lstat(p)
-			req := Request{Dest: dst, Mode: modeFile, Name: "f", Perm: 0o6755}
+			req := Request{Dest: dst, Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o6755}}
 			s, err := newFileSink(req)
 			if err == nil {
 				if _, err = s.Writer().Write([]byte("new")); err == nil {

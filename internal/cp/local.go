@@ -10,6 +10,7 @@ import (
 	"net"
 	"os"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -31,6 +32,7 @@ const (
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
+	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
 	SSH       []string      // the ssh command and its options
 	RemoteCmd string        // the rdmacp command on the remote host
 	DataHost  string        // where the stream goes; empty: the host ssh connects to
@@ -40,25 +42,24 @@ type Options struct {
 	Stderr    io.Writer
 }
 
-// Copy copies the files and directories at paths to t: it starts the
-// remote side over ssh (see Serve), sends it the request with a one-time
-// key, connects to the port it reports and streams the sources, then
-// waits for the remote side's result. One regular file travels as is;
-// anything else as a tar archive.
+// Copy copies the files and directories at paths to t (an upload): it
+// starts the remote side over ssh (see Serve), sends it the request with a
+// one-time key, connects to the port it reports and streams the sources,
+// then waits for the remote side's result. One regular file travels as
+// is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	p, err := planCopy(paths, o.Recursive)
 	if err != nil {
 		return err
 	}
-	var in *os.File
-	if p.mode == modeFile {
-		if in, err = os.Open(p.srcs[0].path); err != nil {
-			return conn.Errorf(conn.KindSetup, "", "%v", err)
-		}
+	in, err := p.open()
+	if err != nil {
+		return err
+	}
+	if in != nil {
 		defer in.Close()
 	}
-	key := make([]byte, keyLen)
-	rand.Read(key)
+	key := newKey()
 	host, listen := o.DataHost, ""
 	if host == "" {
 		host = resolveHost(ctx, o.SSH, t)
@@ -68,23 +69,13 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		}
 		listen = host
 	}
-	r, err := startRemote(o.SSH, t, o.RemoteCmd, o.Stderr)
+	req := o.request(key)
+	req.Dest, req.Contents, req.Listen = t.Path, p.contents(o.Preserve), listen
+	r, st, err := begin(ctx, t, o, remoteReceive, req)
 	if err != nil {
 		return err
 	}
 	defer r.close()
-	// A failed write means ssh is gone; next says why.
-	_ = writeRequest(r.stdin, newRequest(p, t, o, key, listen))
-	st, err := r.next(ctx, portWait)
-	if ctx.Err() != nil {
-		return context.Cause(ctx)
-	}
-	if err != nil {
-		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
-	}
-	if err := remoteFailed(t.Host, st); err != nil {
-		return err
-	}
 	if st.kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
@@ -101,14 +92,71 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if err != nil {
 		return conn.Errorf(conn.KindAborted, "after the stream", "%v", err)
 	}
-	if err := remoteFailed(t.Host, st); err != nil {
+	if err := remoteDone(t.Host, st, stats.Bytes, "sent"); err != nil {
 		return err
-	}
-	if st.kind != "ok" || st.n != stats.Bytes {
-		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were sent", st.kind, st.n, stats.Bytes)
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
+	}
+	return nil
+}
+
+// The hidden flags that start the remote side of an upload and of a
+// download.
+const (
+	remoteReceive = "--remote-receive"
+	remoteSend    = "--remote-send"
+)
+
+// newKey returns a fresh one-time key.
+func newKey() []byte {
+	key := make([]byte, keyLen)
+	rand.Read(key)
+	return key
+}
+
+// request is the part of a request that o sets, with key.
+func (o Options) request(key []byte) Request {
+	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Encrypt: o.Encrypt,
+		Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+}
+
+// begin starts the remote side on t (`rdmacp flag`), hands it req and
+// returns it with its first status line, which is not a failure.
+func begin(ctx context.Context, t Target, o Options, flag string, req Request) (*remote, status, error) {
+	r, err := startRemote(o.SSH, t, o.RemoteCmd, flag, o.Stderr)
+	if err != nil {
+		return nil, status{}, err
+	}
+	// A failed write means ssh is gone; next says why.
+	_ = writeRequest(r.stdin, req)
+	st, err := r.next(ctx, portWait)
+	switch {
+	case ctx.Err() != nil:
+		err = context.Cause(ctx)
+	case err != nil:
+		err = conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
+	case st.kind == "fail" && strings.HasPrefix(st.msg, requestOp):
+		// An rdmacp of another version there cannot read the request.
+		err = conn.Errorf(conn.KindSetup, "remote side on "+t.Host, "%q (is the same rdmacp installed there? See --remote-cmd)", st.msg)
+	default:
+		err = remoteFailed(t.Host, st)
+	}
+	if err != nil {
+		r.close()
+		return nil, status{}, err
+	}
+	return r, st, nil
+}
+
+// remoteDone checks the remote side's last status line after a stream of
+// n bytes, which this side has "sent" or "received": it must say "ok n".
+func remoteDone(host string, st status, n int64, verb string) error {
+	if err := remoteFailed(host, st); err != nil {
+		return err
+	}
+	if st.kind != "ok" || st.n != n {
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were %s", st.kind, st.n, n, verb)
 	}
 	return nil
 }
@@ -121,24 +169,6 @@ func dataAddr(ctx context.Context, dataHost string) (string, error) {
 		return "", conn.Errorf(conn.KindSetup, "--data-host", "%v", err)
 	}
 	return ips[0].Unmap().String(), nil
-}
-
-// newRequest is the request for copying p to t; the remote side is to
-// listen on listen (empty: the address of the ssh connection).
-func newRequest(p plan, t Target, o Options, key []byte, listen string) Request {
-	req := Request{Version: protocolVersion, Key: hex.EncodeToString(key), Dest: t.Path, Mode: p.mode,
-		Preserve: o.Preserve, Listen: listen, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
-	if p.mode == modeTar {
-		req.Single = len(p.srcs) == 1
-		return req
-	}
-	fi := p.srcs[0].info
-	req.Name, req.Perm = p.srcs[0].name, unixPerm(fi.Mode())
-	if o.Preserve {
-		req.MTime = fi.ModTime().UnixNano()
-		req.ATime = accessTime(fi).UnixNano()
-	}
-	return req
 }
 
 // stream connects to the remote side at addr and sends it the sources:
@@ -193,7 +223,7 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	if err != nil {
 		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
 	}
-	cfg := pipe.Config{Key: key, Timeout: o.Timeout}
+	cfg := pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
 	var st pipe.Stats
 	if p.mode == modeFile {
 		st, err = pipe.Send(ctx, c, in, cfg)
@@ -255,5 +285,13 @@ func summary(st pipe.Stats) string {
 	if secs > 0 {
 		rate = float64(st.Bytes) / secs / 1e6
 	}
-	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth)
+	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
+}
+
+// protection says how a stream with integrity check name was protected.
+func protection(name string) string {
+	if name == "aes-256-gcm" {
+		return "encrypted (AES-256-GCM)"
+	}
+	return "not encrypted (authenticated with " + name + ")"
 }

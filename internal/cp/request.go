@@ -16,8 +16,9 @@ import (
 )
 
 // protocolVersion is the version of the request and status lines. Both
-// sides must speak the same one.
-const protocolVersion = 1
+// sides must speak the same one. Version 2 added downloads (Send,
+// Connect) and encryption.
+const protocolVersion = 2
 
 // Bounds of what the remote side accepts in a request.
 const (
@@ -26,6 +27,7 @@ const (
 	maxNameLen     = 255
 	maxTimeout     = 24 * time.Hour
 	keyLen         = 32
+	maxSources     = 1024
 )
 
 // Modes of a copy.
@@ -34,33 +36,69 @@ const (
 	modeTar  = "tar"  // files and directories, streamed as a tar archive
 )
 
-// Request is what the local side tells the remote side before the
-// stream: one JSON line on the ssh channel (never on a command line, so
-// the key does not show in ps).
-type Request struct {
-	Version int    `json:"version"`
-	Key     string `json:"key"`  // the one-time stream key, hex
-	Dest    string `json:"dest"` // DST as the user wrote it
-	Mode    string `json:"mode"` // modeFile or modeTar
+// Contents describes what a stream carries: one regular file as is, or a
+// tar archive. The receiving side prepares the destination from it.
+type Contents struct {
+	Mode string `json:"mode"` // modeFile or modeTar
 	// Name is, in file mode, the source's base name: the file's name in
 	// DST when DST is a directory.
 	Name string `json:"name,omitempty"`
 	// Perm is, in file mode, the source's permission bits (with setuid,
 	// setgid and sticky as in fs.FileMode).
-	Perm uint32 `json:"perm,omitempty"`
-	// Preserve asks, in file mode, for Perm, ATime and MTime exactly;
-	// in tar mode, for the archive's modes exactly. Else modes lose the
-	// umask, setuid and setgid (and sticky on files).
-	Preserve bool  `json:"preserve,omitempty"`
-	ATime    int64 `json:"atime,omitempty"` // Unix nanoseconds
-	MTime    int64 `json:"mtime,omitempty"` // Unix nanoseconds
+	Perm  uint32 `json:"perm,omitempty"`
+	ATime int64  `json:"atime,omitempty"` // in file mode with -p, Unix nanoseconds
+	MTime int64  `json:"mtime,omitempty"` // in file mode with -p, Unix nanoseconds
 	// Single says, in tar mode, that the archive holds one top-level
 	// entry, which becomes DST itself when DST does not exist (like
 	// scp -r dir host:newname).
 	Single bool `json:"single,omitempty"`
-	// Listen is the address to listen on, an IP address: the local
-	// side's --data-host, resolved there. Empty: the address the ssh
-	// connection arrived on.
+}
+
+// validate checks contents described by the peer.
+func (c Contents) validate() error {
+	switch c.Mode {
+	case modeFile:
+		if err := checkName(c.Name); err != nil {
+			return err
+		}
+	case modeTar:
+	default:
+		return fmt.Errorf("mode %.16q: must be %q or %q", c.Mode, modeFile, modeTar)
+	}
+	if c.Perm > 0o7777 {
+		return fmt.Errorf("permissions %o: more than 07777", c.Perm)
+	}
+	return nil
+}
+
+// Request is what the local side tells the remote side before the
+// stream: one JSON line on the ssh channel (never on a command line, so
+// the key does not show in ps). An upload's request names Dest and
+// describes its Contents; a download's names the paths to Send and where
+// to Connect to, and the remote side describes the contents in its plan
+// (see status.go).
+type Request struct {
+	Version int    `json:"version"`
+	Key     string `json:"key"`            // the one-time stream key, hex
+	Dest    string `json:"dest,omitempty"` // an upload's DST as the user wrote it
+	Contents
+	// Send lists a download's sources, as the user wrote them.
+	Send []string `json:"send,omitempty"`
+	// Recursive allows, in a download, directories among the sources.
+	Recursive bool `json:"recursive,omitempty"`
+	// Connect is, in a download, where the remote side sends the stream:
+	// the local side's listener, IP:PORT.
+	Connect string `json:"connect,omitempty"`
+	// Encrypt asks for the stream's payload encrypted (the receiving side
+	// then refuses a sender that does not encrypt).
+	Encrypt bool `json:"encrypt,omitempty"`
+	// Preserve asks, in file mode, for Perm, ATime and MTime exactly;
+	// in tar mode, for the archive's modes exactly. Else modes lose the
+	// umask, setuid and setgid (and sticky on files).
+	Preserve bool `json:"preserve,omitempty"`
+	// Listen is the address an upload's remote side listens on, an IP
+	// address: the local side's --data-host, resolved there. Empty: the
+	// address the ssh connection arrived on.
 	Listen    string        `json:"listen,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
@@ -83,20 +121,25 @@ func writeRequest(w io.Writer, r Request) error {
 	return err
 }
 
+// requestOp names the remote side's reading of the request in its
+// errors, which the local side recognises: an rdmacp of another version
+// that cannot read the request says so with it.
+const requestOp = "read request"
+
 // readRequest reads and checks one request line from br.
 func readRequest(br *bufio.Reader) (Request, error) {
 	line, err := readLine(br, maxRequestLine)
 	if err != nil {
-		return Request{}, err
+		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
 	}
 	var r Request
 	dec := json.NewDecoder(bytes.NewReader(line))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&r); err != nil {
-		return Request{}, conn.Errorf(conn.KindUsage, "read request", "%v", err)
+		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
 	}
 	if err := r.validate(); err != nil {
-		return Request{}, conn.Errorf(conn.KindUsage, "read request", "%v", err)
+		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
 	}
 	return r, nil
 }
@@ -109,27 +152,58 @@ func (r Request) validate() error {
 	if k, err := hex.DecodeString(r.Key); err != nil || len(k) != keyLen {
 		return errors.New("the key is not 32 bytes in hex")
 	}
-	if r.Dest == "" || len(r.Dest) > maxPathLen || strings.ContainsRune(r.Dest, 0) {
-		return fmt.Errorf("destination %.64q: empty, too long or with a NUL byte", r.Dest)
+	if err := checkSettings(r.Transport, r.Timeout); err != nil {
+		return err
 	}
-	switch r.Mode {
-	case modeFile:
-		if err := checkName(r.Name); err != nil {
-			return err
-		}
-	case modeTar:
-	default:
-		return fmt.Errorf("mode %.16q: must be %q or %q", r.Mode, modeFile, modeTar)
+	if r.download() {
+		return r.validateDownload()
 	}
-	if r.Perm > 0o7777 {
-		return fmt.Errorf("permissions %o: more than 07777", r.Perm)
+	if r.Connect != "" || r.Recursive {
+		return errors.New("an upload's request names where to connect, or recursion")
+	}
+	if err := checkPath("destination", r.Dest); err != nil {
+		return err
+	}
+	if err := r.Contents.validate(); err != nil {
+		return err
 	}
 	if r.Listen != "" {
 		if _, err := netip.ParseAddr(r.Listen); err != nil {
 			return fmt.Errorf("listen address %.64q: %v", r.Listen, err)
 		}
 	}
-	return checkSettings(r.Transport, r.Timeout)
+	return nil
+}
+
+// download says whether r asks the remote side to send.
+func (r Request) download() bool { return len(r.Send) > 0 }
+
+// validateDownload checks the fields of a download's request: the
+// sources and where to connect, and nothing of an upload's.
+func (r Request) validateDownload() error {
+	if r.Dest != "" || r.Contents != (Contents{}) || r.Listen != "" {
+		return errors.New("a download's request describes a destination")
+	}
+	if len(r.Send) > maxSources {
+		return fmt.Errorf("%d sources: more than %d", len(r.Send), maxSources)
+	}
+	for _, p := range r.Send {
+		if err := checkPath("source", p); err != nil {
+			return err
+		}
+	}
+	if _, err := netip.ParseAddrPort(r.Connect); err != nil {
+		return fmt.Errorf("address to connect to %.64q: %v", r.Connect, err)
+	}
+	return nil
+}
+
+// checkPath checks a path of a request: not empty, not too long, no NUL.
+func checkPath(what, p string) error {
+	if p == "" || len(p) > maxPathLen || strings.ContainsRune(p, 0) {
+		return fmt.Errorf("%s %.64q: empty, too long or with a NUL byte", what, p)
+	}
+	return nil
 }
 
 // checkSettings checks a transport name and a timeout, as the local side's

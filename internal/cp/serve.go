@@ -20,15 +20,32 @@ const (
 	senderWait  = 60 * time.Second // for the sender to connect and prove the key
 )
 
-// Serve runs the remote side of a copy (rdmacp --remote-receive), which
+// Serve runs the remote side of an upload (rdmacp --remote-receive), which
 // the local side starts over ssh: it reads the request line from stdin,
 // prepares the destination, listens on a port of the system's choice on
-// the address the ssh connection arrived on (see listenHost), reports the port on stdout, receives one stream from
-// the sender that proves the request's one-time key, puts it in place and
-// reports the result on stdout (see status.go). It stops when stdin (the
-// ssh channel) ends, and returns the exit code.
+// the address the ssh connection arrived on (see listenHost), reports the
+// port on stdout, receives one stream from the sender that proves the
+// request's one-time key, puts it in place and reports the result on
+// stdout (see status.go). It stops when stdin (the ssh channel) ends, and
+// returns the exit code.
 func Serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
-	n, err := serve(ctx, stdin, stdout, stderr)
+	return report(stdout, func() (int64, error) { return serveReceive(ctx, stdin, stdout, stderr) })
+}
+
+// ServeSend runs the remote side of a download (rdmacp --remote-send): it
+// reads the request line from stdin, checks the sources, reports on
+// stdout what the stream will carry, connects to the local side's
+// listener that the request names and streams the sources there, and
+// reports the result on stdout. It stops when stdin ends, and returns the
+// exit code.
+func ServeSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
+	return report(stdout, func() (int64, error) { return serveSend(ctx, stdin, stdout, stderr) })
+}
+
+// report runs serve and reports its result on stdout: "ok BYTES" or the
+// failure. It returns the exit code.
+func report(stdout io.Writer, serve func() (int64, error)) int {
+	n, err := serve()
 	code := command.ExitCode(err)
 	if err != nil {
 		writeFail(stdout, code, err.Error())
@@ -38,18 +55,12 @@ func Serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) int {
 	return code
 }
 
-func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int64, error) {
-	br := bufio.NewReaderSize(stdin, 4096)
-	req, err := requestWithin(br, requestWait)
+func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int64, error) {
+	req, ctx, cancel, err := session(ctx, stdin, false)
 	if err != nil {
 		return 0, err
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	go func() {
-		io.Copy(io.Discard, br)
-		cancel(conn.Errorf(conn.KindAborted, "", "the ssh session ended"))
-	}()
 	s, err := newSink(req)
 	if err != nil {
 		return 0, err
@@ -66,18 +77,77 @@ func serve(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int6
 		s.Abort()
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
-	cfg := pipe.Config{Key: req.keyBytes(), Timeout: req.Timeout}
-	// Only the holder of the one-time key gets past the handshake.
-	srv := server.Server{Listener: l, Out: s.Writer(), Config: cfg, Log: stderr, Prog: "rdmacp", Wait: senderWait}
+	st, err := receive(ctx, l, s, pipe.Config{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}, nil, stderr, req.Dest)
+	return st.Bytes, err
+}
+
+func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int64, error) {
+	req, ctx, cancel, err := session(ctx, stdin, true)
+	if err != nil {
+		return 0, err
+	}
+	defer cancel(nil)
+	paths := make([]string, len(req.Send))
+	for i, p := range req.Send {
+		paths[i] = expandHome(p)
+	}
+	p, err := planCopy(paths, req.Recursive)
+	if err != nil {
+		return 0, err
+	}
+	in, err := p.open()
+	if err != nil {
+		return 0, err
+	}
+	if in != nil {
+		defer in.Close()
+	}
+	if err := writePlan(stdout, p.contents(req.Preserve)); err != nil {
+		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
+	}
+	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
+	st, err := stream(ctx, req.Connect, p, in, o, req.keyBytes(), nil)
+	return st.Bytes, err
+}
+
+// session reads the request line from stdin, which must be a download's
+// (send) or an upload's, and returns it with a context that ends when
+// stdin does (the ssh session ended) and its cancel function.
+func session(ctx context.Context, stdin io.Reader, send bool) (Request, context.Context, context.CancelCauseFunc, error) {
+	br := bufio.NewReaderSize(stdin, 4096)
+	req, err := requestWithin(br, requestWait)
+	if err == nil && req.download() != send {
+		err = conn.Errorf(conn.KindSetup, requestOp, "a download's request for an upload's remote side, or the other way round")
+	}
+	if err != nil {
+		return Request{}, nil, nil, err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	go func() {
+		io.Copy(io.Discard, br)
+		cancel(conn.Errorf(conn.KindAborted, "", "the ssh session ended"))
+	}()
+	return req, ctx, cancel, nil
+}
+
+// receive accepts, on l, the one sender that proves cfg's key and writes
+// its stream into s, which it puts in place (at dest) when the stream has
+// arrived whole and confirm (if not nil) accepts it, and aborts otherwise.
+// Refused connections are logged on log.
+func receive(ctx context.Context, l conn.Listener, s sink, cfg pipe.Config, confirm func(pipe.Stats) error, log io.Writer, dest string) (pipe.Stats, error) {
+	srv := server.Server{Listener: l, Out: s.Writer(), Config: cfg, Log: log, Prog: "rdmacp", Wait: senderWait}
 	st, err := srv.Serve(ctx)
+	if err == nil && confirm != nil {
+		err = confirm(st)
+	}
 	if err != nil {
 		s.Abort()
-		return st.Bytes, err
+		return st, err
 	}
 	if err := s.Finish(); err != nil {
-		return st.Bytes, &conn.Error{Kind: conn.KindAborted, Op: "finish " + req.Dest, Err: err}
+		return st, &conn.Error{Kind: conn.KindAborted, Op: "finish " + dest, Err: err}
 	}
-	return st.Bytes, nil
+	return st, nil
 }
 
 // requestWithin reads the request line, waiting at most wait for it.
@@ -93,12 +163,9 @@ func requestWithin(br *bufio.Reader, wait time.Duration) (Request, error) {
 	}()
 	select {
 	case r := <-done:
-		if r.err != nil && conn.KindOf(r.err) == conn.KindInternal {
-			return Request{}, conn.Errorf(conn.KindSetup, "read request", "%v", r.err)
-		}
 		return r.req, r.err
 	case <-time.After(wait):
-		return Request{}, conn.Errorf(conn.KindSetup, "read request", "nothing within %v", wait)
+		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "nothing within %v", wait)
 	}
 }
 

@@ -37,7 +37,7 @@ func TestListenAddress(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SSH_CONNECTION", tc.sshConnection)
 			req := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: t.TempDir(),
-				Mode: modeFile, Name: "f", Listen: tc.listen, Transport: "tcp", Timeout: time.Minute, Verbose: true}
+				Contents: Contents{Mode: modeFile, Name: "f"}, Listen: tc.listen, Transport: "tcp", Timeout: time.Minute, Verbose: true}
 			stdinR, stdinW := io.Pipe()
 			stdoutR, stdoutW := io.Pipe()
 			var stderr bytes.Buffer

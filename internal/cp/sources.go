@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // source is one SRC argument.
@@ -47,6 +48,34 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 		p.mode = modeFile
 	}
 	return p, nil
+}
+
+// open opens a file-mode plan's file, the stream's input (nil in tar
+// mode, whose input is made while it streams).
+func (p plan) open() (*os.File, error) {
+	if p.mode != modeFile {
+		return nil, nil
+	}
+	f, err := os.Open(p.srcs[0].path)
+	if err != nil {
+		return nil, conn.Errorf(conn.KindSetup, "", "%v", err)
+	}
+	return f, nil
+}
+
+// contents describes what p streams, for the receiving side: a file's
+// name and permission bits, and its times with preserve.
+func (p plan) contents(preserve bool) Contents {
+	if p.mode == modeTar {
+		return Contents{Mode: modeTar, Single: len(p.srcs) == 1}
+	}
+	fi := p.srcs[0].info
+	c := Contents{Mode: modeFile, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode())}
+	if preserve {
+		c.MTime = fi.ModTime().UnixNano()
+		c.ATime = accessTime(fi).UnixNano()
+	}
+	return c
 }
 
 // destName is the name a source gets at the destination: its base name

@@ -33,10 +33,11 @@ type remote struct {
 	err    error // ssh's exit, once waited is closed
 }
 
-// startRemote runs `ssh OPTIONS [user@]HOST REMOTECMD --remote-receive`
-// with ssh's stderr (and so the remote command's) on stderr.
-func startRemote(sshCmd []string, t Target, remoteCmd string, stderr io.Writer) (*remote, error) {
-	args := append(append(append([]string{}, sshCmd[1:]...), sshOptions...), "--", t.SSHDest(), remoteCmd+" --remote-receive")
+// startRemote runs `ssh OPTIONS [user@]HOST REMOTECMD FLAG` (FLAG is
+// remoteReceive or remoteSend) with ssh's stderr (and so the remote
+// command's) on stderr.
+func startRemote(sshCmd []string, t Target, remoteCmd, flag string, stderr io.Writer) (*remote, error) {
+	args := append(append(append([]string{}, sshCmd[1:]...), sshOptions...), "--", t.SSHDest(), remoteCmd+" "+flag)
 	cmd := exec.Command(sshCmd[0], args...)
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
@@ -116,6 +117,8 @@ func (r *remote) exitText() string {
 		return "ssh exited with status 0"
 	case errors.As(r.err, &ee) && ee.ExitCode() == 127:
 		return "exit status 127: is rdmacp installed on the remote host and in its PATH? See --remote-cmd"
+	case errors.As(r.err, &ee) && ee.ExitCode() == 2:
+		return "exit status 2, a usage error: is the same rdmacp installed there? See --remote-cmd"
 	case errors.As(r.err, &ee) && ee.ExitCode() == 255:
 		return "ssh exit status 255: the ssh connection failed, or the remote rdmacp was killed"
 	}

@@ -1,6 +1,8 @@
 package cp
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strconv"
@@ -9,8 +11,9 @@ import (
 
 // The remote side reports on its stdout, the ssh channel, in lines that
 // start with statusPrefix; other lines (say, from a chatty login script)
-// are skipped. First "port N" (or "fail"), then "ok BYTES" or
-// "fail CODE "quoted message"".
+// are skipped. First an upload's receiving side says "port N" and a
+// download's sending side "plan {CONTENTS AS JSON}" (or either "fail"),
+// then "ok BYTES" or "fail CODE "quoted message"".
 const statusPrefix = "RDMACP "
 
 // maxStatusLine bounds one line from the remote side.
@@ -18,14 +21,24 @@ const maxStatusLine = 8 << 10
 
 // status is one parsed status line.
 type status struct {
-	kind  string // "port", "ok" or "fail"
-	n     int64  // the port, the byte count, or the exit code
-	msg   string // the failure, for "fail"
-	valid bool   // the line was a status line
+	kind     string   // "port", "plan", "ok" or "fail"
+	n        int64    // the port, the byte count, or the exit code
+	msg      string   // the failure, for "fail"
+	contents Contents // for "plan"
+	valid    bool     // the line was a status line
 }
 
 func writePort(w io.Writer, port int) error {
 	_, err := fmt.Fprintf(w, "%sport %d\n", statusPrefix, port)
+	return err
+}
+
+func writePlan(w io.Writer, c Contents) error {
+	b, err := json.Marshal(c)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%splan %s\n", statusPrefix, b)
 	return err
 }
 
@@ -56,6 +69,17 @@ func parseStatus(line string) (status, error) {
 			return status{}, bad
 		}
 		return status{kind: kind, n: int64(port), valid: true}, nil
+	case "plan":
+		var c Contents
+		dec := json.NewDecoder(bytes.NewReader([]byte(args)))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&c); err != nil || dec.More() {
+			return status{}, bad
+		}
+		if err := c.validate(); err != nil {
+			return status{}, fmt.Errorf("the remote side's plan: %v", err)
+		}
+		return status{kind: kind, contents: c, valid: true}, nil
 	case "ok":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {

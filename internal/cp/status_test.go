@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func TestStatusRoundTrip(t *testing.T) {
@@ -51,7 +53,7 @@ func TestParseStatusHostile(t *testing.T) {
 }
 
 func TestReadRequest(t *testing.T) {
-	good := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: "/tmp", Mode: modeFile, Name: "f", Perm: 0o644, Transport: "auto", Timeout: time.Minute}
+	good := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: "/tmp", Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o644}, Transport: "auto", Timeout: time.Minute}
 	cases := []struct {
 		name   string
 		change func(r *Request)
@@ -59,7 +61,17 @@ func TestReadRequest(t *testing.T) {
 		ok     bool
 	}{
 		{name: "good", change: func(*Request) {}, ok: true},
-		{name: "other version", change: func(r *Request) { r.Version = 2 }},
+		{name: "other version", change: func(r *Request) { r.Version = protocolVersion + 1 }},
+		{name: "old version", change: func(r *Request) { r.Version = 1 }},
+		{name: "download", change: download, ok: true},
+		{name: "download with a destination", change: func(r *Request) { download(r); r.Dest = "/tmp" }},
+		{name: "download with contents", change: func(r *Request) { download(r); r.Mode = modeFile }},
+		{name: "download nowhere", change: func(r *Request) { download(r); r.Connect = "" }},
+		{name: "download to a name", change: func(r *Request) { download(r); r.Connect = "evil.example:80" }},
+		{name: "download of an empty path", change: func(r *Request) { download(r); r.Send = []string{"a", ""} }},
+		{name: "download of a NUL", change: func(r *Request) { download(r); r.Send = []string{"a\x00b"} }},
+		{name: "download of too many", change: func(r *Request) { download(r); r.Send = make([]string, maxSources+1) }},
+		{name: "upload that connects", change: func(r *Request) { r.Connect = "10.0.0.1:1" }},
 		{name: "short key", change: func(r *Request) { r.Key = "abcd" }},
 		{name: "no destination", change: func(r *Request) { r.Dest = "" }},
 		{name: "name with slash", change: func(r *Request) { r.Name = "../x" }},
@@ -88,6 +100,51 @@ func TestReadRequest(t *testing.T) {
 			if (err == nil) != tc.ok {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}
+			if err != nil && (conn.KindOf(err) != conn.KindSetup || !strings.HasPrefix(err.Error(), requestOp+": ")) {
+				t.Fatalf("got %v (%v), want a setup error that starts with %q", err, conn.KindOf(err), requestOp)
+			}
 		})
+	}
+}
+
+// download makes r a download's request.
+func download(r *Request) {
+	r.Dest, r.Contents = "", Contents{}
+	r.Send, r.Recursive, r.Connect = []string{"a", "~/b c"}, true, "10.0.0.1:4791"
+}
+
+func TestPlanLine(t *testing.T) {
+	cases := []struct {
+		name string
+		c    Contents
+		bad  bool
+	}{
+		{name: "file", c: Contents{Mode: modeFile, Name: "a b\n", Perm: 0o4755, ATime: 1, MTime: -2}},
+		{name: "tar", c: Contents{Mode: modeTar, Single: true}},
+		{name: "escape", c: Contents{Mode: modeFile, Name: "../x"}, bad: true},
+		{name: "no name", c: Contents{Mode: modeFile}, bad: true},
+		{name: "bad mode", c: Contents{Mode: "exec"}, bad: true},
+		{name: "perm", c: Contents{Mode: modeFile, Name: "x", Perm: 0o10000}, bad: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var b bytes.Buffer
+			writePlan(&b, tc.c)
+			got, err := parseStatus(strings.TrimSuffix(b.String(), "\n"))
+			if tc.bad {
+				if err == nil {
+					t.Fatalf("got %+v, want an error", got)
+				}
+				return
+			}
+			if err != nil || got != (status{kind: "plan", contents: tc.c, valid: true}) {
+				t.Fatalf("got %+v, %v", got, err)
+			}
+		})
+	}
+	for _, line := range []string{`RDMACP plan {"mode":"tar","evil":1}`, `RDMACP plan {"mode":"tar"} {}`, `RDMACP plan`, `RDMACP plan [1]`} {
+		if got, err := parseStatus(line); err == nil {
+			t.Errorf("%q: got %+v, want an error", line, got)
+		}
 	}
 }

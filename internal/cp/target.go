@@ -21,10 +21,15 @@ func (t Target) SSHDest() string {
 	return t.User + "@" + t.Host
 }
 
-// ParseTarget parses [user@]HOST:DST. An IPv6 address goes in brackets
-// ([fe80::1]:dst). DST may be empty, meaning the remote home directory.
+// ParseTarget parses [user@]HOST:PATH. An IPv6 address goes in brackets
+// ([fe80::1]:dst). PATH may be empty, meaning the remote home directory.
+// As in scp, a slash before the first colon makes arg a local path
+// (./a:b), not a host.
 func ParseTarget(arg string) (Target, error) {
 	var t Target
+	if colon := strings.Index(arg, ":"); colon < 0 || strings.Contains(arg[:colon], "/") {
+		return Target{}, command.Usagef("%q is not [user@]HOST:PATH", arg)
+	}
 	rest := arg
 	if i := strings.LastIndex(rest, "@"); i >= 0 && !strings.Contains(rest[:i], ":") {
 		t.User, rest = rest[:i], rest[i+1:]
@@ -41,7 +46,7 @@ func ParseTarget(arg string) (Target, error) {
 	} else {
 		host, path, ok := strings.Cut(rest, ":")
 		if !ok {
-			return Target{}, command.Usagef("%q: the last argument must be [user@]HOST:DST", arg)
+			return Target{}, command.Usagef("%q is not [user@]HOST:PATH", arg)
 		}
 		t.Host, t.Path = host, path
 	}

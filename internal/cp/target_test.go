@@ -19,6 +19,8 @@ func TestParseTarget(t *testing.T) {
 		{arg: "bob@[::1]:x:y", want: Target{User: "bob", Host: "::1", Path: "x:y"}},
 		{arg: "node2:a@b", want: Target{Host: "node2", Path: "a@b"}},
 		{arg: "/local/path", bad: true},
+		{arg: "./a:b", bad: true},
+		{arg: "dir/a:b", bad: true},
 		{arg: ":/tmp", bad: true},
 		{arg: "@node2:/tmp", bad: true},
 		{arg: "-oProxyCommand=x:/tmp", bad: true},

@@ -78,10 +78,10 @@ func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // remotes returns the process ids of remote sides (rdmacp --remote-receive
-// of this test binary) still running; with shells, those of the shells that
-// ssh started them with too.
+// or --remote-send of this test binary) still running; with shells, those
+// of the shells that ssh started them with too.
 func remotes(t *testing.T, shells bool) []string {
-	pattern := "^" + regexp.QuoteMeta(bin) + " --remote-receive"
+	pattern := "^" + regexp.QuoteMeta(bin) + " --remote-(receive|send)"
 	if shells {
 		pattern = pattern[1:]
 	}

@@ -1,0 +1,106 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// Fetch copies the files and directories at srcs, all on one host, to
+// dst here (a download): it listens on the local address that leads to
+// the remote host, starts the remote side over ssh (see ServeSend) and
+// sends it the request with a one-time key and that address; the remote
+// side says what the stream carries, this side prepares dst for it, and
+// the remote side connects and streams. The copy is put in place once it
+// has arrived whole and the remote side has confirmed it.
+func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
+	t := srcs[0]
+	host := o.DataHost
+	if host == "" {
+		host = resolveHost(ctx, o.SSH, t)
+	}
+	local, err := localAddr(ctx, host)
+	if err != nil {
+		return err
+	}
+	l, port, err := listenAnyPort(ctx, o.Transport, local, defaultParams(), o.Stderr)
+	if err != nil {
+		return err
+	}
+	defer l.Close()
+	key := newKey()
+	req := o.request(key)
+	req.Recursive, req.Connect = o.Recursive, net.JoinHostPort(local, strconv.Itoa(port))
+	for _, s := range srcs {
+		req.Send = append(req.Send, s.Path)
+	}
+	r, st, err := begin(ctx, t, o, remoteSend, req)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	if st.kind != "plan" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.kind)
+	}
+	s, err := newSink(Request{Dest: dst, Contents: st.contents, Preserve: o.Preserve})
+	if err != nil {
+		return err
+	}
+	// The remote side's last word ends the wait for its stream when it
+	// fails first.
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	last := make(chan status, 1)
+	go func() {
+		st, err := r.next(rctx, maxTimeout)
+		if err == nil && st.kind != "ok" {
+			err = remoteFailed(t.Host, st)
+		}
+		if err != nil {
+			cancel(err)
+		}
+		last <- st
+	}()
+	// The copy goes in place only once the remote side has confirmed
+	// that it sent what arrived.
+	confirm := func(stats pipe.Stats) error {
+		select {
+		case st := <-last:
+			return remoteDone(t.Host, st, stats.Bytes, "received")
+		case <-time.After(statusWait):
+			return conn.Errorf(conn.KindAborted, "after the stream", "no word from the remote side within %v", statusWait)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	cfg := pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
+	stats, err := receive(rctx, l, s, cfg, confirm, o.Stderr, dst)
+	if err != nil {
+		if cause := context.Cause(rctx); rctx.Err() != nil && ctx.Err() == nil {
+			return cause
+		}
+		return err
+	}
+	if o.Verbose {
+		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
+	}
+	return nil
+}
+
+// localAddr returns the address of this host that the kernel would send
+// from to host (resolved if it is a name): where a download's remote side
+// connects to.
+func localAddr(ctx context.Context, host string) (string, error) {
+	var d net.Dialer
+	c, err := d.DialContext(ctx, "udp", net.JoinHostPort(host, "9"))
+	if err != nil {
+		return "", conn.Errorf(conn.KindSetup, "find the local address toward "+host, "%v", err)
+	}
+	defer c.Close()
+	return c.LocalAddr().(*net.UDPAddr).IP.String(), nil
+}

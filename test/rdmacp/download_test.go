@@ -1,0 +1,160 @@
+package rdmacp
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestDownload copies from the remote host: single files (into a
+// directory, to a new name, with -p), trees and several sources, each
+// exact, with the summary saying how the stream was protected.
+func TestDownload(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "weights.bin")
+	makeFile(t, file, 5<<20+3, false)
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+	if err := os.Chmod(file, 0o640); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(file, mtime, mtime); err != nil {
+		t.Fatal(err)
+	}
+	empty := filepath.Join(src, "empty")
+	makeFile(t, empty, 0, false)
+	tree := filepath.Join(src, "tree")
+	makeTree(t, tree)
+	exact := func(m os.FileMode) os.FileMode { return m }
+	cases := []struct {
+		name  string
+		flags []string
+		srcs  []string
+		dst   string            // relative to a new directory; "" is the directory itself
+		want  map[string]string // source -> where it must land, relative to that directory
+		says  string            // in -v's summary
+	}{
+		{"file into a directory", []string{"-v"}, []string{file}, "", map[string]string{file: "weights.bin"}, "encrypted (AES-256-GCM)"},
+		{"file to a new name, -p", []string{"-v", "-p"}, []string{file}, "w", map[string]string{file: "w"}, "bytes in"},
+		{"empty file", nil, []string{empty}, "", map[string]string{empty: "empty"}, ""},
+		{"unencrypted", []string{"-v", "--no-encrypt"}, []string{file}, "", map[string]string{file: "weights.bin"}, "not encrypted (authenticated with aes-gmac)"},
+		{"tree, -p", []string{"-r", "-p"}, []string{tree}, "", map[string]string{tree: "tree"}, ""},
+		{"tree to a new name", []string{"-r", "-p"}, []string{tree}, "copy", map[string]string{tree: "copy"}, ""},
+		{"several sources", []string{"-r", "-p"}, []string{tree, file}, "", map[string]string{tree: "tree", file: "weights.bin"}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			args := tc.flags
+			for _, p := range tc.srcs {
+				args = append(args, "target:"+p)
+			}
+			r := s.rdmacp(t, append(args, filepath.Join(dir, tc.dst))...)
+			if r.code != 0 || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want 0 saying %q: %s", r.code, tc.says, r.stderr)
+			}
+			for from, to := range tc.want {
+				got := filepath.Join(dir, to)
+				fi, err := os.Stat(from)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.IsDir() {
+					sameTree(t, from, got, exact)
+					continue
+				}
+				if hashFile(t, from) != hashFile(t, got) {
+					t.Fatalf("%s: content differs", got)
+				}
+				gi, err := os.Stat(got)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if preserve := strings.Contains(strings.Join(tc.flags, " "), "-p"); preserve && (gi.Mode() != fi.Mode() || !gi.ModTime().Equal(fi.ModTime())) {
+					t.Errorf("-p: %v %v, want %v %v", gi.Mode(), gi.ModTime(), fi.Mode(), fi.ModTime())
+				}
+				noLeftovers(t, filepath.Dir(got), filepath.Base(got))
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestDownloadErrors: what cannot be copied from the remote host fails
+// with the exit code and message of the upload's checks, and leaves
+// nothing behind.
+func TestDownloadErrors(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 10, false)
+	cases := []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
+		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},
+		{"local directory missing", []string{"target:" + file, "/nonexistent/dir/f"}, 3, "destination directory /nonexistent/dir does not exist"},
+		// (sysfs refuses new files, even root's)
+		{"local directory not writable", []string{"target:" + file, "/sys/"}, 3, "permission denied"},
+		{"sources on two hosts", []string{"target:" + file, "down:" + file, t.TempDir()}, 2, "different hosts"},
+		{"source here and there", []string{"target:" + file, file, t.TempDir()}, 2, "every source must be [user@]HOST:SRC"},
+		{"no host at all", []string{file, t.TempDir()}, 2, "names a host"},
+		{"unreachable host", []string{"down:" + file, t.TempDir()}, 3, "start the remote side on down over ssh"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.rdmacp(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestOlderPeer runs the rdmacp of the last revision before downloads and
+// encryption on the remote side: it cannot read the request, and the copy
+// fails as a setup failure (exit 3) that says so, both ways.
+func TestOlderPeer(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: builds an older rdmacp")
+	}
+	old := buildRevision(t, "9f7b06c")
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	makeFile(t, file, 1000, false)
+	for _, args := range [][]string{{file, "target:" + t.TempDir()}, {"target:" + file, t.TempDir()}} {
+		r := s.rdmacp(t, append([]string{"--remote-cmd", old}, args...)...)
+		if r.code != 3 || !strings.Contains(r.stderr, "is the same rdmacp installed there?") {
+			t.Fatalf("%v: exit %d, want 3 and a hint; stderr:\n%s", args, r.code, r.stderr)
+		}
+		noStrays(t)
+	}
+}
+
+// buildRevision builds rdmacp as it was at rev of this repository's
+// history and returns the binary's path.
+func buildRevision(t *testing.T, rev string) string {
+	t.Helper()
+	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
+	if err != nil {
+		t.Skipf("not in a git checkout: %v", err)
+	}
+	dir := t.TempDir()
+	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", strings.TrimSpace(string(top)), rev, dir)
+	if out, err := archive.CombinedOutput(); err != nil {
+		t.Skipf("revision %s not in this checkout: %v: %s", rev, err, out)
+	}
+	build := exec.Command("go", "build", "-o", dir+"/old-rdmacp", "./cmd/rdmacp")
+	build.Dir = dir
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build rdmacp at %s: %v: %s", rev, err, out)
+	}
+	return dir + "/old-rdmacp"
+}
