@@ -3,6 +3,7 @@ package cp
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"strconv"
 	"time"
@@ -47,9 +48,16 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if st.kind != "plan" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.kind)
 	}
-	s, err := newSink(Request{Dest: dst, Contents: st.contents, Preserve: o.Preserve})
+	s, err := newSink(Request{Dest: dst, Contents: st.contents, Preserve: o.Preserve, Resume: o.Resume})
 	if err != nil {
 		return err
+	}
+	skipped := int64(-1)
+	if fs, ok := s.(*fileSink); ok && o.Resume {
+		if skipped, err = resumeDownload(ctx, r, fs, key, t.Host, o.Stderr); err != nil {
+			s.Abort(0)
+			return err
+		}
 	}
 	// The remote side's last word ends the wait for its stream when it
 	// fails first.
@@ -87,9 +95,37 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		return err
 	}
 	if o.Verbose {
-		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
+		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return nil
+}
+
+// resumeDownload offers the remote side what the partial file of s
+// holds, and starts s where the remote side says the stream starts. It
+// returns that place: how many bytes of the partial copy are kept.
+func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, host string, stderr io.Writer) (int64, error) {
+	o, err := s.offer(key)
+	if err != nil {
+		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	if s.stale {
+		fmt.Fprintf(stderr, "rdmacp: %s changed on %s since the partial copy (size or modification time): starting over\n", s.req.Name, host)
+	}
+	// A failed write means ssh is gone; next says why.
+	_ = writeJSONLine(r.stdin, o)
+	st, err := r.next(ctx, portWait)
+	switch {
+	case err != nil:
+		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	case st.kind == "fail":
+		return 0, remoteFailed(host, st)
+	case st.kind != "from":
+		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.kind)
+	}
+	if err := s.start(st.n, o.Block); err != nil {
+		return 0, conn.Errorf(conn.KindIntegrity, "resume", "%v", err)
+	}
+	return st.n, nil
 }
 
 // localAddr returns the address of this host that the kernel would send

@@ -2,6 +2,7 @@ package cp
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -13,32 +14,43 @@ import (
 	"syscall"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// sink is where the remote side writes the stream: Writer is the output
+// sink is where a receiving side writes the stream: Writer is the output
 // for pipe.Receive; Finish puts the result in place once the stream has
-// arrived whole, Abort removes what a failed stream left.
+// arrived whole, Abort ends a failed one, after written bytes of it were
+// written.
 type sink interface {
 	Writer() io.Writer
 	Finish() error
-	Abort()
+	Abort(written int64)
 }
 
-// fileSink receives one regular file. It writes to a new temporary file
-// next to the destination and renames it into place only when the stream
-// has arrived whole, so a failed copy never leaves a partial file behind
-// and nothing is written through what is at the destination: a file or a
-// symbolic link there is replaced (the link itself, not what it points
-// to); a directory, device or other special file is refused and stays.
+// fileSink receives one regular file. It writes to a partial file next to
+// the destination (see partialName) and renames it into place only when
+// the stream has arrived whole, so a failed copy never leaves a partial
+// file under the destination's name, and nothing is written through what
+// is there: a file or a symbolic link there is replaced (the link itself,
+// not what it points to); a directory, device or other special file is
+// refused and stays. A failed copy keeps its partial file, cut to what
+// was written in order (an exact prefix), for a copy that resumes it.
 type fileSink struct {
-	f     *os.File
-	tmp   string
-	final string
-	req   Request
+	f       *os.File
+	partial string
+	final   string
+	req     Request
+	umask   fs.FileMode
+	started bool  // the stream's start is settled (see start)
+	base    int64 // where the stream's bytes go in the file
+	stale   bool  // a partial copy of another version of the source was removed
 }
 
-// newFileSink opens the output for a file-mode request.
+// newFileSink opens the output for a file-mode request: the partial file
+// of this version of the source, locked against other copies. Unless
+// req.Resume, it starts empty, and the stream starts at once.
 func newFileSink(req Request) (*fileSink, error) {
 	dst := expandHome(req.Dest)
 	// DST naming a directory, through a link or not, means the source's
@@ -57,61 +69,163 @@ func newFileSink(req Request) (*fileSink, error) {
 	if err := checkDir(filepath.Dir(dst)); err != nil {
 		return nil, err
 	}
-	tmp, err := tempName(dst)
-	if err != nil {
-		return nil, setupf("temporary name: %v", err)
+	s := &fileSink{partial: partialName(dst, req.Contents), final: dst, req: req, umask: umask()}
+	s.stale = removeStale(dst, s.partial)
+	if s.f, err = openPartial(s.partial, fs.FileMode(req.Perm)&fs.ModePerm); err != nil {
+		return nil, err
 	}
-	f, err := os.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, fs.FileMode(req.Perm)&fs.ModePerm)
-	if err != nil {
-		return nil, setupf("create %s: %v", tmp, err)
+	if !req.Resume {
+		if err := s.start(0, 1); err != nil {
+			s.f.Close()
+			return nil, setupf("%v", err)
+		}
 	}
-	return &fileSink{f: f, tmp: tmp, final: dst, req: req}, nil
+	return s, nil
+}
+
+// offer hashes what the partial file holds (see makeOffer).
+func (s *fileSink) offer(key []byte) (offer, error) {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return offer{}, err
+	}
+	return makeOffer(s.f, fi.Size(), key)
+}
+
+// start settles where the stream starts: at, which the sending side chose
+// from an offer of blocks of block bytes. The partial file is cut there.
+func (s *fileSink) start(at, block int64) error {
+	fi, err := s.f.Stat()
+	if err != nil {
+		return err
+	}
+	if at < 0 || at > fi.Size() || at%block != 0 {
+		return fmt.Errorf("the sender would resume at byte %d of a partial copy of %d bytes in blocks of %d", at, fi.Size(), block)
+	}
+	if err := s.f.Truncate(at); err != nil {
+		return err
+	}
+	if _, err := s.f.Seek(at, io.SeekStart); err != nil {
+		return err
+	}
+	s.started, s.base = true, at
+	return nil
 }
 
 // Writer returns the file itself, so that pipe.Receive can see it is a
 // regular file.
 func (s *fileSink) Writer() io.Writer { return s.f }
 
-// Finish sets the file's mode and times when asked to preserve them,
-// closes it and renames it into place. Without that the file has the
-// source's permission bits less the umask, from its creation.
+// Finish sets the file's mode (exactly with Preserve, else less the umask)
+// and, with Preserve, its times, closes it and renames it into place. A
+// resumed copy must have the size the source had.
 func (s *fileSink) Finish() error {
-	if s.req.Preserve {
-		if err := s.f.Chmod(fileMode(s.req.Perm)); err != nil {
-			s.Abort()
-			return err
-		}
+	mode := fileMode(s.req.Perm)
+	if !s.req.Preserve {
+		mode = fs.FileMode(s.req.Perm) & fs.ModePerm &^ s.umask
+	}
+	if err := s.f.Chmod(mode); err != nil {
+		s.Abort(0)
+		return err
+	}
+	if fi, err := s.f.Stat(); err != nil || s.base > 0 && fi.Size() != s.req.Size {
+		s.f.Close()
+		return fmt.Errorf("the resumed copy of %s has %d bytes, its source had %d when the copy started: it changed meanwhile (the partial copy %s is kept)", s.final, fi.Size(), s.req.Size, s.partial)
 	}
 	if err := s.f.Close(); err != nil {
-		s.remove()
 		return fmt.Errorf("write %s: %w", s.final, err)
 	}
 	if s.req.Preserve {
-		if err := os.Chtimes(s.tmp, time.Unix(0, s.req.ATime), time.Unix(0, s.req.MTime)); err != nil {
-			s.remove()
+		if err := os.Chtimes(s.partial, time.Unix(0, s.req.ATime), time.Unix(0, s.req.MTime)); err != nil {
 			return err
 		}
 	}
 	fi, err := os.Lstat(s.final)
 	if err := replaceable(s.final, fi, err); err != nil {
-		s.remove()
 		return fmt.Errorf("destination %w", err)
 	}
-	if err := os.Rename(s.tmp, s.final); err != nil {
-		s.remove()
+	if err := os.Rename(s.partial, s.final); err != nil {
 		return fmt.Errorf("put the file in place: %w", err)
 	}
 	return nil
 }
 
-// Abort closes the file and removes the temporary one.
-func (s *fileSink) Abort() {
+// Abort cuts the partial file after the written bytes of the stream and
+// closes it; an empty one is removed. Before the stream's start is
+// settled, what the partial file holds is kept as it is.
+func (s *fileSink) Abort(written int64) {
+	if s.started {
+		s.f.Truncate(s.base + written)
+	}
+	fi, err := s.f.Stat()
 	s.f.Close()
-	s.remove()
+	if err == nil && fi.Size() == 0 {
+		os.Remove(s.partial)
+	}
 }
 
-func (s *fileSink) remove() {
-	os.Remove(s.tmp)
+// partialName is where a copy of c to dst is written until it is complete:
+// a hidden name next to dst that says which version of the source (its
+// size and modification time) it holds, so that only a copy of that
+// version resumes it.
+func partialName(dst string, c Contents) string {
+	v := sha256.Sum256(fmt.Appendf(nil, "%d %d", c.Size, c.Changed))
+	return filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".rdmacp-"+hex.EncodeToString(v[:8])+partialSuffix)
+}
+
+// partialSuffix ends the names of partial files.
+const partialSuffix = ".part"
+
+// removeStale removes the partial files of dst but keep that no copy is
+// writing (holds locked), and says whether there were any: partial copies
+// of other versions of the source.
+func removeStale(dst, keep string) bool {
+	names, _ := filepath.Glob(filepath.Join(filepath.Dir(dst), "."+globEscape(filepath.Base(dst))+".rdmacp-*"+partialSuffix))
+	removed := false
+	for _, name := range names {
+		if name == keep {
+			continue
+		}
+		if f, err := openPartial(name, 0); err == nil {
+			os.Remove(name)
+			f.Close()
+			removed = true
+		}
+	}
+	return removed
+}
+
+// globEscape quotes the characters filepath.Match gives a meaning.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// openPartial opens (creating it with perm if needed) the partial file
+// name and locks it for this copy. It must be a regular file of this
+// user's with one link: never a link planted to make the copy write
+// elsewhere.
+func openPartial(name string, perm fs.FileMode) (*os.File, error) {
+	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, perm)
+	if err != nil {
+		return nil, setupf("open %s: %v", name, err)
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
+		f.Close()
+		return nil, setupf("%s: not a regular file of this user's with one link: refused", name)
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
+		f.Close()
+		return nil, setupf("%s: another rdmacp is copying to it (%v)", name, err)
+	}
+	return f, nil
 }
 
 // tempName returns a fresh hidden name next to dst.

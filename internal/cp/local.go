@@ -33,6 +33,7 @@ type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
 	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
+	Resume    bool          // go on from a partial copy of a file (see resume.go)
 	SSH       []string      // the ssh command and its options
 	RemoteCmd string        // the rdmacp command on the remote host
 	DataHost  string        // where the stream goes; empty: the host ssh connects to
@@ -76,6 +77,18 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	defer r.close()
+	skipped := int64(-1)
+	if st.kind == "have" && in != nil {
+		if skipped, err = resumeUpload(ctx, r, in, st.offer, key); err != nil {
+			return err
+		}
+		if st, err = r.next(ctx, portWait); err != nil {
+			return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "%v", err)
+		}
+		if err := remoteFailed(t.Host, st); err != nil {
+			return err
+		}
+	}
 	if st.kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
@@ -96,9 +109,27 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	if o.Verbose {
-		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats))
+		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return nil
+}
+
+// resumeUpload compares the remote side's offer with in, the source,
+// tells the remote side where the stream starts and moves in there. It
+// returns how many bytes the partial copy had that are not sent again.
+func resumeUpload(ctx context.Context, r *remote, in *os.File, o offer, key []byte) (int64, error) {
+	at, err := resumeAt(in, o, key)
+	if err != nil {
+		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	if _, err := in.Seek(at, io.SeekStart); err != nil {
+		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	// A failed write means ssh is gone; the next status says why.
+	_ = writeJSONLine(r.stdin, struct {
+		From int64 `json:"from"`
+	}{at})
+	return at, ctx.Err()
 }
 
 // The hidden flags that start the remote side of an upload and of a
@@ -118,7 +149,7 @@ func newKey() []byte {
 // request is the part of a request that o sets, with key.
 func (o Options) request(key []byte) Request {
 	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Encrypt: o.Encrypt,
-		Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
 }
 
 // begin starts the remote side on t (`rdmacp flag`), hands it req and
@@ -278,14 +309,19 @@ func kindOfCode(code int) conn.Kind {
 	return conn.KindInternal
 }
 
-// summary is the -v line for a finished copy.
-func summary(st pipe.Stats) string {
+// summary is the -v line for a finished copy, which a partial copy
+// spared skipped bytes of (-1: the copy did not resume).
+func summary(st pipe.Stats, skipped int64) string {
 	secs := st.Elapsed.Seconds()
 	rate := 0.0
 	if secs > 0 {
 		rate = float64(st.Bytes) / secs / 1e6
 	}
-	return fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
+	if skipped >= 0 {
+		line += fmt.Sprintf("; resumed: %d bytes of a partial copy kept, not sent again", skipped)
+	}
+	return line
 }
 
 // protection says how a stream with integrity check name was protected.

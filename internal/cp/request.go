@@ -52,6 +52,11 @@ type Contents struct {
 	// entry, which becomes DST itself when DST does not exist (like
 	// scp -r dir host:newname).
 	Single bool `json:"single,omitempty"`
+	// Size and Changed (its modification time, Unix nanoseconds) are, in
+	// file mode, the source's when the copy starts: the version of it that
+	// a partial copy holds.
+	Size    int64 `json:"size,omitempty"`
+	Changed int64 `json:"changed,omitempty"`
 }
 
 // validate checks contents described by the peer.
@@ -67,6 +72,9 @@ func (c Contents) validate() error {
 	}
 	if c.Perm > 0o7777 {
 		return fmt.Errorf("permissions %o: more than 07777", c.Perm)
+	}
+	if c.Size < 0 {
+		return fmt.Errorf("size %d: negative", c.Size)
 	}
 	return nil
 }
@@ -92,6 +100,9 @@ type Request struct {
 	// Encrypt asks for the stream's payload encrypted (the receiving side
 	// then refuses a sender that does not encrypt).
 	Encrypt bool `json:"encrypt,omitempty"`
+	// Resume asks, in file mode, to go on from a partial copy (see
+	// resume.go).
+	Resume bool `json:"resume,omitempty"`
 	// Preserve asks, in file mode, for Perm, ATime and MTime exactly;
 	// in tar mode, for the archive's modes exactly. Else modes lose the
 	// umask, setuid and setgid (and sticky on files).
@@ -113,7 +124,13 @@ func (r Request) keyBytes() []byte {
 
 // writeRequest sends r as one line on w.
 func writeRequest(w io.Writer, r Request) error {
-	b, err := json.Marshal(r)
+	return writeJSONLine(w, r)
+}
+
+// writeJSONLine sends v as one line of JSON on w: the local side's lines
+// to the remote side.
+func writeJSONLine(w io.Writer, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
@@ -128,20 +145,31 @@ const requestOp = "read request"
 
 // readRequest reads and checks one request line from br.
 func readRequest(br *bufio.Reader) (Request, error) {
-	line, err := readLine(br, maxRequestLine)
-	if err != nil {
-		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
-	}
 	var r Request
-	dec := json.NewDecoder(bytes.NewReader(line))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&r); err != nil {
+	if err := readJSONLine(br, &r); err != nil {
 		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
 	}
 	if err := r.validate(); err != nil {
 		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
 	}
 	return r, nil
+}
+
+// readJSONLine reads one line from br into v, refusing fields v has not.
+func readJSONLine(br *bufio.Reader, v any) error {
+	line, err := readLine(br, maxRequestLine)
+	if err != nil {
+		return err
+	}
+	dec := json.NewDecoder(bytes.NewReader(line))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return err
+	}
+	if dec.More() {
+		return errors.New("more than one JSON value on the line")
+	}
+	return nil
 }
 
 // validate checks every field of a request from the local side.

@@ -56,37 +56,69 @@ func report(stdout io.Writer, serve func() (int64, error)) int {
 }
 
 func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int64, error) {
-	req, ctx, cancel, err := session(ctx, stdin, false)
+	req, br, err := session(stdin, false)
 	if err != nil {
 		return 0, err
 	}
-	defer cancel(nil)
 	s, err := newSink(req)
 	if err != nil {
 		return 0, err
 	}
+	if fs, ok := s.(*fileSink); ok && req.Resume {
+		if err := offerPartial(fs, req.keyBytes(), br, stdout, stderr); err != nil {
+			s.Abort(0)
+			return 0, err
+		}
+	}
+	ctx, cancel := untilEOF(ctx, br)
+	defer cancel(nil)
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
 	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(), notices(req.Verbose, stderr))
 	if err != nil {
-		s.Abort()
+		s.Abort(0)
 		return 0, err
 	}
 	defer l.Close()
 	fmt.Fprintf(notices(req.Verbose, stderr), "rdmacp: listening on %s (%s)\n", l.Addr(), why)
 	if err := writePort(stdout, port); err != nil {
-		s.Abort()
+		s.Abort(0)
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
 	st, err := receive(ctx, l, s, pipe.Config{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}, nil, stderr, req.Dest)
 	return st.Bytes, err
 }
 
+// offerPartial is an upload's resume on the remote side: it offers what
+// the partial file of s holds ("have" on stdout) and starts s where the
+// local side answers on br that the stream starts.
+func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.Writer) error {
+	o, err := s.offer(key)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	if s.stale {
+		fmt.Fprintf(stderr, "rdmacp: %s changed since the partial copy (size or modification time): starting over\n", s.final)
+	}
+	if err := writeHave(stdout, o); err != nil {
+		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	var from struct {
+		From int64 `json:"from"`
+	}
+	if err := lineWithin(br, requestWait, &from); err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	if err := s.start(from.From, o.Block); err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	return nil
+}
+
 func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (int64, error) {
-	req, ctx, cancel, err := session(ctx, stdin, true)
+	req, br, err := session(stdin, true)
 	if err != nil {
 		return 0, err
 	}
-	defer cancel(nil)
 	paths := make([]string, len(req.Send))
 	for i, p := range req.Send {
 		paths[i] = expandHome(p)
@@ -105,29 +137,71 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if err := writePlan(stdout, p.contents(req.Preserve)); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
+	if in != nil && req.Resume {
+		if err := resumeSource(in, req.keyBytes(), br, stdout); err != nil {
+			return 0, err
+		}
+	}
+	ctx, cancel := untilEOF(ctx, br)
+	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
 	st, err := stream(ctx, req.Connect, p, in, o, req.keyBytes(), nil)
 	return st.Bytes, err
 }
 
-// session reads the request line from stdin, which must be a download's
-// (send) or an upload's, and returns it with a context that ends when
-// stdin does (the ssh session ended) and its cancel function.
-func session(ctx context.Context, stdin io.Reader, send bool) (Request, context.Context, context.CancelCauseFunc, error) {
-	br := bufio.NewReaderSize(stdin, 4096)
-	req, err := requestWithin(br, requestWait)
-	if err == nil && req.download() != send {
-		err = conn.Errorf(conn.KindSetup, requestOp, "a download's request for an upload's remote side, or the other way round")
+// resumeSource is a download's resume on the remote side: it reads the
+// local side's offer from br, compares it with in, the source, says on
+// stdout where the stream starts ("from") and moves in there.
+func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) error {
+	var o offer
+	if err := lineWithin(br, requestWait, &o); err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
+	if err := o.validate(); err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "the offer: %v", err)
+	}
+	at, err := resumeAt(in, o, key)
 	if err != nil {
-		return Request{}, nil, nil, err
+		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
+	if _, err := in.Seek(at, io.SeekStart); err != nil {
+		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	if err := writeFrom(stdout, at); err != nil {
+		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	return nil
+}
+
+// session reads the request line from stdin, which must be a download's
+// (send) or an upload's, and returns it and the rest of stdin.
+func session(stdin io.Reader, send bool) (Request, *bufio.Reader, error) {
+	br := bufio.NewReaderSize(stdin, 4096)
+	var req Request
+	err := within(requestWait, func() (err error) {
+		req, err = readRequest(br)
+		return err
+	})
+	switch {
+	case err != nil && conn.KindOf(err) == conn.KindInternal:
+		return Request{}, nil, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+	case err != nil:
+		return Request{}, nil, err
+	case req.download() != send:
+		return Request{}, nil, conn.Errorf(conn.KindSetup, requestOp, "a download's request for an upload's remote side, or the other way round")
+	}
+	return req, br, nil
+}
+
+// untilEOF returns a context that ends when br (the ssh channel) does:
+// the ssh session ended.
+func untilEOF(ctx context.Context, br *bufio.Reader) (context.Context, context.CancelCauseFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	go func() {
 		io.Copy(io.Discard, br)
 		cancel(conn.Errorf(conn.KindAborted, "", "the ssh session ended"))
 	}()
-	return req, ctx, cancel, nil
+	return ctx, cancel
 }
 
 // receive accepts, on l, the one sender that proves cfg's key and writes
@@ -141,7 +215,7 @@ func receive(ctx context.Context, l conn.Listener, s sink, cfg pipe.Config, conf
 		err = confirm(st)
 	}
 	if err != nil {
-		s.Abort()
+		s.Abort(st.Bytes)
 		return st, err
 	}
 	if err := s.Finish(); err != nil {
@@ -150,22 +224,22 @@ func receive(ctx context.Context, l conn.Listener, s sink, cfg pipe.Config, conf
 	return st, nil
 }
 
-// requestWithin reads the request line, waiting at most wait for it.
-func requestWithin(br *bufio.Reader, wait time.Duration) (Request, error) {
-	type read struct {
-		req Request
-		err error
-	}
-	done := make(chan read, 1)
-	go func() {
-		req, err := readRequest(br)
-		done <- read{req, err}
-	}()
+// lineWithin reads one JSON line from br into v, waiting at most wait for
+// it.
+func lineWithin(br *bufio.Reader, wait time.Duration, v any) error {
+	return within(wait, func() error { return readJSONLine(br, v) })
+}
+
+// within runs read, waiting at most wait for it to return. (After a
+// timeout read may go on: the caller gives up on what it reads.)
+func within(wait time.Duration, read func() error) error {
+	done := make(chan error, 1)
+	go func() { done <- read() }()
 	select {
-	case r := <-done:
-		return r.req, r.err
+	case err := <-done:
+		return err
 	case <-time.After(wait):
-		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "nothing within %v", wait)
+		return fmt.Errorf("nothing within %v", wait)
 	}
 }
 

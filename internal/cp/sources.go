@@ -70,7 +70,7 @@ func (p plan) contents(preserve bool) Contents {
 		return Contents{Mode: modeTar, Single: len(p.srcs) == 1}
 	}
 	fi := p.srcs[0].info
-	c := Contents{Mode: modeFile, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode())}
+	c := Contents{Mode: modeFile, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()

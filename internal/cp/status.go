@@ -1,7 +1,7 @@
 package cp
 
 import (
-	"bytes"
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -13,18 +13,21 @@ import (
 // start with statusPrefix; other lines (say, from a chatty login script)
 // are skipped. First an upload's receiving side says "port N" and a
 // download's sending side "plan {CONTENTS AS JSON}" (or either "fail"),
-// then "ok BYTES" or "fail CODE "quoted message"".
+// then "ok BYTES" or "fail CODE "quoted message"". Resuming, an upload's
+// remote side says "have {OFFER AS JSON}" before its port, a download's
+// "from N" after its plan (see resume.go).
 const statusPrefix = "RDMACP "
 
 // maxStatusLine bounds one line from the remote side.
-const maxStatusLine = 8 << 10
+const maxStatusLine = 16 << 10
 
 // status is one parsed status line.
 type status struct {
-	kind     string   // "port", "plan", "ok" or "fail"
-	n        int64    // the port, the byte count, or the exit code
+	kind     string   // "port", "plan", "have", "from", "ok" or "fail"
+	n        int64    // the port, where the stream starts, the byte count, or the exit code
 	msg      string   // the failure, for "fail"
 	contents Contents // for "plan"
+	offer    offer    // for "have"
 	valid    bool     // the line was a status line
 }
 
@@ -39,6 +42,20 @@ func writePlan(w io.Writer, c Contents) error {
 		return err
 	}
 	_, err = fmt.Fprintf(w, "%splan %s\n", statusPrefix, b)
+	return err
+}
+
+func writeHave(w io.Writer, o offer) error {
+	b, err := json.Marshal(o)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "%shave %s\n", statusPrefix, b)
+	return err
+}
+
+func writeFrom(w io.Writer, at int64) error {
+	_, err := fmt.Fprintf(w, "%sfrom %d\n", statusPrefix, at)
 	return err
 }
 
@@ -71,15 +88,28 @@ func parseStatus(line string) (status, error) {
 		return status{kind: kind, n: int64(port), valid: true}, nil
 	case "plan":
 		var c Contents
-		dec := json.NewDecoder(bytes.NewReader([]byte(args)))
-		dec.DisallowUnknownFields()
-		if err := dec.Decode(&c); err != nil || dec.More() {
+		if err := strictJSON(args, &c); err != nil {
 			return status{}, bad
 		}
 		if err := c.validate(); err != nil {
 			return status{}, fmt.Errorf("the remote side's plan: %v", err)
 		}
 		return status{kind: kind, contents: c, valid: true}, nil
+	case "have":
+		var o offer
+		if err := strictJSON(args, &o); err != nil {
+			return status{}, bad
+		}
+		if err := o.validate(); err != nil {
+			return status{}, fmt.Errorf("the remote side's offer: %v", err)
+		}
+		return status{kind: kind, offer: o, valid: true}, nil
+	case "from":
+		n, err := strconv.ParseInt(args, 10, 64)
+		if err != nil || n < 0 {
+			return status{}, bad
+		}
+		return status{kind: kind, n: n, valid: true}, nil
 	case "ok":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {
@@ -99,4 +129,10 @@ func parseStatus(line string) (status, error) {
 		return status{kind: kind, n: int64(code), msg: msg, valid: true}, nil
 	}
 	return status{}, bad
+}
+
+// strictJSON decodes text, one JSON value, into v, refusing fields v has
+// not.
+func strictJSON(text string, v any) error {
+	return readJSONLine(bufio.NewReader(strings.NewReader(text+"\n")), v)
 }

@@ -3,6 +3,7 @@ package cp
 import (
 	"bufio"
 	"bytes"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -13,16 +14,22 @@ import (
 func TestStatusRoundTrip(t *testing.T) {
 	var b bytes.Buffer
 	writePort(&b, 41234)
+	writeHave(&b, offer{Block: 4 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
+	writeHave(&b, offer{Block: minBlock, Hashes: []string{}})
+	writeFrom(&b, 3<<20)
 	writeOK(&b, 1<<40)
 	writeFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
 	want := []status{
 		{kind: "port", n: 41234, valid: true},
+		{kind: "have", offer: offer{Block: 4 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, valid: true},
+		{kind: "have", offer: offer{Block: minBlock, Hashes: []string{}}, valid: true},
+		{kind: "from", n: 3 << 20, valid: true},
 		{kind: "ok", n: 1 << 40, valid: true},
 		{kind: "fail", n: 3, msg: "destination \"x\"\n\x1b[31m does not exist", valid: true},
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
 		got, err := parseStatus(line)
-		if err != nil || got != want[i] {
+		if err != nil || !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("line %q: got %+v, %v; want %+v", line, got, err, want[i])
 		}
 	}
@@ -43,6 +50,12 @@ func TestParseStatusHostile(t *testing.T) {
 		{line: "RDMACP fail 3 unquoted", bad: true},
 		{line: "RDMACP launch missiles", bad: true},
 		{line: "RDMACP fail 4 \"ok\"", valid: true},
+		{line: "RDMACP from -1", bad: true},
+		{line: "RDMACP have {\"block\":1024,\"hashes\":[]}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"hashes\":[\"00\"]}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"hashes\":" + hashes(maxHashes+1) + "}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"hashes\":" + hashes(maxHashes) + "}", valid: true},
+		{line: "RDMACP have {\"block\":1048576,\"hashes\":[],\"x\":1}", bad: true},
 	}
 	for _, tc := range cases {
 		got, err := parseStatus(tc.line)
@@ -50,6 +63,15 @@ func TestParseStatusHostile(t *testing.T) {
 			t.Errorf("%q: got %+v, %v", tc.line, got, err)
 		}
 	}
+}
+
+// hashes is a JSON list of n block hashes.
+func hashes(n int) string {
+	h := make([]string, n)
+	for i := range h {
+		h[i] = `"` + strings.Repeat("ab", hashLen) + `"`
+	}
+	return "[" + strings.Join(h, ",") + "]"
 }
 
 func TestReadRequest(t *testing.T) {
@@ -137,7 +159,7 @@ func TestPlanLine(t *testing.T) {
 				}
 				return
 			}
-			if err != nil || got != (status{kind: "plan", contents: tc.c, valid: true}) {
+			if err != nil || !reflect.DeepEqual(got, status{kind: "plan", contents: tc.c, valid: true}) {
 				t.Fatalf("got %+v, %v", got, err)
 			}
 		})

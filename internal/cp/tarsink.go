@@ -76,7 +76,7 @@ func (s *tarSink) Finish() error {
 }
 
 // Abort stops the extraction. What was extracted stays.
-func (s *tarSink) Abort() {
+func (s *tarSink) Abort(int64) {
 	s.pw.CloseWithError(errors.New("the stream failed"))
 	s.stop()
 	<-s.done

@@ -1,0 +1,177 @@
+package rdmacp
+
+import (
+	"bytes"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+)
+
+// TestResume interrupts a 1 GiB copy half-way, both ways and in several
+// manners, and resumes it with -C: the result is exact and the second
+// run sends about half the bytes. A source changed in between is copied
+// whole, and says so.
+func TestResume(t *testing.T) {
+	if testing.Short() {
+		t.Skip("-short: 1 GiB copies")
+	}
+	s := startSSHD(t)
+	const size = 1 << 30
+	src := filepath.Join(t.TempDir(), "big")
+	makeFile(t, src, size, false)
+	cases := []struct {
+		name     string
+		download bool
+		kill     string // "local" (SIGKILL), "interrupt" (local SIGINT) or "remote" (SIGKILL)
+		touch    bool   // change the source's time before resuming
+	}{
+		{name: "upload, local side interrupted", kill: "interrupt"},
+		{name: "upload, remote side killed", kill: "remote"},
+		{name: "download, local side killed", download: true, kill: "local"},
+		{name: "download, remote side killed", download: true, kill: "remote"},
+		{name: "upload, source changed", kill: "interrupt", touch: true},
+		{name: "download, source changed", download: true, kill: "interrupt", touch: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			args := []string{src, "target:" + dst + "/"}
+			if tc.download {
+				args = []string{"target:" + src, dst + "/"}
+			}
+			cmd := s.command(t, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitFor(t, 2*time.Minute, "half the file to arrive", func() bool { return partialSize(dst, "big") >= size/2 })
+			switch tc.kill {
+			case "local":
+				cmd.Process.Kill()
+			case "interrupt":
+				cmd.Process.Signal(os.Interrupt)
+			case "remote":
+				pids := remotes(t, false)
+				if len(pids) != 1 {
+					t.Fatalf("remote sides running: %v, want one", pids)
+				}
+				exec.Command("kill", "-KILL", pids[0]).Run()
+			}
+			if err := cmd.Wait(); err == nil {
+				t.Fatalf("the interrupted copy succeeded: %s", stderr.String())
+			}
+			noStrays(t)
+			if _, err := os.Stat(filepath.Join(dst, "big")); err == nil {
+				t.Fatal("an interrupted copy is in place")
+			}
+			if tc.touch {
+				later := time.Now().Add(time.Hour)
+				if err := os.Chtimes(src, later, later); err != nil {
+					t.Fatal(err)
+				}
+			}
+			r := s.rdmacp(t, append([]string{"-C", "-v"}, args...)...)
+			if r.code != 0 {
+				t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+			}
+			if hashFile(t, src) != hashFile(t, filepath.Join(dst, "big")) {
+				t.Fatal("the resumed copy differs from the source")
+			}
+			noLeftovers(t, dst, "big")
+			noStrays(t)
+			kept, sent := resumed(t, r.stderr)
+			t.Logf("resumed: %d bytes kept, %d sent", kept, sent)
+			switch {
+			case tc.touch && (kept != 0 || sent != size || !strings.Contains(r.stderr, "since the partial copy (size or modification time): starting over")):
+				t.Fatalf("a changed source: %d kept, %d sent, want it whole and a word: %s", kept, sent, r.stderr)
+			case !tc.touch && (kept < size/4 || kept+sent != size):
+				t.Fatalf("%d kept and %d sent of %d bytes, want about half kept", kept, sent, size)
+			}
+		})
+	}
+}
+
+// TestDiskFull fills the receiving side's file system mid-copy: exit 4,
+// the partial copy kept as an exact prefix, and, once there is room, a
+// resume completes it exactly. (A download: the test's mounts are not
+// seen in the mount namespace that sshd runs in.)
+func TestDiskFull(t *testing.T) {
+	s := startSSHD(t)
+	src := filepath.Join(t.TempDir(), "f")
+	makeFile(t, src, 24<<20, false)
+	dst := t.TempDir()
+	if out, err := exec.Command("mount", "-t", "tmpfs", "-o", "size=8m", "rdmacp-test", dst).CombinedOutput(); err != nil {
+		t.Skipf("cannot mount a small tmpfs: %v: %s", err, out)
+	}
+	t.Cleanup(func() { exec.Command("umount", dst).Run() })
+	r := s.rdmacp(t, "target:"+src, dst+"/")
+	if r.code != 4 || !strings.Contains(r.stderr, "no space left on device") {
+		t.Fatalf("exit %d, want 4 and no space left: %s", r.code, r.stderr)
+	}
+	noStrays(t)
+	m, _ := filepath.Glob(filepath.Join(dst, ".f.rdmacp-*.part"))
+	if len(m) != 1 {
+		t.Fatalf("partial copies: %v, want one", m)
+	}
+	part, err := os.ReadFile(m[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	whole, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(part) == 0 || !bytes.HasPrefix(whole, part) {
+		t.Fatalf("the partial copy (%d bytes) is not a prefix of the source", len(part))
+	}
+	if out, err := exec.Command("mount", "-o", "remount,size=64m", dst).CombinedOutput(); err != nil {
+		t.Fatalf("remount: %v: %s", err, out)
+	}
+	r = s.rdmacp(t, "-C", "-v", "target:"+src, dst+"/")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+	}
+	if kept, _ := resumed(t, r.stderr); kept == 0 {
+		t.Errorf("nothing of the partial copy was kept: %s", r.stderr)
+	}
+	if hashFile(t, src) != hashFile(t, filepath.Join(dst, "f")) {
+		t.Fatal("the resumed copy differs from the source")
+	}
+	noLeftovers(t, dst, "f")
+}
+
+// partialSize is the size of the partial copy of name in dir (0 if none).
+func partialSize(dir, name string) int64 {
+	m, _ := filepath.Glob(filepath.Join(dir, "."+name+".rdmacp-*.part"))
+	var n int64
+	for _, p := range m {
+		var st syscall.Stat_t
+		if syscall.Stat(p, &st) == nil {
+			n = max(n, st.Size)
+		}
+	}
+	return n
+}
+
+// resumed reads -v's summary of a resumed copy: the bytes kept from the
+// partial copy and those sent.
+func resumed(t *testing.T, stderr string) (kept, sent int64) {
+	t.Helper()
+	m := regexp.MustCompile(`(\d+) bytes in .*resumed: (\d+) bytes of a partial copy kept`).FindStringSubmatch(stderr)
+	if m == nil {
+		t.Fatalf("no summary of a resumed copy: %s", stderr)
+	}
+	sent, _ = strconv.ParseInt(m[1], 10, 64)
+	kept, _ = strconv.ParseInt(m[2], 10, 64)
+	return kept, sent
+}
+
