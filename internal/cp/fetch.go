@@ -53,7 +53,11 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		return err
 	}
 	skipped := int64(-1)
-	if fs, ok := s.(*fileSink); ok && o.Resume {
+	fs, file := s.(*fileSink)
+	if o.Resume && !file {
+		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files: the archive from %s travels whole\n", t.Host)
+	}
+	if file && o.Resume {
 		if skipped, err = resumeDownload(ctx, r, fs, key, t.Host, o.Stderr); err != nil {
 			s.Abort(0)
 			return err
