@@ -17,7 +17,7 @@ import (
 
 // protocolVersion is the version of the request and status lines. Both
 // sides must speak the same one.
-const protocolVersion = 1
+const protocolVersion = 2
 
 // Bounds of what the remote side accepts in a request.
 const (
@@ -30,8 +30,9 @@ const (
 
 // Modes of a copy.
 const (
-	modeFile = "file" // one regular file, streamed as is
-	modeTar  = "tar"  // files and directories, streamed as a tar archive
+	modeFile   = "file"   // one regular file, streamed as is
+	modeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see sparse.go)
+	modeTar    = "tar"    // files and directories, streamed as a tar archive
 )
 
 // Request is what the local side tells the remote side before the
@@ -41,9 +42,10 @@ type Request struct {
 	Version int    `json:"version"`
 	Key     string `json:"key"`  // the one-time stream key, hex
 	Dest    string `json:"dest"` // DST as the user wrote it
-	Mode    string `json:"mode"` // modeFile or modeTar
-	// Name is, in file mode, the source's base name: the file's name in
-	// DST when DST is a directory.
+	Mode    string `json:"mode"` // modeFile, modeSparse or modeTar
+	// Name is, in file mode (and in sparse mode, as everything said
+	// here of file mode), the source's base name: the file's name in DST
+	// when DST is a directory.
 	Name string `json:"name,omitempty"`
 	// Perm is, in file mode, the source's permission bits (with setuid,
 	// setgid and sticky as in fs.FileMode).
@@ -113,13 +115,13 @@ func (r Request) validate() error {
 		return fmt.Errorf("destination %.64q: empty, too long or with a NUL byte", r.Dest)
 	}
 	switch r.Mode {
-	case modeFile:
+	case modeFile, modeSparse:
 		if err := checkName(r.Name); err != nil {
 			return err
 		}
 	case modeTar:
 	default:
-		return fmt.Errorf("mode %.16q: must be %q or %q", r.Mode, modeFile, modeTar)
+		return fmt.Errorf("mode %.16q: must be %q, %q or %q", r.Mode, modeFile, modeSparse, modeTar)
 	}
 	if r.Perm > 0o7777 {
 		return fmt.Errorf("permissions %o: more than 07777", r.Perm)

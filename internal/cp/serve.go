@@ -104,6 +104,13 @@ func requestWithin(br *bufio.Reader, wait time.Duration) (Request, error) {
 
 // newSink prepares the destination of req.
 func newSink(req Request) (sink, error) {
+	if req.Mode == modeSparse {
+		s, err := newSparseSink(req)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if req.Mode == modeFile {
 		s, err := newFileSink(req)
 		if err != nil {

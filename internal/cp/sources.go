@@ -17,12 +17,13 @@ type source struct {
 
 // plan is what a copy streams.
 type plan struct {
-	mode string // modeFile or modeTar
+	mode string // modeFile, modeSparse or modeTar
 	srcs []source
 }
 
-// planCopy checks the sources: one regular file is streamed as is; several
-// sources, or a directory (only with recursive), as a tar archive.
+// planCopy checks the sources: one regular file is streamed as is (or, if
+// it has holes, as a tar archive of one sparse entry); several sources, or
+// a directory (only with recursive), as a tar archive.
 func planCopy(paths []string, recursive bool) (plan, error) {
 	var p plan
 	for _, path := range paths {
@@ -44,7 +45,7 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 	}
 	p.mode = modeTar
 	if len(p.srcs) == 1 && p.srcs[0].info.Mode().IsRegular() {
-		p.mode = modeFile
+		p.mode = singleMode(p.srcs[0].path)
 	}
 	return p, nil
 }

@@ -59,7 +59,9 @@ func TestReadRequest(t *testing.T) {
 		ok     bool
 	}{
 		{name: "good", change: func(*Request) {}, ok: true},
-		{name: "other version", change: func(r *Request) { r.Version = 2 }},
+		{name: "other version", change: func(r *Request) { r.Version = protocolVersion + 1 }},
+		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
+		{name: "sparse without a name", change: func(r *Request) { r.Mode, r.Name = modeSparse, "" }},
 		{name: "short key", change: func(r *Request) { r.Key = "abcd" }},
 		{name: "no destination", change: func(r *Request) { r.Dest = "" }},
 		{name: "name with slash", change: func(r *Request) { r.Name = "../x" }},
