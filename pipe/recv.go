@@ -46,6 +46,13 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 	return st, err
 }
 
+// SparseOutput says why w cannot take a stream with Config.Sparse, or
+// returns nil if it can: w must be an *os.File of a regular file, at an
+// offset, not in append mode.
+func SparseOutput(w io.Writer) error {
+	return sink.CheckSparse(w)
+}
+
 // receiver is the state of one Receive.
 type receiver struct {
 	*session
@@ -93,7 +100,10 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	info := r.c.Info()
 	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
 	r.batch = creditBatch(info.Chunk, credits)
-	out := sink.New(r.w, credits)
+	out, err := sink.New(r.w, credits, r.cfg.Sparse)
+	if err != nil {
+		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
+	}
 	st.IO = out.Describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
@@ -109,7 +119,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		cancel(err)
 	}()
 
-	err := r.receive(ctx, arrivals)
+	err = r.receive(ctx, arrivals)
 	close(arrivals)
 	if r.endSeen && r.peerGaveUp && parent.Err() == nil {
 		// The whole stream arrived before the connection went (the sender
@@ -401,6 +411,9 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
 					return err
 				}
+			}
+			if err := out.End(); err != nil {
+				return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: err}
 			}
 			return r.finish(ctx, payload, a.seq)
 		}

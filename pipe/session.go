@@ -50,6 +50,13 @@ type Config struct {
 	// Progress, if set, is called with the stream's byte count so far
 	// after each chunk.
 	Progress func(bytes int64)
+	// Sparse, for Receive, writes the blocks of zeros of a regular-file
+	// output as holes (those past the file's size when the stream
+	// begins; earlier ones are written, so that nothing of the old
+	// content shows through), and sets the file's length at the end, as
+	// cp --sparse=always does. Any other output (see SparseOutput) fails
+	// the stream with a usage error.
+	Sparse bool
 	// Gauges, if set, is kept up to date while the stream runs.
 	Gauges *Gauges
 	// Sync, if set, is called by Receive once the whole stream is written

@@ -55,7 +55,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	skipped := int64(-1)
 	fs, file := s.(*fileSink)
 	if o.Resume && !file {
-		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files: the archive from %s travels whole\n", t.Host)
+		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files without holes: the copy from %s travels whole\n", t.Host)
 	}
 	if file && o.Resume {
 		if skipped, err = resumeDownload(ctx, r, fs, key, t.Host, o.Stderr); err != nil {

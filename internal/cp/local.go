@@ -79,7 +79,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	defer r.close()
 	skipped := int64(-1)
 	if o.Resume && in == nil {
-		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files: the archive of %s travels whole\n", p.describe())
+		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files without holes: %s travels whole\n", p.describe())
 	}
 	if st.kind == "have" && in != nil {
 		if skipped, err = resumeUpload(ctx, r, in, st.offer, key); err != nil {

@@ -17,7 +17,7 @@ import (
 
 // protocolVersion is the version of the request and status lines. Both
 // sides must speak the same one. Version 2 added downloads (Send,
-// Connect) and encryption.
+// Connect), encryption and sparse files.
 const protocolVersion = 2
 
 // Bounds of what the remote side accepts in a request.
@@ -32,16 +32,18 @@ const (
 
 // Modes of a copy.
 const (
-	modeFile = "file" // one regular file, streamed as is
-	modeTar  = "tar"  // files and directories, streamed as a tar archive
+	modeFile   = "file"   // one regular file, streamed as is
+	modeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see sparse.go)
+	modeTar    = "tar"    // files and directories, streamed as a tar archive
 )
 
 // Contents describes what a stream carries: one regular file as is, or a
 // tar archive. The receiving side prepares the destination from it.
 type Contents struct {
-	Mode string `json:"mode"` // modeFile or modeTar
-	// Name is, in file mode, the source's base name: the file's name in
-	// DST when DST is a directory.
+	Mode string `json:"mode"` // modeFile, modeSparse or modeTar
+	// Name is, in file mode (and in sparse mode, as everything said
+	// here of file mode), the source's base name: the file's name in DST
+	// when DST is a directory.
 	Name string `json:"name,omitempty"`
 	// Perm is, in file mode, the source's permission bits (with setuid,
 	// setgid and sticky as in fs.FileMode).
@@ -62,13 +64,13 @@ type Contents struct {
 // validate checks contents described by the peer.
 func (c Contents) validate() error {
 	switch c.Mode {
-	case modeFile:
+	case modeFile, modeSparse:
 		if err := checkName(c.Name); err != nil {
 			return err
 		}
 	case modeTar:
 	default:
-		return fmt.Errorf("mode %.16q: must be %q or %q", c.Mode, modeFile, modeTar)
+		return fmt.Errorf("mode %.16q: must be %q, %q or %q", c.Mode, modeFile, modeSparse, modeTar)
 	}
 	if c.Perm > 0o7777 {
 		return fmt.Errorf("permissions %o: more than 07777", c.Perm)

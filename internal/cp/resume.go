@@ -51,9 +51,9 @@ func (o offer) validate() error {
 	return nil
 }
 
-// blockSize is the block an offer for a partial file of size n hashes: at
+// hashBlock is the block an offer for a partial file of size n hashes: at
 // least minBlock, and large enough for at most maxHashes blocks.
-func blockSize(n int64) int64 {
+func hashBlock(n int64) int64 {
 	b := (n + maxHashes - 1) / maxHashes
 	return max(minBlock, (b+minBlock-1)/minBlock*minBlock)
 }
@@ -94,7 +94,7 @@ func (h *hasher) block(f *os.File, i, size int64) (sum []byte, ok bool, err erro
 
 // makeOffer hashes the whole blocks of the first n bytes of f.
 func makeOffer(f *os.File, n int64, key []byte) (offer, error) {
-	o := offer{Block: blockSize(n), Hashes: []string{}}
+	o := offer{Block: hashBlock(n), Hashes: []string{}}
 	h := newHasher(key)
 	for i := range n / o.Block {
 		sum, ok, err := h.block(f, i, o.Block)

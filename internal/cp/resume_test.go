@@ -61,14 +61,14 @@ func TestResumeAt(t *testing.T) {
 	}
 }
 
-func TestBlockSize(t *testing.T) {
+func TestHashBlock(t *testing.T) {
 	for _, n := range []int64{0, 1, 1 << 20, 256 << 20, 256<<20 + 1, 1 << 40, 1<<50 - 1} {
-		b := blockSize(n)
+		b := hashBlock(n)
 		if b < minBlock || b%minBlock != 0 || (n+b-1)/b > maxHashes {
-			t.Errorf("blockSize(%d) = %d", n, b)
+			t.Errorf("hashBlock(%d) = %d", n, b)
 		}
 		if (offer{Block: b}).validate() != nil {
-			t.Errorf("blockSize(%d) = %d: not a valid offer", n, b)
+			t.Errorf("hashBlock(%d) = %d: not a valid offer", n, b)
 		}
 	}
 }

@@ -245,6 +245,13 @@ func within(wait time.Duration, read func() error) error {
 
 // newSink prepares the destination of req.
 func newSink(req Request) (sink, error) {
+	if req.Mode == modeSparse {
+		s, err := newSparseSink(req)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
 	if req.Mode == modeFile {
 		s, err := newFileSink(req)
 		if err != nil {

@@ -18,12 +18,13 @@ type source struct {
 
 // plan is what a copy streams.
 type plan struct {
-	mode string // modeFile or modeTar
+	mode string // modeFile, modeSparse or modeTar
 	srcs []source
 }
 
-// planCopy checks the sources: one regular file is streamed as is; several
-// sources, or a directory (only with recursive), as a tar archive.
+// planCopy checks the sources: one regular file is streamed as is (or, if
+// it has holes, as a tar archive of one sparse entry); several sources, or
+// a directory (only with recursive), as a tar archive.
 func planCopy(paths []string, recursive bool) (plan, error) {
 	var p plan
 	for _, path := range paths {
@@ -45,7 +46,7 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 	}
 	p.mode = modeTar
 	if len(p.srcs) == 1 && p.srcs[0].info.Mode().IsRegular() {
-		p.mode = modeFile
+		p.mode = singleMode(p.srcs[0].path)
 	}
 	return p, nil
 }
@@ -64,13 +65,14 @@ func (p plan) open() (*os.File, error) {
 }
 
 // contents describes what p streams, for the receiving side: a file's
-// name and permission bits, and its times with preserve.
+// (in file or sparse mode) name, permission bits, size and version, and
+// its times with preserve.
 func (p plan) contents(preserve bool) Contents {
 	if p.mode == modeTar {
 		return Contents{Mode: modeTar, Single: len(p.srcs) == 1}
 	}
 	fi := p.srcs[0].info
-	c := Contents{Mode: modeFile, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
+	c := Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()

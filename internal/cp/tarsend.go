@@ -13,10 +13,12 @@ import (
 
 // writeTar writes the sources to w as a tar archive (PAX, with
 // nanosecond times): each under its destination name, directories with
-// everything in them. Symbolic links inside directories are stored as
-// links; sockets, pipes and devices are skipped with a warning on warn.
+// everything in them. Files with holes are stored as sparse entries,
+// without their holes (see writeSparseEntry). Symbolic links inside
+// directories are stored as links; sockets, pipes and devices are skipped
+// with a warning on warn.
 func writeTar(w io.Writer, srcs []source, warn io.Writer) error {
-	tw := tar.NewWriter(w)
+	a := archiver{w: w, tw: tar.NewWriter(w), warn: warn, buf: make([]byte, copyBuf)}
 	for _, s := range srcs {
 		root, err := filepath.EvalSymlinks(s.path)
 		if err != nil {
@@ -30,17 +32,26 @@ func writeTar(w io.Writer, srcs []source, warn io.Writer) error {
 			if err != nil {
 				return err
 			}
-			return addEntry(tw, p, path.Join(s.name, filepath.ToSlash(rel)), warn)
+			return a.add(p, path.Join(s.name, filepath.ToSlash(rel)))
 		})
 		if err != nil {
 			return err
 		}
 	}
-	return tw.Close()
+	return a.tw.Close()
 }
 
-// addEntry adds the file at p to tw under name.
-func addEntry(tw *tar.Writer, p, name string, warn io.Writer) error {
+// archiver writes an archive to w: through tw, but sparse entries, which
+// tw cannot write, straight to w.
+type archiver struct {
+	w    io.Writer
+	tw   *tar.Writer
+	warn io.Writer
+	buf  []byte // for copying sparse entries' data
+}
+
+// add adds the file at p to the archive under name.
+func (a archiver) add(p, name string) error {
 	fi, err := os.Lstat(p)
 	if err != nil {
 		return err
@@ -52,7 +63,7 @@ func addEntry(tw *tar.Writer, p, name string, warn io.Writer) error {
 			return err
 		}
 	case !fi.IsDir() && !fi.Mode().IsRegular():
-		fmt.Fprintf(warn, "rdmacp: %s: skipped (%v, not a file, directory or link)\n", p, fi.Mode().Type())
+		fmt.Fprintf(a.warn, "rdmacp: %s: skipped (%v, not a file, directory or link)\n", p, fi.Mode().Type())
 		return nil
 	}
 	h, err := tar.FileInfoHeader(fi, link)
@@ -64,10 +75,10 @@ func addEntry(tw *tar.Writer, p, name string, warn io.Writer) error {
 	if fi.IsDir() {
 		h.Name += "/"
 	}
-	if err := tw.WriteHeader(h); err != nil {
-		return fmt.Errorf("%s: %w", p, err)
-	}
 	if !fi.Mode().IsRegular() {
+		if err := a.tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
 		return nil
 	}
 	f, err := os.Open(p)
@@ -75,7 +86,24 @@ func addEntry(tw *tar.Writer, p, name string, warn io.Writer) error {
 		return err
 	}
 	defer f.Close()
-	if _, err := io.Copy(tw, f); err != nil {
+	segs, err := dataSegments(f, h.Size)
+	if err != nil {
+		return err
+	}
+	if dataLen(segs) < h.Size {
+		// The previous entry's padding first: w must be at a block boundary.
+		if err := a.tw.Flush(); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		if err := writeSparseEntry(a.w, h, f, segs, a.buf); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
+		return nil
+	}
+	if err := a.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if _, err := io.Copy(a.tw, f); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil

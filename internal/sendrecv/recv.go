@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
 )
@@ -29,6 +30,7 @@ stream always exits non-zero. Default port: %d.
 EXAMPLES:
    rdmarecv > backup.tar                      # node1 runs: rdmasend node2 < backup.tar
    rdmarecv | zfs receive pool/fs
+   rdmarecv --sparse > disk.img               # zeros become holes, as cp --sparse=always
    rdmarecv | gzip -d | rdmasend node3        # relay to the next host
    rdmarecv -k --bind 10.0.0.2 >> all.log     # serve senders one after another
    rdmarecv --bench                           # the other end of rdmasend --bench
@@ -41,6 +43,7 @@ EXAMPLES:
 			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
 			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
 			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},
+			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
@@ -113,6 +116,15 @@ func recvAction(c *cli.Context) error {
 		if err := relayWith(c, &o); err != nil {
 			return err
 		}
+	}
+	if c.Bool("sparse") {
+		if c.Bool("bench") {
+			return command.Usagef("--sparse and --bench do not go together")
+		}
+		if err := pipe.SparseOutput(os.Stdout); err != nil {
+			return command.Usagef("--sparse needs standard output to be a regular file, not opened for appending (rdmarecv --sparse > FILE): %v", err)
+		}
+		o.cfg.Sparse = true
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {

@@ -158,3 +158,34 @@ func buildRevision(t *testing.T, rev string) string {
 	}
 	return dir + "/old-rdmacp"
 }
+
+// TestDownloadSparse downloads a file with holes, alone and in a tree: it
+// arrives exact, with its holes, and only its data travels.
+func TestDownloadSparse(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	name := filepath.Join(src, "disk.img")
+	sparseFile(t, name, 512<<20, 0, 200<<20)
+	for _, flags := range [][]string{{"-v"}, {"-v", "-r"}} {
+		dst := t.TempDir()
+		from := name
+		if len(flags) == 2 {
+			from = src
+		}
+		r := s.rdmacp(t, append(flags, "target:"+from, dst+"/")...)
+		if r.code != 0 {
+			t.Fatalf("%v: exit %d: %s", flags, r.code, r.stderr)
+		}
+		got := filepath.Join(dst, "disk.img")
+		if len(flags) == 2 {
+			got = filepath.Join(dst, filepath.Base(src), "disk.img")
+		}
+		if hashFile(t, name) != hashFile(t, got) {
+			t.Fatalf("%v: content differs", flags)
+		}
+		if room := allocated(t, got); room > 3<<20 {
+			t.Errorf("%v: the copy takes %d bytes on disk for 2 MiB of data", flags, room)
+		}
+		noStrays(t)
+	}
+}

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -25,6 +26,7 @@ type fileSink struct {
 	base  int64
 	off   int64 // where the next write starts
 	max   int
+	keep  int64    // sparse: blocks of zeros from here on are left out; -1: not sparse
 	queue []*Write // started, not retired
 	jobs  chan fileJob
 	done  chan struct{} // closed when the write goroutine has ended
@@ -38,26 +40,67 @@ type fileJob struct {
 }
 
 // newFileSink returns a fileSink for f, or nil if f is not a regular file
-// with an offset, or is in append mode (where Linux's pwrite ignores the
-// offset).
-func newFileSink(f *os.File, credits int) *fileSink {
-	fi, err := f.Stat()
-	if err != nil || !fi.Mode().IsRegular() {
-		return nil
-	}
-	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
-	if err != nil || flags&unix.O_APPEND != 0 {
-		return nil
-	}
-	base, err := f.Seek(0, io.SeekCurrent)
+// it can write (see offset). With sparse, blocks of zeros past the file's
+// size at the start are left out (see pwriteSparse), and End extends the
+// file to the end of the stream.
+func newFileSink(f *os.File, credits int, sparse bool) *fileSink {
+	base, err := offset(f)
 	if err != nil {
 		return nil
 	}
-	fs := &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits))}
+	fs := &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits)), keep: -1}
+	if sparse {
+		fi, err := f.Stat()
+		if err != nil {
+			return nil
+		}
+		fs.keep = fi.Size()
+	}
 	fs.jobs = make(chan fileJob, fs.max)
 	fs.done = make(chan struct{})
 	go fs.run()
 	return fs
+}
+
+// offset returns f's offset if f is a regular file with an offset, not in
+// append mode (where Linux's pwrite ignores the offset); else why not.
+func offset(f *os.File) (int64, error) {
+	fi, err := f.Stat()
+	if err != nil {
+		return 0, err
+	}
+	if !fi.Mode().IsRegular() {
+		return 0, fmt.Errorf("the output is not a regular file but a %s", kind(fi.Mode()))
+	}
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil {
+		return 0, fmt.Errorf("the output's flags: %w", err)
+	}
+	if flags&unix.O_APPEND != 0 {
+		return 0, errors.New("the output is a file opened for appending")
+	}
+	base, err := f.Seek(0, io.SeekCurrent)
+	if err != nil {
+		return 0, fmt.Errorf("the output's offset: %w", err)
+	}
+	return base, nil
+}
+
+// kind names the type of a file that is not regular.
+func kind(m os.FileMode) string {
+	switch {
+	case m&os.ModeNamedPipe != 0:
+		return "pipe"
+	case m&os.ModeSocket != 0:
+		return "socket"
+	case m&os.ModeCharDevice != 0:
+		return "character device (a terminal?)"
+	case m&os.ModeDevice != 0:
+		return "block device"
+	case m.IsDir():
+		return "directory"
+	}
+	return "special file"
 }
 
 // run writes the queued payloads in order until jobs is closed. After a
@@ -67,7 +110,7 @@ func (fs *fileSink) run() {
 	var failed error
 	for j := range fs.jobs {
 		if failed == nil {
-			j.w.N, j.w.Err = pwriteFull(fs.fd, j.p, j.off)
+			j.w.N, j.w.Err = fs.pwrite(j.p, j.off)
 			if j.w.Err != nil {
 				j.w.Err = fmt.Errorf("write at offset %d: %w", j.off, j.w.Err)
 				failed = j.w.Err
@@ -91,6 +134,25 @@ func (fs *fileSink) Limit() int     { return fs.max }
 func (fs *fileSink) Oldest() *Write { return fs.queue[0] }
 func (fs *fileSink) Retire()        { fs.queue = fs.queue[1:] }
 
+// End gives a sparse file the length the stream's end makes it: the
+// blocks of zeros at its end were left out. It never shortens a file.
+func (fs *fileSink) End() error {
+	if fs.keep < 0 {
+		return nil
+	}
+	fi, err := fs.f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() >= fs.off {
+		return nil
+	}
+	if err := fs.f.Truncate(fs.off); err != nil {
+		return fmt.Errorf("set the length of the sparse output: %w", err)
+	}
+	return nil
+}
+
 func (fs *fileSink) Close(written int64) {
 	close(fs.jobs)
 	<-fs.done
@@ -98,6 +160,45 @@ func (fs *fileSink) Close(written int64) {
 }
 
 func (fs *fileSink) Describe() string { return "pwrite" }
+
+// pwrite writes all of p at off, leaving out blocks of zeros if the sink
+// is sparse.
+func (fs *fileSink) pwrite(p []byte, off int64) (int, error) {
+	if fs.keep < 0 {
+		return pwriteFull(fs.fd, p, off)
+	}
+	return pwriteSparse(fs.fd, p, off, fs.keep)
+}
+
+// holeBlock is the size of the blocks a sparse sink checks for zeros, on
+// the file's offsets.
+const holeBlock = 4096
+
+// zeros is a block of zeros, to compare with.
+var zeros [holeBlock]byte
+
+// pwriteSparse writes p at off as pwriteFull does, but leaves out the
+// blocks of zeros at or past keep (which read as zeros already, as holes
+// when the file is made longer), like cp --sparse=always; blocks before
+// keep are written, so that nothing of what the file held shows through.
+// It counts what it left out as written.
+func pwriteSparse(fd int, p []byte, off, keep int64) (int, error) {
+	start := 0 // p[start:i] is to be written
+	i := 0
+	for i < len(p) {
+		o := off + int64(i)
+		n := min(len(p)-i, holeBlock-int(o%holeBlock))
+		if o >= keep && bytes.Equal(p[i:i+n], zeros[:n]) {
+			if m, err := pwriteFull(fd, p[start:i], off+int64(start)); err != nil {
+				return start + m, err
+			}
+			start = i + n
+		}
+		i += n
+	}
+	m, err := pwriteFull(fd, p[start:], off+int64(start))
+	return start + m, err
+}
 
 // pwriteFull writes all of p at off.
 func pwriteFull(fd int, p []byte, off int64) (int, error) {

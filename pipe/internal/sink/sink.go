@@ -5,6 +5,7 @@
 package sink
 
 import (
+	"errors"
 	"io"
 	"os"
 )
@@ -24,6 +25,9 @@ type Sink interface {
 	Oldest() *Write
 	// Retire drops the oldest write, which must have finished.
 	Retire()
+	// End completes the output once the whole stream is written and every
+	// write retired: a sparse file gets its full length.
+	End() error
 	// Close waits for the writes in flight, which may be reading receive
 	// buffers, and leaves the output's offset after written bytes.
 	Close(written int64)
@@ -42,16 +46,34 @@ type Write struct {
 
 // New returns a Sink for w that may have up to credits writes in flight:
 // writes queued for a goroutine for a regular file (see fileSink), else
-// one write(2) at a time.
-func New(w io.Writer, credits int) Sink {
+// one write(2) at a time. With sparse, blocks of zeros become holes (see
+// fileSink), and w must be a regular file that takes them (see
+// CheckSparse).
+func New(w io.Writer, credits int, sparse bool) (Sink, error) {
+	if sparse {
+		if err := CheckSparse(w); err != nil {
+			return nil, err
+		}
+	}
 	if f, ok := w.(*os.File); ok {
-		if fs := newFileSink(f, credits); fs != nil {
-			return fs
+		if fs := newFileSink(f, credits, sparse); fs != nil {
+			return fs, nil
 		}
 	}
 	done := make(chan struct{})
 	close(done) // its writes have finished when start returns
-	return &streamSink{w: w, last: Write{Done: done}}
+	return &streamSink{w: w, last: Write{Done: done}}, nil
+}
+
+// CheckSparse says why w cannot be written sparse, or nil if it can: it
+// must be a regular file that fileSink writes (see newFileSink).
+func CheckSparse(w io.Writer) error {
+	f, ok := w.(*os.File)
+	if !ok {
+		return errors.New("a sparse output must be a regular file")
+	}
+	_, err := offset(f)
+	return err
 }
 
 // streamSink writes to a pipe, socket, terminal or any io.Writer, one
@@ -79,6 +101,8 @@ func (ss *streamSink) Limit() int { return 1 }
 func (ss *streamSink) Oldest() *Write { return &ss.last }
 
 func (ss *streamSink) Retire() { ss.busy = false }
+
+func (ss *streamSink) End() error { return nil }
 
 func (ss *streamSink) Close(int64) {}
 

@@ -1,0 +1,109 @@
+package cp
+
+import (
+	"archive/tar"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+)
+
+// singleMode is the mode of a copy of the one regular file at p:
+// modeSparse if it has holes, else modeFile (also when it cannot be
+// opened or examined: the copy then says why).
+func singleMode(p string) string {
+	f, err := os.Open(p)
+	if err != nil {
+		return modeFile
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || !fi.Mode().IsRegular() {
+		return modeFile
+	}
+	segs, err := dataSegments(f, fi.Size())
+	if err != nil || dataLen(segs) == fi.Size() {
+		return modeFile
+	}
+	return modeSparse
+}
+
+// sparseSink receives one regular file with holes, which arrives as a tar
+// archive of one sparse entry: its data is written into a fileSink's file,
+// holes left as holes, and the fileSink puts it in place as in file mode.
+type sparseSink struct {
+	*fileSink
+	pw   *io.PipeWriter
+	stop context.CancelFunc // ends the extraction
+	done chan error         // the extraction's result
+}
+
+// newSparseSink prepares the destination of a sparse-mode request.
+func newSparseSink(req Request) (*sparseSink, error) {
+	req.Resume = false // its file is written out of order: nothing to resume
+	fs, err := newFileSink(req)
+	if err != nil {
+		return nil, err
+	}
+	pr, pw := io.Pipe()
+	ctx, stop := context.WithCancel(context.Background())
+	s := &sparseSink{fileSink: fs, pw: pw, stop: stop, done: make(chan error, 1)}
+	go func() {
+		err := extractOne(ctx, fs.f, pr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
+		}
+		pr.CloseWithError(fmt.Errorf("extract into %s: %w", fs.final, errOr(err, io.ErrClosedPipe)))
+		s.done <- err
+	}()
+	return s, nil
+}
+
+// Writer returns the extraction's input.
+func (s *sparseSink) Writer() io.Writer { return s.pw }
+
+// Finish ends the archive, waits for the file to be written and puts it
+// in place (see fileSink.Finish).
+func (s *sparseSink) Finish() error {
+	s.pw.Close()
+	err := <-s.done
+	s.stop()
+	if err != nil {
+		s.fileSink.Abort(0)
+		return fmt.Errorf("write %s: %w", s.final, err)
+	}
+	return s.fileSink.Finish()
+}
+
+// Abort stops the extraction and removes the partial file: its data did
+// not arrive in order, so it is no prefix to resume from.
+func (s *sparseSink) Abort(int64) {
+	s.pw.CloseWithError(errors.New("the stream failed"))
+	s.stop()
+	<-s.done
+	s.fileSink.Abort(0)
+}
+
+// extractOne writes the data of the one regular entry of the tar archive
+// read from r into f, a new empty file, treating the archive as hostile
+// as extract does: holes stay holes (see writeData), and anything but
+// exactly one regular (or sparse) entry fails. It stops when ctx ends.
+func extractOne(ctx context.Context, f *os.File, r io.Reader) error {
+	arrived := &counter{r: r}
+	tr := tar.NewReader(arrived)
+	h, err := tr.Next()
+	if err != nil {
+		return fmt.Errorf("read archive: %w", err)
+	}
+	if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse {
+		return fmt.Errorf("archive entry %.64q: type %q, want a regular file", h.Name, h.Typeflag)
+	}
+	if err := writeData(ctx, f, tr, arrived, make([]byte, copyBuf)); err != nil {
+		return err
+	}
+	if _, err := tr.Next(); !errors.Is(err, io.EOF) {
+		return fmt.Errorf("read archive: %w", errOr(err, errors.New("more than one entry")))
+	}
+	return nil
+}

@@ -1,0 +1,191 @@
+package cp
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// archive/tar's Writer cannot write sparse entries (Go issue 22735), so
+// writeSparseEntry writes them itself in the PAX 1.0 format GNU tar
+// writes and archive/tar's Reader reads: an extended header with
+// GNU.sparse.major=1, GNU.sparse.minor=0, GNU.sparse.name (the real name)
+// and GNU.sparse.realsize (the real size); then the entry's ustar header,
+// whose size is what is stored; then the data block, which starts with
+// the map (the number of data segments, then each one's offset and
+// length, all in decimal, one a line, padded to a 512-byte block) and
+// goes on with the segments' data, one after another.
+
+// blockSize is the size of a tar block.
+const blockSize = 512
+
+// maxSegments bounds a sparse entry's map, so that it stays well under the
+// 1 MiB archive/tar's Reader accepts (each segment takes at most 40 bytes).
+const maxSegments = 16384
+
+// errChanged is the failure of a file that changed size while it was
+// read: what was stored of it would be wrong.
+var errChanged = errors.New("changed size while being read")
+
+// writeSparseEntry writes f, described by h (a FileInfoHeader of a regular
+// file), to w as a sparse entry holding only segs, its data. w must be at
+// a block boundary. It fails with errChanged if f's size differs from
+// h.Size when it is done, or a segment turns out shorter.
+func writeSparseEntry(w io.Writer, h *tar.Header, f *os.File, segs []segment, buf []byte) error {
+	segs = coarsen(segs, maxSegments-1)
+	if len(segs) == 0 || segs[len(segs)-1].end() < h.Size {
+		// As GNU tar marks a hole at the end, which it otherwise leaves
+		// out when it extracts.
+		segs = append(slices.Clip(segs), segment{h.Size, 0})
+	}
+	m := sparseMap(segs)
+	stored := int64(len(m)) + dataLen(segs)
+	dir, file := path.Split(strings.TrimSuffix(h.Name, "/"))
+	hdr := block{name: path.Join(dir, "GNUSparseFile.0", file), typ: tar.TypeReg, mode: h.Mode, mtime: h.ModTime.Unix()}
+	recs := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
+		paxRecord("GNU.sparse.name", h.Name) + paxRecord("GNU.sparse.realsize", strconv.FormatInt(h.Size, 10)) +
+		paxRecord("mtime", paxTime(h.ModTime))
+	if !h.AccessTime.IsZero() {
+		recs += paxRecord("atime", paxTime(h.AccessTime))
+	}
+	for _, n := range []struct {
+		key   string
+		v     int64
+		field *int64
+		width int
+	}{{"size", stored, &hdr.size, 12}, {"uid", int64(h.Uid), &hdr.uid, 8}, {"gid", int64(h.Gid), &hdr.gid, 8}} {
+		if fits(n.v, n.width) {
+			*n.field = n.v
+		} else {
+			recs += paxRecord(n.key, strconv.FormatInt(n.v, 10))
+		}
+	}
+	ext := block{name: path.Join(dir, "PaxHeaders.0", file), typ: tar.TypeXHeader, mode: 0o644, size: int64(len(recs))}
+	var head bytes.Buffer
+	head.Write(ext.encode())
+	head.WriteString(recs)
+	head.Write(padding(int64(len(recs))))
+	head.Write(hdr.encode())
+	head.Write(m)
+	if _, err := w.Write(head.Bytes()); err != nil {
+		return err
+	}
+	for _, s := range segs {
+		n, err := io.CopyBuffer(w, io.NewSectionReader(f, s.off, s.len), buf)
+		if err != nil {
+			return err
+		}
+		if n < s.len {
+			return errChanged
+		}
+	}
+	fi, err := f.Stat()
+	if err != nil {
+		return err
+	}
+	if fi.Size() != h.Size {
+		return errChanged
+	}
+	_, err = w.Write(padding(stored))
+	return err
+}
+
+// sparseMap is the map at the head of a PAX 1.0 sparse entry's data:
+// the number of segments, then each one's offset and length, one number a
+// line, padded to a whole block.
+func sparseMap(segs []segment) []byte {
+	b := strconv.AppendInt(nil, int64(len(segs)), 10)
+	b = append(b, '\n')
+	for _, s := range segs {
+		b = strconv.AppendInt(b, s.off, 10)
+		b = append(b, '\n')
+		b = strconv.AppendInt(b, s.len, 10)
+		b = append(b, '\n')
+	}
+	return append(b, padding(int64(len(b)))...)
+}
+
+// padding is the zeros that fill n bytes up to a whole block.
+func padding(n int64) []byte {
+	return make([]byte, (blockSize-n%blockSize)%blockSize)
+}
+
+// paxRecord is one record of a PAX extended header: "LEN KEY=VALUE\n",
+// where LEN counts the whole record, its own digits included.
+func paxRecord(key, value string) string {
+	rec := " " + key + "=" + value + "\n"
+	n := len(rec) + 1
+	for len(strconv.Itoa(n))+len(rec) != n {
+		n++
+	}
+	return strconv.Itoa(n) + rec
+}
+
+// paxTime formats t as a PAX time: seconds since the epoch, with the
+// nanoseconds as a decimal fraction (as archive/tar writes them).
+func paxTime(t time.Time) string {
+	secs, nsecs := t.Unix(), int64(t.Nanosecond())
+	if nsecs == 0 {
+		return strconv.FormatInt(secs, 10)
+	}
+	sign := ""
+	if secs < 0 {
+		sign, secs, nsecs = "-", -(secs + 1), 1e9-nsecs
+	}
+	return strings.TrimRight(fmt.Sprintf("%s%d.%09d", sign, secs, nsecs), "0")
+}
+
+// block is what writeSparseEntry puts in a ustar header. A number that
+// does not fit its field is written as 0 (the extended header has it).
+type block struct {
+	name        string
+	typ         byte
+	mode        int64
+	uid, gid    int64
+	size, mtime int64
+}
+
+// encode returns b as a ustar header block. A name longer than the field
+// is cut: readers take the real name from the extended header.
+func (b block) encode() []byte {
+	h := make([]byte, blockSize)
+	copy(h[0:100], b.name)
+	octal(h[100:108], b.mode)
+	octal(h[108:116], b.uid)
+	octal(h[116:124], b.gid)
+	octal(h[124:136], b.size)
+	octal(h[136:148], b.mtime)
+	h[156] = b.typ
+	copy(h[257:265], "ustar\x0000")
+	copy(h[148:156], "        ")
+	sum := 0
+	for _, c := range h {
+		sum += int(c)
+	}
+	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
+	return h
+}
+
+// octal writes v in field as zero-padded octal digits and a NUL, or 0
+// if v does not fit.
+func octal(field []byte, v int64) {
+	if !fits(v, len(field)) {
+		v = 0
+	}
+	s := strconv.FormatInt(v, 8)
+	copy(field, strings.Repeat("0", len(field)-1-len(s))+s)
+}
+
+// fits says whether v fits a ustar number field of width bytes: octal
+// digits and a NUL.
+func fits(v int64, width int) bool {
+	return v >= 0 && v < 1<<(3*(width-1))
+}

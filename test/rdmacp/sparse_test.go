@@ -1,0 +1,144 @@
+package rdmacp
+
+import (
+	"io/fs"
+	"math/rand/v2"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// sparseFile makes name size bytes long: holes but for 1 MiB of random
+// data at each of offs.
+func sparseFile(t *testing.T, name string, size int64, offs ...int64) {
+	t.Helper()
+	f, err := os.Create(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	data := make([]byte, 1<<20)
+	for _, off := range offs {
+		rand.NewChaCha8([32]byte{byte(off >> 20)}).Read(data)
+		if _, err := f.WriteAt(data, off); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.Truncate(size); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// allocated is the room the file at name takes on disk.
+func allocated(t *testing.T, name string) int64 {
+	t.Helper()
+	var st syscall.Stat_t
+	if err := syscall.Stat(name, &st); err != nil {
+		t.Fatal(err)
+	}
+	return st.Blocks * 512
+}
+
+// TestCopySparse copies single files with holes: they arrive exact, with
+// their holes, as file mode puts a file in place (DST a directory, a new
+// name, or a file that is replaced; -p modes and times, or the umask and
+// no times without), and only their data travels.
+func TestCopySparse(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
+	mask := fs.FileMode(syscall.Umask(0))
+	syscall.Umask(int(mask))
+	cases := []struct {
+		name     string
+		size     int64
+		offs     []int64 // where its MiBs of data are
+		preserve bool
+		dst      string // DST, after the destination directory
+		got      string // where the copy lands in it
+	}{
+		{"holes-at-both-ends", 1 << 30, []int64{300 << 20}, true, "/", "holes-at-both-ends"},
+		{"data-at-both-ends", 256 << 20, []int64{0, 255 << 20}, false, "/new", "new"},
+		{"over-a-file", 256 << 20, []int64{10 << 20, 100 << 20}, true, "/old", "old"},
+		{"all-hole", 256 << 20, nil, false, "/", "all-hole"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			name := filepath.Join(src, tc.name)
+			sparseFile(t, name, tc.size, tc.offs...)
+			if err := os.Chmod(name, 0o750|fs.ModeSetuid); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.Chtimes(name, mtime, mtime); err != nil {
+				t.Fatal(err)
+			}
+			dst := t.TempDir()
+			makeFile(t, filepath.Join(dst, "old"), 3<<20, false)
+			args := []string{"-v", name, "target:" + dst + tc.dst}
+			if tc.preserve {
+				args = append([]string{"-p"}, args...)
+			}
+			r := s.rdmacp(t, args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			got := filepath.Join(dst, tc.got)
+			if a, b := hashFile(t, name), hashFile(t, got); a != b {
+				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
+			}
+			data := int64(len(tc.offs)) << 20
+			if room := allocated(t, got); room > data+1<<20 {
+				t.Errorf("the copy takes %d bytes on disk for %d of data", room, data)
+			}
+			m := regexp.MustCompile(`(\d+) bytes in`).FindStringSubmatch(r.stderr)
+			if m == nil {
+				t.Fatalf("no summary line: %s", r.stderr)
+			}
+			if sent, _ := strconv.ParseInt(m[1], 10, 64); sent > data+64<<10 {
+				t.Errorf("%d bytes travelled for %d of data", sent, data)
+			}
+			fi, err := os.Stat(got)
+			if err != nil {
+				t.Fatal(err)
+			}
+			want := (0o750 &^ mask).Perm()
+			if tc.preserve {
+				want = 0o750 | fs.ModeSetuid
+			}
+			if fi.Mode() != want || fi.ModTime().Equal(mtime) != tc.preserve {
+				t.Errorf("mode %v, mtime %v; want %v, and the mtime copied: %v", fi.Mode(), fi.ModTime(), want, tc.preserve)
+			}
+			noLeftovers(t, dst, filepath.Base(got))
+			noStrays(t)
+		})
+	}
+}
+
+// TestCopySparseTree copies a tree holding files with holes (-r): they
+// arrive exact and with their holes.
+func TestCopySparseTree(t *testing.T) {
+	s := startSSHD(t)
+	tree := filepath.Join(t.TempDir(), "tree")
+	makeTree(t, tree)
+	sparse := map[string][]int64{"disk.img": {0, 200 << 20}, "sub/hole": nil, "sub/deep/tail": {255 << 20}}
+	for name, offs := range sparse {
+		sparseFile(t, filepath.Join(tree, name), 256<<20, offs...)
+	}
+	dir := t.TempDir()
+	r := s.rdmacp(t, "-r", "-p", tree, "target:"+dir)
+	if r.code != 0 {
+		t.Fatalf("exit %d: %s", r.code, r.stderr)
+	}
+	sameTree(t, tree, filepath.Join(dir, "tree"), func(m fs.FileMode) fs.FileMode { return m })
+	for name, offs := range sparse {
+		data := int64(len(offs)) << 20
+		if room := allocated(t, filepath.Join(dir, "tree", name)); room > data+1<<20 {
+			t.Errorf("%s takes %d bytes on disk for %d of data", name, room, data)
+		}
+	}
+	noStrays(t)
+}
