@@ -92,7 +92,7 @@ func Main(args []string) int {
 			&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto (RDMA when a device can reach HOST, else TCP), rdma or tcp"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
-			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy of a file left (kept under a hidden name next to DST): the receiving side proves which prefix it has, and only the rest travels"},
+			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
 			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},

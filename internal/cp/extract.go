@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"time"
 )
 
@@ -72,7 +71,12 @@ func (c *counter) Read(p []byte) (int, error) {
 // the extraction and stays. Existing directories are kept and merged into.
 // Directory modes and times are set at the end, deepest first, so that
 // read-only directories can still be filled.
-func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms modes) error {
+//
+// A regular file is written under its partial name (see partialName),
+// which a failed extraction keeps, cut to what arrived, for a resume. An
+// entry that resumes a file (see resumeRecord) goes on from one of the
+// files that rr lists (by name in the archive), and only from those.
+func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms modes, rr *resumed) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
@@ -97,8 +101,14 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms mod
 			}
 			dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
 		case tar.TypeReg, tar.TypeGNUSparse:
-			data := func(f *os.File) error { return writeData(ctx, f, tr, arrived, buf) }
-			if err := writeFile(root, name, data, ms.of(mode, false), h.AccessTime, h.ModTime); err != nil {
+			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
+			meta := fileMeta{mode: ms.of(mode, false), atime: h.AccessTime, mtime: h.ModTime, version: Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
+			if at, ok := h.PAXRecords[resumeRecord]; ok {
+				err = rr.resume(root, name, h, at, data, meta)
+			} else {
+				err = writeFile(root, name, data, meta, isSparse(h))
+			}
+			if err != nil {
 				return err
 			}
 		case tar.TypeSymlink:
@@ -128,14 +138,14 @@ const (
 	holeBlock = 4096
 )
 
-// writeData writes the current entry of tr to f, a new empty file, with
-// buf. What arrived in the archive is written; the holes of a sparse
+// writeData writes the current entry of tr to f, a new empty file (or, for
+// a resumed entry, one holding the file's first base bytes), with buf. What arrived in the archive is written; the holes of a sparse
 // entry, which the archive only describes, are skipped (and the size set
 // at the end), so that the file takes no more room than what arrived,
 // however big the entry says it is. It stops when ctx ends: skipping a
 // huge hole reads nothing from the stream.
-func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, buf []byte) error {
-	var off int64
+func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, buf []byte, base int64) error {
+	off := base
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -220,37 +230,60 @@ func makeDir(root *os.Root, name string) error {
 	return fmt.Errorf("make directory: %w", err)
 }
 
-// writeFile makes the file name with data, mode and times: under a
-// temporary name, renamed into place once complete (see clearWay).
-func writeFile(root *os.Root, name string, data func(*os.File) error, mode fs.FileMode, atime, mtime time.Time) error {
+// fileMeta is what an archive says of a regular file besides its data.
+type fileMeta struct {
+	mode         fs.FileMode
+	atime, mtime time.Time
+	version      Contents // its size and modification time, for its partial name
+}
+
+// writeFile makes the file name with data and meta: under its partial
+// name, renamed into place once complete (see clearWay). A failure keeps
+// the partial file, holding what arrived, for a resume; but not that of
+// a sparse entry, whose data does not arrive in order.
+func writeFile(root *os.Root, name string, data func(*os.File, int64) error, meta fileMeta, sparse bool) error {
 	if err := clearWay(root, name); err != nil {
 		return err
 	}
-	tmp, err := tempName(name)
+	partial := partialName(name, meta.version)
+	f, err := openPartialIn(root, partial, 0o600)
 	if err != nil {
 		return err
 	}
-	f, err := root.OpenFile(tmp, os.O_WRONLY|os.O_CREATE|os.O_EXCL|syscall.O_NOFOLLOW, 0o600)
-	if err != nil {
-		return fmt.Errorf("create file: %w", err)
+	if err := f.Truncate(0); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", name, err)
 	}
-	err = data(f)
+	return finishFile(root, f, partial, name, data(f, 0), meta, sparse)
+}
+
+// finishFile completes the file that f, open at partial, holds once its
+// data has been written (with the outcome err): its mode and times, and
+// its rename to name. On a failure the partial file is kept, unless drop
+// or it is empty.
+func finishFile(root *os.Root, f *os.File, partial, name string, err error, meta fileMeta, drop bool) error {
 	if err == nil {
-		err = f.Chmod(mode)
+		err = f.Chmod(meta.mode)
 	}
+	fi, serr := f.Stat()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Chtimes(tmp, orNow(atime, mtime), mtime)
+		err = root.Chtimes(partial, orNow(meta.atime, meta.mtime), meta.mtime)
 	}
 	if err == nil {
-		err = root.Rename(tmp, name)
+		if err = clearWay(root, name); err == nil {
+			err = root.Rename(partial, name)
+		}
 	}
 	if err != nil {
-		root.Remove(tmp)
+		if drop || serr != nil || fi.Size() == 0 {
+			root.Remove(partial)
+		}
 		return fmt.Errorf("write %s: %w", name, err)
 	}
+	dropPartials(root, name, "")
 	return nil
 }
 

@@ -88,7 +88,7 @@ func TestExtractHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(data), "", modes{})
+			err = extract(context.Background(), root, bytes.NewReader(data), "", modes{}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -111,7 +111,7 @@ func TestExtractTop(t *testing.T) {
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
 		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
 	)
-	if err := extract(context.Background(), root, bytes.NewReader(data), "renamed", modes{}); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), "renamed", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {

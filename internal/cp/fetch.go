@@ -53,12 +53,8 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		return err
 	}
 	skipped := int64(-1)
-	fs, file := s.(*fileSink)
-	if o.Resume && !file {
-		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files without holes: the copy from %s travels whole\n", t.Host)
-	}
-	if file && o.Resume {
-		if skipped, err = resumeDownload(ctx, r, fs, key, t.Host, o.Stderr); err != nil {
+	if o.Resume {
+		if skipped, err = offerDownload(ctx, r, s, key, t.Host, o.Stderr); err != nil {
 			s.Abort(0)
 			return err
 		}
@@ -98,10 +94,37 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		}
 		return err
 	}
+	if ts, ok := s.(*tarSink); ok && ts.resumed != nil {
+		skipped = ts.resumed.kept
+	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return nil
+}
+
+// offerDownload is a download's resume on the local side: it offers the
+// remote side what s, the destination, holds, and returns how many bytes
+// of a single file are kept (-1 for a tree, whose count comes with its
+// extraction).
+func offerDownload(ctx context.Context, r *remote, s sink, key []byte, host string, stderr io.Writer) (int64, error) {
+	switch s := s.(type) {
+	case *fileSink:
+		return resumeDownload(ctx, r, s, key, host, stderr)
+	case *tarSink:
+		list, err := s.offers(key)
+		if err != nil {
+			return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
+		}
+		// A failed write means ssh is gone; the remote side's status says why.
+		for _, o := range list {
+			_ = writeJSONLine(r.stdin, o)
+		}
+		_ = writeJSONLine(r.stdin, offer{End: true})
+		return -1, nil
+	}
+	fmt.Fprintf(stderr, "rdmacp: -C: the file from %s has holes, and travels whole\n", host)
+	return -1, nil
 }
 
 // resumeDownload offers the remote side what the partial file of s
@@ -126,7 +149,7 @@ func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, hos
 	case st.kind != "from":
 		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.kind)
 	}
-	if err := s.start(st.n, o.Block); err != nil {
+	if err := s.start(st.n, o); err != nil {
 		return 0, conn.Errorf(conn.KindIntegrity, "resume", "%v", err)
 	}
 	return st.n, nil

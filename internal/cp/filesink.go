@@ -75,7 +75,7 @@ func newFileSink(req Request) (*fileSink, error) {
 		return nil, err
 	}
 	if !req.Resume {
-		if err := s.start(0, 1); err != nil {
+		if err := s.start(0, offer{Block: minBlock}); err != nil {
 			s.f.Close()
 			return nil, setupf("%v", err)
 		}
@@ -89,18 +89,18 @@ func (s *fileSink) offer(key []byte) (offer, error) {
 	if err != nil {
 		return offer{}, err
 	}
-	return makeOffer(s.f, fi.Size(), key)
+	return makeOffer(s.f, fi.Size(), key, "")
 }
 
 // start settles where the stream starts: at, which the sending side chose
-// from an offer of blocks of block bytes. The partial file is cut there.
-func (s *fileSink) start(at, block int64) error {
+// after the offer o. The partial file is cut there.
+func (s *fileSink) start(at int64, o offer) error {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return err
 	}
-	if at < 0 || at > fi.Size() || at%block != 0 {
-		return fmt.Errorf("the sender would resume at byte %d of a partial copy of %d bytes in blocks of %d", at, fi.Size(), block)
+	if !o.resumesAt(at) || at > fi.Size() {
+		return fmt.Errorf("the sender would resume at byte %d of a partial copy of %d bytes (offered: %d in blocks of %d)", at, fi.Size(), o.Size, o.Block)
 	}
 	if err := s.f.Truncate(at); err != nil {
 		return err
@@ -208,22 +208,27 @@ func globEscape(s string) string {
 }
 
 // openPartial opens (creating it with perm if needed) the partial file
-// name and locks it for this copy. It must be a regular file of this
-// user's with one link: never a link planted to make the copy write
-// elsewhere.
+// name and locks it for this copy (see lockPartial).
 func openPartial(name string, perm fs.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, perm)
 	if err != nil {
 		return nil, setupf("open %s: %v", name, err)
 	}
+	return lockPartial(f)
+}
+
+// lockPartial locks f, a partial file just opened, for this copy, or
+// closes it and fails. It must be a regular file of this user's with one
+// link: never a link planted to make the copy write elsewhere.
+func lockPartial(f *os.File) (*os.File, error) {
 	var st unix.Stat_t
 	if err := unix.Fstat(int(f.Fd()), &st); err != nil || st.Mode&unix.S_IFMT != unix.S_IFREG || st.Nlink != 1 || int(st.Uid) != os.Geteuid() {
 		f.Close()
-		return nil, setupf("%s: not a regular file of this user's with one link: refused", name)
+		return nil, setupf("%s: not a regular file of this user's with one link: refused", f.Name())
 	}
 	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX|unix.LOCK_NB); err != nil {
 		f.Close()
-		return nil, setupf("%s: another rdmacp is copying to it (%v)", name, err)
+		return nil, setupf("%s: another rdmacp is copying to it (%v)", f.Name(), err)
 	}
 	return f, nil
 }

@@ -98,7 +98,7 @@ func TestExtractSparse(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{}); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{}, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dst, "s"))
@@ -135,7 +135,7 @@ func TestExtractStops(t *testing.T) {
 	defer root.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- extract(ctx, root, bytes.NewReader(data), "", modes{}) }()
+	go func() { done <- extract(ctx, root, bytes.NewReader(data), "", modes{}, nil) }()
 	testutil.WaitFor(t, time.Minute, "the file to be started", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dst, ".s.rdmacp-*"))
 		return len(m) > 0
@@ -175,7 +175,7 @@ func TestExtractModes(t *testing.T) {
 			}
 			defer root.Close()
 			data := archive(t, entry{name: "e", typ: tc.typ, body: "x", mode: tc.mode})
-			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{preserve: tc.preserve, umask: 0o022}); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{preserve: tc.preserve, umask: 0o022}, nil); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Lstat(filepath.Join(dst, "e"))
@@ -227,7 +227,7 @@ func TestExtractInTheWay(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), "", modes{})
+			err = extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), "", modes{}, nil)
 			if b, _ := os.ReadFile(outside); string(b) != "outside" {
 				t.Fatalf("written through a link: outside holds %q", b)
 			}
@@ -252,7 +252,8 @@ func TestExtractInTheWay(t *testing.T) {
 }
 
 // TestExtractCutKeepsOld: an archive that ends in the middle of a file
-// leaves the file it was to replace as it was.
+// leaves the file it was to replace as it was, and what arrived of the
+// new one in its partial file, for a resume.
 func TestExtractCutKeepsOld(t *testing.T) {
 	dst := t.TempDir()
 	if err := os.WriteFile(filepath.Join(dst, "f"), []byte("old"), 0o644); err != nil {
@@ -264,13 +265,19 @@ func TestExtractCutKeepsOld(t *testing.T) {
 	}
 	defer root.Close()
 	data := archive(t, entry{name: "f", typ: tar.TypeReg, body: strings.Repeat("new", 1000)})
-	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), "", modes{}); err == nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), "", modes{}, nil); err == nil {
 		t.Fatal("a cut archive extracted without an error")
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "f")); err != nil || string(b) != "old" {
 		t.Fatalf("f: %q, %v; want \"old\" kept", b, err)
 	}
-	noTemps(t, dst)
+	m, _ := filepath.Glob(filepath.Join(dst, ".f.rdmacp-*.part"))
+	if len(m) != 1 {
+		t.Fatalf("partial files: %v, want one", m)
+	}
+	if b, err := os.ReadFile(m[0]); err != nil || len(b) == 0 || !strings.HasPrefix(strings.Repeat("new", 1000), string(b)) {
+		t.Fatalf("the partial file holds %d bytes, %v: want a prefix of what was sent", len(b), err)
+	}
 }
 
 // TestFileSinkInTheWay: a single file replaces a file or link at its

@@ -77,12 +77,23 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	defer r.close()
-	skipped := int64(-1)
-	if o.Resume && in == nil {
-		fmt.Fprintf(o.Stderr, "rdmacp: -C resumes single files without holes: %s travels whole\n", p.describe())
+	if o.Resume && p.mode == modeSparse {
+		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
 	}
-	if st.kind == "have" && in != nil {
-		if skipped, err = resumeUpload(ctx, r, in, st.offer, key); err != nil {
+	if o.Resume && p.mode == modeTar {
+		p.rs = &resumption{have: map[string]offer{}, key: key}
+	}
+	skipped := int64(-1)
+	for st.kind == "have" {
+		switch {
+		case in != nil:
+			skipped, err = resumeUpload(ctx, r, in, st.offer, key)
+		case p.rs != nil:
+			err = p.rs.add(st.offer)
+		default:
+			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
+		}
+		if err != nil {
 			return err
 		}
 		if st, err = r.next(ctx, portWait); err != nil {
@@ -110,6 +121,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	}
 	if err := remoteDone(t.Host, st, stats.Bytes, "sent"); err != nil {
 		return err
+	}
+	if p.rs != nil {
+		skipped = p.rs.kept
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
@@ -262,19 +276,19 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	if p.mode == modeFile {
 		st, err = pipe.Send(ctx, c, in, cfg)
 	} else {
-		st, err = sendTar(ctx, c, p.srcs, cfg, o.Stderr)
+		st, err = sendTar(ctx, c, p, cfg, o.Stderr)
 	}
 	pipe.Release(c, err)
 	return st, err
 }
 
-// sendTar streams srcs to c as a tar archive.
-func sendTar(ctx context.Context, c conn.Conn, srcs []source, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
+// sendTar streams p's sources to c as a tar archive.
+func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, srcs, warn))
+		pw.CloseWithError(writeTar(pw, p.srcs, warn, p.rs))
 	}()
 	st, err := pipe.Send(ctx, c, pr, cfg)
 	pr.CloseWithError(errors.New("the stream ended"))

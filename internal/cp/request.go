@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"reflect"
 	"strings"
 	"time"
 
@@ -54,6 +55,9 @@ type Contents struct {
 	// entry, which becomes DST itself when DST does not exist (like
 	// scp -r dir host:newname).
 	Single bool `json:"single,omitempty"`
+	// Names are, in tar mode, the archive's top-level entries: what a
+	// resume looks for at the destination.
+	Names []string `json:"names,omitempty"`
 	// Size and Changed (its modification time, Unix nanoseconds) are, in
 	// file mode, the source's when the copy starts: the version of it that
 	// a partial copy holds.
@@ -77,6 +81,14 @@ func (c Contents) validate() error {
 	}
 	if c.Size < 0 {
 		return fmt.Errorf("size %d: negative", c.Size)
+	}
+	if len(c.Names) > maxSources {
+		return fmt.Errorf("%d top-level entries: more than %d", len(c.Names), maxSources)
+	}
+	for _, n := range c.Names {
+		if err := checkName(n); err != nil {
+			return err
+		}
 	}
 	return nil
 }
@@ -211,7 +223,7 @@ func (r Request) download() bool { return len(r.Send) > 0 }
 // validateDownload checks the fields of a download's request: the
 // sources and where to connect, and nothing of an upload's.
 func (r Request) validateDownload() error {
-	if r.Dest != "" || r.Contents != (Contents{}) || r.Listen != "" {
+	if r.Dest != "" || !reflect.ValueOf(r.Contents).IsZero() || r.Listen != "" {
 		return errors.New("a download's request describes a destination")
 	}
 	if len(r.Send) > maxSources {

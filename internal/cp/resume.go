@@ -11,34 +11,57 @@ import (
 	"os"
 )
 
-// Resuming a file copy. A copy that fails keeps what it wrote under its
-// partial name (see partialName): the receiving side then offers block
-// hashes of that partial file under a key derived from the copy's
-// one-time key, and the sending side, which compares them with its own
-// blocks, says where the stream starts: after the longest run of leading
-// blocks that match. A partial that is no prefix of the source costs one
-// pass of hashing and is copied over whole; one that a receiver claims
-// without holding it cannot pass the comparison.
+// Resuming a copy. A copy that fails keeps what it wrote of a file under
+// its partial name (see partialName): the receiving side then offers block
+// hashes of that partial file (or, in a tree, of a file already in place)
+// under a key derived from the copy's one-time key, and the sending side,
+// which compares them with its own blocks, decides where that file's data
+// starts: after the longest run of leading blocks that match. A file that
+// is no prefix of the source costs one pass of hashing and is copied over
+// whole; one that a receiver claims without holding it cannot pass the
+// comparison. A single file's start travels on the ssh channel ("from");
+// in an archive each resumed entry carries its own (resumeRecord).
 
-// Bounds of an offer.
+// Bounds of offers.
 const (
-	minBlock   = 1 << 20 // the smallest block hashed
-	maxHashes  = 256     // the most blocks an offer lists
-	hashLen    = 16      // bytes of each block's hash
-	resumeInfo = "rdmacp resume v1"
+	minBlock    = 1 << 20 // the smallest block hashed
+	maxHashes   = 256     // the most blocks an offer lists
+	hashLen     = 16      // bytes of each block's hash
+	maxOffers   = 1 << 16 // the most files a tree's resume offers
+	resumeInfo  = "rdmacp resume v1"
+	maxOfferLen = 1 << 50 // the largest prefix offered
 )
 
 // offer is what the receiving side has of a file: the keyed hashes of its
-// first len(Hashes) blocks of Block bytes.
+// first Size bytes, in blocks of Block bytes (the last one may be short).
+// Name is, in a tree, the file's name in the archive; End marks the end
+// of a list of offers.
 type offer struct {
-	Block  int64    `json:"block"`
-	Hashes []string `json:"hashes"`
+	Name   string   `json:"name,omitempty"`
+	Block  int64    `json:"block,omitempty"`
+	Size   int64    `json:"size,omitempty"`
+	Hashes []string `json:"hashes,omitempty"`
+	End    bool     `json:"end,omitempty"`
 }
 
 // validate checks an offer from the peer.
 func (o offer) validate() error {
-	if o.Block < minBlock || o.Block%minBlock != 0 || o.Block > 1<<50 {
+	if o.End {
+		if o.Name != "" || o.Block != 0 || o.Size != 0 || len(o.Hashes) != 0 {
+			return errors.New("the end of the offers carries an offer")
+		}
+		return nil
+	}
+	if o.Name != "" {
+		if _, err := entryName(o.Name, ""); err != nil {
+			return err
+		}
+	}
+	if o.Block < minBlock || o.Block%minBlock != 0 || o.Block > maxOfferLen {
 		return fmt.Errorf("block size %d: must be a multiple of %d", o.Block, minBlock)
+	}
+	if o.Size < 0 || o.Size > maxOfferLen || (o.Size+o.Block-1)/o.Block != int64(len(o.Hashes)) {
+		return fmt.Errorf("%d block hashes of %d bytes for %d bytes", len(o.Hashes), o.Block, o.Size)
 	}
 	if len(o.Hashes) > maxHashes {
 		return fmt.Errorf("%d block hashes: more than %d", len(o.Hashes), maxHashes)
@@ -71,13 +94,13 @@ func newHasher(key []byte) *hasher {
 	return &hasher{key: m.Sum(nil)}
 }
 
-// block returns the hash of block i of f, of size bytes, or ok false if f
-// holds less than that there.
-func (h *hasher) block(f *os.File, i, size int64) (sum []byte, ok bool, err error) {
-	if int64(cap(h.buf)) < size {
-		h.buf = make([]byte, size)
+// block returns the hash of the n bytes of block i (of size bytes) of f,
+// or ok false if f holds less than that there.
+func (h *hasher) block(f *os.File, i, size, n int64) (sum []byte, ok bool, err error) {
+	if int64(cap(h.buf)) < n {
+		h.buf = make([]byte, n)
 	}
-	b := h.buf[:size]
+	b := h.buf[:n]
 	if _, err := f.ReadAt(b, i*size); err != nil {
 		if errors.Is(err, io.EOF) {
 			return nil, false, nil
@@ -92,12 +115,12 @@ func (h *hasher) block(f *os.File, i, size int64) (sum []byte, ok bool, err erro
 	return m.Sum(nil)[:hashLen], true, nil
 }
 
-// makeOffer hashes the whole blocks of the first n bytes of f.
-func makeOffer(f *os.File, n int64, key []byte) (offer, error) {
-	o := offer{Block: hashBlock(n), Hashes: []string{}}
+// makeOffer hashes the first n bytes of f, offered as name.
+func makeOffer(f *os.File, n int64, key []byte, name string) (offer, error) {
+	o := offer{Name: name, Block: hashBlock(n), Hashes: []string{}}
 	h := newHasher(key)
-	for i := range n / o.Block {
-		sum, ok, err := h.block(f, i, o.Block)
+	for i := int64(0); i*o.Block < n; i++ {
+		sum, ok, err := h.block(f, i, o.Block, min(o.Block, n-i*o.Block))
 		if err != nil {
 			return offer{}, fmt.Errorf("read the partial copy: %w", err)
 		}
@@ -105,6 +128,7 @@ func makeOffer(f *os.File, n int64, key []byte) (offer, error) {
 			break
 		}
 		o.Hashes = append(o.Hashes, hex.EncodeToString(sum))
+		o.Size = min(n, (i+1)*o.Block)
 	}
 	return o, nil
 }
@@ -114,14 +138,21 @@ func makeOffer(f *os.File, n int64, key []byte) (offer, error) {
 func resumeAt(f *os.File, o offer, key []byte) (int64, error) {
 	h := newHasher(key)
 	for i, want := range o.Hashes {
-		sum, ok, err := h.block(f, int64(i), o.Block)
+		at := int64(i) * o.Block
+		sum, ok, err := h.block(f, int64(i), o.Block, min(o.Block, o.Size-at))
 		if err != nil {
 			return 0, fmt.Errorf("read %s: %w", f.Name(), err)
 		}
 		w, _ := hex.DecodeString(want)
 		if !ok || !hmac.Equal(sum, w) {
-			return int64(i) * o.Block, nil
+			return at, nil
 		}
 	}
-	return int64(len(o.Hashes)) * o.Block, nil
+	return o.Size, nil
+}
+
+// resumesAt says whether at is a start the sending side may choose after
+// the offer o: a block's start within it, or its end.
+func (o offer) resumesAt(at int64) bool {
+	return at >= 0 && at <= o.Size && (at%o.Block == 0 || at == o.Size)
 }

@@ -31,10 +31,10 @@ func TestResumeAt(t *testing.T) {
 		want    int64
 	}{
 		{"nothing", nil, key, 0},
-		{"less than a block", src[:mib-1], key, 0},
+		{"less than a block", src[:mib-1], key, mib - 1},
 		{"one block", src[:mib], key, mib},
-		{"two and a half blocks", src[:5*mib/2], key, 2 * mib},
-		{"whole file", src, key, 5 * mib},
+		{"two and a half blocks", src[:5*mib/2], key, 5 * mib / 2},
+		{"whole file", src, key, 5*mib + 123},
 		{"damaged in the third block", damaged(2*mib + 7), key, 2 * mib},
 		{"damaged in the first byte", damaged(0), key, 0},
 		{"hole in the middle", append(append(bytes.Clone(src[:mib]), make([]byte, mib)...), src[2*mib:3*mib]...), key, mib},
@@ -46,7 +46,7 @@ func TestResumeAt(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeTemp(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.partial)
-			o, err := makeOffer(p, int64(len(tc.partial)), tc.key)
+			o, err := makeOffer(p, int64(len(tc.partial)), tc.key, "")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -67,8 +67,12 @@ func TestHashBlock(t *testing.T) {
 		if b < minBlock || b%minBlock != 0 || (n+b-1)/b > maxHashes {
 			t.Errorf("hashBlock(%d) = %d", n, b)
 		}
-		if (offer{Block: b}).validate() != nil {
-			t.Errorf("hashBlock(%d) = %d: not a valid offer", n, b)
+		hashes := make([]string, (n+b-1)/b)
+		for i := range hashes {
+			hashes[i] = strings.Repeat("00", hashLen)
+		}
+		if err := (offer{Block: b, Size: n, Hashes: hashes}).validate(); err != nil {
+			t.Errorf("hashBlock(%d) = %d: not a valid offer: %v", n, b, err)
 		}
 	}
 }
@@ -98,13 +102,16 @@ func TestPartialFile(t *testing.T) {
 	if _, err := newFileSink(req); err == nil || !strings.Contains(err.Error(), "another rdmacp is copying to it") {
 		t.Fatalf("a second copy to the same file: %v", err)
 	}
-	if err := s.start(7, 1); err == nil {
-		t.Fatal("started past the partial file's end")
+	o := offer{Block: minBlock, Size: 6}
+	for _, at := range []int64{7, 4, -1} {
+		if err := s.start(at, o); err == nil {
+			t.Fatalf("started at %d of a 6-byte offer", at)
+		}
 	}
-	if err := s.start(4, 2); err != nil {
+	if err := s.start(6, o); err != nil {
 		t.Fatal(err)
 	}
-	s.Writer().Write([]byte("456789"))
+	s.Writer().Write([]byte("6789"))
 	if err := s.Finish(); err != nil {
 		t.Fatal(err)
 	}

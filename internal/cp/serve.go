@@ -70,6 +70,12 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 			return 0, err
 		}
 	}
+	if ts, ok := s.(*tarSink); ok && req.Resume {
+		if err := offerTree(ts, req.keyBytes(), stdout); err != nil {
+			s.Abort(0)
+			return 0, err
+		}
+	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
@@ -108,8 +114,23 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 	if err := lineWithin(br, requestWait, &from); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
-	if err := s.start(from.From, o.Block); err != nil {
+	if err := s.start(from.From, o); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	return nil
+}
+
+// offerTree is a tree upload's resume on the remote side: it offers what
+// the destination holds of the archive's files ("have" lines on stdout).
+func offerTree(s *tarSink, key []byte, stdout io.Writer) error {
+	list, err := s.offers(key)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+	}
+	for _, o := range list {
+		if err := writeHave(stdout, o); err != nil {
+			return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+		}
 	}
 	return nil
 }
@@ -142,6 +163,12 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
+	if p.mode == modeTar && req.Resume {
+		p.rs = &resumption{have: map[string]offer{}, key: req.keyBytes()}
+		if err := readOffers(br, p.rs); err != nil {
+			return 0, err
+		}
+	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
@@ -171,6 +198,23 @@ func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) e
 		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
 	return nil
+}
+
+// readOffers reads a tree download's offers from br, up to the one that
+// marks their end, into rs.
+func readOffers(br *bufio.Reader, rs *resumption) error {
+	for {
+		var o offer
+		if err := lineWithin(br, requestWait, &o); err != nil {
+			return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+		}
+		if o.End {
+			return nil
+		}
+		if err := rs.add(o); err != nil {
+			return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+		}
+	}
 }
 
 // session reads the request line from stdin, which must be a download's

@@ -20,6 +20,7 @@ type source struct {
 type plan struct {
 	mode string // modeFile, modeSparse or modeTar
 	srcs []source
+	rs   *resumption // in tar mode, what the receiving side has of it, when resuming
 }
 
 // planCopy checks the sources: one regular file is streamed as is (or, if
@@ -69,7 +70,11 @@ func (p plan) open() (*os.File, error) {
 // its times with preserve.
 func (p plan) contents(preserve bool) Contents {
 	if p.mode == modeTar {
-		return Contents{Mode: modeTar, Single: len(p.srcs) == 1}
+		c := Contents{Mode: modeTar, Single: len(p.srcs) == 1}
+		for _, s := range p.srcs {
+			c.Names = append(c.Names, s.name)
+		}
+		return c
 	}
 	fi := p.srcs[0].info
 	c := Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}

@@ -99,7 +99,7 @@ func extractOne(ctx context.Context, f *os.File, r io.Reader) error {
 	if h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse {
 		return fmt.Errorf("archive entry %.64q: type %q, want a regular file", h.Name, h.Typeflag)
 	}
-	if err := writeData(ctx, f, tr, arrived, make([]byte, copyBuf)); err != nil {
+	if err := writeData(ctx, f, tr, arrived, make([]byte, copyBuf), 0); err != nil {
 		return err
 	}
 	if _, err := tr.Next(); !errors.Is(err, io.EOF) {

@@ -137,7 +137,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	}
 	sparseFile(t, filepath.Join(src, "big"), 16<<30, []fragment{{8 << 30, []byte("middle")}})
 	var b bytes.Buffer
-	if err := writeTar(&b, []source{{path: src, name: "tree"}}, io.Discard); err != nil {
+	if err := writeTar(&b, []source{{path: src, name: "tree"}}, io.Discard, nil); err != nil {
 		t.Fatal(err)
 	}
 	if max := stored + 4096 + 64<<10; int64(b.Len()) > max {
@@ -149,7 +149,7 @@ func TestSparseRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	if err := extract(context.Background(), root, &b, "", modes{}); err != nil {
+	if err := extract(context.Background(), root, &b, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range sparseCases {
@@ -286,7 +286,7 @@ func TestExtractOne(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f")
 	sparseFile(t, src, 4<<20, []fragment{{1 << 20, data(9, 5000)}})
 	var one bytes.Buffer
-	if err := writeTar(&one, []source{{path: src, name: "f"}}, io.Discard); err != nil {
+	if err := writeTar(&one, []source{{path: src, name: "f"}}, io.Discard, nil); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

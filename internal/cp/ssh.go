@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -28,6 +29,8 @@ type remote struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
 	lines  chan status // status lines, closed at the end of ssh's stdout
+	ending chan struct{} // closed by close: status lines nobody reads are dropped
+	end    sync.Once
 	errc   chan error  // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
 	err    error // ssh's exit, once waited is closed
@@ -51,7 +54,7 @@ func startRemote(sshCmd []string, t Target, remoteCmd, flag string, stderr io.Wr
 	if err := cmd.Start(); err != nil {
 		return nil, setupf("run %s: %v", sshCmd[0], err)
 	}
-	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), errc: make(chan error, 1), waited: make(chan struct{})}
+	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
 	go r.read(stdout)
 	return r, nil
 }
@@ -71,7 +74,11 @@ func (r *remote) read(stdout io.Reader) {
 		if st.valid {
 			select {
 			case r.lines <- st:
-			default: // more than a remote side ever says: dropped
+			case <-r.ending:
+				select {
+				case r.lines <- st:
+				default: // nobody reads them any more
+				}
 			}
 		}
 	}
@@ -140,6 +147,7 @@ func (r *remote) lastWords() string {
 // stop (it exits when its stdin ends); ssh is killed if it has not exited
 // within closeWait.
 func (r *remote) close() {
+	r.end.Do(func() { close(r.ending) })
 	r.stdin.Close()
 	select {
 	case <-r.waited:

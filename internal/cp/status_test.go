@@ -14,15 +14,15 @@ import (
 func TestStatusRoundTrip(t *testing.T) {
 	var b bytes.Buffer
 	writePort(&b, 41234)
-	writeHave(&b, offer{Block: 4 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
-	writeHave(&b, offer{Block: minBlock, Hashes: []string{}})
+	writeHave(&b, offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
+	writeHave(&b, offer{Name: "a/b", Block: minBlock})
 	writeFrom(&b, 3<<20)
 	writeOK(&b, 1<<40)
 	writeFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
 	want := []status{
 		{kind: "port", n: 41234, valid: true},
-		{kind: "have", offer: offer{Block: 4 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, valid: true},
-		{kind: "have", offer: offer{Block: minBlock, Hashes: []string{}}, valid: true},
+		{kind: "have", offer: offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, valid: true},
+		{kind: "have", offer: offer{Name: "a/b", Block: minBlock}, valid: true},
 		{kind: "from", n: 3 << 20, valid: true},
 		{kind: "ok", n: 1 << 40, valid: true},
 		{kind: "fail", n: 3, msg: "destination \"x\"\n\x1b[31m does not exist", valid: true},
@@ -52,9 +52,13 @@ func TestParseStatusHostile(t *testing.T) {
 		{line: "RDMACP fail 4 \"ok\"", valid: true},
 		{line: "RDMACP from -1", bad: true},
 		{line: "RDMACP have {\"block\":1024,\"hashes\":[]}", bad: true},
-		{line: "RDMACP have {\"block\":1048576,\"hashes\":[\"00\"]}", bad: true},
-		{line: "RDMACP have {\"block\":1048576,\"hashes\":" + hashes(maxHashes+1) + "}", bad: true},
-		{line: "RDMACP have {\"block\":1048576,\"hashes\":" + hashes(maxHashes) + "}", valid: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[\"00\"]}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[]}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":268435457,\"hashes\":" + hashes(maxHashes+1) + "}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":268435456,\"hashes\":" + hashes(maxHashes) + "}", valid: true},
+		{line: "RDMACP have {\"name\":\"../x\",\"block\":1048576}", bad: true},
+		{line: "RDMACP have {\"name\":\"/x\",\"block\":1048576}", bad: true},
+		{line: "RDMACP have {\"end\":true,\"block\":1048576}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"hashes\":[],\"x\":1}", bad: true},
 	}
 	for _, tc := range cases {

@@ -2,12 +2,15 @@ package cp
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"time"
 )
 
@@ -17,8 +20,15 @@ import (
 // without their holes (see writeSparseEntry). Symbolic links inside
 // directories are stored as links; sockets, pipes and devices are skipped
 // with a warning on warn.
-func writeTar(w io.Writer, srcs []source, warn io.Writer) error {
-	a := archiver{w: w, tw: tar.NewWriter(w), warn: warn, buf: make([]byte, copyBuf)}
+//
+// With rs, a file that the receiving side offered (see resume.go) is sent
+// from where its offer stops matching: the entry carries where its data
+// starts (resumeRecord), and rs counts the bytes not sent again.
+func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption) error {
+	a := archiver{w: w, tw: tar.NewWriter(w), warn: warn, buf: make([]byte, copyBuf), rs: rs}
+	if rs != nil {
+		rs.kept = 0
+	}
 	for _, s := range srcs {
 		root, err := filepath.EvalSymlinks(s.path)
 		if err != nil {
@@ -47,7 +57,56 @@ type archiver struct {
 	w    io.Writer
 	tw   *tar.Writer
 	warn io.Writer
-	buf  []byte // for copying sparse entries' data
+	buf  []byte      // for copying sparse entries' data
+	rs   *resumption // what the receiving side has, when resuming
+}
+
+// resumeRecord is the PAX record of a resumed entry: where its data
+// starts in the file (the entry's size is what follows).
+const resumeRecord = "RDMACP.resume"
+
+// resumption is what the receiving side of a tree's resume offered: its
+// files, by name in the archive, and the key their hashes are under.
+type resumption struct {
+	have map[string]offer
+	key  []byte
+	kept int64 // bytes of offered files not sent again
+}
+
+// add takes in an offer from the receiving side, which must name a file
+// of the archive not offered before, and be valid; at most maxOffers.
+func (rs *resumption) add(o offer) error {
+	if err := o.validate(); err != nil {
+		return err
+	}
+	if o.Name == "" || o.End {
+		return errors.New("an offer for a tree names no file")
+	}
+	if _, dup := rs.have[o.Name]; dup || len(rs.have) == maxOffers {
+		return fmt.Errorf("offer for %.64q: offered before, or more than %d offers", o.Name, maxOffers)
+	}
+	rs.have[o.Name] = o
+	return nil
+}
+
+// resume moves f, the file that goes into the archive as h, to where its
+// data starts for the receiving side and marks h so (see resumeRecord).
+func (rs *resumption) resume(f *os.File, h *tar.Header) error {
+	o, ok := rs.have[strings.TrimSuffix(h.Name, "/")]
+	if !ok {
+		return nil
+	}
+	at, err := resumeAt(f, o, rs.key)
+	if err != nil || at == 0 {
+		return err
+	}
+	if _, err := f.Seek(at, io.SeekStart); err != nil {
+		return err
+	}
+	h.PAXRecords = map[string]string{resumeRecord: strconv.FormatInt(at, 10)}
+	h.Size -= at
+	rs.kept += at
+	return nil
 }
 
 // add adds the file at p to the archive under name.
@@ -99,6 +158,11 @@ func (a archiver) add(p, name string) error {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		return nil
+	}
+	if a.rs != nil {
+		if err := a.rs.resume(f, h); err != nil {
+			return fmt.Errorf("%s: %w", p, err)
+		}
 	}
 	if err := a.tw.WriteHeader(h); err != nil {
 		return fmt.Errorf("%s: %w", p, err)

@@ -2,6 +2,7 @@ package rdmacp
 
 import (
 	"bytes"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -175,3 +176,83 @@ func resumed(t *testing.T, stderr string) (kept, sent int64) {
 	return kept, sent
 }
 
+
+// TestResumeTree interrupts a -r copy of a tree half-way, both ways, and
+// resumes it with -C -r: the tree arrives exact (contents, modes, times),
+// the files already in place and the partial one are kept, and the rest
+// travels.
+func TestResumeTree(t *testing.T) {
+	s := startSSHD(t)
+	src := filepath.Join(t.TempDir(), "tree")
+	makeTree(t, src)
+	const each, files = 64 << 20, 6
+	for i := range files {
+		makeFile(t, filepath.Join(src, "sub", "big"+strconv.Itoa(i)), each, false)
+	}
+	// makeTree's old times, which the big files' creation changed
+	old := time.Date(2003, 4, 5, 6, 7, 8, 123456789, time.UTC)
+	if err := os.Chtimes(filepath.Join(src, "sub"), old, old); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name     string
+		download bool
+		newName  bool
+	}{
+		{name: "upload into a directory"},
+		{name: "download into a directory", download: true},
+		{name: "upload to a new name", newName: true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			dst, got := dir, filepath.Join(dir, "tree")
+			if tc.newName {
+				dst = filepath.Join(dir, "copy")
+				got = dst
+			}
+			args := []string{"-r", "-p", src, "target:" + dst}
+			if tc.download {
+				args = []string{"-r", "-p", "target:" + src, dst}
+			}
+			cmd := s.command(t, args...)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			testutil.WaitFor(t, 2*time.Minute, "half the tree to arrive", func() bool { return treeSize(got) >= files*each/2 })
+			cmd.Process.Signal(os.Interrupt)
+			if err := cmd.Wait(); err == nil {
+				t.Fatalf("the interrupted copy succeeded: %s", stderr.String())
+			}
+			noStrays(t)
+			r := s.rdmacp(t, append([]string{"-C", "-v"}, args...)...)
+			if r.code != 0 {
+				t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+			}
+			sameTree(t, src, got, func(m fs.FileMode) fs.FileMode { return m })
+			kept, sent := resumed(t, r.stderr)
+			t.Logf("resumed: %d bytes kept, %d sent", kept, sent)
+			if kept < files*each/4 || sent > files*each*3/4+1<<20 {
+				t.Fatalf("%d bytes kept and %d sent of %d, want about half kept", kept, sent, files*each)
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// treeSize is the size of the regular files under dir, partial copies
+// included.
+func treeSize(dir string) int64 {
+	var n int64
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			if fi, err := d.Info(); err == nil {
+				n += fi.Size()
+			}
+		}
+		return nil
+	})
+	return n
+}
