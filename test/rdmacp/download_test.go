@@ -83,41 +83,6 @@ func TestDownload(t *testing.T) {
 	}
 }
 
-// TestDownloadErrors: what cannot be copied from the remote host fails
-// with the exit code and message of the upload's checks, and leaves
-// nothing behind.
-func TestDownloadErrors(t *testing.T) {
-	s := startSSHD(t)
-	src := t.TempDir()
-	file := filepath.Join(src, "f")
-	makeFile(t, file, 10, false)
-	cases := []struct {
-		name string
-		args []string
-		code int
-		says string
-	}{
-		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
-		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},
-		{"local directory missing", []string{"target:" + file, "/nonexistent/dir/f"}, 3, "destination directory /nonexistent/dir does not exist"},
-		// (sysfs refuses new files, even root's)
-		{"local directory not writable", []string{"target:" + file, "/sys/"}, 3, "permission denied"},
-		{"sources on two hosts", []string{"target:" + file, "down:" + file, t.TempDir()}, 2, "different hosts"},
-		{"source here and there", []string{"target:" + file, file, t.TempDir()}, 2, "every source must be [user@]HOST:SRC"},
-		{"no host at all", []string{file, t.TempDir()}, 2, "names a host"},
-		{"unreachable host", []string{"down:" + file, t.TempDir()}, 3, "start the remote side on down over ssh"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			r := s.rdmacp(t, tc.args...)
-			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
-				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
-			}
-			noStrays(t)
-		})
-	}
-}
-
 // TestOlderPeer runs the rdmacp of the last revision before downloads and
 // encryption on the remote side: it cannot read the request, and the copy
 // fails as a setup failure (exit 3) that says so, both ways.

@@ -383,6 +383,8 @@ func sameTree(t *testing.T, want, got string, mode func(fs.FileMode) fs.FileMode
 	}
 }
 
+// TestCopyErrors: what cannot be copied, either way, fails with the exit
+// code and message it should, and leaves no process behind.
 func TestCopyErrors(t *testing.T) {
 	s := startSSHD(t)
 	src := t.TempDir()
@@ -402,6 +404,16 @@ func TestCopyErrors(t *testing.T) {
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
 		{"destination is a device", []string{file, "target:/dev/null"}, 3, "/dev/null is a device: not replaced"},
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
+		// downloads
+		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
+		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},
+		{"local directory missing", []string{"target:" + file, "/nonexistent/dir/f"}, 3, "destination directory /nonexistent/dir does not exist"},
+		// (sysfs refuses new files, even root's)
+		{"local directory not writable", []string{"target:" + file, "/sys/"}, 3, "permission denied"},
+		{"sources on two hosts", []string{"target:" + file, "down:" + file, t.TempDir()}, 2, "different hosts"},
+		{"source here and there", []string{"target:" + file, file, t.TempDir()}, 2, "every source must be [user@]HOST:SRC"},
+		{"no host at all", []string{file, t.TempDir()}, 2, "names a host"},
+		{"unreachable host to copy from", []string{"down:" + file, t.TempDir()}, 3, "start the remote side on down over ssh"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
