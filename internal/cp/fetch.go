@@ -140,7 +140,7 @@ func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, hos
 	}
 	// A failed write means ssh is gone; next says why.
 	_ = writeJSONLine(r.stdin, o)
-	st, err := r.next(ctx, portWait)
+	st, err := r.next(ctx, offerWait)
 	switch {
 	case err != nil:
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)

@@ -89,7 +89,7 @@ func (s *fileSink) offer(key []byte) (offer, error) {
 	if err != nil {
 		return offer{}, err
 	}
-	return makeOffer(s.f, fi.Size(), key, "")
+	return makeOffer(s.f, fi.Size(), key, "", maxHashes)
 }
 
 // start settles where the stream starts: at, which the sending side chose

@@ -96,7 +96,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		if err != nil {
 			return err
 		}
-		if st, err = r.next(ctx, portWait); err != nil {
+		if st, err = r.next(ctx, offerWait); err != nil {
 			return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "%v", err)
 		}
 		if err := remoteFailed(t.Host, st); err != nil {
@@ -178,7 +178,11 @@ func begin(ctx context.Context, t Target, o Options, flag string, req Request) (
 	}
 	// A failed write means ssh is gone; next says why.
 	_ = writeRequest(r.stdin, req)
-	st, err := r.next(ctx, portWait)
+	wait := portWait
+	if req.Resume && !req.download() {
+		wait = offerWait // the remote side hashes what it has first
+	}
+	st, err := r.next(ctx, wait)
 	switch {
 	case ctx.Err() != nil:
 		err = context.Cause(ctx)

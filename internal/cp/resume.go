@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"time"
 )
 
 // Resuming a copy. A copy that fails keeps what it wrote of a file under
@@ -26,11 +27,18 @@ import (
 const (
 	minBlock    = 1 << 20 // the smallest block hashed
 	maxHashes   = 256     // the most blocks an offer lists
+	treeHashes  = 16      // the most blocks an offer in a tree lists
 	hashLen     = 16      // bytes of each block's hash
 	maxOffers   = 1 << 16 // the most files a tree's resume offers
 	resumeInfo  = "rdmacp resume v1"
 	maxOfferLen = 1 << 50 // the largest prefix offered
 )
+
+// offerWait bounds each wait for the other side's part of a resume, which
+// reads and hashes what it has, a partial copy of any size, or a tree of
+// them: at a slow disk's speed, hours. The other side is authenticated (by
+// ssh); its end, or the ssh session's, ends the wait sooner.
+const offerWait = 24 * time.Hour
 
 // offer is what the receiving side has of a file: the keyed hashes of its
 // first Size bytes, in blocks of Block bytes (the last one may be short).
@@ -75,9 +83,9 @@ func (o offer) validate() error {
 }
 
 // hashBlock is the block an offer for a partial file of size n hashes: at
-// least minBlock, and large enough for at most maxHashes blocks.
-func hashBlock(n int64) int64 {
-	b := (n + maxHashes - 1) / maxHashes
+// least minBlock, and large enough for at most most blocks.
+func hashBlock(n, most int64) int64 {
+	b := (n + most - 1) / most
 	return max(minBlock, (b+minBlock-1)/minBlock*minBlock)
 }
 
@@ -115,9 +123,10 @@ func (h *hasher) block(f *os.File, i, size, n int64) (sum []byte, ok bool, err e
 	return m.Sum(nil)[:hashLen], true, nil
 }
 
-// makeOffer hashes the first n bytes of f, offered as name.
-func makeOffer(f *os.File, n int64, key []byte, name string) (offer, error) {
-	o := offer{Name: name, Block: hashBlock(n), Hashes: []string{}}
+// makeOffer hashes the first n bytes of f, offered as name, in at most
+// most blocks.
+func makeOffer(f *os.File, n int64, key []byte, name string, most int64) (offer, error) {
+	o := offer{Name: name, Block: hashBlock(n, most), Hashes: []string{}}
 	h := newHasher(key)
 	for i := int64(0); i*o.Block < n; i++ {
 		sum, ok, err := h.block(f, i, o.Block, min(o.Block, n-i*o.Block))

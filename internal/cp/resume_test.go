@@ -46,7 +46,7 @@ func TestResumeAt(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := writeTemp(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.partial)
-			o, err := makeOffer(p, int64(len(tc.partial)), tc.key, "")
+			o, err := makeOffer(p, int64(len(tc.partial)), tc.key, "", maxHashes)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -63,7 +63,7 @@ func TestResumeAt(t *testing.T) {
 
 func TestHashBlock(t *testing.T) {
 	for _, n := range []int64{0, 1, 1 << 20, 256 << 20, 256<<20 + 1, 1 << 40, 1<<50 - 1} {
-		b := hashBlock(n)
+		b := hashBlock(n, maxHashes)
 		if b < minBlock || b%minBlock != 0 || (n+b-1)/b > maxHashes {
 			t.Errorf("hashBlock(%d) = %d", n, b)
 		}

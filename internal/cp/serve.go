@@ -111,7 +111,7 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 	var from struct {
 		From int64 `json:"from"`
 	}
-	if err := lineWithin(br, requestWait, &from); err != nil {
+	if err := lineWithin(br, offerWait, &from); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	if err := s.start(from.From, o); err != nil {
@@ -181,7 +181,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 // stdout where the stream starts ("from") and moves in there.
 func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) error {
 	var o offer
-	if err := lineWithin(br, requestWait, &o); err != nil {
+	if err := lineWithin(br, offerWait, &o); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	if err := o.validate(); err != nil {
@@ -205,7 +205,7 @@ func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) e
 func readOffers(br *bufio.Reader, rs *resumption) error {
 	for {
 		var o offer
-		if err := lineWithin(br, requestWait, &o); err != nil {
+		if err := lineWithin(br, offerWait, &o); err != nil {
 			return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 		}
 		if o.End {

@@ -2,7 +2,6 @@ package cp
 
 import (
 	"archive/tar"
-	"errors"
 	"fmt"
 	"io"
 	"io/fs"
@@ -79,8 +78,8 @@ func (rs *resumption) add(o offer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
-	if o.Name == "" || o.End {
-		return errors.New("an offer for a tree names no file")
+	if o.Name == "" || o.End || len(o.Hashes) > treeHashes {
+		return fmt.Errorf("offer for %.64q: names no file, or more than %d block hashes", o.Name, treeHashes)
 	}
 	if _, dup := rs.have[o.Name]; dup || len(rs.have) == maxOffers {
 		return fmt.Errorf("offer for %.64q: offered before, or more than %d offers", o.Name, maxOffers)

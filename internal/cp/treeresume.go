@@ -85,7 +85,7 @@ func (s *tarSink) offerFile(p, name string, key []byte) (offer, error) {
 	if err != nil {
 		return offer{}, err
 	}
-	return makeOffer(f, fi.Size(), key, name)
+	return makeOffer(f, fi.Size(), key, name, treeHashes)
 }
 
 // partialOf returns the file that p, a path in slash form, is a partial
