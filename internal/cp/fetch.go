@@ -34,6 +34,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		return err
 	}
 	defer l.Close()
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: listening on %s (this host's address toward %s)\n", l.Addr(), host)
 	key := newKey()
 	req := o.request(key)
 	req.Recursive, req.Connect = o.Recursive, net.JoinHostPort(local, strconv.Itoa(port))
