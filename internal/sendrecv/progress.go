@@ -55,7 +55,9 @@ func (p *progress) set(n int64) {
 	defer p.mu.Unlock()
 	p.n = n
 	if now := p.now(); p.width == 0 || now.Sub(p.at) >= progressEvery {
-		p.sample(now)
+		if now.Sub(p.at) >= progressEvery {
+			p.sample(now)
+		}
 		p.draw(now)
 	}
 }
@@ -86,7 +88,9 @@ func (p *progress) finish() {
 }
 
 // sample updates the current rate with the bytes since the last redraw:
-// the mean of the last interval's rate and the one before.
+// the mean of the last interval's rate and the one before. (set samples
+// no interval shorter than progressEvery: the first line, drawn at once,
+// has no rate yet rather than one measured over a moment.)
 func (p *progress) sample(now time.Time) {
 	if !now.After(p.at) {
 		return
@@ -101,7 +105,11 @@ func (p *progress) sample(now time.Time) {
 // draw writes the line over the previous one.
 func (p *progress) draw(now time.Time) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s (average %.1f MB/s)", p.desc, rate(p.n, now.Sub(p.start)))
+	if d := now.Sub(p.start); d >= progressEvery || p.width > 0 {
+		fmt.Fprintf(&b, "%s (average %.1f MB/s)", p.desc, rate(p.n, d))
+	} else {
+		fmt.Fprintf(&b, "%s (average - MB/s)", p.desc)
+	}
 	if p.size > 0 {
 		done := min(p.n, p.size)
 		fill := int(done * progressBar / p.size)
@@ -110,7 +118,11 @@ func (p *progress) draw(now time.Time) {
 	} else {
 		fmt.Fprintf(&b, " %s", formatBytes(p.n))
 	}
-	fmt.Fprintf(&b, ", %.1f MB/s", p.rate/1e6)
+	if p.rate > 0 {
+		fmt.Fprintf(&b, ", %.1f MB/s", p.rate/1e6)
+	} else {
+		b.WriteString(", - MB/s")
+	}
 	if p.size > 0 && p.rate > 0 && p.n < p.size {
 		left := time.Duration(float64(p.size-p.n) / p.rate * float64(time.Second))
 		fmt.Fprintf(&b, ", %s left", left.Round(time.Second))
