@@ -15,11 +15,8 @@ import (
 // tarSink receives a tar archive and extracts it as it arrives (see
 // extract) into the destination directory.
 type tarSink struct {
+	*extraction
 	root *os.Root
-	pr   *io.PipeReader
-	pw   *io.PipeWriter
-	stop context.CancelFunc // ends the extraction
-	done chan error         // the extraction's result
 }
 
 // newTarSink prepares the destination of a tar-mode request: an existing
@@ -49,38 +46,65 @@ func newTarSink(req Request) (*tarSink, error) {
 		return nil, setupf("destination: %v", err)
 	}
 	ms := modes{preserve: req.Preserve, umask: umask()}
-	pr, pw := io.Pipe()
-	ctx, stop := context.WithCancel(context.Background())
-	s := &tarSink{root: root, pr: pr, pw: pw, stop: stop, done: make(chan error, 1)}
-	go func() {
-		err := extract(ctx, root, pr, top, ms)
-		if err == nil {
-			_, err = io.Copy(io.Discard, pr) // the archive's padding
-		}
-		pr.CloseWithError(fmt.Errorf("extract into %s: %w", dir, errOr(err, io.ErrClosedPipe)))
-		s.done <- err
-	}()
-	return s, nil
+	x := startExtraction(dir, func(ctx context.Context, r io.Reader) error { return extract(ctx, root, r, top, ms) })
+	return &tarSink{extraction: x, root: root}, nil
 }
-
-// Writer returns the extraction's input.
-func (s *tarSink) Writer() io.Writer { return s.pw }
 
 // Finish ends the archive and waits for the extraction to complete.
 func (s *tarSink) Finish() error {
-	s.pw.Close()
-	err := <-s.done
-	s.stop()
+	err := s.wait()
 	s.root.Close()
 	return err
 }
 
 // Abort stops the extraction. What was extracted stays.
 func (s *tarSink) Abort() {
-	s.pw.CloseWithError(errors.New("the stream failed"))
 	s.stop()
-	<-s.done
 	s.root.Close()
+}
+
+// extraction runs a function that extracts an archive as it arrives
+// through a pipe, on a goroutine of its own.
+type extraction struct {
+	pw     *io.PipeWriter
+	cancel context.CancelFunc // ends the extraction
+	done   chan error         // the extraction's result
+}
+
+// startExtraction starts run, which extracts the archive it reads into
+// dir (named in errors), until its context ends.
+func startExtraction(dir string, run func(context.Context, io.Reader) error) *extraction {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &extraction{pw: pw, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, pr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
+		}
+		pr.CloseWithError(fmt.Errorf("extract into %s: %w", dir, errOr(err, io.ErrClosedPipe)))
+		x.done <- err
+	}()
+	return x
+}
+
+// Writer returns the extraction's input.
+func (x *extraction) Writer() io.Writer { return x.pw }
+
+// wait ends the archive and returns the extraction's result once it has
+// completed.
+func (x *extraction) wait() error {
+	x.pw.Close()
+	err := <-x.done
+	x.cancel()
+	return err
+}
+
+// stop stops the extraction and waits for it to end.
+func (x *extraction) stop() {
+	x.pw.CloseWithError(errors.New("the stream failed"))
+	x.cancel()
+	<-x.done
 }
 
 // umask returns the process's umask. It sets it for a moment, so it is

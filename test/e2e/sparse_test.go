@@ -9,7 +9,6 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,16 +36,6 @@ func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
 	return path, [32]byte(h.Sum(nil))
 }
 
-// allocated is the room the file at path takes on disk.
-func allocated(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
-}
-
 // TestSparse: rdmarecv --sparse writes the zeros of the stream as holes,
 // through a relay too (each hop writes its own output sparse); the files
 // hold exactly the stream, in a fraction of its size on disk.
@@ -66,7 +55,7 @@ func TestSparse(t *testing.T) {
 		if got, n := fileSum(t, outs[i]); got != want || n != size {
 			t.Fatalf("%s: %d bytes that differ from the input's %d", outs[i], n, int64(size))
 		}
-		if room := allocated(t, outs[i]); room > 4<<20 {
+		if room := testutil.Allocated(t, outs[i]); room > 4<<20 {
 			t.Errorf("%s takes %d bytes on disk for 1 MiB of data", outs[i], room)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // sparseFile makes name size bytes long: holes but for 1 MiB of random
@@ -31,16 +33,6 @@ func sparseFile(t *testing.T, name string, size int64, offs ...int64) {
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// allocated is the room the file at name takes on disk.
-func allocated(t *testing.T, name string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(name, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
 }
 
 // TestCopySparse copies single files with holes: they arrive exact, with
@@ -91,7 +83,7 @@ func TestCopySparse(t *testing.T) {
 				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
 			}
 			data := int64(len(tc.offs)) << 20
-			if room := allocated(t, got); room > data+1<<20 {
+			if room := testutil.Allocated(t, got); room > data+1<<20 {
 				t.Errorf("the copy takes %d bytes on disk for %d of data", room, data)
 			}
 			m := regexp.MustCompile(`(\d+) bytes in`).FindStringSubmatch(r.stderr)
@@ -136,7 +128,7 @@ func TestCopySparseTree(t *testing.T) {
 	sameTree(t, tree, filepath.Join(dir, "tree"), func(m fs.FileMode) fs.FileMode { return m })
 	for name, offs := range sparse {
 		data := int64(len(offs)) << 20
-		if room := allocated(t, filepath.Join(dir, "tree", name)); room > data+1<<20 {
+		if room := testutil.Allocated(t, filepath.Join(dir, "tree", name)); room > data+1<<20 {
 			t.Errorf("%s takes %d bytes on disk for %d of data", name, room, data)
 		}
 	}
