@@ -5,10 +5,8 @@ import (
 	"crypto/sha256"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
 	"testing"
 	"time"
 
@@ -42,14 +40,11 @@ func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
 func TestSparse(t *testing.T) {
 	const size = 64 << 20
 	in, want := sparseInput(t, size, 20<<20+5)
-	ports := []int{testutil.FreePort(t), testutil.FreePort(t)}
-	outs := []string{filepath.Join(t.TempDir(), "relay"), filepath.Join(t.TempDir(), "last")}
-	last := recv(t, ports[1], createFile(t, outs[1]), "--sparse")
-	relay := recv(t, ports[0], createFile(t, outs[0]), "--sparse", "--forward", net.JoinHostPort(suite.host, strconv.Itoa(ports[1])))
+	hops, ports, outs := relayChain(t, 2, "--sparse")
 	s := send(t, ports[0], openFile(t, in))
 	code, stderr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0, "")
-	for i, r := range []*proc{relay, last} {
+	for i, r := range hops {
 		code, stderr = r.wait(30 * time.Second)
 		expect(t, "rdmarecv --sparse", code, stderr, 0, "")
 		if got, n := fileSum(t, outs[i]); got != want || n != size {
