@@ -42,6 +42,9 @@ func TestSparseOutput(t *testing.T) {
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 			}
+			if r.recv.IO != "pwrite sparse" {
+				t.Errorf("receiver wrote with %q, want %q", r.recv.IO, "pwrite sparse")
+			}
 			got, err := os.ReadFile(f.Name())
 			if err != nil {
 				t.Fatal(err)
