@@ -33,7 +33,8 @@ written to a temporary name and renamed into place on success. With -r, director
 remote umask and without setuid and setgid, unless -p) and modification times,
 symbolic links as links; DST must be a directory, or, for one source, a new name in
 an existing directory. A file or link in the way is replaced, never written through;
-a directory or device in the way is refused and kept.
+a directory or device in the way is refused and kept. The holes of sparse files
+(found with SEEK_DATA/SEEK_HOLE) are not sent, and stay holes at the destination.
 
 The data connection goes straight to HOST (the HostName of an ssh alias), not
 through ssh or a jump host: use --data-host to name another address, e.g. that of the
