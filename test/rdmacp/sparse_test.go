@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -133,4 +134,35 @@ func TestCopySparseTree(t *testing.T) {
 		}
 	}
 	noStrays(t)
+}
+
+// TestCopySparseErrors: a file with holes fails as file mode does, with
+// the same exit codes, and leaves nothing behind.
+func TestCopySparseErrors(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	sparseFile(t, file, 64<<20, 1<<20)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "f"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		dst  string
+		code int
+		says string
+	}{
+		{"remote directory missing", "/nonexistent/dir/f", 3, "destination directory /nonexistent/dir does not exist"},
+		{"destination is a device", "/dev/null", 3, "/dev/null is a device: not replaced"},
+		{"a directory in the way", dir + "/", 3, "is a directory: not replaced"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.rdmacp(t, file, "target:"+tc.dst)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			noStrays(t)
+		})
+	}
 }
