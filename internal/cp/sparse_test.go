@@ -187,7 +187,8 @@ func TestSparseRoundTrip(t *testing.T) {
 
 // TestSparseHeader writes one sparse entry with values that do not fit a
 // ustar header (a long name, a big uid, times before 1970 and with
-// nanoseconds) and reads it back with archive/tar.
+// nanoseconds, a name with a newline and UTF-8) and reads it back with
+// archive/tar.
 func TestSparseHeader(t *testing.T) {
 	f, segs := openSparse(t, 1<<20, []fragment{{8192, data(7, 100)}})
 	for _, tc := range []struct {
@@ -198,6 +199,7 @@ func TestSparseHeader(t *testing.T) {
 		{"short", 1000, time.Unix(1700000000, 0), time.Time{}},
 		{strings.Repeat("long/", 60) + "name", 1 << 30, time.Unix(1700000000, 123456789), time.Unix(1800000000, 5)},
 		{"old", 0, time.Unix(-1, 500000000), time.Unix(-100000, 0)},
+		{"dir/ünï code\nwith a newline=", 1, time.Unix(0, 1), time.Time{}},
 	} {
 		h := &tar.Header{Name: tc.name, Mode: 0o4751, Uid: tc.uid, Gid: 7, Size: 1 << 20, ModTime: tc.mtime, AccessTime: tc.atime}
 		var b bytes.Buffer
