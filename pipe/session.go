@@ -138,7 +138,8 @@ type Stats struct {
 	Receivers int
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
-	// at once), "pread O_DIRECT" where the file was read around the cache.
+	// at once), "pread O_DIRECT" where the file was read around the cache,
+	// "pwrite sparse" with Config.Sparse.
 	IO string
 }
 

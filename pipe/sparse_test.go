@@ -8,20 +8,10 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"golang.org/x/sys/unix"
 )
-
-// allocated is the room the file f takes on disk.
-func allocated(t *testing.T, f *os.File) int64 {
-	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Fstat(int(f.Fd()), &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
-}
 
 // TestSparseOutput: with Config.Sparse the blocks of zeros of a file
 // output become holes, past what the file held; the content is exact and
@@ -52,6 +42,9 @@ func TestSparseOutput(t *testing.T) {
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 			}
+			if r.recv.IO != "pwrite sparse" {
+				t.Errorf("receiver wrote with %q, want %q", r.recv.IO, "pwrite sparse")
+			}
 			got, err := os.ReadFile(f.Name())
 			if err != nil {
 				t.Fatal(err)
@@ -63,7 +56,7 @@ func TestSparseOutput(t *testing.T) {
 			if !bytes.Equal(got, want) {
 				t.Fatalf("the file holds %d bytes, not the %d expected", len(got), len(want))
 			}
-			if room := allocated(t, f); room > tc.most || room < tc.atLeast {
+			if room := testutil.Allocated(t, f.Name()); room > tc.most || room < tc.atLeast {
 				t.Fatalf("the file takes %d bytes on disk, want %d to %d", room, tc.atLeast, tc.most)
 			}
 			if off := offset(t, f); off != tc.off+int64(len(tc.data)) {

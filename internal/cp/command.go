@@ -38,8 +38,10 @@ written to a temporary name and renamed into place on success. With -r, director
 receiving side's umask and without setuid and setgid, unless -p) and modification
 times, symbolic links as links; DST must be a directory, or, for one source, a new name
 in an existing directory. A file or link in the way is replaced, never written through;
-a directory or device in the way is refused and kept. A download's sources are all on
-one host; as in scp, an argument with a slash before its first colon is a local path.
+a directory or device in the way is refused and kept. The holes of sparse files (found
+with SEEK_DATA/SEEK_HOLE) are not sent, and stay holes at the destination. A download's
+sources are all on one host; as in scp, an argument with a slash before its first colon
+is a local path.
 
 The data connection goes straight between the hosts (to the HostName of an ssh alias),
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.

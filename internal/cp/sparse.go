@@ -34,9 +34,7 @@ func singleMode(p string) string {
 // holes left as holes, and the fileSink puts it in place as in file mode.
 type sparseSink struct {
 	*fileSink
-	pw   *io.PipeWriter
-	stop context.CancelFunc // ends the extraction
-	done chan error         // the extraction's result
+	*extraction
 }
 
 // newSparseSink prepares the destination of a sparse-mode request.
@@ -46,30 +44,17 @@ func newSparseSink(req Request) (*sparseSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	pr, pw := io.Pipe()
-	ctx, stop := context.WithCancel(context.Background())
-	s := &sparseSink{fileSink: fs, pw: pw, stop: stop, done: make(chan error, 1)}
-	go func() {
-		err := extractOne(ctx, fs.f, pr)
-		if err == nil {
-			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
-		}
-		pr.CloseWithError(fmt.Errorf("extract into %s: %w", fs.final, errOr(err, io.ErrClosedPipe)))
-		s.done <- err
-	}()
-	return s, nil
+	x := startExtraction(fs.final, func(ctx context.Context, r io.Reader) error { return extractOne(ctx, fs.f, r) })
+	return &sparseSink{fileSink: fs, extraction: x}, nil
 }
 
 // Writer returns the extraction's input.
-func (s *sparseSink) Writer() io.Writer { return s.pw }
+func (s *sparseSink) Writer() io.Writer { return s.extraction.Writer() }
 
 // Finish ends the archive, waits for the file to be written and puts it
 // in place (see fileSink.Finish).
 func (s *sparseSink) Finish() error {
-	s.pw.Close()
-	err := <-s.done
-	s.stop()
-	if err != nil {
+	if err := s.wait(); err != nil {
 		s.fileSink.Abort(0)
 		return fmt.Errorf("write %s: %w", s.final, err)
 	}
@@ -79,9 +64,7 @@ func (s *sparseSink) Finish() error {
 // Abort stops the extraction and removes the partial file: its data did
 // not arrive in order, so it is no prefix to resume from.
 func (s *sparseSink) Abort(int64) {
-	s.pw.CloseWithError(errors.New("the stream failed"))
 	s.stop()
-	<-s.done
 	s.fileSink.Abort(0)
 }
 

@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"golang.org/x/sys/unix"
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // sparseFile makes the file name of size bytes with data only in frags
@@ -35,14 +35,23 @@ func sparseFile(t *testing.T, name string, size int64, frags []fragment) {
 	}
 }
 
-// allocated is the room the file at name takes on disk.
-func allocated(t *testing.T, name string) int64 {
+// openSparse makes a file as sparseFile does and returns it open for
+// reading and writing, closed at the end of the test, with its data
+// segments.
+func openSparse(t *testing.T, size int64, frags []fragment) (*os.File, []segment) {
 	t.Helper()
-	var st unix.Stat_t
-	if err := unix.Stat(name, &st); err != nil {
+	name := filepath.Join(t.TempDir(), "f")
+	sparseFile(t, name, size, frags)
+	f, err := os.OpenFile(name, os.O_RDWR, 0)
+	if err != nil {
 		t.Fatal(err)
 	}
-	return st.Blocks * 512
+	t.Cleanup(func() { f.Close() })
+	segs, err := dataSegments(f, size)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return f, segs
 }
 
 // data is n bytes of b.
@@ -166,31 +175,22 @@ func TestSparseRoundTrip(t *testing.T) {
 		if !bytes.Equal(a, b) {
 			t.Errorf("%s: content differs", tc.name)
 		}
-		if room := allocated(t, got); room > dataLen(tc.want)+8192 {
+		if room := testutil.Allocated(t, got); room > dataLen(tc.want)+8192 {
 			t.Errorf("%s: takes %d bytes for %d of data", tc.name, room, dataLen(tc.want))
 		}
 	}
 	fi, err := os.Stat(filepath.Join(dst, "tree", "big"))
-	if err != nil || fi.Size() != 16<<30 || allocated(t, filepath.Join(dst, "tree", "big")) > 64<<10 {
+	if err != nil || fi.Size() != 16<<30 || testutil.Allocated(t, filepath.Join(dst, "tree", "big")) > 64<<10 {
 		t.Fatalf("16 GiB file with 6 bytes of data: %v, %v", fi, err)
 	}
 }
 
 // TestSparseHeader writes one sparse entry with values that do not fit a
 // ustar header (a long name, a big uid, times before 1970 and with
-// nanoseconds) and reads it back with archive/tar.
+// nanoseconds, a name with a newline and UTF-8) and reads it back with
+// archive/tar.
 func TestSparseHeader(t *testing.T) {
-	name := filepath.Join(t.TempDir(), "f")
-	sparseFile(t, name, 1<<20, []fragment{{8192, data(7, 100)}})
-	f, err := os.Open(name)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	segs, err := dataSegments(f, 1<<20)
-	if err != nil {
-		t.Fatal(err)
-	}
+	f, segs := openSparse(t, 1<<20, []fragment{{8192, data(7, 100)}})
 	for _, tc := range []struct {
 		name         string
 		uid          int
@@ -199,6 +199,7 @@ func TestSparseHeader(t *testing.T) {
 		{"short", 1000, time.Unix(1700000000, 0), time.Time{}},
 		{strings.Repeat("long/", 60) + "name", 1 << 30, time.Unix(1700000000, 123456789), time.Unix(1800000000, 5)},
 		{"old", 0, time.Unix(-1, 500000000), time.Unix(-100000, 0)},
+		{"dir/ünï code\nwith a newline=", 1, time.Unix(0, 1), time.Time{}},
 	} {
 		h := &tar.Header{Name: tc.name, Mode: 0o4751, Uid: tc.uid, Gid: 7, Size: 1 << 20, ModTime: tc.mtime, AccessTime: tc.atime}
 		var b bytes.Buffer
@@ -261,19 +262,9 @@ func TestSparseChanged(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			name := filepath.Join(t.TempDir(), "f")
-			sparseFile(t, name, 1<<20, []fragment{{0, data(1, 10)}, {256 << 10, data(2, 4096)}})
-			f, err := os.OpenFile(name, os.O_RDWR, 0)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer f.Close()
-			segs, err := dataSegments(f, 1<<20)
-			if err != nil {
-				t.Fatal(err)
-			}
+			f, segs := openSparse(t, 1<<20, []fragment{{0, data(1, 10)}, {256 << 10, data(2, 4096)}})
 			h := &tar.Header{Name: "f", Mode: 0o644, Size: 1 << 20}
-			err = writeSparseEntry(&resizer{w: io.Discard, f: f, size: tc.size}, h, f, segs, make([]byte, 4096))
+			err := writeSparseEntry(&resizer{w: io.Discard, f: f, size: tc.size}, h, f, segs, make([]byte, 4096))
 			if !errors.Is(err, errChanged) {
 				t.Fatalf("got %v, want %v", err, errChanged)
 			}
@@ -323,8 +314,8 @@ func TestExtractOne(t *testing.T) {
 			if tc.name == "sparse file" {
 				a, _ := os.ReadFile(src)
 				b, _ := os.ReadFile(out)
-				if !bytes.Equal(a, b) || allocated(t, out) > 16<<10 {
-					t.Fatalf("content equal %v, %d bytes allocated", bytes.Equal(a, b), allocated(t, out))
+				if !bytes.Equal(a, b) || testutil.Allocated(t, out) > 16<<10 {
+					t.Fatalf("content equal %v, %d bytes allocated", bytes.Equal(a, b), testutil.Allocated(t, out))
 				}
 			}
 		})

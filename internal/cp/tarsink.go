@@ -15,7 +15,8 @@ import (
 )
 
 // tarSink receives a tar archive and extracts it as it arrives (see
-// extract) into the destination directory.
+// extract) into the destination directory. The extraction starts with the
+// stream (Writer), after a resume's offers.
 type tarSink struct {
 	root    *os.Root
 	dir     string
@@ -23,11 +24,8 @@ type tarSink struct {
 	names   []string // the archive's top-level entries
 	ms      modes
 	resumed *resumed // what a resume offered (see offers)
-	pr      *io.PipeReader
-	pw      *io.PipeWriter
 	once    sync.Once
-	stop    context.CancelFunc // ends the extraction
-	done    chan error         // the extraction's result
+	x       *extraction
 }
 
 // newTarSink prepares the destination of a tar-mode request: an existing
@@ -59,9 +57,7 @@ func newTarSink(req Request) (*tarSink, error) {
 	if err != nil {
 		return nil, setupf("destination: %v", err)
 	}
-	pr, pw := io.Pipe()
-	return &tarSink{root: root, dir: dir, top: top, names: req.Names, ms: modes{preserve: req.Preserve, umask: umask()},
-		pr: pr, pw: pw, done: make(chan error, 1)}, nil
+	return &tarSink{root: root, dir: dir, top: top, names: req.Names, ms: modes{preserve: req.Preserve, umask: umask()}}, nil
 }
 
 // resumedNewName says whether dst, an existing directory, is where a
@@ -75,45 +71,74 @@ func resumedNewName(req Request, dst string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
-// start starts the extraction, once.
-func (s *tarSink) start() {
+// started starts the extraction, once, and returns it.
+func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
-		ctx, stop := context.WithCancel(context.Background())
-		s.stop = stop
-		go func() {
-			err := extract(ctx, s.root, s.pr, s.top, s.ms, s.resumed)
-			if err == nil {
-				_, err = io.Copy(io.Discard, s.pr) // the archive's padding
-			}
-			s.pr.CloseWithError(fmt.Errorf("extract into %s: %w", s.dir, errOr(err, io.ErrClosedPipe)))
-			s.done <- err
-		}()
+		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
+			return extract(ctx, s.root, r, s.top, s.ms, s.resumed)
+		})
 	})
+	return s.x
 }
 
 // Writer starts the extraction and returns its input.
-func (s *tarSink) Writer() io.Writer {
-	s.start()
-	return s.pw
-}
+func (s *tarSink) Writer() io.Writer { return s.started().Writer() }
 
 // Finish ends the archive and waits for the extraction to complete.
 func (s *tarSink) Finish() error {
-	s.start()
-	s.pw.Close()
-	err := <-s.done
-	s.stop()
+	err := s.started().wait()
 	s.root.Close()
 	return err
 }
 
 // Abort stops the extraction. What was extracted stays.
 func (s *tarSink) Abort(int64) {
-	s.start()
-	s.pw.CloseWithError(errors.New("the stream failed"))
-	s.stop()
-	<-s.done
+	s.started().stop()
 	s.root.Close()
+}
+
+// extraction runs a function that extracts an archive as it arrives
+// through a pipe, on a goroutine of its own.
+type extraction struct {
+	pw     *io.PipeWriter
+	cancel context.CancelFunc // ends the extraction
+	done   chan error         // the extraction's result
+}
+
+// startExtraction starts run, which extracts the archive it reads into
+// dir (named in errors), until its context ends.
+func startExtraction(dir string, run func(context.Context, io.Reader) error) *extraction {
+	pr, pw := io.Pipe()
+	ctx, cancel := context.WithCancel(context.Background())
+	x := &extraction{pw: pw, cancel: cancel, done: make(chan error, 1)}
+	go func() {
+		err := run(ctx, pr)
+		if err == nil {
+			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
+		}
+		pr.CloseWithError(fmt.Errorf("extract into %s: %w", dir, errOr(err, io.ErrClosedPipe)))
+		x.done <- err
+	}()
+	return x
+}
+
+// Writer returns the extraction's input.
+func (x *extraction) Writer() io.Writer { return x.pw }
+
+// wait ends the archive and returns the extraction's result once it has
+// completed.
+func (x *extraction) wait() error {
+	x.pw.Close()
+	err := <-x.done
+	x.cancel()
+	return err
+}
+
+// stop stops the extraction and waits for it to end.
+func (x *extraction) stop() {
+	x.pw.CloseWithError(errors.New("the stream failed"))
+	x.cancel()
+	<-x.done
 }
 
 // umask returns the process's umask. It sets it for a moment, so it is

@@ -5,11 +5,8 @@ import (
 	"crypto/sha256"
 	"io"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
-	"strconv"
-	"syscall"
 	"testing"
 	"time"
 
@@ -37,36 +34,23 @@ func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
 	return path, [32]byte(h.Sum(nil))
 }
 
-// allocated is the room the file at path takes on disk.
-func allocated(t *testing.T, path string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(path, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
-}
-
 // TestSparse: rdmarecv --sparse writes the zeros of the stream as holes,
 // through a relay too (each hop writes its own output sparse); the files
 // hold exactly the stream, in a fraction of its size on disk.
 func TestSparse(t *testing.T) {
 	const size = 64 << 20
 	in, want := sparseInput(t, size, 20<<20+5)
-	ports := []int{testutil.FreePort(t), testutil.FreePort(t)}
-	outs := []string{filepath.Join(t.TempDir(), "relay"), filepath.Join(t.TempDir(), "last")}
-	last := recv(t, ports[1], createFile(t, outs[1]), "--sparse")
-	relay := recv(t, ports[0], createFile(t, outs[0]), "--sparse", "--forward", net.JoinHostPort(suite.host, strconv.Itoa(ports[1])))
+	hops, ports, outs := relayChain(t, 2, "--sparse")
 	s := send(t, ports[0], openFile(t, in))
 	code, stderr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0, "")
-	for i, r := range []*proc{relay, last} {
+	for i, r := range hops {
 		code, stderr = r.wait(30 * time.Second)
 		expect(t, "rdmarecv --sparse", code, stderr, 0, "")
 		if got, n := fileSum(t, outs[i]); got != want || n != size {
 			t.Fatalf("%s: %d bytes that differ from the input's %d", outs[i], n, int64(size))
 		}
-		if room := allocated(t, outs[i]); room > 4<<20 {
+		if room := testutil.Allocated(t, outs[i]); room > 4<<20 {
 			t.Errorf("%s takes %d bytes on disk for 1 MiB of data", outs[i], room)
 		}
 	}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestDownload copies from the remote host: single files (into a
@@ -148,7 +150,7 @@ func TestDownloadSparse(t *testing.T) {
 		if hashFile(t, name) != hashFile(t, got) {
 			t.Fatalf("%v: content differs", flags)
 		}
-		if room := allocated(t, got); room > 3<<20 {
+		if room := testutil.Allocated(t, got); room > 3<<20 {
 			t.Errorf("%v: the copy takes %d bytes on disk for 2 MiB of data", flags, room)
 		}
 		noStrays(t)

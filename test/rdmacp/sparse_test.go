@@ -7,9 +7,12 @@ import (
 	"path/filepath"
 	"regexp"
 	"strconv"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // sparseFile makes name size bytes long: holes but for 1 MiB of random
@@ -31,16 +34,6 @@ func sparseFile(t *testing.T, name string, size int64, offs ...int64) {
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-}
-
-// allocated is the room the file at name takes on disk.
-func allocated(t *testing.T, name string) int64 {
-	t.Helper()
-	var st syscall.Stat_t
-	if err := syscall.Stat(name, &st); err != nil {
-		t.Fatal(err)
-	}
-	return st.Blocks * 512
 }
 
 // TestCopySparse copies single files with holes: they arrive exact, with
@@ -91,7 +84,7 @@ func TestCopySparse(t *testing.T) {
 				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
 			}
 			data := int64(len(tc.offs)) << 20
-			if room := allocated(t, got); room > data+1<<20 {
+			if room := testutil.Allocated(t, got); room > data+1<<20 {
 				t.Errorf("the copy takes %d bytes on disk for %d of data", room, data)
 			}
 			m := regexp.MustCompile(`(\d+) bytes in`).FindStringSubmatch(r.stderr)
@@ -136,9 +129,40 @@ func TestCopySparseTree(t *testing.T) {
 	sameTree(t, tree, filepath.Join(dir, "tree"), func(m fs.FileMode) fs.FileMode { return m })
 	for name, offs := range sparse {
 		data := int64(len(offs)) << 20
-		if room := allocated(t, filepath.Join(dir, "tree", name)); room > data+1<<20 {
+		if room := testutil.Allocated(t, filepath.Join(dir, "tree", name)); room > data+1<<20 {
 			t.Errorf("%s takes %d bytes on disk for %d of data", name, room, data)
 		}
 	}
 	noStrays(t)
+}
+
+// TestCopySparseErrors: a file with holes fails as file mode does, with
+// the same exit codes, and leaves nothing behind.
+func TestCopySparseErrors(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	sparseFile(t, file, 64<<20, 1<<20)
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "f"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cases := []struct {
+		name string
+		dst  string
+		code int
+		says string
+	}{
+		{"remote directory missing", "/nonexistent/dir/f", 3, "destination directory /nonexistent/dir does not exist"},
+		{"destination is a device", "/dev/null", 3, "/dev/null is a device: not replaced"},
+		{"a directory in the way", dir + "/", 3, "is a directory: not replaced"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			r := s.rdmacp(t, file, "target:"+tc.dst)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			noStrays(t)
+		})
+	}
 }

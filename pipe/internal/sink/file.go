@@ -159,7 +159,12 @@ func (fs *fileSink) Close(written int64) {
 	_, _ = fs.f.Seek(fs.base+written, io.SeekStart)
 }
 
-func (fs *fileSink) Describe() string { return "pwrite" }
+func (fs *fileSink) Describe() string {
+	if fs.keep >= 0 {
+		return "pwrite sparse"
+	}
+	return "pwrite"
+}
 
 // pwrite writes all of p at off, leaving out blocks of zeros if the sink
 // is sparse.
