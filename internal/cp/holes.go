@@ -25,14 +25,11 @@ const (
 )
 
 // dataSegments returns the runs of data in the first size bytes of f, as
-// SEEK_DATA and SEEK_HOLE find them; the rest is holes. A file system
-// that cannot tell holes reports the whole file as data. It leaves f's
-// offset at 0.
+// SEEK_DATA and SEEK_HOLE find them; the rest is holes. Where they fail
+// (a file system that cannot tell holes) or make no sense, it returns the
+// whole file as data, which is always right. It leaves f's offset at 0.
 func dataSegments(f *os.File, size int64) ([]segment, error) {
-	segs, err := findData(f, size)
-	if err != nil {
-		return nil, err
-	}
+	segs := findData(f, size)
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return nil, fmt.Errorf("rewind %s: %w", f.Name(), err)
 	}
@@ -40,31 +37,29 @@ func dataSegments(f *os.File, size int64) ([]segment, error) {
 }
 
 // findData is dataSegments without the rewind.
-func findData(f *os.File, size int64) ([]segment, error) {
+func findData(f *os.File, size int64) []segment {
+	all := []segment{{0, size}}
 	var segs []segment
 	for off := int64(0); off < size; {
 		data, err := f.Seek(off, seekData)
 		if errors.Is(err, syscall.ENXIO) {
 			break // only a hole after off
 		}
-		if errors.Is(err, syscall.EINVAL) && off == 0 {
-			return []segment{{0, size}}, nil // no SEEK_DATA here
-		}
-		if err != nil {
-			return nil, fmt.Errorf("find data in %s: %w", f.Name(), err)
+		if err != nil || data < off {
+			return all
 		}
 		if data >= size {
 			break
 		}
 		hole, err := f.Seek(data, seekHole)
-		if err != nil {
-			return nil, fmt.Errorf("find holes in %s: %w", f.Name(), err)
+		if err != nil || hole <= data {
+			return all
 		}
 		hole = min(hole, size)
 		segs = append(segs, segment{data, hole - data})
 		off = hole
 	}
-	return segs, nil
+	return segs
 }
 
 // dataLen is the number of bytes in segs.

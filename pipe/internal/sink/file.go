@@ -39,51 +39,48 @@ type fileJob struct {
 	off int64
 }
 
-// newFileSink returns a fileSink for f, or nil if f is not a regular file
-// it can write (see offset). With sparse, blocks of zeros past the file's
+// newFileSink returns a fileSink for f, or why f is not a regular file it
+// can write (see offset). With sparse, blocks of zeros past the file's
 // size at the start are left out (see pwriteSparse), and End extends the
 // file to the end of the stream.
-func newFileSink(f *os.File, credits int, sparse bool) *fileSink {
-	base, err := offset(f)
+func newFileSink(f *os.File, credits int, sparse bool) (*fileSink, error) {
+	base, size, err := offset(f)
 	if err != nil {
-		return nil
+		return nil, err
 	}
 	fs := &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits)), keep: -1}
 	if sparse {
-		fi, err := f.Stat()
-		if err != nil {
-			return nil
-		}
-		fs.keep = fi.Size()
+		fs.keep = size
 	}
 	fs.jobs = make(chan fileJob, fs.max)
 	fs.done = make(chan struct{})
 	go fs.run()
-	return fs
+	return fs, nil
 }
 
-// offset returns f's offset if f is a regular file with an offset, not in
-// append mode (where Linux's pwrite ignores the offset); else why not.
-func offset(f *os.File) (int64, error) {
+// offset returns f's offset and size if f is a regular file with an
+// offset, not in append mode (where Linux's pwrite ignores the offset);
+// else why not.
+func offset(f *os.File) (base, size int64, err error) {
 	fi, err := f.Stat()
 	if err != nil {
-		return 0, err
+		return 0, 0, fmt.Errorf("the output: %w", err)
 	}
 	if !fi.Mode().IsRegular() {
-		return 0, fmt.Errorf("the output is not a regular file but a %s", kind(fi.Mode()))
+		return 0, 0, fmt.Errorf("the output is not a regular file but a %s", kind(fi.Mode()))
 	}
 	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
 	if err != nil {
-		return 0, fmt.Errorf("the output's flags: %w", err)
+		return 0, 0, fmt.Errorf("the output's flags: %w", err)
 	}
 	if flags&unix.O_APPEND != 0 {
-		return 0, errors.New("the output is a file opened for appending")
+		return 0, 0, errors.New("the output is a file opened for appending")
 	}
-	base, err := f.Seek(0, io.SeekCurrent)
+	base, err = f.Seek(0, io.SeekCurrent)
 	if err != nil {
-		return 0, fmt.Errorf("the output's offset: %w", err)
+		return 0, 0, fmt.Errorf("the output's offset: %w", err)
 	}
-	return base, nil
+	return base, fi.Size(), nil
 }
 
 // kind names the type of a file that is not regular.
@@ -141,13 +138,10 @@ func (fs *fileSink) End() error {
 		return nil
 	}
 	fi, err := fs.f.Stat()
+	if err == nil && fi.Size() < fs.off {
+		err = fs.f.Truncate(fs.off)
+	}
 	if err != nil {
-		return err
-	}
-	if fi.Size() >= fs.off {
-		return nil
-	}
-	if err := fs.f.Truncate(fs.off); err != nil {
 		return fmt.Errorf("set the length of the sparse output: %w", err)
 	}
 	return nil

@@ -50,29 +50,33 @@ type Write struct {
 // fileSink), and w must be a regular file that takes them (see
 // CheckSparse).
 func New(w io.Writer, credits int, sparse bool) (Sink, error) {
-	if sparse {
-		if err := CheckSparse(w); err != nil {
-			return nil, err
-		}
-	}
 	if f, ok := w.(*os.File); ok {
-		if fs := newFileSink(f, credits, sparse); fs != nil {
+		fs, err := newFileSink(f, credits, sparse)
+		if err == nil {
 			return fs, nil
 		}
+		if sparse {
+			return nil, err
+		}
+	} else if sparse {
+		return nil, errNotFile
 	}
 	done := make(chan struct{})
 	close(done) // its writes have finished when start returns
 	return &streamSink{w: w, last: Write{Done: done}}, nil
 }
 
+// errNotFile is why a writer that is not an *os.File cannot be sparse.
+var errNotFile = errors.New("a sparse output must be a regular file")
+
 // CheckSparse says why w cannot be written sparse, or nil if it can: it
-// must be a regular file that fileSink writes (see newFileSink).
+// must be a regular file that fileSink writes (see offset).
 func CheckSparse(w io.Writer) error {
 	f, ok := w.(*os.File)
 	if !ok {
-		return errors.New("a sparse output must be a regular file")
+		return errNotFile
 	}
-	_, err := offset(f)
+	_, _, err := offset(f)
 	return err
 }
 
