@@ -27,6 +27,10 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
+		bin = filepath.Join(dir, "rdmacp")
+		os.Exit(m.Run())
+	}
 	dir, err := os.MkdirTemp("", "rdmacp-test-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -69,11 +73,12 @@ func (s *sshd) rdmacp(t *testing.T, args ...string) run {
 }
 
 // command is the rdmacp command for args, pointed at s's ssh config and
-// at this binary on the remote side, over TCP (no RDMA device here).
+// at this binary on the remote side, over the harness's transport (TCP
+// unless the harness says otherwise).
 func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	full := append([]string{"-F", s.config, "--remote-cmd", bin, "-t", "tcp"}, args...)
+	full := append([]string{"-F", s.config, "--remote-cmd", bin, "-t", harness.transport}, args...)
 	return exec.CommandContext(ctx, bin, full...)
 }
 

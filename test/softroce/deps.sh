@@ -18,6 +18,7 @@ SOFTROCE_PKGS=(
   rdma-core ibverbs-utils ibverbs-providers rdmacm-utils   # verbs stack + rxe provider
   perftest libibverbs-dev librdmacm-dev                    # benchmarks, cgo headers/libs
   iproute2 socat netcat-openbsd                            # ip/rdma tools, TCP baselines
+  openssh-server openssh-client                            # rdmacp's tests: sshd in the guest
 )
 
 softroce_log() { echo "[softroce $(date +%T)] $*" >&2; }

@@ -4,19 +4,24 @@
 #  2. the end-to-end suite (test/e2e) with --transport rdma against rxe0, then against
 #     siw0 (iWARP: no immediate data, so rdmapipe sends its data with SEND; no
 #     receiver-not-ready retry);
-#  3. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
+#  3. rdmacp's tests (test/rdmacp) with --transport rdma: sshd, started by the tests, listens
+#     on rxe0's address (then siw0's), so the remote side listens there and the local side
+#     connects there over rdma_cm; -short leaves out the 1 GiB copy (the guest's writable
+#     filesystem is in its RAM);
+#  4. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
 #     10.0.9.2): the fault tests (test/e2e/fault_test.go) over rdma and tcp, and the delay
 #     test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS times
 #     each, 3 here; `make test-delay` runs it 20 times); then a second wire beside it
 #     (`wire.sh second`: rxeC 10.0.10.1 <-> rxeD 10.0.10.2) and streams striped over two
 #     devices on each side (TestTwoDevices, and TestStripeDevices with the commands);
-#  4. last, with every RDMA device removed, rdmasend --check on a host without RDMA.
+#  5. last, with every RDMA device removed, rdmasend --check on a host without RDMA.
 # env: FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them
 #      (and the delay test); SIW=0 leaves soft-iWARP out (no siw.ko build, no siw sections);
 #      SIW_RUN / SIW_SKIP: -test.run / -test.skip of the e2e suite over siw (see
 #      README.md beside this file for what it leaves out and why); SIW_RDMA_SKIP:
 #      -test.skip of the rdma transport tests over siw;
-#      DELAY_RUNS (3): runs per delay of the delay test, 0 to leave it out.
+#      DELAY_RUNS (3): runs per delay of the delay test, 0 to leave it out;
+#      SIW_CP_SKIP: -test.skip of rdmacp's tests over siw.
 # Everything is compiled on the host; the VM only runs binaries. Needs root (see vm-run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -25,9 +30,10 @@ suite=$RXE_WORK/suite
 rm -rf "$suite"
 mkdir -p "$suite"
 
-go build -o "$suite/" ./cmd/rdmasend ./cmd/rdmarecv
+go build -o "$suite/" ./cmd/rdmasend ./cmd/rdmarecv ./cmd/rdmacp
 go test -c -o "$suite/rdma.test" ./pipe/transport/rdma
 go test -c -o "$suite/e2e.test" ./test/e2e
+go test -c -o "$suite/rdmacp.test" ./test/rdmacp
 cp test/softroce/wire.sh "$suite/"
 
 cat > "$suite/run.sh" <<GUEST
@@ -69,6 +75,20 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
   elif [ "${SIW:-1}" = 1 ]; then
     echo "== no soft-iWARP device (SIW_DEV unset)"
     status=1
+  fi
+  # rdmacp through an sshd in the guest on the device's address (test/rdmacp/transport_test.go
+  # says how): TestTransport checks -v's "over rdma" and that rxe0's packet counters grew by
+  # the copy. -short: no 1 GiB copy, which the guest's RAM-backed filesystem cannot hold
+  # (and TMPDIR on 9p would lose the sub-second file times that -p must keep).
+  RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV RDMAPIPE_BIN="$suite" \\
+    section "rdmacp tests over --transport rdma to \$RXE_IP, sshd in the guest" ./rdmacp.test -test.timeout 15m -test.v -test.short
+  if [ -n "\${SIW_DEV:-}" ]; then
+    # Over siw only what the transport changes: the stream itself and a side dying in it
+    # (TestCopyFile, TestKilledMidStream, TestTransport; siw0 has no packet counters); the
+    # rest (failures before any stream, trees, the listening address) is the same as over rxe.
+    RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" \\
+      section "rdmacp tests over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
+      ./rdmacp.test -test.timeout 15m -test.v -test.short -test.skip '${SIW_CP_SKIP:-^(TestCopyErrors|TestCopyTree|TestCopyToNewName)\$}'
   fi
 fi
 # the two-host wire; its variables (WIRE_A, WIRE_B, WIRE_SCRIPT) go to the fault tests
