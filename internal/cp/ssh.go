@@ -28,10 +28,10 @@ const closeWait = 10 * time.Second
 type remote struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	lines  chan status // status lines, closed at the end of ssh's stdout
+	lines  chan status   // status lines, closed at the end of ssh's stdout
 	ending chan struct{} // closed by close: status lines nobody reads are dropped
 	end    sync.Once
-	errc   chan error  // why reading ssh's stdout ended early, if it did
+	errc   chan error // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
 	err    error // ssh's exit, once waited is closed
 }

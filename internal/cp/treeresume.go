@@ -179,4 +179,3 @@ func dropPartials(root *os.Root, name, keep string) {
 		}
 	}
 }
-

@@ -132,7 +132,7 @@ func TestDownloadSparse(t *testing.T) {
 	s := startSSHD(t)
 	src := t.TempDir()
 	name := filepath.Join(src, "disk.img")
-	sparseFile(t, name, 512<<20, 0, 200<<20)
+	sparseFile(t, name, 64<<20, 0, 40<<20)
 	for _, flags := range [][]string{{"-v"}, {"-v", "-r"}} {
 		dst := t.TempDir()
 		from := name

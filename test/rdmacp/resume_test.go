@@ -16,7 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
-// TestResume interrupts a 1 GiB copy (64 MiB in the VM) half-way, both
+// TestResume interrupts a 1 GiB copy (24 MiB in the VM) half-way, both
 // ways and in several manners, and resumes it with -C: the result is
 // exact and the second run sends about half the bytes. A source changed
 // in between is copied whole, and says so.
@@ -24,7 +24,7 @@ func TestResume(t *testing.T) {
 	size := int64(1 << 30)
 	switch {
 	case harness.host != "":
-		size = 64 << 20 // in the VM: its file system is in its RAM, and rdma there is slow enough
+		size = 24 << 20 // in the VM: its file system is in its RAM, rdma and hashing there are slow
 	case testing.Short():
 		t.Skip("-short: 1 GiB copies")
 	}
@@ -57,19 +57,7 @@ func TestResume(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			testutil.WaitFor(t, 2*time.Minute, "half the file to arrive", func() bool { return partialSize(dst, "big") >= size/2 })
-			switch tc.kill {
-			case "local":
-				cmd.Process.Kill()
-			case "interrupt":
-				cmd.Process.Signal(os.Interrupt)
-			case "remote":
-				pids := remotes(t, false)
-				if len(pids) != 1 {
-					t.Fatalf("remote sides running: %v, want one", pids)
-				}
-				exec.Command("kill", "-KILL", pids[0]).Run()
-			}
+			interrupt(t, cmd, tc.download, tc.kill, func() bool { return partialSize(dst, "big") >= size/2 })
 			if err := cmd.Wait(); err == nil {
 				t.Fatalf("the interrupted copy succeeded: %s", stderr.String())
 			}
@@ -153,6 +141,47 @@ func TestDiskFull(t *testing.T) {
 	noLeftovers(t, dst, "f")
 }
 
+// interrupt interrupts the copy that cmd runs (a download, or an upload)
+// once half has arrived: it stops the sending side (SIGSTOP) the moment
+// half says so, so that the copy cannot finish meanwhile, however fast it
+// goes; then it kills the local side ("local"), interrupts it
+// ("interrupt") or kills the remote side ("remote"), and lets the sending
+// side go on (SIGCONT) to meet the end.
+func interrupt(t *testing.T, cmd *exec.Cmd, download bool, how string, half func() bool) {
+	t.Helper()
+	var remote int
+	testutil.WaitFor(t, 2*time.Minute, "the remote side to start", func() bool {
+		pids := remotes(t, false)
+		if len(pids) == 1 {
+			remote, _ = strconv.Atoi(pids[0])
+		}
+		return remote != 0
+	})
+	sender := cmd.Process.Pid
+	if download {
+		sender = remote
+	}
+	// Polled every millisecond, not with testutil.WaitFor's growing pauses:
+	// the rest of the copy may take less than one of them.
+	deadline := time.Now().Add(2 * time.Minute)
+	for !half() {
+		if time.Now().After(deadline) {
+			t.Fatal("gave up waiting 2m0s for half of the copy to arrive")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	syscall.Kill(sender, syscall.SIGSTOP)
+	defer syscall.Kill(sender, syscall.SIGCONT)
+	switch how {
+	case "local":
+		cmd.Process.Kill()
+	case "interrupt":
+		cmd.Process.Signal(os.Interrupt)
+	case "remote":
+		syscall.Kill(remote, syscall.SIGKILL)
+	}
+}
+
 // partialSize is the size of the partial copy of name in dir (0 if none).
 func partialSize(dir, name string) int64 {
 	m, _ := filepath.Glob(filepath.Join(dir, "."+name+".rdmacp-*.part"))
@@ -179,7 +208,6 @@ func resumed(t *testing.T, stderr string) (kept, sent int64) {
 	return kept, sent
 }
 
-
 // TestResumeTree interrupts a -r copy of a tree half-way, both ways, and
 // resumes it with -C -r: the tree arrives exact (contents, modes, times),
 // the files already in place and the partial one are kept, and the rest
@@ -190,7 +218,7 @@ func TestResumeTree(t *testing.T) {
 	makeTree(t, src)
 	each, files := int64(64<<20), int64(6)
 	if harness.host != "" {
-		each = 16 << 20 // in the VM: its file system is in its RAM
+		each = 6 << 20 // in the VM: its file system is in its RAM, rdma and hashing there are slow
 	}
 	for i := range files {
 		makeFile(t, filepath.Join(src, "sub", "big"+strconv.FormatInt(i, 10)), each, false)
@@ -227,8 +255,7 @@ func TestResumeTree(t *testing.T) {
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
-			testutil.WaitFor(t, 2*time.Minute, "half the tree to arrive", func() bool { return treeSize(got) >= files*each/2 })
-			cmd.Process.Signal(os.Interrupt)
+			interrupt(t, cmd, tc.download, "interrupt", func() bool { return treeSize(got) >= files*each/2 })
 			if err := cmd.Wait(); err == nil {
 				t.Fatalf("the interrupted copy succeeded: %s", stderr.String())
 			}

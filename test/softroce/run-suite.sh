@@ -94,12 +94,13 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
   RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV RDMAPIPE_BIN="$suite" \\
     section "rdmacp tests over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 15m -test.v -test.short
   if [ -n "\${SIW_DEV:-}" ]; then
-    # Over siw only what the transport changes: the stream itself and a side dying in it
-    # (TestCopyFile, TestKilledMidStream, TestTransport; siw0 has no packet counters); the
-    # rest (failures before any stream, trees, the listening address) is the same as over rxe.
+    # Over siw only what the transport changes: the stream itself, in both directions, and a
+    # side dying in it (TestCopyFile, TestDownload, TestKilledMidStream, TestResume,
+    # TestTransport; siw0 has no packet counters); the rest (failures before any stream,
+    # trees, sparse files, the listening address) is the same as over rxe.
     RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" \\
       section "rdmacp tests over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
-      emptyroot ./rdmacp.test -test.timeout 15m -test.v -test.short -test.skip '${SIW_CP_SKIP:-^(TestCopyErrors|TestCopyTree|TestCopyToNewName)\$}'
+      emptyroot ./rdmacp.test -test.timeout 15m -test.v -test.short -test.skip '${SIW_CP_SKIP:-^(TestCopyErrors|TestCopyTree|TestCopyToNewName|TestCopySparse|TestCopySparseTree|TestDownloadSparse|TestResumeTree|TestDiskFull)\$}'
   fi
 fi
 [ "${CP_ONLY:-0}" = 1 ] && exit \$status
