@@ -133,20 +133,30 @@ func TestServe(t *testing.T) {
 				done <- err
 			}()
 			for _, snd := range tt.senders {
-				s, r, err := memconn.Pair(p, p, memconn.Faults{})
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer s.Close()
-				select {
-				case l.conns <- r:
-				case err := <-done:
-					t.Fatalf("Serve ended before sender %q: %v", snd.data, err)
-				}
-				c := cfg
-				c.Key = snd.key
-				if _, err := pipe.Send(ctx, s, strings.NewReader(snd.data), c); err != nil {
-					t.Logf("sender %q: %v", snd.data, err)
+				for {
+					s, r, err := memconn.Pair(p, p, memconn.Faults{})
+					if err != nil {
+						t.Fatal(err)
+					}
+					defer s.Close()
+					select {
+					case l.conns <- r:
+					case err := <-done:
+						t.Fatalf("Serve ended before sender %q: %v", snd.data, err)
+					}
+					c := cfg
+					c.Key = snd.key
+					_, err = pipe.Send(ctx, s, strings.NewReader(snd.data), c)
+					if conn.KindOf(err) == conn.KindBusy && ctx.Err() == nil {
+						// The server has not yet seen the last stream end (its
+						// sender returns once the data is confirmed): try again,
+						// as rdmasend does.
+						continue
+					}
+					if err != nil {
+						t.Logf("sender %q: %v", snd.data, err)
+					}
+					break
 				}
 			}
 			if tt.keep && tt.more {
