@@ -87,7 +87,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	for st.kind == "have" {
 		switch {
 		case in != nil:
-			skipped, err = resumeUpload(ctx, r, in, st.offer, key)
+			skipped, err = resumeUpload(r, in, st.offer, key)
 		case p.rs != nil:
 			err = p.rs.add(st.offer)
 		default:
@@ -134,19 +134,14 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 // resumeUpload compares the remote side's offer with in, the source,
 // tells the remote side where the stream starts and moves in there. It
 // returns how many bytes the partial copy had that are not sent again.
-func resumeUpload(ctx context.Context, r *remote, in *os.File, o offer, key []byte) (int64, error) {
-	at, err := resumeAt(in, o, key)
+func resumeUpload(r *remote, in *os.File, o offer, key []byte) (int64, error) {
+	at, err := seekResume(in, o, key)
 	if err != nil {
-		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
-	}
-	if _, err := in.Seek(at, io.SeekStart); err != nil {
-		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
+		return 0, err
 	}
 	// A failed write means ssh is gone; the next status says why.
-	_ = writeJSONLine(r.stdin, struct {
-		From int64 `json:"from"`
-	}{at})
-	return at, ctx.Err()
+	_ = writeJSONLine(r.stdin, fromLine{at})
+	return at, nil
 }
 
 // The hidden flags that start the remote side of an upload and of a

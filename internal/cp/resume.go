@@ -10,6 +10,8 @@ import (
 	"io"
 	"os"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // Resuming a copy. A copy that fails keeps what it wrote of a file under
@@ -158,6 +160,25 @@ func resumeAt(f *os.File, o offer, key []byte) (int64, error) {
 		}
 	}
 	return o.Size, nil
+}
+
+// seekResume moves in, the source, to where the stream starts after the
+// offer o (see resumeAt) and returns that place.
+func seekResume(in *os.File, o offer, key []byte) (int64, error) {
+	at, err := resumeAt(in, o, key)
+	if err == nil {
+		_, err = in.Seek(at, io.SeekStart)
+	}
+	if err != nil {
+		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
+	}
+	return at, nil
+}
+
+// fromLine is an upload's answer to a single file's offer, on the ssh
+// channel: where the stream starts.
+type fromLine struct {
+	From int64 `json:"from"`
 }
 
 // resumesAt says whether at is a start the sending side may choose after

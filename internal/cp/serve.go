@@ -108,9 +108,7 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 	if err := writeHave(stdout, o); err != nil {
 		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
-	var from struct {
-		From int64 `json:"from"`
-	}
+	var from fromLine
 	if err := lineWithin(br, offerWait, &from); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
@@ -187,12 +185,9 @@ func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) e
 	if err := o.validate(); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "the offer: %v", err)
 	}
-	at, err := resumeAt(in, o, key)
+	at, err := seekResume(in, o, key)
 	if err != nil {
-		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
-	}
-	if _, err := in.Seek(at, io.SeekStart); err != nil {
-		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+		return err
 	}
 	if err := writeFrom(stdout, at); err != nil {
 		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
