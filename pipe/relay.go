@@ -115,7 +115,7 @@ func (r *receiver) senderGone(err error) error {
 
 // connectForward connects to the next receiver at addr with
 // Config.Forward and completes the handshake with it, with this
-// receiver's key and timeouts, passing the rest of the chain on. Without
+// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing the rest of the chain on. Without
 // ForwardTo, addr is where Relay allowed the first of chain to be reached.
 func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, encrypt bool) error {
 	name, rest := r.cfg.ForwardTo, chain
@@ -133,7 +133,11 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if err != nil {
 		return fail(err)
 	}
-	cfg := Config{Key: r.cfg.Key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
+	key := r.cfg.Key
+	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
+		key = r.cfg.ForwardKey
+	}
+	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
 	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)

@@ -51,7 +51,7 @@ func relayAnywhere(_ context.Context, next string) (string, error) { return next
 
 // runChainWith streams in from a sender with sendCfg through hops: the
 // sender names chain, or, with fixed, each hop forwards to the next by its
-// own ForwardTo.
+// own ForwardTo, with the next hop's key as ForwardKey where it differs.
 func runChainWith(t *testing.T, in []byte, sendCfg pipe.Config, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
 	res := chainResult{outs: make([]*testutil.Buffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
@@ -82,6 +82,9 @@ func runChainWith(t *testing.T, in []byte, sendCfg pipe.Config, hops []hop, chai
 		}}
 		if fixed && i+1 < len(hops) {
 			cfg.ForwardTo = fmt.Sprintf("hop%d", i+1)
+			if hops[i+1].key != h.key {
+				cfg.ForwardKey = []byte(hops[i+1].key)
+			}
 		}
 		wg.Go(func() {
 			var st pipe.Stats
@@ -108,23 +111,30 @@ func TestRelay(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096+123, 21)
 	keyed := []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}
+	keyEach := []hop{{params: p, key: "k0"}, {params: p, key: "k1"}, {params: p, key: "k2"}}
 	tests := []struct {
-		name    string
-		key     string
-		encrypt bool
-		hops    []hop
-		how     string // how the first hop relays (Stats.IO)
+		name      string
+		key       string
+		encrypt   bool
+		hops      []hop
+		how       string // how the first hop relays (Stats.IO)
+		fixedOnly bool   // only with ForwardTo (and ForwardKey)
 	}{
-		{"two receivers", "", false, []hop{{params: p}, {params: p}}, "zero-copy"},
-		{"four receivers, keyed", "k", false, keyed, "zero-copy"},
-		{"four receivers, encrypted", "k", true, keyed, "one copy"},
-		{"smaller chunks downstream", "", false, []hop{{params: p}, {params: conn.NewParams(1024, 3)}}, "one copy"},
-		{"smaller chunks downstream, keyed", "k", false, []hop{{params: p, key: "k"}, {params: conn.NewParams(1024, 3), key: "k"}}, "one copy"},
-		{"larger chunks downstream", "", false, []hop{{params: conn.NewParams(1024, 3)}, {params: conn.NewParams(8192, 8)}}, "zero-copy"},
-		{"forwards complete out of order", "k", false, []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy"},
+		{"two receivers", "", false, []hop{{params: p}, {params: p}}, "zero-copy", false},
+		{"four receivers, keyed", "k", false, keyed, "zero-copy", false},
+		{"four receivers, encrypted", "k", true, keyed, "one copy", false},
+		{"smaller chunks downstream", "", false, []hop{{params: p}, {params: conn.NewParams(1024, 3)}}, "one copy", false},
+		{"smaller chunks downstream, keyed", "k", false, []hop{{params: p, key: "k"}, {params: conn.NewParams(1024, 3), key: "k"}}, "one copy", false},
+		{"larger chunks downstream", "", false, []hop{{params: conn.NewParams(1024, 3)}, {params: conn.NewParams(8192, 8)}}, "zero-copy", false},
+		{"forwards complete out of order", "k", false, []hop{{params: p, key: "k"}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}, {params: p, key: "k", faults: memconn.Faults{ReorderForwards: true}}}, "zero-copy", false},
+		{"a key for each hop", "k0", false, keyEach, "zero-copy", true},
+		{"a key for each hop, encrypted", "k0", true, keyEach, "one copy", true},
 	}
 	for _, tt := range tests {
 		for _, fixed := range []bool{false, true} {
+			if tt.fixedOnly && !fixed {
+				continue
+			}
 			t.Run(fmt.Sprintf("%s/fixed=%v", tt.name, fixed), func(t *testing.T) {
 				var chain []string
 				for i := 1; i < len(tt.hops); i++ {

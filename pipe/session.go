@@ -99,6 +99,10 @@ type Config struct {
 	// ForwardTo is a next receiver Receive always relays to (before any
 	// chain the sender names).
 	ForwardTo string
+	// ForwardKey is the key the receiver at ForwardTo holds, when it is
+	// not Key: a chain whose every hop has its own one-time key (so that a
+	// receiver can relay only where the one who set the chain up said).
+	ForwardKey []byte
 }
 
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
