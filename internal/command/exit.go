@@ -6,8 +6,10 @@
 package command
 
 import (
+	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -22,12 +24,29 @@ const (
 	ExitIntegrity = 5 // the stream arrived damaged: length, checksum or sequence mismatch
 	ExitAuth      = 6 // wrong or missing shared key
 	ExitNoRDMA    = 7 // RDMA was requested (--transport rdma) but is not available
+	ExitPartial   = 8 // a copy to several hosts is complete on some and failed on others
 )
+
+// Partial is the error of a copy to several hosts that is complete on
+// some of them and failed on the others: exit code 8, so that a script can
+// tell it from a copy that failed everywhere and retry only the Failed
+// hosts.
+type Partial struct {
+	Failed []string // the hosts the copy failed on, as named
+	Hosts  int      // how many hosts the copy was for
+}
+
+func (e *Partial) Error() string {
+	return fmt.Sprintf("the copy failed on %d of %d hosts: %s", len(e.Failed), e.Hosts, strings.Join(e.Failed, ", "))
+}
 
 // ExitCode maps an error to the exit code documented for its kind.
 func ExitCode(err error) int {
 	if err == nil {
 		return ExitOK
+	}
+	if p := (*Partial)(nil); errors.As(err, &p) {
+		return ExitPartial
 	}
 	switch conn.KindOf(err) {
 	case conn.KindUsage:

@@ -2,6 +2,7 @@ package command
 
 import (
 	"errors"
+	"fmt"
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -23,6 +24,8 @@ func TestExitCode(t *testing.T) {
 		{conn.Errorf(conn.KindAuth, "", "key"), ExitAuth},
 		{conn.Errorf(conn.KindNoRDMA, "", "no device"), ExitNoRDMA},
 		{errors.Join(conn.Errorf(conn.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
+		{&Partial{Failed: []string{"b"}, Hosts: 3}, ExitPartial},
+		{fmt.Errorf("copy: %w", &Partial{Failed: []string{"b"}, Hosts: 3}), ExitPartial},
 	}
 	for _, tc := range cases {
 		if got := ExitCode(tc.err); got != tc.want {

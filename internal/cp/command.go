@@ -96,6 +96,11 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
+			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
+			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
+			&cli.IntFlag{Name: "fanout", Value: DefaultFanout, Usage: "with several hosts, start at most `N` remote sides at once"},
+			&cli.StringFlag{Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh: its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)"},
+			&cli.StringFlag{Name: "stats-json", Usage: "with several hosts, write the result, each host's too, as JSON to `FILE`"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
 			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
 		),
@@ -143,10 +148,13 @@ func copyAction(c *cli.Context) error {
 	}
 	args := c.Args().Slice()
 	srcs, last := args[:len(args)-1], args[len(args)-1]
+	hosts, err := toHosts(c, srcs, last)
+	if err != nil {
+		return err
+	}
 	t, upErr := ParseTarget(last)
 	var from []Target
-	var err error
-	if upErr != nil {
+	if upErr != nil && hosts == nil {
 		if from, err = remoteSources(srcs, last); err != nil {
 			return err
 		}
@@ -162,6 +170,14 @@ func copyAction(c *cli.Context) error {
 		Timeout:   c.Duration("timeout"),
 		Verbose:   c.Bool("verbose"),
 		Stderr:    os.Stderr,
+		Fanout:    c.Int("fanout"),
+		Stats:     c.String("stats-json"),
+	}
+	if o.Fanout < 1 {
+		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
+	}
+	if o.Stats != "" && hosts == nil {
+		return command.Usagef("--stats-json goes with --to or --to-file")
 	}
 	if err := checkSettings(o.Transport, o.Timeout); err != nil {
 		return command.Usagef("--%v", err)
@@ -169,9 +185,25 @@ func copyAction(c *cli.Context) error {
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err
 	}
+	if o.Launcher, err = launcher(c, append(from, t)); err != nil {
+		return err
+	}
+	if hosts != nil {
+		if o.Launcher != nil {
+			if err := launchable(hosts); err != nil {
+				return err
+			}
+		}
+		if o.Resume || o.DataHost != "" {
+			return command.Usagef("--to and --to-file do not go with --resume or --data-host (each host's stream goes to the address its name resolves to)")
+		}
+	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	if from != nil {
+	switch {
+	case hosts != nil:
+		return CopyTo(ctx, srcs, hosts, o)
+	case from != nil:
 		return Fetch(ctx, from, last, o)
 	}
 	return Copy(ctx, srcs, t, o)
@@ -195,6 +227,85 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 		ts = append(ts, t)
 	}
 	return ts, nil
+}
+
+// toHosts returns the hosts of --to and --to-file, each with dst as its
+// path, or nil without those flags.
+func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
+	list := c.StringSlice("to")
+	if f := c.String("to-file"); f != "" {
+		text, err := readHostFile(f)
+		if err != nil {
+			return nil, command.Usagef("--to-file: %v", err)
+		}
+		list = append(list, text)
+	}
+	if !c.IsSet("to") && !c.IsSet("to-file") {
+		return nil, nil
+	}
+	if _, err := ParseTarget(dst); err == nil {
+		return nil, command.Usagef("with --to, DST is a path on each host, not [user@]HOST:DST (%q)", dst)
+	}
+	for _, s := range srcs {
+		if _, err := ParseTarget(s); err == nil {
+			return nil, command.Usagef("with --to, the sources are on this host: %q names a host (write ./%s for a local file)", s, s)
+		}
+	}
+	hosts, err := parseHosts(list, dst)
+	if err != nil {
+		return nil, command.Usagef("--to: %v", err)
+	}
+	return hosts, nil
+}
+
+// readHostFile reads a --to-file: the named file, or stdin for "-".
+func readHostFile(name string) (string, error) {
+	if name == "-" {
+		b, err := io.ReadAll(io.LimitReader(os.Stdin, maxHostFile+1))
+		if len(b) > maxHostFile {
+			return "", fmt.Errorf("stdin: more than %d bytes", maxHostFile)
+		}
+		return string(b), err
+	}
+	fi, err := os.Stat(name)
+	if err != nil {
+		return "", err
+	}
+	if fi.Size() > maxHostFile {
+		return "", fmt.Errorf("%s: more than %d bytes", name, maxHostFile)
+	}
+	b, err := os.ReadFile(name)
+	return string(b), err
+}
+
+// launcher returns --launcher's words, or nil without it; ts are the
+// hosts of the copy, which must not name a user (the launcher's own
+// settings choose it), and ssh's flags do not go with it.
+func launcher(c *cli.Context, ts []Target) ([]string, error) {
+	words := strings.Fields(c.String("launcher"))
+	if len(words) == 0 {
+		return nil, nil
+	}
+	for _, f := range []string{"ssh-port", "identity", "ssh-config", "jump", "ssh-option", "data-host"} {
+		if c.IsSet(f) {
+			return nil, command.Usagef("--%s is for ssh: it does not go with --launcher", f)
+		}
+	}
+	if err := launchable(ts); err != nil {
+		return nil, err
+	}
+	return words, nil
+}
+
+// launchable checks that no host of ts names a user, which a launcher
+// has no way to take.
+func launchable(ts []Target) error {
+	for _, t := range ts {
+		if t.User != "" {
+			return command.Usagef("%s: a launcher starts the remote side as its own user: name the host alone", t.SSHDest())
+		}
+	}
+	return nil
 }
 
 // sshCommand is the ssh command line from --ssh and the scp-like flags.

@@ -23,7 +23,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	t := srcs[0]
 	host := o.DataHost
 	if host == "" {
-		host = resolveHost(ctx, o.SSH, t)
+		host = o.hostName(ctx, t)
 	}
 	local, err := localAddr(ctx, host)
 	if err != nil {

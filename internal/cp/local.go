@@ -41,6 +41,13 @@ type Options struct {
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
 	Stderr    io.Writer
+	// Launcher, if set, starts the remote side instead of ssh: its words,
+	// with %h replaced by the host (else the host after them), then the
+	// remote command's. It must carry the remote side's stdin and stdout
+	// as ssh does.
+	Launcher []string
+	Fanout   int    // how many remote sides start at once, with several hosts
+	Stats    string // a file to write the result to as JSON, if set
 }
 
 // Copy copies the files and directories at paths to t (an upload): it
@@ -61,14 +68,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		defer in.Close()
 	}
 	key := newKey()
-	host, listen := o.DataHost, ""
-	if host == "" {
-		host = resolveHost(ctx, o.SSH, t)
-	} else {
-		if host, err = dataAddr(ctx, host); err != nil {
-			return err
-		}
-		listen = host
+	host, listen, err := o.streamHost(ctx, t)
+	if err != nil {
+		return err
 	}
 	req := o.request(key)
 	req.Dest, req.Contents, req.Listen = t.Path, p.contents(o.Preserve), listen
@@ -167,7 +169,7 @@ func (o Options) request(key []byte) Request {
 // begin starts the remote side on t (`rdmacp flag`), hands it req and
 // returns it with its first status line, which is not a failure.
 func begin(ctx context.Context, t Target, o Options, flag string, req Request) (*remote, status, error) {
-	r, err := startRemote(o.SSH, t, o.RemoteCmd, flag, o.Stderr)
+	r, err := startRemote(o, t, flag, o.Stderr)
 	if err != nil {
 		return nil, status{}, err
 	}
@@ -208,12 +210,28 @@ func remoteDone(host string, st status, n int64, verb string) error {
 	return nil
 }
 
-// dataAddr resolves --data-host to the IP address the stream goes to and
-// the remote side listens on.
-func dataAddr(ctx context.Context, dataHost string) (string, error) {
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", dataHost)
+// streamHost returns where an upload's stream to t goes, and the address
+// the remote side is to listen on ("": the one the ssh connection arrived
+// on): --data-host's, resolved; with a launcher, which may not be ssh,
+// the host's own, resolved here; else the host ssh connects to.
+func (o Options) streamHost(ctx context.Context, t Target) (host, listen string, err error) {
+	switch {
+	case o.DataHost != "":
+		host, err = resolveIP(ctx, o.DataHost, "--data-host")
+		return host, host, err
+	case o.Launcher != nil:
+		host, err = resolveIP(ctx, t.Host, "resolve "+t.Host)
+		return host, host, err
+	}
+	return resolveHost(ctx, o.SSH, t), "", nil
+}
+
+// resolveIP resolves name to the IP address the stream goes to; op names
+// the step in its error.
+func resolveIP(ctx context.Context, name, op string) (string, error) {
+	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", name)
 	if err != nil {
-		return "", conn.Errorf(conn.KindSetup, "--data-host", "%v", err)
+		return "", conn.Errorf(conn.KindSetup, op, "%v", err)
 	}
 	return ips[0].Unmap().String(), nil
 }

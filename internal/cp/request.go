@@ -124,15 +124,21 @@ type Request struct {
 	// Listen is the address an upload's remote side listens on, an IP
 	// address: the local side's --data-host, resolved there. Empty: the
 	// address the ssh connection arrived on.
-	Listen    string        `json:"listen,omitempty"`
+	Listen string `json:"listen,omitempty"`
+	// Relay says, in an upload to several hosts (--to), that a forward
+	// line follows the port: where this host passes the stream on.
+	Relay     bool          `json:"relay,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
 }
 
 // keyBytes returns the decoded key.
-func (r Request) keyBytes() []byte {
-	k, _ := hex.DecodeString(r.Key)
+func (r Request) keyBytes() []byte { return decodeKey(r.Key) }
+
+// decodeKey decodes a key that validate has checked.
+func decodeKey(hexKey string) []byte {
+	k, _ := hex.DecodeString(hexKey)
 	return k
 }
 
@@ -203,6 +209,9 @@ func (r Request) validate() error {
 	if r.Connect != "" || r.Recursive {
 		return errors.New("an upload's request names where to connect, or recursion")
 	}
+	if r.Relay && r.Resume {
+		return errors.New("a copy to several hosts cannot resume")
+	}
 	if err := checkPath("destination", r.Dest); err != nil {
 		return err
 	}
@@ -213,6 +222,31 @@ func (r Request) validate() error {
 		if _, err := netip.ParseAddr(r.Listen); err != nil {
 			return fmt.Errorf("listen address %.64q: %v", r.Listen, err)
 		}
+	}
+	return nil
+}
+
+// forwardLine is what the local side tells each host of a copy to
+// several hosts once every one has its port: where the stream goes on,
+// and the one-time key of the host there. To is empty for the last host.
+type forwardLine struct {
+	To  string `json:"to"`
+	Key string `json:"key,omitempty"`
+}
+
+// validate checks a forward line from the local side.
+func (f forwardLine) validate() error {
+	if f.To == "" {
+		if f.Key != "" {
+			return errors.New("a key for no host")
+		}
+		return nil
+	}
+	if _, err := netip.ParseAddrPort(f.To); err != nil {
+		return fmt.Errorf("address to pass the stream on to %.64q: %v", f.To, err)
+	}
+	if k, err := hex.DecodeString(f.Key); err != nil || len(k) != keyLen {
+		return errors.New("the next host's key is not 32 bytes in hex")
 	}
 	return nil
 }

@@ -76,8 +76,6 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 			return 0, err
 		}
 	}
-	ctx, cancel := untilEOF(ctx, br)
-	defer cancel(nil)
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
 	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(), notices(req.Verbose, stderr))
 	if err != nil {
@@ -90,8 +88,44 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		s.Abort(0)
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
-	st, err := receive(ctx, l, s, pipe.Config{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}, nil, stderr, req.Dest)
+	cfg := pipe.Config{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
+	if req.Relay {
+		if err := forwardWith(&cfg, req, br, stderr); err != nil {
+			s.Abort(0)
+			return 0, err
+		}
+	}
+	ctx, cancel := untilEOF(ctx, br)
+	defer cancel(nil)
+	st, err := receive(ctx, l, s, cfg, nil, stderr, req.Dest)
 	return st.Bytes, err
+}
+
+// forwardWait bounds the wait for the forward line of a copy to several
+// hosts, which comes once every host has started: with many hosts, ssh
+// logins a fan-out at a time, each bounded by portWait.
+const forwardWait = time.Hour
+
+// forwardWith reads the forward line of a copy to several hosts from br
+// and sets cfg to pass the stream on where it says, to the host holding
+// the key it names; and nowhere else, whatever the sender asks.
+func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writer) error {
+	var f forwardLine
+	if err := lineWithin(br, forwardWait, &f); err != nil {
+		return conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
+	}
+	if err := f.validate(); err != nil {
+		return conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
+	}
+	if f.To == "" {
+		return nil
+	}
+	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
+	cfg.ForwardTo, cfg.ForwardKey = f.To, decodeKey(f.Key)
+	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
+		return d.Dial(ctx, addr, defaultParams())
+	}
+	return nil
 }
 
 // offerPartial is an upload's resume on the remote side: it offers what

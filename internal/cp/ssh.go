@@ -36,12 +36,12 @@ type remote struct {
 	err    error // ssh's exit, once waited is closed
 }
 
-// startRemote runs `ssh OPTIONS [user@]HOST REMOTECMD FLAG` (FLAG is
-// remoteReceive or remoteSend) with ssh's stderr (and so the remote
+// startRemote runs the command line that o.remoteArgv gives for t and
+// flag (remoteReceive or remoteSend), with its stderr (and so the remote
 // command's) on stderr.
-func startRemote(sshCmd []string, t Target, remoteCmd, flag string, stderr io.Writer) (*remote, error) {
-	args := append(append(append([]string{}, sshCmd[1:]...), sshOptions...), "--", t.SSHDest(), remoteCmd+" "+flag)
-	cmd := exec.Command(sshCmd[0], args...)
+func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, error) {
+	argv := o.remoteArgv(t, flag)
+	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = stderr
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
@@ -52,7 +52,7 @@ func startRemote(sshCmd []string, t Target, remoteCmd, flag string, stderr io.Wr
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, setupf("run %s: %v", sshCmd[0], err)
+		return nil, setupf("run %s: %v", argv[0], err)
 	}
 	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
 	go r.read(stdout)
@@ -155,6 +155,37 @@ func (r *remote) close() {
 		r.cmd.Process.Kill()
 		<-r.waited
 	}
+}
+
+// remoteArgv is the command line that starts the remote side on t:
+// `ssh OPTIONS -- [user@]HOST "REMOTECMD FLAG"`, or with a launcher, its
+// words with %h replaced by HOST (or HOST after them, if none has %h),
+// then REMOTECMD's words and FLAG.
+func (o Options) remoteArgv(t Target, flag string) []string {
+	if o.Launcher == nil {
+		return append(append(append(append([]string{}, o.SSH...), sshOptions...), "--", t.SSHDest()), o.RemoteCmd+" "+flag)
+	}
+	var argv []string
+	named := false
+	for _, w := range o.Launcher {
+		if strings.Contains(w, "%h") {
+			w, named = strings.ReplaceAll(w, "%h", t.Host), true
+		}
+		argv = append(argv, w)
+	}
+	if !named {
+		argv = append(argv, t.Host)
+	}
+	return append(append(argv, strings.Fields(o.RemoteCmd)...), flag)
+}
+
+// hostName is the name of t's host that the stream goes to: as ssh
+// resolves it (see resolveHost), or as a launcher is given it.
+func (o Options) hostName(ctx context.Context, t Target) string {
+	if o.Launcher != nil {
+		return t.Host
+	}
+	return resolveHost(ctx, o.SSH, t)
 }
 
 // resolveHost returns the host name ssh would connect to for t (its

@@ -30,27 +30,8 @@ type sshd struct {
 // the end of t.
 func startSSHD(t *testing.T) *sshd {
 	t.Helper()
-	skip := t.Skip
-	if harness.host != "" {
-		skip = t.Fatal // asked for (in the VM): no silent pass
-	}
-	if _, err := exec.LookPath("/usr/sbin/sshd"); err != nil {
-		skip("no /usr/sbin/sshd: install openssh-server (scripts/deps.sh does)")
-	}
-	if os.Geteuid() != 0 {
-		skip("sshd for the test needs root")
-	}
-	dir := t.TempDir()
-	for _, key := range []string{"host", "user"} {
-		out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, key)).CombinedOutput()
-		if err != nil {
-			t.Fatalf("ssh-keygen: %v: %s", err, out)
-		}
-	}
-	// sshd refuses to start without its privilege separation directory.
-	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
-		t.Fatal(err)
-	}
+	canRunSSHD(t)
+	dir := sshKeys(t)
 	s := &sshd{}
 	port := 22
 	var wrap []string
@@ -67,23 +48,51 @@ func startSSHD(t *testing.T) *sshd {
 		wrap = []string{"ip", "netns", "exec", ns}
 	}
 	s.addr = addr
-	cfg := filepath.Join(dir, "sshd_config")
-	writeFile(t, cfg, fmt.Sprintf(`Port %d
-ListenAddress %s
-HostKey %s
-AuthorizedKeysFile %s
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-PidFile none
-StrictModes no
-`, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
 	s.config = filepath.Join(dir, "ssh_config")
 	writeFile(t, s.config, fmt.Sprintf(`Host target
   HostName %s
   Port %d
-Host down
+`, addr, port)+clientConfig(t, dir))
+	runSSHD(t, dir, "sshd_config", wrap, addr, port)
+	return s
+}
+
+// canRunSSHD skips t (fails it in the VM, where the harness asked for
+// it) where the tests cannot run an sshd.
+func canRunSSHD(t *testing.T) {
+	t.Helper()
+	skip := t.Skip
+	if harness.host != "" {
+		skip = t.Fatal // asked for (in the VM): no silent pass
+	}
+	if _, err := exec.LookPath("/usr/sbin/sshd"); err != nil {
+		skip("no /usr/sbin/sshd: install openssh-server (scripts/deps.sh does)")
+	}
+	if os.Geteuid() != 0 {
+		skip("sshd for the test needs root")
+	}
+}
+
+// sshKeys makes a directory with a throw-away host key and user key.
+func sshKeys(t *testing.T) string {
+	dir := t.TempDir()
+	for _, key := range []string{"host", "user"} {
+		out, err := exec.Command("ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", filepath.Join(dir, key)).CombinedOutput()
+		if err != nil {
+			t.Fatalf("ssh-keygen: %v: %s", err, out)
+		}
+	}
+	// sshd refuses to start without its privilege separation directory.
+	if err := os.MkdirAll("/run/sshd", 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// clientConfig is the end of an ssh client config for the keys in dir:
+// host "down" (nothing listening), then settings for every host.
+func clientConfig(t *testing.T, dir string) string {
+	return fmt.Sprintf(`Host down
   HostName 127.0.0.1
   Port %d
 Host *
@@ -95,8 +104,25 @@ Host *
   BatchMode yes
   ConnectTimeout 10
   LogLevel ERROR
-`, addr, port, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts")))
+`, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts"))
+}
 
+// runSSHD starts sshd with the keys in dir on addr:port, under the
+// command wrap (if any), stopped at the end of t, and waits until it
+// accepts connections. name is its config file's in dir.
+func runSSHD(t *testing.T, dir, name string, wrap []string, addr string, port int) {
+	cfg := filepath.Join(dir, name)
+	writeFile(t, cfg, fmt.Sprintf(`Port %d
+ListenAddress %s
+HostKey %s
+AuthorizedKeysFile %s
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile none
+StrictModes no
+`, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
 	log := &testutil.Buffer{}
 	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	cmd := exec.Command(argv[0], argv[1:]...)
@@ -129,7 +155,6 @@ Host *
 		}
 		return err == nil
 	})
-	return s
 }
 
 // makeNetns makes a network namespace joined to this one by a veth pair

@@ -1,0 +1,291 @@
+package cp
+
+import (
+	"bytes"
+	"context"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"os"
+	"strconv"
+	"sync"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// DefaultFanout is how many remote sides a copy to several hosts starts
+// at once, as pdsh's default fan-out.
+const DefaultFanout = 32
+
+// member is one host of a copy to several hosts.
+type member struct {
+	t     Target
+	key   []byte  // its one-time key
+	addr  string  // IP:PORT its remote side listens on, once started
+	r     *remote // its remote side, once started
+	err   error   // why the copy failed there, if it did
+	bytes int64   // what it wrote, as it says
+	log   *lineMarker // its stderr
+}
+
+// CopyTo copies the files and directories at paths to each host of hosts
+// (the same DST on each, in t.Path) as one stream that every host relays
+// to the next, in the order given, so that each byte leaves this host
+// once. It starts the remote sides (o.Fanout at a time), each with its
+// own one-time key; once every one has reported its port, it tells each
+// where to pass the stream on and the key of the host there (the next one
+// that started; the last passes it nowhere), so that a host relays only
+// along this chain. Then it streams to the first and waits for every
+// host's result. A host whose remote side did not start is left out of
+// the chain. It returns nil when every host has the copy in place, a
+// *command.Partial when some have, else the first host's failure; -v and
+// o.Stats report each host's result.
+func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
+	p, err := planCopy(paths, o.Recursive)
+	if err != nil {
+		return err
+	}
+	in, err := p.open()
+	if err != nil {
+		return err
+	}
+	if in != nil {
+		defer in.Close()
+	}
+	ms := make([]*member, len(hosts))
+	var mu sync.Mutex
+	for i, t := range hosts {
+		ms[i] = &member{t: t, key: newKey(), log: &lineMarker{mu: &mu, w: o.Stderr, name: t.SSHDest()}}
+	}
+	startAll(ctx, ms, p, o)
+	defer func() {
+		for _, m := range ms {
+			if m.r != nil {
+				m.r.close()
+			}
+			m.log.flush()
+		}
+	}()
+	var live []*member
+	for _, m := range ms {
+		if m.err == nil {
+			live = append(live, m)
+		}
+	}
+	var stats pipe.Stats
+	if len(live) > 0 {
+		stats = relayAll(ctx, live, p, in, o)
+	}
+	return finishAll(ms, stats, o)
+}
+
+// startAll starts the remote side of every member, o.Fanout at a time,
+// and waits for each one's port (or failure).
+func startAll(ctx context.Context, ms []*member, p plan, o Options) {
+	slots := make(chan struct{}, max(o.Fanout, 1))
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		slots <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-slots }()
+			m.start(ctx, p, o)
+		})
+	}
+	wg.Wait()
+}
+
+// start starts m's remote side, with its stderr's lines marked with its
+// name, and waits for its port.
+func (m *member) start(ctx context.Context, p plan, o Options) {
+	o.Stderr = m.log
+	host, listen, err := o.streamHost(ctx, m.t)
+	if err == nil && listen == "" {
+		host, err = resolveIP(ctx, host, "resolve "+host) // the hosts relay to it by address
+	}
+	if err != nil {
+		m.err = err
+		return
+	}
+	req := o.request(m.key)
+	req.Dest, req.Contents, req.Listen, req.Relay = m.t.Path, p.contents(o.Preserve), listen, true
+	r, st, err := begin(ctx, m.t, o, remoteReceive, req)
+	if err != nil {
+		m.err = err
+		return
+	}
+	if st.kind != "port" {
+		r.close()
+		m.err = conn.Errorf(conn.KindSetup, "start the remote side on "+m.t.Host, "expected its port, got %q", st.kind)
+		return
+	}
+	m.r, m.addr = r, net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+}
+
+// relayAll tells each of live where to pass the stream on, streams to the
+// first and collects every one's result.
+func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Options) pipe.Stats {
+	for i, m := range live {
+		var f forwardLine
+		if i+1 < len(live) {
+			f = forwardLine{To: live[i+1].addr, Key: hex.EncodeToString(live[i+1].key)}
+		}
+		// A failed write means ssh is gone; its status says why.
+		_ = writeJSONLine(m.r.stdin, f)
+	}
+	first := live[0]
+	stats, err := stream(ctx, first.addr, p, in, o, first.key, first.r.waited)
+	if err != nil {
+		// Every host's stream ends with this one's: stop them all, and
+		// take what each said.
+		for _, m := range live {
+			m.r.close()
+		}
+		first.err = fmt.Errorf("%w (remote side: %s)", err, first.r.lastWords())
+		for _, m := range live[1:] {
+			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.lastWords())
+		}
+		return stats
+	}
+	var wg sync.WaitGroup
+	for _, m := range live {
+		wg.Go(func() {
+			st, err := m.r.next(ctx, statusWait)
+			switch {
+			case ctx.Err() != nil:
+				m.err = context.Cause(ctx)
+			case err != nil:
+				m.err = conn.Errorf(conn.KindAborted, "after the stream, remote side on "+m.t.Host, "%v", err)
+			default:
+				m.err, m.bytes = remoteDone(m.t.Host, st, stats.Bytes, "sent"), st.n
+			}
+		})
+	}
+	wg.Wait()
+	return stats
+}
+
+// finishAll reports each member's result (failures on stderr, all with
+// -v and in o.Stats) and returns the copy's error.
+func finishAll(ms []*member, stats pipe.Stats, o Options) error {
+	var failed []string
+	var first error
+	for _, m := range ms {
+		if m.err != nil {
+			failed = append(failed, m.t.SSHDest())
+			fmt.Fprintf(o.Stderr, "rdmacp: %s: %v\n", m.t.SSHDest(), m.err)
+			if first == nil {
+				first = m.err
+			}
+		}
+	}
+	var err error
+	switch {
+	case len(failed) == len(ms):
+		err = first
+	case len(failed) > 0:
+		err = &command.Partial{Failed: failed, Hosts: len(ms)}
+	}
+	if o.Verbose && len(failed) < len(ms) {
+		fmt.Fprintf(o.Stderr, "rdmacp: %s; in place on %d of %d hosts\n", summary(stats, -1), len(ms)-len(failed), len(ms))
+	}
+	if o.Stats != "" {
+		if werr := writeReport(o.Stats, newReport(ms, stats, err)); werr != nil && err == nil {
+			return werr
+		}
+	}
+	return err
+}
+
+// copyReport is a copy's result as --stats-json writes it.
+type copyReport struct {
+	OK        bool         `json:"ok"`
+	ExitCode  int          `json:"exit_code"`
+	Error     string       `json:"error,omitempty"`
+	Bytes     int64        `json:"bytes"`
+	Seconds   float64      `json:"seconds"`
+	MBps      float64      `json:"mb_per_s"`
+	Transport string       `json:"transport,omitempty"`
+	Integrity string       `json:"integrity,omitempty"`
+	Hosts     []hostReport `json:"hosts"`
+}
+
+// hostReport is one host's result.
+type hostReport struct {
+	Host     string `json:"host"`
+	OK       bool   `json:"ok"`
+	ExitCode int    `json:"exit_code"`
+	Bytes    int64  `json:"bytes"`
+	Error    string `json:"error,omitempty"`
+}
+
+// newReport is the report of a copy to ms that streamed stats and ended
+// with err.
+func newReport(ms []*member, stats pipe.Stats, err error) copyReport {
+	rep := copyReport{OK: err == nil, ExitCode: command.ExitCode(err), Bytes: stats.Bytes, Seconds: stats.Elapsed.Seconds(),
+		Transport: stats.Info.Transport, Integrity: stats.Integrity}
+	if err != nil {
+		rep.Error = err.Error()
+	}
+	if rep.Seconds > 0 {
+		rep.MBps = float64(stats.Bytes) / 1e6 / rep.Seconds
+	}
+	for _, m := range ms {
+		h := hostReport{Host: m.t.SSHDest(), OK: m.err == nil, ExitCode: command.ExitCode(m.err), Bytes: m.bytes}
+		if m.err != nil {
+			h.Error = m.err.Error()
+		}
+		rep.Hosts = append(rep.Hosts, h)
+	}
+	return rep
+}
+
+// writeReport writes rep to path as JSON.
+func writeReport(path string, rep copyReport) error {
+	b, err := json.MarshalIndent(rep, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(b, '\n'), 0o644); err != nil {
+		return conn.Errorf(conn.KindAborted, "write the report", "%v", err)
+	}
+	return nil
+}
+
+// lineMarker writes whole lines to w, each after its host's name, so that
+// what several remote sides say on their stderr at once stays apart.
+type lineMarker struct {
+	mu   *sync.Mutex // shared by the markers of one w
+	w    io.Writer
+	name string
+	part []byte // the end of the last write, not yet a line
+}
+
+func (l *lineMarker) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.part = append(l.part, p...)
+	for {
+		i := bytes.IndexByte(l.part, '\n')
+		if i < 0 {
+			return len(p), nil
+		}
+		if _, err := fmt.Fprintf(l.w, "%s: %s", l.name, l.part[:i+1]); err != nil {
+			return 0, err
+		}
+		l.part = l.part[i+1:]
+	}
+}
+
+// flush writes what is left of a last line without its newline.
+func (l *lineMarker) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.part) > 0 {
+		fmt.Fprintf(l.w, "%s: %s\n", l.name, l.part)
+		l.part = nil
+	}
+}

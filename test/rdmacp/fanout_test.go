@@ -1,0 +1,241 @@
+package rdmacp
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+)
+
+// cluster is several hosts for a copy to all of them: an sshd each, in a
+// network namespace each, all joined by a bridge (else on loopback, or on
+// the harness's host address, a port each), and in a mount namespace each
+// where the same path, dst, shows a directory of the host's own.
+type cluster struct {
+	ssh   *sshd    // its config names the hosts h1... and "down"
+	names []string // h1, h2, ...
+	dst   string   // the path each host sees its own directory at
+	dirs  []string // each host's directory, as this process sees it
+}
+
+// startCluster starts n hosts for t, stopped at the end of t.
+func startCluster(t *testing.T, n int) *cluster {
+	t.Helper()
+	canRunSSHD(t)
+	keys := sshKeys(t)
+	c := &cluster{ssh: &sshd{}, dst: filepath.Join(t.TempDir(), "dst")}
+	if err := os.Mkdir(c.dst, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	addrs, nss := fabric(t, n)
+	var hosts strings.Builder
+	for i := range n {
+		name := fmt.Sprintf("h%d", i+1)
+		dir := filepath.Join(t.TempDir(), name)
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		port := 22
+		var wrap []string
+		if nss != nil {
+			wrap = []string{"ip", "netns", "exec", nss[i]}
+		} else {
+			port = testutil.FreePort(t)
+		}
+		// The host's own view of dst: its directory mounted there.
+		wrap = append(wrap, "unshare", "-m", "--propagation", "private", "sh", "-c", `mount --bind "$1" "$2" && shift 2 && exec "$@"`, "sh", dir, c.dst)
+		runSSHD(t, keys, name+"_config", wrap, addrs[i], port)
+		fmt.Fprintf(&hosts, "Host %s\n  HostName %s\n  Port %d\n", name, addrs[i], port)
+		c.names, c.dirs = append(c.names, name), append(c.dirs, dir)
+	}
+	c.ssh.config = filepath.Join(keys, "ssh_config")
+	writeFile(t, c.ssh.config, hosts.String()+clientConfig(t, keys))
+	return c
+}
+
+// fabric returns the addresses of n hosts and, where the test may make
+// them, their network namespaces: each joined by a veth pair to a bridge
+// in a namespace of its own, as is this one, on a random /24; else all on
+// the harness's host address or on loopback.
+func fabric(t *testing.T, n int) (addrs, nss []string) {
+	same := func(a string) []string {
+		for range n {
+			addrs = append(addrs, a)
+		}
+		return addrs
+	}
+	switch {
+	case harness.host != "":
+		return same(harness.host), nil
+	case harness.transport == "rdma":
+		t.Fatal("RDMAPIPE_CP_TRANSPORT=rdma needs RDMAPIPE_CP_HOST, an address of an RDMA device")
+	}
+	id := rand.IntN(1 << 14)
+	net := fmt.Sprintf("198.19.%d", id%256)
+	fab := fmt.Sprintf("rdmacp-fab-%d-%d", os.Getpid(), id)
+	cmds := [][]string{{"netns", "add", fab}, {"-n", fab, "link", "add", "br0", "type", "bridge"}, {"-n", fab, "link", "set", "br0", "up"}}
+	for i := range n {
+		ns := fmt.Sprintf("%s-h%d", fab, i+1)
+		port := fmt.Sprintf("p%d", i+1)
+		nss, addrs = append(nss, ns), append(addrs, fmt.Sprintf("%s.%d", net, i+1))
+		cmds = append(cmds, []string{"netns", "add", ns},
+			[]string{"-n", ns, "link", "add", "eth0", "type", "veth", "peer", "name", port, "netns", fab},
+			[]string{"-n", fab, "link", "set", port, "master", "br0", "up"},
+			[]string{"-n", ns, "addr", "add", addrs[i] + "/24", "dev", "eth0"},
+			[]string{"-n", ns, "link", "set", "eth0", "up"},
+			[]string{"-n", ns, "link", "set", "lo", "up"})
+	}
+	here := fmt.Sprintf("rcf%dh", id)
+	cmds = append(cmds, []string{"link", "add", here, "type", "veth", "peer", "name", "local", "netns", fab},
+		[]string{"-n", fab, "link", "set", "local", "master", "br0", "up"},
+		[]string{"addr", "add", net + ".254/24", "dev", here},
+		[]string{"link", "set", here, "up"})
+	t.Cleanup(func() {
+		exec.Command("ip", "link", "del", here).Run()
+		for _, ns := range append(nss, fab) {
+			exec.Command("ip", "netns", "del", ns).Run()
+		}
+	})
+	for _, args := range cmds {
+		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
+			t.Logf("no network namespaces (ip %s: %v: %s): the hosts on loopback", strings.Join(args, " "), err, bytes.TrimSpace(out))
+			return same("127.0.0.1"), nil
+		}
+	}
+	return addrs, nss
+}
+
+// copyReport is rdmacp's --stats-json, the fields the tests read.
+type copyReport struct {
+	OK       bool  `json:"ok"`
+	ExitCode int   `json:"exit_code"`
+	Bytes    int64 `json:"bytes"`
+	Hosts    []struct {
+		Host     string `json:"host"`
+		OK       bool   `json:"ok"`
+		ExitCode int    `json:"exit_code"`
+		Bytes    int64  `json:"bytes"`
+		Error    string `json:"error"`
+	} `json:"hosts"`
+}
+
+func readReport(t *testing.T, path string) copyReport {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("--stats-json: %v", err)
+	}
+	var r copyReport
+	if err := json.Unmarshal(b, &r); err != nil {
+		t.Fatalf("--stats-json: %v: %s", err, b)
+	}
+	return r
+}
+
+func TestCopyTo(t *testing.T) {
+	c := startCluster(t, 3)
+	src := t.TempDir()
+	data := make([]byte, 5<<20+11)
+	rand.NewChaCha8([32]byte{20}).Read(data)
+	writeFile(t, filepath.Join(src, "f.bin"), string(data))
+	for _, name := range []string{"tree/a/b/c.txt", "tree/d.txt"} {
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(src, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(src, name), "content of "+name)
+	}
+	cases := []struct {
+		name    string
+		flags   []string
+		hosts   []string
+		file    bool     // name the hosts with --to-file, not --to
+		src     string   // in src
+		failed  []string // hosts the copy fails on
+		code    int
+		changed string // what each host that succeeded has, from src
+	}{
+		{"file", nil, c.names, false, "f.bin", nil, 0, "f.bin"},
+		{"file, not encrypted", []string{"--no-encrypt"}, c.names, false, "f.bin", nil, 0, "f.bin"},
+		{"tree, hosts in a file", []string{"-r"}, c.names, true, "tree", nil, 0, "tree/a/b/c.txt"},
+		{"one host down", nil, []string{"h1", "down", "h3"}, false, "f.bin", []string{"down"}, 8, "f.bin"},
+		{"every host down", nil, []string{"down"}, false, "f.bin", []string{"down"}, 3, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range c.dirs {
+				clear(t, d)
+			}
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			args := append([]string{"-v", "--stats-json", stats}, tc.flags...)
+			if tc.file {
+				list := filepath.Join(t.TempDir(), "hosts")
+				writeFile(t, list, "# the cluster\n"+tc.hosts[0]+"\n"+strings.Join(tc.hosts[1:], " ")+" # on one line\n")
+				args = append(args, "--to-file", list)
+			} else {
+				args = append(args, "--to", strings.Join(tc.hosts, ","))
+			}
+			r := c.ssh.rdmacp(t, append(args, filepath.Join(src, tc.src), c.dst)...)
+			if r.code != tc.code {
+				t.Fatalf("exit %d, want %d; stderr:\n%s", r.code, tc.code, r.stderr)
+			}
+			rep := readReport(t, stats)
+			if rep.ExitCode != tc.code || len(rep.Hosts) != len(tc.hosts) {
+				t.Errorf("report: exit %d, %d hosts; want exit %d, %d hosts", rep.ExitCode, len(rep.Hosts), tc.code, len(tc.hosts))
+			}
+			for i, h := range rep.Hosts {
+				if fail := slices.Contains(tc.failed, h.Host); h.Host != tc.hosts[i] || h.OK == fail {
+					t.Errorf("report: host %d is %s, ok %v (%s); want %s, ok %v", i, h.Host, h.OK, h.Error, tc.hosts[i], !fail)
+				}
+			}
+			for _, f := range tc.failed {
+				if !strings.Contains(r.stderr, "rdmacp: "+f+": ") {
+					t.Errorf("stderr does not name the failed host %s:\n%s", f, r.stderr)
+				}
+			}
+			if tc.changed == "" {
+				return
+			}
+			if !strings.Contains(r.stderr, fmt.Sprintf("in place on %d of %d hosts", len(tc.hosts)-len(tc.failed), len(tc.hosts))) {
+				t.Errorf("no -v summary:\n%s", r.stderr)
+			}
+			want, err := os.ReadFile(filepath.Join(src, tc.changed))
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, name := range c.names {
+				got, err := os.ReadFile(filepath.Join(c.dirs[i], tc.changed))
+				switch {
+				case !slices.Contains(tc.hosts, name):
+					if err == nil {
+						t.Errorf("%s, not in the copy, has %s", name, tc.changed)
+					}
+				case err != nil || !bytes.Equal(got, want):
+					t.Errorf("%s has %d bytes of %s (%v), want %d identical ones", name, len(got), tc.changed, err, len(want))
+				}
+			}
+		})
+	}
+	noStrays(t)
+}
+
+// clear empties directory dir.
+func clear(t *testing.T, dir string) {
+	t.Helper()
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.RemoveAll(filepath.Join(dir, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
