@@ -24,11 +24,11 @@ const DefaultFanout = 32
 // member is one host of a copy to several hosts.
 type member struct {
 	t     Target
-	key   []byte  // its one-time key
-	addr  string  // IP:PORT its remote side listens on, once started
-	r     *remote // its remote side, once started
-	err   error   // why the copy failed there, if it did
-	bytes int64   // what it wrote, as it says
+	key   []byte      // its one-time key
+	addr  string      // IP:PORT its remote side listens on, once started
+	r     *remote     // its remote side, once started
+	err   error       // why the copy failed there, if it did
+	bytes int64       // what it wrote, as it says
 	log   *lineMarker // its stderr
 }
 
