@@ -99,6 +99,8 @@ func TestReadRequest(t *testing.T) {
 		{name: "download of too many", change: func(r *Request) { download(r); r.Send = make([]string, maxSources+1) }},
 		{name: "upload that connects", change: func(r *Request) { r.Connect = "10.0.0.1:1" }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
+		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
+		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},
 		{name: "sparse without a name", change: func(r *Request) { r.Mode, r.Name = modeSparse, "" }},
 		{name: "short key", change: func(r *Request) { r.Key = "abcd" }},
 		{name: "no destination", change: func(r *Request) { r.Dest = "" }},

@@ -24,6 +24,8 @@ type cluster struct {
 	names []string // h1, h2, ...
 	dst   string   // the path each host sees its own directory at
 	dirs  []string // each host's directory, as this process sees it
+	addrs []string // each host's address; with netns, each its own
+	netns bool     // each host is in a network namespace of its own
 }
 
 // startCluster starts n hosts for t, stopped at the end of t.
@@ -36,6 +38,7 @@ func startCluster(t *testing.T, n int) *cluster {
 		t.Fatal(err)
 	}
 	addrs, nss := fabric(t, n)
+	c.addrs, c.netns = addrs, nss != nil
 	var hosts strings.Builder
 	for i := range n {
 		name := fmt.Sprintf("h%d", i+1)

@@ -36,7 +36,8 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(2)
 	}
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/rdmapipe/rdmapipe/cmd/rdmacp")
+	// rdmasend and rdmarecv too, for launcher tests (see TestPdshBroadcast).
+	build := exec.Command("go", "build", "-o", dir+"/", "github.com/rdmapipe/rdmapipe/cmd/...")
 	build.Stdout, build.Stderr = os.Stderr, os.Stderr
 	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building rdmacp:", err)
@@ -57,7 +58,12 @@ type run struct {
 // rdmacp runs the binary against s with args (flags, sources, target).
 func (s *sshd) rdmacp(t *testing.T, args ...string) run {
 	t.Helper()
-	cmd := s.command(t, args...)
+	return finish(t, s.command(t, args...))
+}
+
+// finish runs cmd, an rdmacp, to its end.
+func finish(t *testing.T, cmd *exec.Cmd) run {
+	t.Helper()
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	err := cmd.Run()
@@ -76,9 +82,15 @@ func (s *sshd) rdmacp(t *testing.T, args ...string) run {
 // at this binary on the remote side, over the harness's transport (TCP
 // unless the harness says otherwise).
 func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
+	return rdmacpCommand(t, append([]string{"-F", s.config}, args...)...)
+}
+
+// rdmacpCommand is the rdmacp command for args, with this binary on the
+// remote side, over the harness's transport.
+func rdmacpCommand(t *testing.T, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
-	full := append([]string{"-F", s.config, "--remote-cmd", bin, "-t", harness.transport}, args...)
+	full := append([]string{"--remote-cmd", bin, "-t", harness.transport}, args...)
 	return exec.CommandContext(ctx, bin, full...)
 }
 
