@@ -47,6 +47,20 @@ The data connection goes straight between the hosts (to the HostName of an ssh a
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
 that of its InfiniBand interface.
 
+With --to HOST,HOST,... (or --to-file), the sources go to DST on every host at once as
+one stream: this host sends it once, to the first host, which writes it and passes it
+on to the next, and so on down the list. The remote sides start in parallel (--fanout
+at a time), each with its own one-time key; each is told only where to pass the stream
+on and that host's key, so a host relays only along this chain. A host whose remote side
+does not start is left out and reported. rdmacp exits 0 only when every host has the
+copy in place, and 8 when some have and others failed: stderr and --stats-json name
+them, so that a retry can go to just those (--to-file of the failed ones).
+
+--launcher starts the remote side with another command than ssh, e.g. a cluster's own
+(srun, clush -N): its words, with %h replaced by HOST (else HOST after them), then the
+remote command's. It must pass the remote side's stdin and stdout through as ssh does
+(pdsh does not pass stdin: start rdmarecv receivers with it for rdmasend --to instead).
+
 EXAMPLES:
    rdmacp weights.bin node2:/data/             # one file into a directory
    rdmacp -p image.qcow2 alice@node2:vm.qcow2  # keep mode and times; DST relative to home
@@ -57,6 +71,9 @@ EXAMPLES:
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
+   rdmacp --to n1,n2,n3 model.bin /data/       # the same copy on three hosts, relayed
+   rdmacp -r --to-file nodes.txt ds/ /scratch/ # the hosts listed in a file
+   rdmacp --launcher "srun --overlap -N1 -n1 -w %h" --to-file <(scontrol show hostnames) big /tmp/
 
 EXIT CODES:
    0  success: every byte was delivered and written, and the copy is in place
@@ -67,7 +84,8 @@ EXIT CODES:
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure (the one-time key did not match)
-   7  RDMA requested (--transport rdma) but not available`
+   7  RDMA requested (--transport rdma) but not available
+   8  with several hosts: the copy is in place on some and failed on the others (named)`
 
 // Main runs the rdmacp command with args (args[0] is the program name)
 // and returns its exit code.
@@ -76,7 +94,7 @@ func Main(args []string) int {
 	a := &cli.App{
 		Name:                   "rdmacp",
 		Usage:                  "copy files and directories to or from another host over RDMA (or TCP), set up through ssh",
-		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST",
+		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... SRC... DST",
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
