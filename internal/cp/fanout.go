@@ -168,18 +168,21 @@ func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Option
 	return stats
 }
 
-// finishAll reports each member's result (failures on stderr, all with
-// -v and in o.Stats) and returns the copy's error.
+// finishAll reports each member's result (failures on stderr, every one
+// with -v and in o.Stats) and returns the copy's error.
 func finishAll(ms []*member, stats pipe.Stats, o Options) error {
 	var failed []string
 	var first error
 	for _, m := range ms {
-		if m.err != nil {
+		switch {
+		case m.err != nil:
 			failed = append(failed, m.t.SSHDest())
 			fmt.Fprintf(o.Stderr, "rdmacp: %s: %v\n", m.t.SSHDest(), m.err)
 			if first == nil {
 				first = m.err
 			}
+		case o.Verbose:
+			fmt.Fprintf(o.Stderr, "rdmacp: %s: in place, %d bytes written\n", m.t.SSHDest(), m.bytes)
 		}
 	}
 	var err error

@@ -198,9 +198,13 @@ func TestCopyTo(t *testing.T) {
 					t.Errorf("report: host %d is %s, ok %v (%s); want %s, ok %v", i, h.Host, h.OK, h.Error, tc.hosts[i], !fail)
 				}
 			}
-			for _, f := range tc.failed {
-				if !strings.Contains(r.stderr, "rdmacp: "+f+": ") {
-					t.Errorf("stderr does not name the failed host %s:\n%s", f, r.stderr)
+			for _, h := range tc.hosts {
+				says := fmt.Sprintf("rdmacp: %s: in place, %d bytes written", h, rep.Bytes)
+				if slices.Contains(tc.failed, h) {
+					says = "rdmacp: " + h + ": "
+				}
+				if !strings.Contains(r.stderr, says) {
+					t.Errorf("stderr does not say %q:\n%s", says, r.stderr)
 				}
 			}
 			if tc.changed == "" {
