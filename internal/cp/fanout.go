@@ -45,11 +45,7 @@ type member struct {
 // *command.Partial when some have, else the first host's failure; -v and
 // o.Stats report each host's result.
 func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
-	p, err := planCopy(paths, o.Recursive)
-	if err != nil {
-		return err
-	}
-	in, err := p.open()
+	p, in, err := openSources(paths, o.Recursive)
 	if err != nil {
 		return err
 	}

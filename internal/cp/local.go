@@ -56,11 +56,7 @@ type Options struct {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, err := planCopy(paths, o.Recursive)
-	if err != nil {
-		return err
-	}
-	in, err := p.open()
+	p, in, err := openSources(paths, o.Recursive)
 	if err != nil {
 		return err
 	}

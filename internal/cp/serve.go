@@ -176,11 +176,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	for i, p := range req.Send {
 		paths[i] = expandHome(p)
 	}
-	p, err := planCopy(paths, req.Recursive)
-	if err != nil {
-		return 0, err
-	}
-	in, err := p.open()
+	p, in, err := openSources(paths, req.Recursive)
 	if err != nil {
 		return 0, err
 	}

@@ -52,17 +52,19 @@ func planCopy(paths []string, recursive bool) (plan, error) {
 	return p, nil
 }
 
-// open opens a file-mode plan's file, the stream's input (nil in tar
-// mode, whose input is made while it streams).
-func (p plan) open() (*os.File, error) {
-	if p.mode != modeFile {
-		return nil, nil
+// openSources plans the copy of paths (see planCopy) and, in file mode,
+// opens the file, the stream's input (nil in tar mode, whose input is
+// made while it streams).
+func openSources(paths []string, recursive bool) (plan, *os.File, error) {
+	p, err := planCopy(paths, recursive)
+	if err != nil || p.mode != modeFile {
+		return p, nil, err
 	}
 	f, err := os.Open(p.srcs[0].path)
 	if err != nil {
-		return nil, conn.Errorf(conn.KindSetup, "", "%v", err)
+		return p, nil, conn.Errorf(conn.KindSetup, "", "%v", err)
 	}
-	return f, nil
+	return p, f, nil
 }
 
 // contents describes what p streams, for the receiving side: a file's
