@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/binary"
+	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -30,13 +32,26 @@ import (
 func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := newSender(c, cfg, "receiver")
 	s.r = r
-	defer s.release()
 	var st Stats
 	err := guard(func() (err error) {
 		st, err = s.run(ctx)
 		return err
 	})
-	s.failed(err)
+	last := s
+	if s.link != nil {
+		last = s.link.s
+		if s.link.owned && !errors.Is(err, ErrStuck) {
+			defer last.c.Close()
+		}
+		st.Lost = s.link.confirmedLost()
+		if errors.Is(err, errNoneLeft) {
+			err = conn.Errorf(conn.KindAborted, "", "every receiver was lost (%s)", strings.Join(st.Lost, ", "))
+		}
+	} else {
+		st.Lost = s.lostDown
+	}
+	defer last.release()
+	last.failed(err)
 	return st, err
 }
 
@@ -76,6 +91,20 @@ type sender struct {
 	forward     conn.Forwarder
 	forwardFrom conn.Conn
 	onForward   func(buf int)
+	// rejoin makes the handshake take over a stream the receiver has
+	// begun (see Config.Rejoin); it then sets written, the bytes the
+	// receiver says it has written.
+	rejoin  bool
+	written int64
+	// lostText is what the receiver's lost messages said so far, and
+	// nexts how many of them await the next message that asks for more.
+	lostText []byte
+	nexts    int
+	// lostDown names the receivers down the chain given up, as the
+	// confirmation says.
+	lostDown []string
+	// link, for Send with Config.Repair, is the repairing stream.
+	link *link
 }
 
 // newSender returns a sender towards peer on c, holding every control
@@ -89,10 +118,18 @@ func newSender(c conn.Conn, cfg Config, peer string) *sender {
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
+	if err := checkRepair(s.cfg); err != nil {
+		return Stats{Info: s.c.Info()}, err
+	}
 	if err := s.handshake(ctx); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
-	return s.stream(ctx, func(b source.Buffers) source.Source { return source.New(s.r, b) })
+	open := func(b source.Buffers) source.Source { return source.New(s.r, b) }
+	if !s.cfg.Repair && len(s.cfg.Fallback) == 0 {
+		return s.stream(ctx, open)
+	}
+	s.link = newLink(s.cfg, s, s.c.Info().Remote, false)
+	return s.link.run(ctx, open)
 }
 
 // stream sends what the source open returns reads, after the handshake,
@@ -257,6 +294,8 @@ func (s *sender) handshake(parent context.Context) error {
 	switch {
 	case s.probe:
 		body[0] = wire.FlagProbe
+	case s.rejoin:
+		body[0] = wire.FlagRejoin
 	case len(s.cfg.Chain) > 0:
 		if err := wire.CheckChain(s.cfg.Chain); err != nil {
 			return conn.Errorf(conn.KindUsage, "chain of receivers", "%v", err)
@@ -284,18 +323,27 @@ func (s *sender) handshake(parent context.Context) error {
 			return err
 		}
 	}
-	welcome, err := s.controlMessage(ctx, wire.MsgWelcome, 1+auth.MACLen)
+	var written []byte // a rejoin's: the receiver's written count
+	if s.rejoin {
+		written = make([]byte, wire.WrittenLen)
+	}
+	welcome, err := s.controlMessage(ctx, wire.MsgWelcome, 1+len(written)+auth.MACLen)
 	if err != nil {
 		return err
 	}
-	desc := welcome[2+auth.MACLen:]
+	written = welcome[2 : 2+len(written)]
+	proof := welcome[2+len(written) : 2+len(written)+auth.MACLen]
+	desc := welcome[2+len(written)+auth.MACLen:]
 	if haveKey {
-		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, welcome[2:2+auth.MACLen], desc) {
+		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, proof, written, desc) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
 		s.seal = seal.NewKeyed(auth.StreamKey(s.cfg.Key, t), s.cfg.Encrypt)
 	} else {
 		s.seal = seal.New(streamID(hello[2:2+auth.NonceLen], nonce[:]))
+	}
+	if s.rejoin {
+		s.written = int64(binary.LittleEndian.Uint64(written))
 	}
 	if ws, ok := s.c.(conn.WindowSetter); ok && !s.probe {
 		if err := ws.SetWindow(desc); err != nil {
@@ -361,7 +409,7 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 				continue
 			}
 			msg := s.c.RecvBuf(c.Buf)[:c.Len]
-			done, err := s.control(msg, readDone)
+			done, err := s.control(ctx, msg, readDone)
 			if err != nil {
 				return err
 			}
@@ -369,13 +417,16 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 				return nil
 			}
 			s.repost(c.Buf)
+			if err := s.askNext(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
 
 // control handles one message from the receiver and reports whether it
 // confirmed the end of the stream.
-func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
+func (s *sender) control(ctx context.Context, msg []byte, readDone <-chan struct{}) (bool, error) {
 	switch {
 	case len(msg) == 1:
 		return false, s.returned(msg[0], conn.KindIntegrity)
@@ -383,6 +434,19 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return false, conn.Errorf(conn.KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == wire.MsgAbort:
 		return false, s.peerAbort(msg[1:])
+	case msg[0] == wire.MsgLost:
+		// Kept, bounded, until the confirmation's MAC vouches for it.
+		switch {
+		case !s.ended.Load():
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts before the end of the stream")
+		case s.nexts > 0:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts without waiting for the sender")
+		case len(s.lostText)+len(msg)-1 > wire.MaxLost:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named more than %d bytes of lost hosts", wire.MaxLost)
+		}
+		s.lostText = append(s.lostText, msg[1:]...)
+		s.nexts++
+		return false, nil
 	case msg[0] == wire.MsgDone:
 		if !s.ended.Load() {
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
@@ -391,6 +455,24 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return true, s.confirmed(msg)
 	}
 	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", wire.Describe(msg))
+}
+
+// askNext asks the receiver for its next lost message, if one is due and a
+// control credit is there for it; else a returned credit calls it again.
+func (s *sender) askNext(ctx context.Context) error {
+	if s.nexts == 0 {
+		return nil
+	}
+	select {
+	case <-s.ctrl:
+	default:
+		return nil
+	}
+	s.nexts--
+	if err := s.c.SendControl(ctx, wire.AppendTrailer(nil, wire.MsgNext, 0)); err != nil {
+		return s.lost(err)
+	}
+	return nil
 }
 
 // confirmed checks the receiver's confirmation of the whole stream: its
@@ -405,13 +487,14 @@ func (s *sender) confirmed(msg []byte) error {
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
 	receivers := binary.LittleEndian.Uint32(msg[9:])
-	if s.seal.Keyed() && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.seal.Done(got, receivers, s.tag)) {
+	if s.seal.Keyed() && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.seal.Done(got, receivers, s.tag, s.lostText)) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 	}
-	if want := 1 + len(s.cfg.Chain); int64(receivers) < int64(want) {
+	s.lostDown = lostNames(s.lostText)
+	if want := 1 + len(s.cfg.Chain); int64(receivers)+int64(len(s.lostDown)) < int64(want) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
 	}
 	s.receivers = int(receivers)

@@ -103,6 +103,47 @@ type Config struct {
 	// not Key: a chain whose every hop has its own one-time key (so that a
 	// receiver can relay only where the one who set the chain up said).
 	ForwardKey []byte
+	// Repair, for Send and for a relay (a Receive with ForwardTo), gives
+	// up a next receiver that fails mid-stream (its connection fails, it
+	// aborts, or it is silent past Timeout) instead of failing the
+	// stream: the sender or relay then connects with Forward to the first
+	// of Fallback that completes a rejoin handshake (see Rejoin), which
+	// says how many bytes it has written, and resends from exactly there.
+	// A fallback that cannot be reached, refuses, or is further behind
+	// than the history (see below) is given up too, and the next one
+	// tried. With none left, a relay goes on writing its own output
+	// alone, and Send fails. Every host given up is named in Stats.Lost,
+	// up the chain to the sender, whose stream still succeeds when every
+	// other receiver confirmed it: the caller decides what a loss means.
+	// Repair needs a Key: with one, each message's tag is checked before
+	// a byte of it is written, so what a receiver wrote from a dead
+	// upstream is authentic. The input is then read as it comes (a
+	// regular file too), and what was sent is kept, in a history of the
+	// last historyWindows windows (chunk x depth) of the first
+	// connection, for a resend; a relay copies instead of forwarding
+	// from its receive buffers. A failure at set-up is not repaired.
+	Repair bool
+	// Fallback lists the receivers after the next one, in chain order,
+	// for Repair (which a Fallback sets).
+	Fallback []Hop
+	// Rejoin, for Receive, is where a replacement upstream comes from
+	// when the sender is lost mid-stream (its connection fails, it
+	// aborts, or it is silent past Timeout): instead of failing, the
+	// receiver writes what arrived intact, then takes connections from
+	// Rejoin until one completes a rejoin handshake (a sender holding
+	// the key that says it takes the stream over, see Repair), tells it
+	// (under its key proof) how many bytes it has written, and goes on
+	// with the same output and the same relay. Other senders are refused.
+	// The wait is bounded by Timeout and the handshake timeout together:
+	// the upstream's own repair may take a Timeout to notice the loss.
+	// Rejoin needs a Key. Receive closes the connections it returns.
+	Rejoin func(ctx context.Context) (conn.Conn, error)
+}
+
+// Hop is a receiver further down a chain (see Config.Fallback).
+type Hop struct {
+	Addr string // where Forward connects to, and its name in Stats.Lost
+	Key  []byte // the key it holds; nil: Config.Key (ForwardKey is the next receiver's only)
 }
 
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
@@ -140,6 +181,11 @@ type Stats struct {
 	// wrote the whole stream: the one it sent to and every one down its
 	// chain, counted hop by hop (and authenticated with a key).
 	Receivers int
+	// Lost names, for a sender or relay, the receivers down its chain
+	// that were given up (see Config.Repair), in the order they were,
+	// with the receivers down the chain's own. The stream may still have
+	// succeeded: every other receiver confirmed it.
+	Lost []string
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" where the file was read around the cache,
@@ -185,6 +231,8 @@ type session struct {
 	// seal combines the data messages' checksums or, with a key, tags
 	// into the end of the stream; set by the handshake.
 	seal *seal.Stream
+	// silent is set when the peer was given up for its silence.
+	silent bool
 }
 
 func newSession(c conn.Conn, cfg Config, peer string) *session {
@@ -217,6 +265,7 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 			return nil, s.lost(err)
 		case s.progressing():
 		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
+			s.silent = true
 			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it

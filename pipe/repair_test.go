@@ -1,0 +1,398 @@
+package pipe_test
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+)
+
+// hostConn is one end of a memconn pair that belongs to a simulated host:
+// named as the host it leads to, and hung with it (see simNet.hang).
+type hostConn struct {
+	*memconn.Conn
+	remote string
+	hung   context.Context // done when the host hangs
+}
+
+func (c *hostConn) Info() conn.Info {
+	i := c.Conn.Info()
+	i.Remote = c.remote
+	return i
+}
+
+// Poll waits as memconn's does until the host hangs, then forever (until
+// ctx ends): a hung host polls no more.
+func (c *hostConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	if c.hung.Err() == nil {
+		pctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(c.hung, cancel)
+		n, err := c.Conn.Poll(pctx, cs)
+		stop()
+		cancel()
+		if err == nil || c.hung.Err() == nil || ctx.Err() != nil {
+			return n, err
+		}
+	}
+	<-ctx.Done()
+	return 0, context.Cause(ctx)
+}
+
+// PostSend, SendControl and PostRecv do nothing once the host hangs.
+func (c *hostConn) PostSend(i, n int) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.PostSend(i, n)
+}
+
+func (c *hostConn) SendControl(ctx context.Context, p []byte) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.SendControl(ctx, p)
+}
+
+func (c *hostConn) PostRecv(i int) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.PostRecv(i)
+}
+
+// simHost is one receiver of a simulated chain.
+type simHost struct {
+	inbox  chan conn.Conn // connections made to it, not yet taken
+	ctx    context.Context
+	cancel context.CancelFunc
+	hung   context.Context
+	hang   context.CancelFunc
+	dead   bool
+	conns  []*hostConn // every end it holds
+}
+
+// simNet is a network of hosts "hop0", "hop1"... in one process: a
+// connection from one to another is a new memconn pair, and a host can
+// die (its connections close, nothing reaches it any more) or hang.
+type simNet struct {
+	t      testing.TB
+	params conn.Params
+	mu     sync.Mutex
+	hosts  []*simHost
+}
+
+func newSimNet(t testing.TB, n int, p conn.Params) *simNet {
+	net := &simNet{t: t, params: p}
+	for range n {
+		h := &simHost{inbox: make(chan conn.Conn, 8)}
+		h.ctx, h.cancel = context.WithCancel(context.Background())
+		h.hung, h.hang = context.WithCancel(context.Background())
+		net.hosts = append(net.hosts, h)
+	}
+	t.Cleanup(func() {
+		for _, h := range net.hosts {
+			h.cancel()
+			for _, c := range h.conns {
+				c.Close()
+			}
+		}
+	})
+	return net
+}
+
+// hostOf returns the index of host addr.
+func hostOf(addr string) (int, bool) {
+	var n int
+	_, err := fmt.Sscanf(addr, "hop%d", &n)
+	return n, err == nil
+}
+
+// dial connects host from (-1: the sender, which is not simulated) to
+// host addr.
+func (net *simNet) dial(from int, addr string) (conn.Conn, error) {
+	to, ok := hostOf(addr)
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	switch {
+	case !ok || to >= len(net.hosts):
+		return nil, fmt.Errorf("no host %q", addr)
+	case net.hosts[to].dead || from >= 0 && net.hosts[from].dead:
+		return nil, conn.Errorf(conn.KindSetup, "connect "+addr, "connection refused")
+	}
+	sc, rc, err := memconn.Pair(net.params, net.params, memconn.Faults{})
+	if err != nil {
+		return nil, err
+	}
+	h := net.hosts[to]
+	r := &hostConn{Conn: rc, remote: "sender", hung: h.hung}
+	h.conns = append(h.conns, r)
+	s := &hostConn{Conn: sc, remote: addr, hung: context.Background()}
+	if from >= 0 {
+		s.hung = net.hosts[from].hung
+		net.hosts[from].conns = append(net.hosts[from].conns, s)
+	}
+	h.inbox <- r
+	return s, nil
+}
+
+// kill makes host i die: nothing reaches it any more, its connections
+// close, and its process ends.
+func (net *simNet) kill(i int) {
+	net.mu.Lock()
+	h := net.hosts[i]
+	h.dead = true
+	conns := slices.Clone(h.conns)
+	net.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	h.cancel()
+}
+
+// hang makes host i hang: it polls and sends no more, and its
+// connections stay up.
+func (net *simNet) hang(i int) { net.hosts[i].hang() }
+
+// simOutput is a host's output, which can stop the host when it has
+// written at bytes (see simFault).
+type simOutput struct {
+	testutil.Buffer
+	at      int
+	reached chan struct{} // closed when at bytes are written
+	resume  chan struct{} // closed when the host may go on
+	once    sync.Once
+}
+
+func (o *simOutput) Write(p []byte) (int, error) {
+	if o.at > 0 && o.Len()+len(p) >= o.at {
+		o.once.Do(func() { close(o.reached) })
+		<-o.resume
+		return 0, errors.New("the host is gone")
+	}
+	return o.Buffer.Write(p)
+}
+
+// simFault is what happens to a host once it has written at bytes.
+type simFault struct {
+	at   int
+	hang bool // else it dies
+	with []int
+}
+
+// simResult is how a simulated chain's stream ended.
+type simResult struct {
+	send pipe.Stats
+	err  error
+	outs []*simOutput
+	errs []error
+}
+
+// runSim streams in through n hosts "hop0"..., each with its own key,
+// each relaying to the next with ForwardTo and ForwardKey, and with
+// repair: every host knows the (up to window) hosts after its next one,
+// and takes a stream over (Config.Rejoin). faults says what happens to
+// which host.
+func runSim(t testing.TB, in []byte, n, window int, p conn.Params, cfg pipe.Config, faults map[int]simFault) simResult {
+	net := newSimNet(t, n, p)
+	key := func(i int) []byte { return []byte(fmt.Sprintf("key of hop %d", i)) }
+	fallback := func(from int) []pipe.Hop {
+		var hops []pipe.Hop
+		for i := from; i < min(n, from+window); i++ {
+			hops = append(hops, pipe.Hop{Addr: fmt.Sprintf("hop%d", i), Key: key(i)})
+		}
+		return hops
+	}
+	res := simResult{outs: make([]*simOutput, n), errs: make([]error, n)}
+	var wg sync.WaitGroup
+	for i, h := range net.hosts {
+		res.outs[i] = &simOutput{reached: make(chan struct{}), resume: make(chan struct{})}
+		if f, ok := faults[i]; ok {
+			res.outs[i].at = f.at
+		}
+		hcfg := cfg
+		hcfg.Key = key(i)
+		hcfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(i, addr) }
+		hcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+			select {
+			case c := <-h.inbox:
+				return c, nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		if i+1 < n {
+			hcfg.ForwardTo, hcfg.ForwardKey = fmt.Sprintf("hop%d", i+1), key(i+1)
+			hcfg.Repair, hcfg.Fallback = true, fallback(i+2)
+		}
+		wg.Go(func() {
+			var c conn.Conn
+			select {
+			case c = <-h.inbox:
+			case <-h.ctx.Done():
+				res.errs[i] = h.ctx.Err()
+				return
+			}
+			_, res.errs[i] = pipe.Receive(h.ctx, c, res.outs[i], hcfg)
+		})
+	}
+	for i, f := range faults {
+		wg.Go(func() {
+			select {
+			case <-res.outs[i].reached:
+			case <-net.hosts[i].ctx.Done():
+				return
+			}
+			for _, j := range append([]int{i}, f.with...) {
+				if f.hang {
+					net.hang(j)
+				} else {
+					net.kill(j)
+				}
+			}
+			close(res.outs[i].resume)
+		})
+	}
+	c, err := net.dial(-1, "hop0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := cfg
+	scfg.Key, scfg.Repair, scfg.Fallback = key(0), true, fallback(1)
+	scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+	res.send, res.err = pipe.Send(context.Background(), c, bytes.NewReader(in), scfg)
+	c.Close()
+	// The hosts that hung are still there: they end now.
+	for i, f := range faults {
+		if f.hang {
+			for _, j := range append([]int{i}, f.with...) {
+				net.hosts[j].cancel()
+			}
+		}
+	}
+	wg.Wait()
+	return res
+}
+
+// checkSim fails the test unless the stream succeeded with exactly the
+// hosts in lost given up, every other host wrote in exactly, and those
+// given up wrote a part of it at most.
+func checkSim(t *testing.T, r simResult, in []byte, n int, lost []string) {
+	t.Helper()
+	if r.err != nil {
+		for i, err := range r.errs {
+			t.Logf("hop %d: %v", i, err)
+		}
+		t.Fatalf("send: %v", r.err)
+	}
+	if !slices.Equal(r.send.Lost, lost) {
+		t.Errorf("lost %q, want %q", r.send.Lost, lost)
+	}
+	if r.send.Receivers != n-len(lost) {
+		t.Errorf("the sender counted %d receivers, want %d", r.send.Receivers, n-len(lost))
+	}
+	for i, out := range r.outs {
+		got := out.Bytes()
+		if slices.Contains(lost, fmt.Sprintf("hop%d", i)) {
+			if !bytes.HasPrefix(in, got) {
+				t.Errorf("hop %d, lost, wrote %d bytes that are not the start of the input", i, len(got))
+			}
+			continue
+		}
+		if r.errs[i] != nil || !bytes.Equal(got, in) {
+			t.Errorf("hop %d: %v; wrote %d bytes, want %d identical ones", i, r.errs[i], len(got), len(in))
+		}
+	}
+}
+
+// TestRepair streams through a 4-host keyed chain, a key for each hop,
+// where hosts die or hang mid-stream: the hosts around them repair the
+// chain, every other host writes every byte exactly once, and the sender
+// names the hosts lost.
+func TestRepair(t *testing.T) {
+	in := randomBytes(1<<20, 41)
+	cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 2 * time.Second}
+	tests := []struct {
+		name   string
+		faults map[int]simFault
+		lost   []string
+	}{
+		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}},
+		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}},
+		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}},
+		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}},
+		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}},
+		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			r := runSim(t, in, 4, 3, conn.NewParams(4096, 4), cfg, tt.faults)
+			checkSim(t, r, in, 4, tt.lost)
+		})
+	}
+}
+
+// TestRepairRefused checks the receivers that must not be taken over: a
+// rejoin without the receiver's key, and the sender's when no receiver
+// is left.
+func TestRepairRefused(t *testing.T) {
+	in := randomBytes(1<<20, 42)
+	cfg := pipe.Config{Timeout: 300 * time.Millisecond, HandshakeTimeout: time.Second}
+	t.Run("a rejoin without the key", func(t *testing.T) {
+		net := newSimNet(t, 2, conn.NewParams(4096, 4))
+		out := &simOutput{}
+		recvErr := make(chan error, 1)
+		go func() {
+			rcfg := cfg
+			rcfg.Key = []byte("k1")
+			rcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+				select {
+				case c := <-net.hosts[1].inbox:
+					return c, nil
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			_, err := pipe.Receive(context.Background(), <-net.hosts[1].inbox, out, rcfg)
+			recvErr <- err
+		}()
+		c, _ := net.dial(-1, "hop1")
+		scfg := cfg
+		scfg.Key, scfg.Fallback = []byte("k1"), []pipe.Hop{{Addr: "hop1", Key: []byte("not k1")}}
+		scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+		cut := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { c.Close() }}
+		_, err := pipe.Send(context.Background(), c, cut, scfg)
+		checkErr(t, "sender", err, conn.KindAborted, "every receiver was lost (hop1, hop1)")
+		checkErr(t, "receiver", <-recvErr, conn.KindAborted, "no sender took the stream over")
+		if !bytes.HasPrefix(in, out.Bytes()) {
+			t.Errorf("the receiver wrote %d bytes that are not the start of the input", out.Len())
+		}
+	})
+}
+
+// cutReader reads r, and calls cut once at bytes were read.
+type cutReader struct {
+	r    io.Reader
+	at   int
+	read int
+	cut  func()
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.read >= c.at && c.cut != nil {
+		c.cut()
+		c.cut = nil
+	}
+	n, err := c.r.Read(p[:min(len(p), 4096)])
+	c.read += n
+	return n, err
+}
