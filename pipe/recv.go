@@ -676,8 +676,9 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 }
 
 // sendLost names the lost hosts down the chain to the sender, in lost
-// messages: each after the sender asked for it with a next message, but
-// the first, so that the sender never has more than one to take.
+// messages whose first byte says whether more follow: each but the first
+// after the sender asked for it with a next message, so that the sender
+// never has more than one to take.
 func (r *receiver) sendLost(ctx context.Context, text []byte) error {
 	for first := true; len(text) > 0; first = false {
 		if !first {
@@ -688,7 +689,11 @@ func (r *receiver) sendLost(ctx context.Context, text []byte) error {
 			}
 		}
 		n := min(len(text), wire.LostPiece)
-		if err := r.c.SendControl(ctx, append([]byte{wire.MsgLost}, text[:n]...)); err != nil {
+		more := byte(0)
+		if n < len(text) {
+			more = 1
+		}
+		if err := r.c.SendControl(ctx, append([]byte{wire.MsgLost, more}, text[:n]...)); err != nil {
 			return r.sendFailed(ctx, fmt.Errorf("name the lost hosts: %w", err))
 		}
 		text = text[n:]

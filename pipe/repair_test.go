@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -197,18 +198,30 @@ type simResult struct {
 	errs []error
 }
 
-// runSim streams in through n hosts "hop0"..., each with its own key,
-// each relaying to the next with ForwardTo and ForwardKey, and with
-// repair: every host knows the (up to window) hosts after its next one,
-// and takes a stream over (Config.Rejoin). faults says what happens to
-// which host.
-func runSim(t testing.TB, in []byte, n, window int, p conn.Params, cfg pipe.Config, faults map[int]simFault) simResult {
-	net := newSimNet(t, n, p)
+// sim is a simulated chain of hosts named "hop0"... (and pad), each
+// with its own key, each relaying to the next with ForwardTo and
+// ForwardKey, and with repair: every host knows the (up to window) hosts
+// after its next one, and takes a stream over (Config.Rejoin).
+type sim struct {
+	hosts, window int
+	params        conn.Params
+	cfg           pipe.Config
+	faults        map[int]simFault // what happens to which host
+	pad           string           // after each host's name
+}
+
+// name returns host i's name.
+func (sm sim) name(i int) string { return fmt.Sprintf("hop%d%s", i, sm.pad) }
+
+// run streams in through the simulated chain.
+func (sm sim) run(t testing.TB, in []byte) simResult {
+	n, cfg, faults := sm.hosts, sm.cfg, sm.faults
+	net := newSimNet(t, n, sm.params)
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key of hop %d", i)) }
 	fallback := func(from int) []pipe.Hop {
 		var hops []pipe.Hop
-		for i := from; i < min(n, from+window); i++ {
-			hops = append(hops, pipe.Hop{Addr: fmt.Sprintf("hop%d", i), Key: key(i)})
+		for i := from; i < min(n, from+sm.window); i++ {
+			hops = append(hops, pipe.Hop{Addr: sm.name(i), Key: key(i)})
 		}
 		return hops
 	}
@@ -231,7 +244,7 @@ func runSim(t testing.TB, in []byte, n, window int, p conn.Params, cfg pipe.Conf
 			}
 		}
 		if i+1 < n {
-			hcfg.ForwardTo, hcfg.ForwardKey = fmt.Sprintf("hop%d", i+1), key(i+1)
+			hcfg.ForwardTo, hcfg.ForwardKey = sm.name(i+1), key(i+1)
 			hcfg.Repair, hcfg.Fallback = true, fallback(i+2)
 		}
 		wg.Go(func() {
@@ -262,7 +275,7 @@ func runSim(t testing.TB, in []byte, n, window int, p conn.Params, cfg pipe.Conf
 			close(res.outs[i].resume)
 		})
 	}
-	c, err := net.dial(-1, "hop0")
+	c, err := net.dial(-1, sm.name(0))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,6 +301,12 @@ func runSim(t testing.TB, in []byte, n, window int, p conn.Params, cfg pipe.Conf
 // given up wrote a part of it at most.
 func checkSim(t *testing.T, r simResult, in []byte, n int, lost []string) {
 	t.Helper()
+	checkSimNamed(t, r, in, n, lost, "")
+}
+
+// checkSimNamed is checkSim for hosts named with pad.
+func checkSimNamed(t *testing.T, r simResult, in []byte, n int, lost []string, pad string) {
+	t.Helper()
 	if r.err != nil {
 		for i, err := range r.errs {
 			t.Logf("hop %d: %v", i, err)
@@ -302,7 +321,7 @@ func checkSim(t *testing.T, r simResult, in []byte, n int, lost []string) {
 	}
 	for i, out := range r.outs {
 		got := out.Bytes()
-		if slices.Contains(lost, fmt.Sprintf("hop%d", i)) {
+		if slices.Contains(lost, fmt.Sprintf("hop%d%s", i, pad)) {
 			if !bytes.HasPrefix(in, got) {
 				t.Errorf("hop %d, lost, wrote %d bytes that are not the start of the input", i, len(got))
 			}
@@ -333,9 +352,19 @@ func TestRepair(t *testing.T) {
 		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}},
 		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}},
 	}
+	t.Run("five hosts in a row die: their names take two lost messages", func(t *testing.T) {
+		pad := "." + strings.Repeat("x", 55)
+		var lost []string
+		for i := 1; i <= 5; i++ {
+			lost = append(lost, fmt.Sprintf("hop%d%s", i, pad))
+		}
+		faults := map[int]simFault{1: {at: 256 << 10, with: []int{2, 3, 4, 5}}}
+		r := sim{hosts: 8, window: 6, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults, pad: pad}.run(t, in)
+		checkSimNamed(t, r, in, 8, lost, pad)
+	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := runSim(t, in, 4, 3, conn.NewParams(4096, 4), cfg, tt.faults)
+			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults}.run(t, in)
 			checkSim(t, r, in, 4, tt.lost)
 		})
 	}

@@ -96,9 +96,12 @@ type sender struct {
 	// receiver says it has written.
 	rejoin  bool
 	written int64
-	// lostText is what the receiver's lost messages said so far, and
-	// nexts how many of them await the next message that asks for more.
+	// lostText is what the receiver's lost messages said so far (not
+	// nil once one came), lostMore whether the last said more follow,
+	// and nexts how many of them await the next message that asks for
+	// more.
 	lostText []byte
+	lostMore bool
 	nexts    int
 	// lostDown names the receivers down the chain given up, as the
 	// confirmation says.
@@ -441,13 +444,23 @@ func (s *sender) control(ctx context.Context, msg []byte, readDone <-chan struct
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts before the end of the stream")
 		case s.nexts > 0:
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts without waiting for the sender")
-		case len(s.lostText)+len(msg)-1 > wire.MaxLost:
-			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named more than %d bytes of lost hosts", wire.MaxLost)
+		case !s.lostMore && s.lostText != nil:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts after its last lost message")
+		case len(msg) < 2 || len(s.lostText)+len(msg)-2 > wire.MaxLost:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "a lost message of %d bytes: empty, or more than %d bytes of lost hosts in all", len(msg), wire.MaxLost)
 		}
-		s.lostText = append(s.lostText, msg[1:]...)
-		s.nexts++
+		if s.lostText == nil {
+			s.lostText = []byte{}
+		}
+		s.lostText = append(s.lostText, msg[2:]...)
+		if s.lostMore = msg[1] != 0; s.lostMore {
+			s.nexts++
+		}
 		return false, nil
 	case msg[0] == wire.MsgDone:
+		if s.lostMore {
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the stream before it named every lost host")
+		}
 		if !s.ended.Load() {
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}

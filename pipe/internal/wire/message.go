@@ -28,7 +28,7 @@
 //	'A' abort: kind, reason             'F' finished: bytes u64,
 //	                                        receivers u32, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason
-//	'C' chain: more u8, hosts           'L' lost: hosts (a piece)
+//	'C' chain: more u8, hosts           'L' lost: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //	'N' next: (no body)
@@ -101,7 +101,7 @@ const (
 	WrittenLen = 8
 	// LostPiece is how many bytes of the lost hosts' names one lost
 	// message carries at most.
-	LostPiece = conn.MaxControl - 1
+	LostPiece = conn.MaxControl - 2
 	// MaxLost bounds the names of the lost hosts a confirmation carries.
 	MaxLost = MaxChainHosts * (MaxChainHost + 1)
 )
