@@ -3,6 +3,7 @@ package pipe_test
 import (
 	"bytes"
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -15,6 +16,8 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	pipeauth "github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -406,6 +409,138 @@ func TestRepairRefused(t *testing.T) {
 			t.Errorf("the receiver wrote %d bytes that are not the start of the input", out.Len())
 		}
 	})
+}
+
+// lostSender streams in from a keyed sender (key k) to a receiver with
+// rejoins from the returned channel, and cuts the connection at cut
+// bytes: the receiver's error and what it wrote come on the others.
+func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer) {
+	t.Helper()
+	p := conn.NewParams(4096, 4)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	rejoins := make(chan conn.Conn, 1)
+	out := &testutil.Buffer{}
+	recvErr := make(chan error, 1)
+	rcfg := cfg
+	rcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+		select {
+		case c := <-rejoins:
+			return c, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	go func() {
+		_, err := pipe.Receive(context.Background(), rc, out, rcfg)
+		recvErr <- err
+	}()
+	go func() {
+		cr := &cutReader{r: bytes.NewReader(in), at: cut, cut: func() { sc.Close() }}
+		_, _ = pipe.Send(context.Background(), sc, cr, cfg)
+	}()
+	return rejoins, recvErr, out
+}
+
+// TestRejoinRefused offers a receiver whose sender was lost senders that
+// may not take its stream over: each is refused with the right kind of
+// error, and the receiver, when no other comes, fails as cut short,
+// having written only the start of the stream.
+func TestRejoinRefused(t *testing.T) {
+	in := randomBytes(1<<20, 43)
+	cfg := pipe.Config{Key: []byte("k"), Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+	tests := []struct {
+		name  string
+		flags byte // of the scripted sender's auth
+		kind  conn.Kind
+		says  string
+	}{
+		{"not keyed", wire.FlagRejoin, conn.KindAuth, "the sender presented no key"},
+		{"a new stream", wire.FlagKey, conn.KindSetup, "does not take over the stream"},
+		{"a chain", wire.FlagKey | wire.FlagRejoin | wire.FlagChain, conn.KindSetup, "does not take over the stream"},
+		{"the wrong key", wire.FlagKey | wire.FlagRejoin, conn.KindAuth, "the sender's key is wrong"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rejoins, recvErr, out := lostSender(t, in, cfg, 256<<10)
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			rejoins <- rc
+			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			hostile.nextOf('H')
+			hostile.control(message('K', 0, string(append([]byte{tt.flags}, make([]byte, 64)...))))
+			abort := hostile.nextOf('A')
+			if len(abort) < 2 || conn.Kind(abort[1]) != tt.kind || !strings.Contains(string(abort), tt.says) {
+				t.Errorf("the scripted sender was told %q, want a %v saying %q", abort, tt.kind, tt.says)
+			}
+			checkErr(t, "receiver", <-recvErr, conn.KindAborted, "no sender took the stream over")
+			if got := out.Bytes(); len(got) == 0 || !bytes.HasPrefix(in, got) {
+				t.Errorf("the receiver wrote %d bytes, want the start of the stream", len(got))
+			}
+		})
+	}
+	t.Run("a receiver without Rejoin", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, cfg)
+			recvErr <- err
+		}()
+		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+		hostile.nextOf('H')
+		hostile.control(message('K', 0, string(append([]byte{wire.FlagKey | wire.FlagRejoin}, make([]byte, 64)...))))
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender takes over a stream this receiver has not begun")
+	})
+	t.Run("a rejoin without a key", func(t *testing.T) {
+		rcfg := cfg
+		rcfg.Key = nil
+		rcfg.Rejoin = func(context.Context) (conn.Conn, error) { return nil, errors.New("none") }
+		p := conn.NewParams(4096, 4)
+		_, rc := memPair(t, p, p, memconn.Faults{})
+		_, err := pipe.Receive(context.Background(), rc, io.Discard, rcfg)
+		checkErr(t, "receiver", err, conn.KindUsage, "needs a shared key")
+	})
+	t.Run("a repair without a key", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, _ := memPair(t, p, p, memconn.Faults{})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Repair: true})
+		checkErr(t, "sender", err, conn.KindUsage, "needs a shared key")
+	})
+}
+
+// TestRejoinClaimsTooMuch takes a stream over with a scripted receiver
+// that holds the key and says it wrote more than was sent: the sender
+// fails with an integrity error.
+func TestRejoinClaimsTooMuch(t *testing.T) {
+	in := randomBytes(1<<20, 44)
+	key := []byte("k")
+	p := conn.NewParams(4096, 4)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+	fsc, frc := memPair(t, p, p, memconn.Faults{})
+	go func() {
+		liar := &peer{t: t, c: frc, cs: make([]conn.Completion, 16)}
+		hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+		liar.control(hello)
+		msg := liar.nextFromSender('K')
+		if len(msg) < wire.AuthBody {
+			return
+		}
+		tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[1:33], nil)
+		desc, _ := frc.OpenWindow()
+		written := binary.LittleEndian.AppendUint64(nil, 1<<40)
+		welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+		liar.control(append(welcome, desc...))
+		liar.nextOf(0) // until the connection goes
+	}()
+	cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
+		Forward: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
+	cr := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { sc.Close() }}
+	st, err := pipe.Send(context.Background(), sc, cr, cfg)
+	checkErr(t, "sender", err, conn.KindIntegrity, "the receiver says it wrote 1099511627776 bytes, but only")
+	if len(st.Lost) != 1 {
+		t.Errorf("lost %q, want the first receiver", st.Lost)
+	}
 }
 
 // cutReader reads r, and calls cut once at bytes were read.
