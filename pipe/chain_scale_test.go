@@ -87,3 +87,17 @@ func TestChainScale(t *testing.T) {
 	t.Logf("one hop: %v, %.1f MiB/s; %d hops: %v, %.1f MiB/s per host (%.2f of one hop's rate)",
 		oneHop, mib/oneHop.Seconds(), scaleHosts, chain, perHost, perHost*oneHop.Seconds()/mib)
 }
+
+// TestChainScaleRepair streams through a chain of 256 receivers, each
+// with its own key and the two hosts after its next one as fallbacks,
+// where a host in the middle dies mid-stream: the other 255 write the
+// exact input, and the sender names the one lost.
+func TestChainScaleRepair(t *testing.T) {
+	in := randomBytes(256<<10, 32)
+	cfg := pipe.Config{Timeout: 5 * time.Second, HandshakeTimeout: 10 * time.Second}
+	faults := map[int]simFault{scaleHosts / 2: {at: 64 << 10}}
+	start := time.Now()
+	r := sim{hosts: scaleHosts, window: 2, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
+	checkSim(t, r, in, scaleHosts, []string{fmt.Sprintf("hop%d", scaleHosts/2)})
+	t.Logf("%d hosts, %d KiB, host %d died after %d KiB: %v", scaleHosts, len(in)>>10, scaleHosts/2, 64, time.Since(start))
+}

@@ -3,7 +3,6 @@ package pipe
 import (
 	"context"
 	"errors"
-	"fmt"
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -13,10 +12,24 @@ import (
 
 // historyWindows is how many windows (chunk x depth) of the first
 // connection a repairing sender or relay keeps of what it sent (see
-// Config.Repair): the bytes read ahead, those in flight to the next
-// receiver and waiting in its window, and in the windows of a receiver
-// or two down the chain that may take over, which have written less.
-const historyWindows = 8
+// Config.Repair) for each fallback, up to maxHistoryWindows: a fallback
+// stands behind what was read by the windows of the hosts before it (the
+// bytes read ahead, those in flight and waiting in the next receiver's
+// window, and its relay's), about two each.
+const (
+	historyWindows    = 2
+	maxHistoryWindows = 8
+)
+
+// historySize is the history of a repairing stream with fallbacks
+// fallbacks over a first connection described by info: none without
+// one, for no one could be resent it.
+func historySize(info conn.Info, fallbacks int) int {
+	if fallbacks == 0 {
+		return 0
+	}
+	return min(historyWindows*(1+fallbacks), maxHistoryWindows) * info.Chunk * info.Depth
+}
 
 // history is the end of what a repairing sender read: a ring of the last
 // len(ring) bytes of the stream, for a resend.
@@ -30,6 +43,10 @@ func (h *history) start() int64 { return max(0, h.end-int64(len(h.ring))) }
 
 // record appends p to the history.
 func (h *history) record(p []byte) {
+	if len(h.ring) == 0 {
+		h.end += int64(len(p))
+		return
+	}
 	for len(p) > 0 {
 		at := int(h.end % int64(len(h.ring)))
 		n := copy(h.ring[at:], p)
@@ -126,7 +143,7 @@ func checkRepair(cfg Config) error {
 func newLink(cfg Config, s *sender, name string, owned bool) *link {
 	info := s.c.Info()
 	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback,
-		hist: &history{ring: make([]byte, historyWindows*info.Chunk*info.Depth)}}
+		hist: &history{ring: make([]byte, historySize(info, len(cfg.Fallback)))}}
 }
 
 // run streams what open returns reads (called once per receiver, with
@@ -251,9 +268,4 @@ func lostText(names []string) []byte {
 		text = text[:wire.MaxLost]
 	}
 	return []byte(text)
-}
-
-// describeLost says which hosts were lost, for an error.
-func describeLost(names []string) string {
-	return fmt.Sprintf("lost: %s", strings.Join(names, ", "))
 }

@@ -117,11 +117,12 @@ type Config struct {
 	// other receiver confirmed it: the caller decides what a loss means.
 	// Repair needs a Key: with one, each message's tag is checked before
 	// a byte of it is written, so what a receiver wrote from a dead
-	// upstream is authentic. The input is then read as it comes (a
-	// regular file too), and what was sent is kept, in a history of the
-	// last historyWindows windows (chunk x depth) of the first
-	// connection, for a resend; a relay copies instead of forwarding
-	// from its receive buffers. A failure at set-up is not repaired.
+	// upstream is authentic. What was sent is kept for a resend, in a
+	// history of the last windows (chunk x depth) of the first
+	// connection: two for the next receiver and two for each fallback,
+	// eight at most (a fallback further behind is given up); and a relay
+	// copies instead of forwarding from its receive buffers. A failure
+	// at set-up is not repaired.
 	Repair bool
 	// Fallback lists the receivers after the next one, in chain order,
 	// for Repair (which a Fallback sets).
