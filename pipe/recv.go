@@ -23,7 +23,8 @@ import (
 // checksum, and confirms it to the sender. It returns nil only when every
 // byte the sender read arrived intact and was written to w. On failure it
 // tells the sender why (unless the sender is the one that gave up) and
-// returns a *conn.Error. Receive does not close c.
+// returns a *conn.Error. Receive does not close c; it closes the
+// connections Config.Rejoin returns.
 //
 // As buffers arrive, workers on every core check them (and decrypt them),
 // and a writer goroutine writes buffer k to w while buffer k+1 arrives and
@@ -77,7 +78,8 @@ type receiver struct {
 	// nexts has a token for each next message from the sender, which
 	// asks for more of the lost hosts' names (see finish).
 	nexts chan struct{}
-	// lost names the hosts down the chain given up, as the relay says.
+	// lostDown names the hosts down the chain given up, as the relay
+	// says.
 	lostDown []string
 	pool     *work.Pool        // checks (and decrypts) the data messages
 	sealers  chan *seal.Worker // one for each goroutine that may check at once
@@ -124,8 +126,9 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		r.relay.start(ctx, cancel)
 	}
 	err = r.streamFrom(ctx, out)
-	for errors.Is(err, errRejoin) {
-		if err = r.takeRejoin(ctx, err); err != nil {
+	var lost rejoinError
+	for errors.As(err, &lost) {
+		if err = r.takeRejoin(ctx, lost.error); err != nil {
 			out.Close(r.written.Load())
 			break
 		}
@@ -141,14 +144,11 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	return st, err
 }
 
-// errRejoin marks the failure of a stream whose sender was lost, where
-// Config.Rejoin may bring another.
-var errRejoin = errors.New("the sender was lost")
-
-// rejoinError is the loss of the sender that a rejoin may repair.
+// rejoinError is the loss of the sender, which a sender from
+// Config.Rejoin may repair.
 type rejoinError struct{ error }
 
-func (e rejoinError) Unwrap() []error { return []error{e.error, errRejoin} }
+func (e rejoinError) Unwrap() error { return e.error }
 
 // streamFrom receives the stream from the current sender and writes it
 // to out, until its end (nil) or a failure. When the sender is lost and
@@ -336,11 +336,13 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 	}
 	for {
 		c, err := r.cfg.Rejoin(wctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return context.Cause(ctx)
-			}
-			return fmt.Errorf("%w; no sender took the stream over within %v (%v)", lost, d, err)
+		switch {
+		case ctx.Err() != nil:
+			return context.Cause(ctx)
+		case err != nil && wctx.Err() != nil:
+			return fmt.Errorf("%w; no sender took the stream over within %v", lost, d)
+		case err != nil:
+			return fmt.Errorf("%w; no sender can take the stream over: %v", lost, err)
 		}
 		r.session = newSession(c, r.cfg, "sender")
 		r.rejoined, r.endSeen, r.pending = true, false, 0

@@ -217,24 +217,30 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 }
 
 // rejoin connects to hop h and completes a rejoin handshake with it,
-// within the handshake timeout and one Timeout: h may need that long to
-// notice that its own upstream is gone.
+// within twice the handshake timeout and Timeout: h takes a rejoin only
+// once it has lost its own upstream, which may first have waited that
+// long for a rejoin of its own (see Config.Rejoin) and told h so, or have
+// hung until h gave it up after a Timeout.
 func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 	name := shortName(h.Addr)
 	key := h.Key
 	if key == nil {
 		key = l.cfg.Key
 	}
-	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, Timeout: l.cfg.Timeout, HandshakeTimeout: l.cfg.HandshakeTimeout + l.cfg.Timeout}
-	if l.cfg.HandshakeTimeout <= 0 {
-		cfg.HandshakeTimeout = DefaultHandshakeTimeout + l.cfg.Timeout
+	d := l.cfg.HandshakeTimeout
+	if d <= 0 {
+		d = DefaultHandshakeTimeout
 	}
+	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, HandshakeTimeout: 2 * (d + l.cfg.Timeout)}
 	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
 	defer cancel()
 	c, err := l.cfg.Forward(hctx, h.Addr)
 	if err != nil {
 		return nil, wrap(conn.KindSetup, "take over at "+name, err)
 	}
+	// Until h takes the rejoin it is silent: the handshake's bound is
+	// the only one.
+	cfg.Timeout = 0
 	s := newSender(c, cfg, "receiver "+name)
 	s.rejoin = true
 	if err := guard(func() error { return s.handshake(hctx) }); err != nil {
@@ -243,6 +249,7 @@ func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 		c.Close()
 		return nil, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
+	s.cfg.Timeout = l.cfg.Timeout
 	return s, nil
 }
 

@@ -83,6 +83,7 @@ type simHost struct {
 	hang   context.CancelFunc
 	dead   bool
 	conns  []*hostConn // every end it holds
+	ups    []*hostConn // the ends of its connections from upstream
 }
 
 // simNet is a network of hosts "hop0", "hop1"... in one process: a
@@ -139,7 +140,7 @@ func (net *simNet) dial(from int, addr string) (conn.Conn, error) {
 	}
 	h := net.hosts[to]
 	r := &hostConn{Conn: rc, remote: "sender", hung: h.hung}
-	h.conns = append(h.conns, r)
+	h.conns, h.ups = append(h.conns, r), append(h.ups, r)
 	s := &hostConn{Conn: sc, remote: addr, hung: context.Background()}
 	if from >= 0 {
 		s.hung = net.hosts[from].hung
@@ -163,6 +164,16 @@ func (net *simNet) kill(i int) {
 	h.cancel()
 }
 
+// cut breaks the connections into host i, and only those.
+func (net *simNet) cut(i int) {
+	net.mu.Lock()
+	ups := slices.Clone(net.hosts[i].ups)
+	net.mu.Unlock()
+	for _, c := range ups {
+		c.Close()
+	}
+}
+
 // hang makes host i hang: it polls and sends no more, and its
 // connections stay up.
 func (net *simNet) hang(i int) { net.hosts[i].hang() }
@@ -172,6 +183,7 @@ func (net *simNet) hang(i int) { net.hosts[i].hang() }
 type simOutput struct {
 	testutil.Buffer
 	at      int
+	goOn    bool          // the host lives on after that
 	reached chan struct{} // closed when at bytes are written
 	resume  chan struct{} // closed when the host may go on
 	once    sync.Once
@@ -181,7 +193,9 @@ func (o *simOutput) Write(p []byte) (int, error) {
 	if o.at > 0 && o.Len()+len(p) >= o.at {
 		o.once.Do(func() { close(o.reached) })
 		<-o.resume
-		return 0, errors.New("the host is gone")
+		if !o.goOn {
+			return 0, errors.New("the host is gone")
+		}
 	}
 	return o.Buffer.Write(p)
 }
@@ -190,6 +204,7 @@ func (o *simOutput) Write(p []byte) (int, error) {
 type simFault struct {
 	at   int
 	hang bool // else it dies
+	cut  bool // else it dies: only its connections from upstream break
 	with []int
 }
 
@@ -233,7 +248,7 @@ func (sm sim) run(t testing.TB, in []byte) simResult {
 	for i, h := range net.hosts {
 		res.outs[i] = &simOutput{reached: make(chan struct{}), resume: make(chan struct{})}
 		if f, ok := faults[i]; ok {
-			res.outs[i].at = f.at
+			res.outs[i].at, res.outs[i].goOn = f.at, f.cut
 		}
 		hcfg := cfg
 		hcfg.Key = key(i)
@@ -269,9 +284,12 @@ func (sm sim) run(t testing.TB, in []byte) simResult {
 				return
 			}
 			for _, j := range append([]int{i}, f.with...) {
-				if f.hang {
+				switch {
+				case f.hang:
 					net.hang(j)
-				} else {
+				case f.cut:
+					net.cut(j)
+				default:
 					net.kill(j)
 				}
 			}
@@ -364,6 +382,16 @@ func TestRepair(t *testing.T) {
 		faults := map[int]simFault{1: {at: 256 << 10, with: []int{2, 3, 4, 5}}}
 		r := sim{hosts: 8, window: 6, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults, pad: pad}.run(t, in)
 		checkSimNamed(t, r, in, 8, lost, pad)
+	})
+	t.Run("the link into the 2nd host breaks", func(t *testing.T) {
+		// The 2nd host waits for a rejoin that does not come (its
+		// upstream gave it up), then fails, and only then does the 3rd
+		// take the stream over: the 1st waits long enough for that.
+		cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+		faults := map[int]simFault{1: {at: 256 << 10, cut: true}}
+		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
+		checkSim(t, r, in, 4, []string{"hop1"})
+		checkErr(t, "the 2nd host", r.errs[1], conn.KindAborted, "no sender took the stream over")
 	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

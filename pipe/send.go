@@ -25,6 +25,14 @@ import (
 // On failure it tells the receiver why (unless the receiver is the one that
 // gave up) and returns a *conn.Error. Send does not close c.
 //
+// With Config.Repair, a receiver that fails mid-stream is given up and
+// the stream goes on with the first of Config.Fallback that takes it over
+// (Send closes the connections it makes for that): Send then returns nil
+// when every receiver not given up confirmed the stream, with those given
+// up, here or down the chain, in Stats.Lost; a caller that must tell a
+// whole chain from a repaired one checks it. When no receiver is left it
+// fails (KindAborted), naming them all.
+//
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire, workers on every core seal the buffers read (see package seal), a
 // poster goroutine posts them in order, and this goroutine handles
@@ -412,7 +420,7 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 				continue
 			}
 			msg := s.c.RecvBuf(c.Buf)[:c.Len]
-			done, err := s.control(ctx, msg, readDone)
+			done, err := s.control(msg, readDone)
 			if err != nil {
 				return err
 			}
@@ -429,7 +437,7 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 
 // control handles one message from the receiver and reports whether it
 // confirmed the end of the stream.
-func (s *sender) control(ctx context.Context, msg []byte, readDone <-chan struct{}) (bool, error) {
+func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 	switch {
 	case len(msg) == 1:
 		return false, s.returned(msg[0], conn.KindIntegrity)
