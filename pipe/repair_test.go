@@ -226,13 +226,14 @@ type sim struct {
 	cfg           pipe.Config
 	faults        map[int]simFault // what happens to which host
 	pad           string           // after each host's name
+	file          bool             // the input is a regular file
 }
 
 // name returns host i's name.
 func (sm sim) name(i int) string { return fmt.Sprintf("hop%d%s", i, sm.pad) }
 
 // run streams in through the simulated chain.
-func (sm sim) run(t testing.TB, in []byte) simResult {
+func (sm sim) run(t *testing.T, in []byte) simResult {
 	n, cfg, faults := sm.hosts, sm.cfg, sm.faults
 	net := newSimNet(t, n, sm.params)
 	key := func(i int) []byte { return []byte(fmt.Sprintf("key of hop %d", i)) }
@@ -303,7 +304,17 @@ func (sm sim) run(t testing.TB, in []byte) simResult {
 	scfg := cfg
 	scfg.Key, scfg.Repair, scfg.Fallback = key(0), true, fallback(1)
 	scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
-	res.send, res.err = pipe.Send(context.Background(), c, bytes.NewReader(in), scfg)
+	var input io.Reader = bytes.NewReader(in)
+	if sm.file {
+		f := fileWith(t, in, 0)
+		defer func() {
+			if off := offset(t, f); res.err == nil && off != int64(len(in)) {
+				t.Errorf("the input file was left at %d, want its end, %d", off, len(in))
+			}
+		}()
+		input = f
+	}
+	res.send, res.err = pipe.Send(context.Background(), c, input, scfg)
 	c.Close()
 	// The hosts that hung are still there: they end now.
 	for i, f := range faults {
@@ -362,16 +373,19 @@ func TestRepair(t *testing.T) {
 	in := randomBytes(1<<20, 41)
 	cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
-		name   string
-		faults map[int]simFault
-		lost   []string
+		name          string
+		faults        map[int]simFault
+		lost          []string
+		encrypt, file bool
 	}{
-		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}},
-		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}},
-		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}},
-		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}},
-		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}},
-		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}},
+		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false},
+		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}, false, false},
+		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false},
+		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}, false, false},
+		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false},
+		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}, false, false},
+		{"the 2nd host dies, encrypted", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, true, false},
+		{"the 1st host dies, the input a file", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, true},
 	}
 	t.Run("five hosts in a row die: their names take two lost messages", func(t *testing.T) {
 		pad := "." + strings.Repeat("x", 55)
@@ -395,7 +409,9 @@ func TestRepair(t *testing.T) {
 	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults}.run(t, in)
+			cfg := cfg
+			cfg.Encrypt = tt.encrypt
+			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults, file: tt.file}.run(t, in)
 			checkSim(t, r, in, 4, tt.lost)
 		})
 	}
