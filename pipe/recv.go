@@ -246,6 +246,8 @@ func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender does not encrypt, and this receiver accepts only encrypted streams")
 	case !rejoin && theirFlags&wire.FlagRejoin != 0:
 		return conn.Errorf(conn.KindSetup, "handshake", "the sender takes over a stream this receiver has not begun")
+	case theirFlags&wire.FlagRepair != 0 && theirFlags&(wire.FlagKey|wire.FlagChain) != wire.FlagKey|wire.FlagChain:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for a chain to be repaired without a key or a chain")
 	case rejoin && theirFlags&(wire.FlagRejoin|wire.FlagChain|wire.FlagProbe) != wire.FlagRejoin:
 		return conn.Errorf(conn.KindSetup, "handshake", "the sender does not take over the stream this receiver has begun: it is taking no other")
 	}
@@ -275,7 +277,7 @@ func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 		return conn.Errorf(conn.KindBusy, "", "the receiver is busy with another stream: retry later")
 	}
 	if !r.probe && next != "" {
-		if err := r.setUpRelay(parent, next, chain, theirFlags&wire.FlagEncrypt != 0); err != nil {
+		if err := r.setUpRelay(parent, next, chain, theirFlags); err != nil {
 			if r.cfg.Unclaim != nil {
 				r.cfg.Unclaim()
 			}

@@ -65,7 +65,7 @@ func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) 
 // timeout, however long the chain: each receiver down it sets up the rest
 // within its own. The sender is watched meanwhile: if it goes away, the
 // set-up ends.
-func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, encrypt bool) error {
+func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, flags byte) error {
 	ctx, cancel := r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1)
 	defer cancel()
 	wctx, stopWatching := context.WithCancel(ctx)
@@ -87,7 +87,7 @@ func (r *receiver) setUpRelay(parent context.Context, addr string, chain []strin
 			got = append(got, cs[:n]...)
 		}
 	}()
-	err := r.connectForward(ctx, addr, chain, encrypt)
+	err := r.connectForward(ctx, addr, chain, flags)
 	stopWatching()
 	<-watched
 	r.backlog = append(got, r.backlog...)
@@ -119,9 +119,12 @@ func (r *receiver) senderGone(err error) error {
 
 // connectForward connects to the next receiver at addr with
 // Config.Forward and completes the handshake with it, with this
-// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing the rest of the chain on. Without
-// ForwardTo, addr is where Relay allowed the first of chain to be reached.
-func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, encrypt bool) error {
+// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing
+// the rest of the chain on, encrypted and repaired (see chainRepair) as
+// the sender's flags ask. Without ForwardTo, addr is where Relay allowed
+// the first of chain to be reached.
+func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, flags byte) error {
+	encrypt, repair := flags&wire.FlagEncrypt != 0, flags&wire.FlagRepair != 0
 	name, rest := r.cfg.ForwardTo, chain
 	if name == "" {
 		name, rest = chain[0], chain[1:]
@@ -141,7 +144,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
 		key = r.cfg.ForwardKey
 	}
-	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
+	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest, Repair: repair}
 	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
@@ -153,10 +156,33 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	r.relay.src = &relaySource{rl: r.relay}
 	r.relay.resize(r.c.RecvBufs())
 	s.onForward = r.relay.free
-	if r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0) {
+	switch {
+	case r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0):
 		r.relay.link = newLink(r.cfg, s, r.cfg.ForwardTo, true)
+	case r.cfg.ForwardTo == "" && repair:
+		r.relay.link = newLink(r.chainRepair(rest), s, name, true)
 	}
 	return nil
+}
+
+// chainRepair is the configuration of the repair of a chain the sender
+// named and asked to be repaired (rdmasend --to, every receiver with the
+// same key): the fallbacks are the receivers after the next one, rest,
+// with this receiver's key, and each is reached where Relay allows.
+func (r *receiver) chainRepair(rest []string) Config {
+	cfg := r.cfg
+	cfg.Fallback = nil
+	for _, h := range rest {
+		cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
+	}
+	cfg.Forward = func(ctx context.Context, name string) (conn.Conn, error) {
+		addr, err := r.cfg.Relay(ctx, name)
+		if err != nil {
+			return nil, conn.Errorf(conn.KindSetup, "", "this receiver does not relay to %s: %v", shortName(name), err)
+		}
+		return r.cfg.Forward(ctx, addr)
+	}
+	return cfg
 }
 
 // resize makes a token channel for each of n receive buffers, for a new

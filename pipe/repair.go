@@ -132,7 +132,7 @@ func checkRepair(cfg Config) error {
 		return nil
 	case len(cfg.Key) == 0:
 		return conn.Errorf(conn.KindUsage, "repair", "repairing a chain needs a shared key: without one, what a receiver wrote from a dead upstream cannot be trusted")
-	case len(cfg.Fallback) > 0 && cfg.Forward == nil:
+	case cfg.Forward == nil && (len(cfg.Fallback) > 0 || len(cfg.Chain) > 0):
 		return conn.Errorf(conn.KindUsage, "repair", "fallback receivers need a way to connect to them (Forward)")
 	}
 	return nil

@@ -227,6 +227,9 @@ type sim struct {
 	faults        map[int]simFault // what happens to which host
 	pad           string           // after each host's name
 	file          bool             // the input is a regular file
+	// named makes the sender name the chain (Config.Chain), every host
+	// with the same key, instead of each relaying by its ForwardTo.
+	named bool
 }
 
 // name returns host i's name.
@@ -236,7 +239,12 @@ func (sm sim) name(i int) string { return fmt.Sprintf("hop%d%s", i, sm.pad) }
 func (sm sim) run(t *testing.T, in []byte) simResult {
 	n, cfg, faults := sm.hosts, sm.cfg, sm.faults
 	net := newSimNet(t, n, sm.params)
-	key := func(i int) []byte { return []byte(fmt.Sprintf("key of hop %d", i)) }
+	key := func(i int) []byte {
+		if sm.named {
+			return []byte("the chain's key")
+		}
+		return []byte(fmt.Sprintf("key of hop %d", i))
+	}
 	fallback := func(from int) []pipe.Hop {
 		var hops []pipe.Hop
 		for i := from; i < min(n, from+sm.window); i++ {
@@ -262,7 +270,8 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 				return nil, context.Cause(ctx)
 			}
 		}
-		if i+1 < n {
+		hcfg.Relay = relayAnywhere
+		if i+1 < n && !sm.named {
 			hcfg.ForwardTo, hcfg.ForwardKey = sm.name(i+1), key(i+1)
 			hcfg.Repair, hcfg.Fallback = true, fallback(i+2)
 		}
@@ -303,6 +312,12 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 	}
 	scfg := cfg
 	scfg.Key, scfg.Repair, scfg.Fallback = key(0), true, fallback(1)
+	if sm.named {
+		scfg.Fallback = nil
+		for i := 1; i < n; i++ {
+			scfg.Chain = append(scfg.Chain, sm.name(i))
+		}
+	}
 	scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
 	var input io.Reader = bytes.NewReader(in)
 	if sm.file {
@@ -373,19 +388,22 @@ func TestRepair(t *testing.T) {
 	in := randomBytes(1<<20, 41)
 	cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
-		name          string
-		faults        map[int]simFault
-		lost          []string
-		encrypt, file bool
+		name                 string
+		faults               map[int]simFault
+		lost                 []string
+		encrypt, file, named bool
 	}{
-		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false},
-		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}, false, false},
-		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false},
-		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}, false, false},
-		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false},
-		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}, false, false},
-		{"the 2nd host dies, encrypted", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, true, false},
-		{"the 1st host dies, the input a file", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, true},
+		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false, false},
+		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}, false, false, false},
+		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false, false},
+		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}, false, false, false},
+		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false, false},
+		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}, false, false, false},
+		{"the 2nd host dies, encrypted", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, true, false, false},
+		{"a chain the sender names: the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false, true},
+		{"a chain the sender names: the 1st host dies", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false, true},
+		{"a chain the sender names: two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false, true},
+		{"the 1st host dies, the input a file", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, true, false},
 	}
 	t.Run("five hosts in a row die: their names take two lost messages", func(t *testing.T) {
 		pad := "." + strings.Repeat("x", 55)
@@ -411,7 +429,7 @@ func TestRepair(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			cfg := cfg
 			cfg.Encrypt = tt.encrypt
-			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults, file: tt.file}.run(t, in)
+			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults, file: tt.file, named: tt.named}.run(t, in)
 			checkSim(t, r, in, 4, tt.lost)
 		})
 	}
@@ -534,6 +552,19 @@ func TestRejoinRefused(t *testing.T) {
 		hostile.nextOf('H')
 		hostile.control(message('K', 0, string(append([]byte{wire.FlagKey | wire.FlagRejoin}, make([]byte, 64)...))))
 		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender takes over a stream this receiver has not begun")
+	})
+	t.Run("a chain to repair without a key", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{HandshakeTimeout: time.Second})
+			recvErr <- err
+		}()
+		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+		hostile.nextOf('H')
+		hostile.control(message('K', 0, string(append([]byte{wire.FlagChain | wire.FlagRepair}, make([]byte, 64)...))))
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender asks for a chain to be repaired without a key")
 	})
 	t.Run("a rejoin without a key", func(t *testing.T) {
 		rcfg := cfg

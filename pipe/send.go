@@ -139,7 +139,13 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if !s.cfg.Repair && len(s.cfg.Fallback) == 0 {
 		return s.stream(ctx, open)
 	}
-	s.link = newLink(s.cfg, s, s.c.Info().Remote, false)
+	cfg := s.cfg
+	if len(cfg.Fallback) == 0 {
+		for _, h := range cfg.Chain {
+			cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
+		}
+	}
+	s.link = newLink(cfg, s, s.c.Info().Remote, false)
 	return s.link.run(ctx, open)
 }
 
@@ -312,6 +318,9 @@ func (s *sender) handshake(parent context.Context) error {
 			return conn.Errorf(conn.KindUsage, "chain of receivers", "%v", err)
 		}
 		body[0], chain = wire.FlagChain, s.cfg.Chain
+		if s.cfg.Repair || len(s.cfg.Fallback) > 0 {
+			body[0] |= wire.FlagRepair
+		}
 	}
 	if s.cfg.Encrypt {
 		if !haveKey {

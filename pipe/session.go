@@ -123,6 +123,13 @@ type Config struct {
 	// eight at most (a fallback further behind is given up); and a relay
 	// copies instead of forwarding from its receive buffers. A failure
 	// at set-up is not repaired.
+	//
+	// For Send with a Chain, the fallbacks are the chain itself unless
+	// Fallback says otherwise, and the sender asks the receivers down it
+	// to repair it too (under its key proof): each relay's fallbacks are
+	// then the receivers after its next one, reached where its Relay
+	// allows, with its own Key. So every receiver of such a chain holds
+	// the same key, and takes rejoins (see Rejoin).
 	Repair bool
 	// Fallback lists the receivers after the next one, in chain order,
 	// for Repair (which a Fallback sets).

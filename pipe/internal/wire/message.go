@@ -90,6 +90,10 @@ const (
 	// stream the receiver has begun (pipe.Config.Rejoin); only with
 	// FlagKey.
 	FlagRejoin byte = 16
+	// FlagRepair, in the auth message, asks the receivers of the chain
+	// it names to repair it (pipe.Config.Repair); only with FlagKey and
+	// FlagChain.
+	FlagRepair byte = 32
 )
 
 // Sizes of message bodies.
