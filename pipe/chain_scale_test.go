@@ -101,3 +101,23 @@ func TestChainScaleRepair(t *testing.T) {
 	checkSim(t, r, in, scaleHosts, []string{fmt.Sprintf("hop%d", scaleHosts/2)})
 	t.Logf("%d hosts, %d KiB, host %d died after %d KiB: %v", scaleHosts, len(in)>>10, scaleHosts/2, 64, time.Since(start))
 }
+
+// BenchmarkChainScale streams 1 MiB through the chain of TestChainScale:
+// MB/s is the rate at every host (all sharing this machine's cores), and
+// µs-setup/host the time to the first byte at the last host over the
+// hosts. go test -run '^$' -bench ChainScale ./pipe
+func BenchmarkChainScale(b *testing.B) {
+	in := randomBytes(1<<20, 31)
+	b.SetBytes(int64(len(in)))
+	var setup time.Duration
+	for b.Loop() {
+		hops, last := scaleHops(scaleHosts)
+		start := time.Now()
+		r := runChainWith(b, in, pipe.Config{Key: []byte(hops[0].key)}, hops, nil, true)
+		if r.sendErr != nil || r.receivers != scaleHosts {
+			b.Fatalf("send: %v; %d receivers", r.sendErr, r.receivers)
+		}
+		setup += last.at.Sub(start)
+	}
+	b.ReportMetric(float64(setup.Microseconds())/float64(b.N)/scaleHosts, "µs-setup/host")
+}
