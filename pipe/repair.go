@@ -70,12 +70,12 @@ func (h *history) read(p []byte, off int64) int {
 // repairing sender or relay: what the history holds from where the
 // receiver stands, then the input itself, recorded as it is handed out.
 type replaySource struct {
-	h       *history
-	b       source.Buffers
-	pos     int64 // the stream offset of the next byte handed out
-	inner   source.Source
-	handed  int64 // bytes the inner source handed out
-	inputEr bool  // the inner source failed: nothing to repair
+	h           *history
+	b           source.Buffers
+	pos         int64 // the stream offset of the next byte handed out
+	inner       source.Source
+	handed      int64 // bytes the inner source handed out
+	inputFailed bool  // the inner source failed: nothing to repair
 }
 
 func (rs *replaySource) Next(ctx context.Context) (int, int, bool, error) {
@@ -95,7 +95,7 @@ func (rs *replaySource) Next(ctx context.Context) (int, int, bool, error) {
 		rs.handed += int64(n)
 	}
 	if err != nil && ctx.Err() == nil {
-		rs.inputEr = true
+		rs.inputFailed = true
 	}
 	return i, n, eof, err
 }
@@ -158,7 +158,7 @@ func (l *link) run(ctx context.Context, open func(source.Buffers) source.Source)
 			rs = &replaySource{h: l.hist, b: b, pos: l.s.sent.Load(), inner: open(b)}
 			return rs
 		})
-		if err == nil || ctx.Err() != nil || rs.inputEr || errors.Is(err, ErrStuck) || conn.KindOf(err) != conn.KindAborted {
+		if err == nil || ctx.Err() != nil || rs.inputFailed || errors.Is(err, ErrStuck) || conn.KindOf(err) != conn.KindAborted {
 			return st, err
 		}
 		sent := l.s.sent.Load()

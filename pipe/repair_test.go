@@ -618,6 +618,45 @@ func TestRejoinClaimsTooMuch(t *testing.T) {
 	}
 }
 
+// TestRepairLocalFailures checks that a repairing sender does not give
+// up a receiver for its own failures: an input that fails, and a stream
+// cancelled.
+func TestRepairLocalFailures(t *testing.T) {
+	in := randomBytes(256<<10, 45)
+	tests := []struct {
+		name  string
+		input func(cancel context.CancelCauseFunc) io.Reader
+		says  string
+	}{
+		{"the input fails", func(context.CancelCauseFunc) io.Reader { return failingReader{bytes.NewReader(in)} }, "input device gone"},
+		{"the stream is cancelled", func(cancel context.CancelCauseFunc) io.Reader {
+			return &cutReader{r: bytes.NewReader(in), at: 64 << 10, cut: func() {
+				cancel(conn.Errorf(conn.KindAborted, "", "interrupted by a signal"))
+			}}
+		}, "interrupted by a signal"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := []byte("k")
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+			ctx, cancel := context.WithCancelCause(context.Background())
+			defer cancel(nil)
+			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "next"}},
+				Forward: func(context.Context, string) (conn.Conn, error) {
+					t.Error("the sender connected to a fallback")
+					return nil, errors.New("no")
+				}}
+			st, err := pipe.Send(ctx, sc, tt.input(cancel), cfg)
+			checkErr(t, "sender", err, conn.KindAborted, tt.says)
+			if len(st.Lost) != 0 {
+				t.Errorf("lost %q, want none", st.Lost)
+			}
+		})
+	}
+}
+
 // cutReader reads r, and calls cut once at bytes were read.
 type cutReader struct {
 	r    io.Reader
