@@ -403,6 +403,8 @@ func TestRepair(t *testing.T) {
 		{"a chain the sender names: the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false, true},
 		{"a chain the sender names: the 1st host dies", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false, true},
 		{"a chain the sender names: two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false, true},
+		{"the 2nd host dies, then the 1st: the 3rd is taken over twice", map[int]simFault{1: {at: 256 << 10}, 0: {at: 600 << 10}}, []string{"hop0", "hop1"}, false, false, false},
+		{"the 2nd host dies, then the 3rd: the 1st repairs twice", map[int]simFault{1: {at: 256 << 10}, 2: {at: 600 << 10}}, []string{"hop1", "hop2"}, false, false, false},
 		{"the 1st host dies, the input a file", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, true, false},
 	}
 	t.Run("five hosts in a row die: their names take two lost messages", func(t *testing.T) {
