@@ -92,9 +92,10 @@ type Config struct {
 	// writes to its own output, passing the rest of the chain on. It
 	// confirms the stream only when the next receiver has confirmed it
 	// too; a failure anywhere fails the stream on every side, naming the
-	// receiver. Until the next receiver has welcomed the relay, what it
-	// says is reported here but not passed to the sender. Probes are not
-	// relayed.
+	// receiver (unless the chain is repaired, see Repair, for which Send
+	// and relays connect to fallbacks with Forward too). Until the next
+	// receiver has welcomed the relay, what it says is reported here but
+	// not passed to the sender. Probes are not relayed.
 	Forward func(ctx context.Context, addr string) (conn.Conn, error)
 	// ForwardTo is a next receiver Receive always relays to (before any
 	// chain the sender names).
