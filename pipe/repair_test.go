@@ -386,7 +386,7 @@ func checkSimNamed(t *testing.T, r simResult, in []byte, n int, lost []string, p
 // names the hosts lost.
 func TestRepair(t *testing.T) {
 	in := randomBytes(1<<20, 41)
-	cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 2 * time.Second}
+	cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
 		name                 string
 		faults               map[int]simFault
@@ -421,7 +421,7 @@ func TestRepair(t *testing.T) {
 		// The 2nd host waits for a rejoin that does not come (its
 		// upstream gave it up), then fails, and only then does the 3rd
 		// take the stream over: the 1st waits long enough for that.
-		cfg := pipe.Config{Timeout: 500 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+		cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: time.Second}
 		faults := map[int]simFault{1: {at: 256 << 10, cut: true}}
 		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
 		checkSim(t, r, in, 4, []string{"hop1"})
