@@ -108,14 +108,18 @@ type Config struct {
 	// up a next receiver that fails mid-stream (its connection fails, it
 	// aborts, or it is silent past Timeout) instead of failing the
 	// stream: the sender or relay then connects with Forward to the first
-	// of Fallback that completes a rejoin handshake (see Rejoin), which
-	// says how many bytes it has written, and resends from exactly there.
+	// of Fallback that completes a rejoin handshake (see Rejoin) within
+	// twice the handshake timeout and Timeout (a fallback takes it only
+	// once it has lost its own upstream), which says how many bytes it
+	// has written, and resends from exactly there.
 	// A fallback that cannot be reached, refuses, or is further behind
 	// than the history (see below) is given up too, and the next one
 	// tried. With none left, a relay goes on writing its own output
-	// alone, and Send fails. Every host given up is named in Stats.Lost,
-	// up the chain to the sender, whose stream still succeeds when every
-	// other receiver confirmed it: the caller decides what a loss means.
+	// alone, and Send fails. Every host given up is named in Stats.Lost
+	// (as Fallback, ForwardTo or the Chain name it; Send's first receiver
+	// as its connection's Info().Remote), up the chain to the sender,
+	// whose stream still succeeds when every other receiver confirmed it:
+	// the caller decides what a loss means.
 	// Repair needs a Key: with one, each message's tag is checked before
 	// a byte of it is written, so what a receiver wrote from a dead
 	// upstream is authentic. What was sent is kept for a resend, in a

@@ -37,11 +37,12 @@
 // pipe.Config.Fallback and Rejoin) sets FlagRejoin in its auth, and the
 // receiver's welcome then carries, after its flags, how many bytes it has
 // written (u64), under its key proof; the stream goes on from there with
-// sequence numbers from 1 and byte counts of the whole stream. Before its
-// confirmation a receiver names the hosts down its chain that were given
-// up in lost messages, one at a time: each waits for the sender's next
-// message (under a control credit), and the confirmation's MAC covers
-// them all.
+// sequence numbers from 1 and byte counts of the whole stream. A sender
+// naming a chain sets FlagRepair to have its relays repair it too. Before
+// its confirmation a receiver names the hosts down its chain that were
+// given up in lost messages, one at a time: each waits for the sender's
+// next message (under a control credit), and the confirmation's MAC
+// covers them all.
 //
 // The bracketed fields are there only with a shared key (see packages auth
 // and seal): a data message's tag sits between its payload and its trailer
