@@ -51,17 +51,21 @@ func scaleHops(n int) ([]hop, *firstByte) {
 // one hop's for the same bytes: figures to report, not to assert.
 func TestChainScale(t *testing.T) {
 	in := randomBytes(1<<20, 31)
-	one, only := scaleHops(1)
-	start := time.Now()
-	r := runChainWith(t, in, pipe.Config{Key: []byte(one[0].key)}, one, nil, true)
-	oneHop := time.Since(start)
-	if r.sendErr != nil || !bytes.Equal(only.Bytes(), in) {
-		t.Fatalf("one hop: %v", r.sendErr)
+	// One hop takes a few milliseconds: the fastest of a few runs.
+	oneHop := time.Hour
+	for range 5 {
+		one, only := scaleHops(1)
+		start := time.Now()
+		r := runChainWith(t, in, pipe.Config{Key: []byte(one[0].key)}, one, nil, true)
+		oneHop = min(oneHop, time.Since(start))
+		if r.sendErr != nil || !bytes.Equal(only.Bytes(), in) {
+			t.Fatalf("one hop: %v", r.sendErr)
+		}
 	}
 
 	hops, last := scaleHops(scaleHosts)
-	start = time.Now()
-	r = runChainWith(t, in, pipe.Config{Key: []byte(hops[0].key)}, hops, nil, true)
+	start := time.Now()
+	r := runChainWith(t, in, pipe.Config{Key: []byte(hops[0].key)}, hops, nil, true)
 	chain := time.Since(start)
 	if r.sendErr != nil {
 		t.Fatalf("send: %v", r.sendErr)
