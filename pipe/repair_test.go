@@ -585,57 +585,21 @@ func TestRejoinRefused(t *testing.T) {
 	})
 }
 
-// TestRejoinClaimsTooMuch takes a stream over with a scripted receiver
-// that holds the key and says it wrote more than was sent: the sender
-// fails with an integrity error.
-func TestRejoinClaimsTooMuch(t *testing.T) {
+// TestTakeOverClaims takes a stream over with a scripted receiver that
+// holds the key and says how much it wrote: more than was sent fails the
+// stream with an integrity error; less than the history holds gives it up
+// (and, with no other fallback, the stream fails as every receiver lost).
+func TestTakeOverClaims(t *testing.T) {
 	in := randomBytes(1<<20, 44)
-	key := []byte("k")
-	p := conn.NewParams(4096, 4)
-	sc, rc := memPair(t, p, p, memconn.Faults{})
-	go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
-	fsc, frc := memPair(t, p, p, memconn.Faults{})
-	go func() {
-		liar := &peer{t: t, c: frc, cs: make([]conn.Completion, 16)}
-		hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
-		liar.control(hello)
-		msg := liar.nextFromSender('K')
-		if len(msg) < wire.AuthBody {
-			return
-		}
-		tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[1:33], nil)
-		desc, _ := frc.OpenWindow()
-		written := binary.LittleEndian.AppendUint64(nil, 1<<40)
-		welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
-		liar.control(append(welcome, desc...))
-		liar.nextOf(0) // until the connection goes
-	}()
-	cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
-		Forward: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
-	cr := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { sc.Close() }}
-	st, err := pipe.Send(context.Background(), sc, cr, cfg)
-	checkErr(t, "sender", err, conn.KindIntegrity, "the receiver says it wrote 1099511627776 bytes, but only")
-	if len(st.Lost) != 1 {
-		t.Errorf("lost %q, want the first receiver", st.Lost)
-	}
-}
-
-// TestRepairLocalFailures checks that a repairing sender does not give
-// up a receiver for its own failures: an input that fails, and a stream
-// cancelled.
-func TestRepairLocalFailures(t *testing.T) {
-	in := randomBytes(256<<10, 45)
 	tests := []struct {
-		name  string
-		input func(cancel context.CancelCauseFunc) io.Reader
-		says  string
+		name    string
+		written uint64
+		kind    conn.Kind
+		says    string
+		told    string // what the scripted receiver is told
 	}{
-		{"the input fails", func(context.CancelCauseFunc) io.Reader { return failingReader{bytes.NewReader(in)} }, "input device gone"},
-		{"the stream is cancelled", func(cancel context.CancelCauseFunc) io.Reader {
-			return &cutReader{r: bytes.NewReader(in), at: 64 << 10, cut: func() {
-				cancel(conn.Errorf(conn.KindAborted, "", "interrupted by a signal"))
-			}}
-		}, "interrupted by a signal"},
+		{"more than was sent", 1 << 40, conn.KindIntegrity, "the receiver says it wrote 1099511627776 bytes, but only", "but only"},
+		{"too far behind", 0, conn.KindAborted, "every receiver was lost (mem:receiver, liar)", "only those from"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -643,17 +607,31 @@ func TestRepairLocalFailures(t *testing.T) {
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
-			ctx, cancel := context.WithCancelCause(context.Background())
-			defer cancel(nil)
-			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "next"}},
-				Forward: func(context.Context, string) (conn.Conn, error) {
-					t.Error("the sender connected to a fallback")
-					return nil, errors.New("no")
-				}}
-			st, err := pipe.Send(ctx, sc, tt.input(cancel), cfg)
-			checkErr(t, "sender", err, conn.KindAborted, tt.says)
-			if len(st.Lost) != 0 {
-				t.Errorf("lost %q, want none", st.Lost)
+			fsc, frc := memPair(t, p, p, memconn.Faults{})
+			told := make(chan []byte, 1)
+			go func() {
+				defer close(told)
+				liar := &peer{t: t, c: frc, cs: make([]conn.Completion, 16)}
+				hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+				liar.control(hello)
+				msg := liar.nextFromSender('K')
+				if len(msg) < wire.AuthBody {
+					return
+				}
+				tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[1:33], nil)
+				desc, _ := frc.OpenWindow()
+				written := binary.LittleEndian.AppendUint64(nil, tt.written)
+				welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+				liar.control(append(welcome, desc...))
+				told <- liar.nextFromSender('A')
+			}()
+			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
+				Forward: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
+			cr := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { sc.Close() }}
+			_, err := pipe.Send(context.Background(), sc, cr, cfg)
+			checkErr(t, "sender", err, tt.kind, tt.says)
+			if abort := <-told; !strings.Contains(string(abort), tt.told) {
+				t.Errorf("the scripted receiver was told %q, want %q", abort, tt.told)
 			}
 		})
 	}
