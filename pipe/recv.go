@@ -336,14 +336,21 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 	if r.rejoined {
 		r.c.Close()
 	}
+	// Until one takes over, the failure is the lost sender's.
+	lostSession, lostRejoined := r.session, r.rejoined
 	for {
 		c, err := r.cfg.Rejoin(wctx)
-		switch {
-		case ctx.Err() != nil:
-			return context.Cause(ctx)
-		case err != nil && wctx.Err() != nil:
-			return fmt.Errorf("%w; no sender took the stream over within %v", lost, d)
-		case err != nil:
+		if err != nil || ctx.Err() != nil {
+			if err == nil {
+				c.Close()
+			}
+			r.session, r.rejoined = lostSession, lostRejoined
+			switch {
+			case ctx.Err() != nil:
+				return context.Cause(ctx)
+			case wctx.Err() != nil:
+				return fmt.Errorf("%w; no sender took the stream over within %v", lost, d)
+			}
 			return fmt.Errorf("%w; no sender can take the stream over: %v", lost, err)
 		}
 		r.session = newSession(c, r.cfg, "sender")
