@@ -346,7 +346,7 @@ func (f *fakeReceiver) PostSend(i, n int) error {
 			// The confirmation's MAC covers the stream tag the sender
 			// sent, taken as it is: HMACs of a few bytes, no payload.
 			tag := body[wire.EndBody : wire.EndBody+auth.MACLen]
-			done = append(done, seal.NewKeyed(auth.StreamKey(f.mode.key, f.t), f.mode.encrypt).Done(int64(bytes), 1, tag)...)
+			done = append(done, seal.NewKeyed(auth.StreamKey(f.mode.key, f.t), f.mode.encrypt).Done(int64(bytes), 1, tag, nil)...)
 		}
 		return f.deliver(done)
 	}
@@ -714,7 +714,7 @@ func (f *fakeSender) confirmed() error {
 	want[0] = wire.MsgDone
 	binary.LittleEndian.PutUint64(want[1:], uint64(bytes))
 	binary.LittleEndian.PutUint32(want[9:], 1)
-	want = append(want, f.st.Done(bytes, 1, f.tag)...)
+	want = append(want, f.st.Done(bytes, 1, f.tag, nil)...)
 	if !hmac.Equal(f.doneMsg, want) {
 		return fmt.Errorf("fake sender: confirmation %s, want %s", wire.Describe(f.doneMsg), wire.Describe(want))
 	}

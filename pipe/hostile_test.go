@@ -161,6 +161,16 @@ func (p *peer) greet() {
 	p.control(welcome())
 }
 
+// drain takes the sender's data, returning a credit for each, until the
+// end of the stream.
+func (p *peer) drain() {
+	for msg := p.next(); msg != nil && typeOf(msg) != 'E'; msg = p.next() {
+		if typeOf(msg) == 'D' {
+			p.control([]byte{1})
+		}
+	}
+}
+
 // handshake plays an unkeyed sender's handshake against the receiver.
 func (p *peer) handshake() {
 	p.nextOf('H')
@@ -229,6 +239,41 @@ func TestHostileReceiver(t *testing.T) {
 			p.greet()
 			p.control([]byte("Zzzz"))
 		}, conn.KindIntegrity, `unexpected message "Zzzz"`},
+		{"lost hosts before the end", func(p *peer) {
+			p.greet()
+			p.control([]byte("L\x00hop1"))
+		}, conn.KindIntegrity, "named lost hosts before the end of the stream"},
+		{"lost hosts without waiting", func(p *peer) {
+			p.greet()
+			p.drain()
+			p.control([]byte("L\x01hop1"))
+			p.control([]byte("L\x00hop2"))
+		}, conn.KindIntegrity, "without waiting for the sender"},
+		{"lost hosts after the last", func(p *peer) {
+			p.greet()
+			p.drain()
+			p.control([]byte("L\x00hop1"))
+			p.control([]byte("L\x00hop2"))
+		}, conn.KindIntegrity, "after its last lost message"},
+		{"finished before the last lost host", func(p *peer) {
+			p.greet()
+			p.control([]byte{0x80}) // the auth's control credit
+			p.drain()
+			p.control([]byte("L\x01hop1"))
+			p.nextFromSender('N')
+			done := make([]byte, 13)
+			done[0] = 'F'
+			p.control(done)
+		}, conn.KindIntegrity, "before it named every lost host"},
+		{"lost hosts beyond the bound", func(p *peer) {
+			p.greet()
+			p.drain()
+			p.control([]byte{0x80}) // the auth's control credit
+			piece := append([]byte("L\x01"), bytes.Repeat([]byte("h"), conn.MaxControl-2)...)
+			for p.c.SendControl(context.Background(), piece) == nil && p.nextFromSender('N') != nil {
+				p.control([]byte{0x80}) // the next message's
+			}
+		}, conn.KindIntegrity, "bytes of lost hosts in all"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -307,6 +352,10 @@ func TestHostileSender(t *testing.T) {
 			p.handshake()
 			p.control(message('B', 5, ""))
 		}, conn.KindIntegrity, "messages were lost"},
+		{"asks for lost hosts before the end", nil, func(p *peer) {
+			p.handshake()
+			p.control(message('N', 0, ""))
+		}, conn.KindIntegrity, "asked for lost hosts before the end of the stream"},
 		// memconn breaks the link on a message larger than the receive
 		// buffer with an internal error (for an engine it is a bug); RDMA
 		// reports a length error and TCP a framing error. What matters is

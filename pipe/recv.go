@@ -23,15 +23,16 @@ import (
 // checksum, and confirms it to the sender. It returns nil only when every
 // byte the sender read arrived intact and was written to w. On failure it
 // tells the sender why (unless the sender is the one that gave up) and
-// returns a *conn.Error. Receive does not close c.
+// returns a *conn.Error. Receive does not close c; it closes the
+// connections Config.Rejoin returns.
 //
 // As buffers arrive, workers on every core check them (and decrypt them),
 // and a writer goroutine writes buffer k to w while buffer k+1 arrives and
 // is checked; it then re-posts the buffer and returns its credit with a
 // single-byte message.
 func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, error) {
-	r := &receiver{session: newSession(c, cfg, "sender"), w: w}
-	defer r.release()
+	r := &receiver{session: newSession(c, cfg, "sender"), w: w, nexts: make(chan struct{}, 1)}
+	defer func() { r.release() }()
 	var st Stats
 	err := guard(func() (err error) {
 		st, err = r.run(ctx)
@@ -41,7 +42,10 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 		r.relay.close()
 	}
 	if err != nil && !r.peerGaveUp && !errors.Is(err, ErrProbe) {
-		lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindOf(err), publicReason(err), 0))
+		lastWords(r.c, wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindOf(err), publicReason(err), 0))
+	}
+	if r.rejoined && !errors.Is(err, ErrStuck) {
+		r.c.Close()
 	}
 	return st, err
 }
@@ -57,14 +61,26 @@ func SparseOutput(w io.Writer) error {
 type receiver struct {
 	*session
 	w        io.Writer
-	written  atomic.Int64      // bytes written to w
-	messages atomic.Int64      // data messages written
-	sum      uint64            // the stream's checksum (without a key); set by finish
-	endSeen  bool              // the end-of-stream message went to the writer
-	probe    bool              // the sender only checks the connection (Probe)
-	batch    int               // credits returned in one message at most
-	pending  int               // credits held back for the next message
-	relay    *relay            // towards the next receiver (Config.Forward)
+	written  atomic.Int64 // bytes written to w
+	messages atomic.Int64 // data messages written
+	sum      uint64       // the stream's checksum (without a key); set by finish
+	endSeen  bool         // the end-of-stream message went to the writer
+	probe    bool         // the sender only checks the connection (Probe)
+	batch    int          // credits returned in one message at most
+	pending  int          // credits held back for the next message
+	relay    *relay       // towards the next receiver (Config.Forward)
+	// drain is set when the sender was lost and Config.Rejoin may bring
+	// another: the writer then writes what arrived and stops.
+	drain atomic.Bool
+	// rejoined is set once a sender from Config.Rejoin took over: the
+	// connection is then Receive's to close.
+	rejoined bool
+	// nexts has a token for each next message from the sender, which
+	// asks for more of the lost hosts' names (see finish).
+	nexts chan struct{}
+	// lostDown names the hosts down the chain given up, as the relay
+	// says.
+	lostDown []string
 	pool     *work.Pool        // checks (and decrypts) the data messages
 	sealers  chan *seal.Worker // one for each goroutine that may check at once
 }
@@ -83,7 +99,13 @@ type arrival struct {
 
 func (r *receiver) run(parent context.Context) (Stats, error) {
 	st := Stats{Info: r.c.Info()}
-	if err := r.handshake(parent); err != nil {
+	if r.cfg.Rejoin != nil && len(r.cfg.Key) == 0 {
+		return st, conn.Errorf(conn.KindUsage, "rejoin", "taking a stream over from another sender needs a shared key: without one, its senders cannot be told apart")
+	}
+	if err := checkRepair(r.cfg); err != nil {
+		return st, err
+	}
+	if err := r.handshake(parent, false); err != nil {
 		return st, err
 	}
 	if r.probe {
@@ -93,14 +115,8 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	start := time.Now()
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
-	arrivals := make(chan *arrival, r.c.RecvBufs())
-	r.pool = work.New(runtime.GOMAXPROCS(0), r.c.RecvBufs())
-	defer r.pool.Close() // before the buffers go: the workers use them
-	r.sealers = newSealers(r.seal)
 	info := r.c.Info()
-	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
-	r.batch = creditBatch(info.Chunk, credits)
-	out, err := sink.New(r.w, credits, r.cfg.Sparse)
+	out, err := sink.New(r.w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
 	if err != nil {
 		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
 	}
@@ -109,6 +125,44 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		st.IO += ", " + r.relay.describe()
 		r.relay.start(ctx, cancel)
 	}
+	err = r.streamFrom(ctx, out)
+	var lost rejoinError
+	for errors.As(err, &lost) {
+		if err = r.takeRejoin(ctx, lost.error); err != nil {
+			out.Close(r.written.Load())
+			break
+		}
+		err = r.streamFrom(ctx, out)
+	}
+	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
+	st.Lost = r.lostDown
+	if err == nil {
+		st.Sum, st.Integrity = r.sum, r.seal.Name()
+		return st, nil
+	}
+	cancel(err)
+	return st, err
+}
+
+// rejoinError is the loss of the sender, which a sender from
+// Config.Rejoin may repair.
+type rejoinError struct{ error }
+
+func (e rejoinError) Unwrap() error { return e.error }
+
+// streamFrom receives the stream from the current sender and writes it
+// to out, until its end (nil) or a failure. When the sender is lost and
+// Config.Rejoin may bring another, the writer first writes what arrived
+// intact, and the failure is a rejoinError.
+func (r *receiver) streamFrom(parent context.Context, out sink.Sink) error {
+	ctx, cancel := context.WithCancelCause(parent)
+	defer cancel(nil)
+	arrivals := make(chan *arrival, r.c.RecvBufs())
+	r.pool = work.New(runtime.GOMAXPROCS(0), r.c.RecvBufs())
+	defer r.pool.Close() // before the buffers go: the workers use them
+	r.sealers = newSealers(r.seal)
+	info := r.c.Info()
+	r.batch = creditBatch(info.Chunk, conn.NewParams(info.Chunk, info.Depth).Credits())
 	writeDone := make(chan struct{})
 	go func() {
 		defer close(writeDone)
@@ -119,7 +173,9 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		cancel(err)
 	}()
 
-	err = r.receive(ctx, arrivals)
+	err := r.receive(ctx, arrivals)
+	drain := r.cfg.Rejoin != nil && ctx.Err() == nil && !r.endSeen && (r.peerGaveUp || r.silent)
+	r.drain.Store(drain)
 	close(arrivals)
 	if r.endSeen && r.peerGaveUp && parent.Err() == nil {
 		// The whole stream arrived before the connection went (the sender
@@ -131,20 +187,29 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		case <-parent.Done():
 		}
 	}
-	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
+	if drain {
+		select {
+		case <-writeDone:
+			if cause := context.Cause(ctx); !errors.Is(cause, errFinished) {
+				return cause // the writer failed
+			}
+			return rejoinError{err}
+		case <-parent.Done():
+			err = context.Cause(parent)
+		}
+	}
 	if errors.Is(err, errFinished) {
 		<-writeDone
-		st.Sum, st.Integrity = r.sum, r.seal.Name()
-		return st, nil
+		return nil
 	}
 	cancel(err)
-	return st, settle(err, writeDone)
+	return settle(err, writeDone)
 }
 
 // handshake sends the hello, checks the sender's proof of the key (if any),
 // claims the receiver for this sender (Config.Claim) and answers with the
 // welcome, all within the handshake timeout.
-func (r *receiver) handshake(parent context.Context) error {
+func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 	ctx, cancel := r.handshakeContext(parent, "the sender did not complete the rdmapipe handshake", 1)
 	defer func() { cancel() }()
 	nonce, err := auth.NewNonce()
@@ -179,6 +244,12 @@ func (r *receiver) handshake(parent context.Context) error {
 		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for encryption without a key")
 	case r.cfg.Encrypt && theirFlags&(wire.FlagEncrypt|wire.FlagProbe) == 0:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender does not encrypt, and this receiver accepts only encrypted streams")
+	case !rejoin && theirFlags&wire.FlagRejoin != 0:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender takes over a stream this receiver has not begun")
+	case theirFlags&wire.FlagRepair != 0 && theirFlags&(wire.FlagKey|wire.FlagChain) != wire.FlagKey|wire.FlagChain:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for a chain to be repaired without a key or a chain")
+	case rejoin && theirFlags&(wire.FlagRejoin|wire.FlagChain|wire.FlagProbe) != wire.FlagRejoin:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender does not take over the stream this receiver has begun: it is taking no other")
 	}
 	var chain []string
 	if theirFlags&wire.FlagChain != 0 {
@@ -196,15 +267,17 @@ func (r *receiver) handshake(parent context.Context) error {
 		}
 	}
 	r.probe = theirFlags&wire.FlagProbe != 0
-	next, err := r.nextHop(ctx, chain)
-	if err != nil {
-		return err
+	next := ""
+	if !rejoin {
+		if next, err = r.nextHop(ctx, chain); err != nil {
+			return err
+		}
 	}
-	if !r.probe && r.cfg.Claim != nil && !r.cfg.Claim() {
+	if !r.probe && !rejoin && r.cfg.Claim != nil && !r.cfg.Claim() {
 		return conn.Errorf(conn.KindBusy, "", "the receiver is busy with another stream: retry later")
 	}
 	if !r.probe && next != "" {
-		if err := r.setUpRelay(parent, next, chain, theirFlags&wire.FlagEncrypt != 0); err != nil {
+		if err := r.setUpRelay(parent, next, chain, theirFlags); err != nil {
 			if r.cfg.Unclaim != nil {
 				r.cfg.Unclaim()
 			}
@@ -222,14 +295,19 @@ func (r *receiver) handshake(parent context.Context) error {
 			return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 		}
 	}
-	if r.relay != nil {
+	if r.relay != nil && !rejoin && r.cfg.Rejoin == nil {
 		r.relay.adopt(r.c)
 	}
-	welcome := make([]byte, 2+auth.MACLen, 2+auth.MACLen+len(desc))
+	var written []byte // a rejoin's: the bytes written so far
+	if rejoin {
+		written = binary.LittleEndian.AppendUint64(nil, uint64(r.written.Load()))
+	}
+	welcome := make([]byte, 2, 2+len(written)+auth.MACLen+len(desc))
 	welcome[0] = wire.MsgWelcome
+	welcome = append(append(welcome, written...), make([]byte, auth.MACLen)...)
 	if haveKey {
 		welcome[1] = wire.FlagKey
-		copy(welcome[2:], auth.Proof(r.cfg.Key, auth.ReceiverProof, t, desc))
+		copy(welcome[2+len(written):], auth.Proof(r.cfg.Key, auth.ReceiverProof, t, written, desc))
 		r.seal = seal.NewKeyed(auth.StreamKey(r.cfg.Key, t), theirFlags&wire.FlagEncrypt != 0)
 	} else {
 		r.seal = seal.New(streamID(nonce[:], theirNonce))
@@ -240,6 +318,57 @@ func (r *receiver) handshake(parent context.Context) error {
 	}
 	r.authenticated = true
 	return nil
+}
+
+// takeRejoin waits for a sender from Config.Rejoin to take the stream
+// over after the sender was lost (lost says how), within one Timeout and
+// the handshake timeout: connections that fail the rejoin handshake are
+// refused, and the next one awaited.
+func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
+	d := r.cfg.HandshakeTimeout
+	if d <= 0 {
+		d = DefaultHandshakeTimeout
+	}
+	d += r.cfg.Timeout
+	wctx, cancel := context.WithTimeout(ctx, d)
+	defer cancel()
+	r.release()
+	if r.rejoined {
+		r.c.Close()
+	}
+	// Until one takes over, the failure is the lost sender's.
+	lostSession, lostRejoined := r.session, r.rejoined
+	for {
+		c, err := r.cfg.Rejoin(wctx)
+		if err != nil || ctx.Err() != nil {
+			if err == nil {
+				c.Close()
+			}
+			r.session, r.rejoined = lostSession, lostRejoined
+			switch {
+			case ctx.Err() != nil:
+				return context.Cause(ctx)
+			case wctx.Err() != nil:
+				return fmt.Errorf("%w; no sender took the stream over within %v", lost, d)
+			}
+			return fmt.Errorf("%w; no sender can take the stream over: %v", lost, err)
+		}
+		r.session = newSession(c, r.cfg, "sender")
+		r.rejoined, r.endSeen, r.pending = true, false, 0
+		err = guard(func() error { return r.handshake(wctx, true) })
+		if err == nil {
+			r.drain.Store(false)
+			if r.relay != nil {
+				r.relay.resize(c.RecvBufs())
+			}
+			return nil
+		}
+		if !r.peerGaveUp {
+			lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindOf(err), publicReason(err), 0))
+		}
+		r.release()
+		c.Close()
+	}
 }
 
 // next waits for one handshake message from the sender (at least a
@@ -322,6 +451,18 @@ func (r *receiver) receive(ctx context.Context, arrivals chan<- *arrival) error 
 				continue
 			case wire.MsgAbort:
 				return r.peerAbort(body)
+			case wire.MsgNext:
+				if !r.endSeen {
+					return conn.Errorf(conn.KindIntegrity, "receive", "the sender asked for lost hosts before the end of the stream")
+				}
+				r.repost(c.Buf)
+				_ = r.returnControl(ctx) // as for a heartbeat
+				select {
+				case r.nexts <- struct{}{}:
+				default:
+					return conn.Errorf(conn.KindIntegrity, "receive", "the sender asked for lost hosts it was not offered")
+				}
+				continue
 			case wire.MsgData, wire.MsgEnd:
 			default:
 				return conn.Errorf(conn.KindIntegrity, "receive", "unknown message type %q from the sender", typ)
@@ -380,7 +521,12 @@ func (r *receiver) truncated(err error) error {
 // none does. A regular file takes several writes at once (see package sink);
 // buffers are still re-posted in arrival order.
 func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink.Sink) error {
-	defer func() { out.Close(r.written.Load()) }()
+	drained := false
+	defer func() {
+		if !drained {
+			out.Close(r.written.Load())
+		}
+	}()
 	for {
 		var a *arrival
 		ok := true
@@ -401,6 +547,17 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 			}
 		default:
 			a, ok = <-arrivals
+		}
+		if !ok && r.drain.Load() && ctx.Err() == nil {
+			// The sender was lost: what arrived intact is written, and
+			// another sender may take over from there.
+			for out.Pending() > 0 {
+				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
+					return err
+				}
+			}
+			drained = true
+			return nil
 		}
 		if !ok || ctx.Err() != nil {
 			return nil // the stream is over: leave the buffers alone
@@ -449,6 +606,9 @@ func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
 	if r.cfg.Progress != nil {
 		r.cfg.Progress(n)
 	}
+	if r.drain.Load() {
+		return nil // the sender is lost: nothing to re-post or return
+	}
 	// A failed re-post means the connection broke: the receive loop
 	// hears of that from Poll, after what arrived before it.
 	r.repost(w.Buf)
@@ -458,7 +618,9 @@ func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
 	err := r.c.SendControl(ctx, []byte{byte(r.pending)})
 	r.pending = 0
 	if err != nil {
-		if ctx.Err() != nil {
+		if ctx.Err() != nil || r.cfg.Rejoin != nil {
+			// With Rejoin the receive loop decides what a broken
+			// connection means, after what arrived before it.
 			return nil
 		}
 		return r.sendFailed(ctx, fmt.Errorf("return a credit: %w", err))
@@ -497,24 +659,55 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	r.sum = sum
 	receivers := uint32(1)
 	if r.relay != nil {
-		down, err := r.relay.confirmed(ctx)
+		down, lost, err := r.relay.confirmed(ctx)
 		if err != nil {
 			return err
 		}
 		receivers += uint32(down)
+		r.lostDown = lost
 	}
 	if r.cfg.Sync != nil {
 		if err := r.cfg.Sync(); err != nil {
 			return &conn.Error{Kind: conn.KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
 		}
 	}
+	lost := lostText(r.lostDown)
+	if err := r.sendLost(ctx, lost); err != nil {
+		return err
+	}
 	done := make([]byte, wire.DoneLen, wire.DoneLen+auth.MACLen)
 	done[0] = wire.MsgDone
 	binary.LittleEndian.PutUint64(done[1:], uint64(written))
 	binary.LittleEndian.PutUint32(done[9:], receivers)
-	done = append(done, r.seal.Done(written, receivers, tag)...)
+	done = append(done, r.seal.Done(written, receivers, tag, lost)...)
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.
 	_ = r.c.SendControl(ctx, done)
+	return nil
+}
+
+// sendLost names the lost hosts down the chain to the sender, in lost
+// messages whose first byte says whether more follow: each but the first
+// after the sender asked for it with a next message, so that the sender
+// never has more than one to take.
+func (r *receiver) sendLost(ctx context.Context, text []byte) error {
+	for first := true; len(text) > 0; first = false {
+		if !first {
+			select {
+			case <-r.nexts:
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		}
+		n := min(len(text), wire.LostPiece)
+		more := byte(0)
+		if n < len(text) {
+			more = 1
+		}
+		if err := r.c.SendControl(ctx, append([]byte{wire.MsgLost, more}, text[:n]...)); err != nil {
+			return r.sendFailed(ctx, fmt.Errorf("name the lost hosts: %w", err))
+		}
+		text = text[n:]
+	}
 	return nil
 }

@@ -30,6 +30,10 @@ type relay struct {
 	freed   []chan struct{}
 	done    chan error // the next receiver's stream: nil once confirmed
 	started bool
+	// link, with Config.Repair, repairs the stream to the next receiver;
+	// s is then its first sender, and the current one is link.s.
+	link *link
+	src  *relaySource // the input of every stream to a next receiver
 }
 
 // payload is what arrived in receive buffer buf of the upstream connection.
@@ -61,7 +65,7 @@ func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) 
 // timeout, however long the chain: each receiver down it sets up the rest
 // within its own. The sender is watched meanwhile: if it goes away, the
 // set-up ends.
-func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, encrypt bool) error {
+func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, flags byte) error {
 	ctx, cancel := r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1)
 	defer cancel()
 	wctx, stopWatching := context.WithCancel(ctx)
@@ -83,7 +87,7 @@ func (r *receiver) setUpRelay(parent context.Context, addr string, chain []strin
 			got = append(got, cs[:n]...)
 		}
 	}()
-	err := r.connectForward(ctx, addr, chain, encrypt)
+	err := r.connectForward(ctx, addr, chain, flags)
 	stopWatching()
 	<-watched
 	r.backlog = append(got, r.backlog...)
@@ -115,9 +119,12 @@ func (r *receiver) senderGone(err error) error {
 
 // connectForward connects to the next receiver at addr with
 // Config.Forward and completes the handshake with it, with this
-// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing the rest of the chain on. Without
-// ForwardTo, addr is where Relay allowed the first of chain to be reached.
-func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, encrypt bool) error {
+// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing
+// the rest of the chain on, encrypted and repaired (see chainRepair) as
+// the sender's flags ask. Without ForwardTo, addr is where Relay allowed
+// the first of chain to be reached.
+func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, flags byte) error {
+	encrypt, repair := flags&wire.FlagEncrypt != 0, flags&wire.FlagRepair != 0
 	name, rest := r.cfg.ForwardTo, chain
 	if name == "" {
 		name, rest = chain[0], chain[1:]
@@ -137,7 +144,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
 		key = r.cfg.ForwardKey
 	}
-	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest}
+	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest, Repair: repair}
 	s := newSender(c, cfg, "next receiver "+name)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
@@ -145,12 +152,54 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 		c.Close()
 		return fail(err)
 	}
-	r.relay = &relay{s: s, name: name, freed: make([]chan struct{}, r.c.RecvBufs())}
-	for i := range r.relay.freed {
-		r.relay.freed[i] = make(chan struct{}, 2)
-	}
+	r.relay = &relay{s: s, name: name}
+	r.relay.src = &relaySource{rl: r.relay}
+	r.relay.resize(r.c.RecvBufs())
 	s.onForward = r.relay.free
+	switch {
+	case r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0):
+		r.relay.link = newLink(r.cfg, s, r.cfg.ForwardTo, true)
+	case r.cfg.ForwardTo == "" && repair:
+		r.relay.link = newLink(r.chainRepair(rest), s, name, true)
+	}
 	return nil
+}
+
+// chainRepair is the configuration of the repair of a chain the sender
+// named and asked to be repaired (rdmasend --to, every receiver with the
+// same key): the fallbacks are the receivers after the next one, rest,
+// with this receiver's key, and each is reached where Relay allows.
+func (r *receiver) chainRepair(rest []string) Config {
+	cfg := r.cfg
+	cfg.Fallback = nil
+	for _, h := range rest {
+		cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
+	}
+	cfg.Forward = func(ctx context.Context, name string) (conn.Conn, error) {
+		addr, err := r.cfg.Relay(ctx, name)
+		if err != nil {
+			return nil, conn.Errorf(conn.KindSetup, "", "this receiver does not relay to %s: %v", shortName(name), err)
+		}
+		return r.cfg.Forward(ctx, addr)
+	}
+	return cfg
+}
+
+// resize makes a token channel for each of n receive buffers, for a new
+// connection from the sender (the relay is done with every old one).
+func (rl *relay) resize(n int) {
+	rl.freed = make([]chan struct{}, n)
+	for i := range rl.freed {
+		rl.freed[i] = make(chan struct{}, 2)
+	}
+}
+
+// sender returns the sender towards the current next receiver.
+func (rl *relay) sender() *sender {
+	if rl.link != nil {
+		return rl.link.s
+	}
+	return rl.s
 }
 
 // adopt lets the relay send what arrives on up straight from its receive
@@ -160,8 +209,8 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 // receiver's output, and the relay's sender encrypts its own copy under
 // the next receiver's key.) up's window must be open.
 func (rl *relay) adopt(up conn.Conn) {
-	if rl.s.cfg.Encrypt {
-		return
+	if rl.s.cfg.Encrypt || rl.link != nil {
+		return // a repairing relay keeps a copy of what it sends
 	}
 	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
 		rl.s.forward, rl.s.forwardFrom = fw, up
@@ -220,12 +269,23 @@ func (rl *relay) start(ctx context.Context, fail func(error)) {
 	rl.payloads = make(chan payload, 1)
 	rl.done = make(chan error, 1)
 	rl.started = true
+	open := func(b source.Buffers) source.Source {
+		rl.src.b = b
+		return rl.src
+	}
 	go func() {
 		err := guard(func() error {
-			_, err := rl.s.stream(ctx, func(b source.Buffers) source.Source { return &relaySource{rl: rl, b: b} })
+			if rl.link == nil {
+				_, err := rl.s.stream(ctx, open)
+				return err
+			}
+			_, err := rl.link.run(ctx, open)
+			if errors.Is(err, errNoneLeft) {
+				return rl.alone(ctx)
+			}
 			return err
 		})
-		rl.s.failed(err)
+		rl.sender().failed(err)
 		if err != nil && ctx.Err() == nil {
 			err = wrap(conn.KindOf(err), "forward to "+rl.name, err)
 			fail(err)
@@ -264,16 +324,40 @@ func (rl *relay) wait(ctx context.Context, buf int) error {
 	return nil
 }
 
+// alone takes what the writer hands over once no receiver is left to
+// send it to (see Config.Repair), until the end of the stream.
+func (rl *relay) alone(ctx context.Context) error {
+	if rl.src.holding {
+		rl.src.holding = false
+		rl.free(rl.src.buf)
+	}
+	for {
+		select {
+		case p, ok := <-rl.payloads:
+			if !ok {
+				return nil
+			}
+			rl.free(p.buf)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+}
+
 // confirmed ends the stream to the next receiver, waits for its
-// confirmation and returns how many receivers down the chain it counts.
-func (rl *relay) confirmed(ctx context.Context) (int, error) {
+// confirmation and returns how many receivers down the chain it counts,
+// and which were lost.
+func (rl *relay) confirmed(ctx context.Context) (int, []string, error) {
 	close(rl.payloads)
 	select {
 	case err := <-rl.done:
 		rl.done <- err // for close
-		return rl.s.receivers, err
+		if rl.link != nil {
+			return rl.link.s.receivers, rl.link.confirmedLost(), err
+		}
+		return rl.s.receivers, rl.s.lostDown, err
 	case <-ctx.Done():
-		return 0, context.Cause(ctx)
+		return 0, nil, context.Cause(ctx)
 	}
 }
 
@@ -283,8 +367,9 @@ func (rl *relay) close() {
 	if rl.started {
 		rl.done <- <-rl.done
 	}
-	rl.s.release()
-	rl.s.c.Close()
+	s := rl.sender()
+	s.release()
+	s.c.Close()
 }
 
 // relaySource is the input of the sender towards the next receiver: the

@@ -52,7 +52,7 @@ func relayAnywhere(_ context.Context, next string) (string, error) { return next
 // runChainWith streams in from a sender with sendCfg through hops: the
 // sender names chain, or, with fixed, each hop forwards to the next by its
 // own ForwardTo, with the next hop's key as ForwardKey where it differs.
-func runChainWith(t *testing.T, in []byte, sendCfg pipe.Config, hops []hop, chain []string, fixed bool) chainResult {
+func runChainWith(t testing.TB, in []byte, sendCfg pipe.Config, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
 	res := chainResult{outs: make([]*testutil.Buffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
 	ctx := context.Background()

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/hmac"
 	"encoding/binary"
+	"errors"
 	"io"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,6 +25,14 @@ import (
 // On failure it tells the receiver why (unless the receiver is the one that
 // gave up) and returns a *conn.Error. Send does not close c.
 //
+// With Config.Repair, a receiver that fails mid-stream is given up and
+// the stream goes on with the first of Config.Fallback that takes it over
+// (Send closes the connections it makes for that): Send then returns nil
+// when every receiver not given up confirmed the stream, with those given
+// up, here or down the chain, in Stats.Lost; a caller that must tell a
+// whole chain from a repaired one checks it. When no receiver is left it
+// fails (KindAborted), naming them all.
+//
 // A reader goroutine fills send buffer k+1 from r while buffer k is on the
 // wire, workers on every core seal the buffers read (see package seal), a
 // poster goroutine posts them in order, and this goroutine handles
@@ -30,13 +40,26 @@ import (
 func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := newSender(c, cfg, "receiver")
 	s.r = r
-	defer s.release()
 	var st Stats
 	err := guard(func() (err error) {
 		st, err = s.run(ctx)
 		return err
 	})
-	s.failed(err)
+	last := s
+	if s.link != nil {
+		last = s.link.s
+		if s.link.owned && !errors.Is(err, ErrStuck) {
+			defer last.c.Close()
+		}
+		st.Lost = s.link.confirmedLost()
+		if errors.Is(err, errNoneLeft) {
+			err = conn.Errorf(conn.KindAborted, "", "every receiver was lost (%s)", strings.Join(st.Lost, ", "))
+		}
+	} else {
+		st.Lost = s.lostDown
+	}
+	defer last.release()
+	last.failed(err)
 	return st, err
 }
 
@@ -76,6 +99,23 @@ type sender struct {
 	forward     conn.Forwarder
 	forwardFrom conn.Conn
 	onForward   func(buf int)
+	// rejoin makes the handshake take over a stream the receiver has
+	// begun (see Config.Rejoin); it then sets written, the bytes the
+	// receiver says it has written.
+	rejoin  bool
+	written int64
+	// lostText is what the receiver's lost messages said so far (not
+	// nil once one came), lostMore whether the last said more follow,
+	// and nexts how many of them await the next message that asks for
+	// more.
+	lostText []byte
+	lostMore bool
+	nexts    int
+	// lostDown names the receivers down the chain given up, as the
+	// confirmation says.
+	lostDown []string
+	// link, for Send with Config.Repair, is the repairing stream.
+	link *link
 }
 
 // newSender returns a sender towards peer on c, holding every control
@@ -89,10 +129,24 @@ func newSender(c conn.Conn, cfg Config, peer string) *sender {
 }
 
 func (s *sender) run(ctx context.Context) (Stats, error) {
+	if err := checkRepair(s.cfg); err != nil {
+		return Stats{Info: s.c.Info()}, err
+	}
 	if err := s.handshake(ctx); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
-	return s.stream(ctx, func(b source.Buffers) source.Source { return source.New(s.r, b) })
+	open := func(b source.Buffers) source.Source { return source.New(s.r, b) }
+	if !s.cfg.Repair && len(s.cfg.Fallback) == 0 {
+		return s.stream(ctx, open)
+	}
+	cfg := s.cfg
+	if len(cfg.Fallback) == 0 {
+		for _, h := range cfg.Chain {
+			cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
+		}
+	}
+	s.link = newLink(cfg, s, s.c.Info().Remote, false)
+	return s.link.run(ctx, open)
 }
 
 // stream sends what the source open returns reads, after the handshake,
@@ -257,11 +311,16 @@ func (s *sender) handshake(parent context.Context) error {
 	switch {
 	case s.probe:
 		body[0] = wire.FlagProbe
+	case s.rejoin:
+		body[0] = wire.FlagRejoin
 	case len(s.cfg.Chain) > 0:
 		if err := wire.CheckChain(s.cfg.Chain); err != nil {
 			return conn.Errorf(conn.KindUsage, "chain of receivers", "%v", err)
 		}
 		body[0], chain = wire.FlagChain, s.cfg.Chain
+		if s.cfg.Repair || len(s.cfg.Fallback) > 0 {
+			body[0] |= wire.FlagRepair
+		}
 	}
 	if s.cfg.Encrypt {
 		if !haveKey {
@@ -284,18 +343,27 @@ func (s *sender) handshake(parent context.Context) error {
 			return err
 		}
 	}
-	welcome, err := s.controlMessage(ctx, wire.MsgWelcome, 1+auth.MACLen)
+	var written []byte // a rejoin's: the receiver's written count
+	if s.rejoin {
+		written = make([]byte, wire.WrittenLen)
+	}
+	welcome, err := s.controlMessage(ctx, wire.MsgWelcome, 1+len(written)+auth.MACLen)
 	if err != nil {
 		return err
 	}
-	desc := welcome[2+auth.MACLen:]
+	written = welcome[2 : 2+len(written)]
+	proof := welcome[2+len(written) : 2+len(written)+auth.MACLen]
+	desc := welcome[2+len(written)+auth.MACLen:]
 	if haveKey {
-		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, welcome[2:2+auth.MACLen], desc) {
+		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, proof, written, desc) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
 		s.seal = seal.NewKeyed(auth.StreamKey(s.cfg.Key, t), s.cfg.Encrypt)
 	} else {
 		s.seal = seal.New(streamID(hello[2:2+auth.NonceLen], nonce[:]))
+	}
+	if s.rejoin {
+		s.written = int64(binary.LittleEndian.Uint64(written))
 	}
 	if ws, ok := s.c.(conn.WindowSetter); ok && !s.probe {
 		if err := ws.SetWindow(desc); err != nil {
@@ -369,6 +437,9 @@ func (s *sender) complete(ctx context.Context, readDone <-chan struct{}) error {
 				return nil
 			}
 			s.repost(c.Buf)
+			if err := s.askNext(ctx); err != nil {
+				return err
+			}
 		}
 	}
 }
@@ -383,7 +454,30 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return false, conn.Errorf(conn.KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == wire.MsgAbort:
 		return false, s.peerAbort(msg[1:])
+	case msg[0] == wire.MsgLost:
+		// Kept, bounded, until the confirmation's MAC vouches for it.
+		switch {
+		case !s.ended.Load():
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts before the end of the stream")
+		case s.nexts > 0:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts without waiting for the sender")
+		case !s.lostMore && s.lostText != nil:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver named lost hosts after its last lost message")
+		case len(msg) < 2 || len(s.lostText)+len(msg)-2 > wire.MaxLost:
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "a lost message of %d bytes: empty, or more than %d bytes of lost hosts in all", len(msg), wire.MaxLost)
+		}
+		if s.lostText == nil {
+			s.lostText = []byte{}
+		}
+		s.lostText = append(s.lostText, msg[2:]...)
+		if s.lostMore = msg[1] != 0; s.lostMore {
+			s.nexts++
+		}
+		return false, nil
 	case msg[0] == wire.MsgDone:
+		if s.lostMore {
+			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the stream before it named every lost host")
+		}
 		if !s.ended.Load() {
 			return false, conn.Errorf(conn.KindIntegrity, "finish", "the receiver confirmed the end of a stream this sender has not finished")
 		}
@@ -391,6 +485,24 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return true, s.confirmed(msg)
 	}
 	return false, conn.Errorf(conn.KindIntegrity, "receive", "unexpected message %s from the receiver", wire.Describe(msg))
+}
+
+// askNext asks the receiver for its next lost message, if one is due and a
+// control credit is there for it; else a returned credit calls it again.
+func (s *sender) askNext(ctx context.Context) error {
+	if s.nexts == 0 {
+		return nil
+	}
+	select {
+	case <-s.ctrl:
+	default:
+		return nil
+	}
+	s.nexts--
+	if err := s.c.SendControl(ctx, wire.AppendTrailer(nil, wire.MsgNext, 0)); err != nil {
+		return s.lost(err)
+	}
+	return nil
 }
 
 // confirmed checks the receiver's confirmation of the whole stream: its
@@ -405,13 +517,14 @@ func (s *sender) confirmed(msg []byte) error {
 	}
 	got, sent := int64(binary.LittleEndian.Uint64(msg[1:])), s.sent.Load()
 	receivers := binary.LittleEndian.Uint32(msg[9:])
-	if s.seal.Keyed() && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.seal.Done(got, receivers, s.tag)) {
+	if s.seal.Keyed() && !hmac.Equal(msg[wire.DoneLen:wire.DoneLen+auth.MACLen], s.seal.Done(got, receivers, s.tag, s.lostText)) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation does not carry the stream key's MAC: it was forged or damaged")
 	}
 	if got != sent {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 	}
-	if want := 1 + len(s.cfg.Chain); int64(receivers) < int64(want) {
+	s.lostDown = lostNames(s.lostText)
+	if want := 1 + len(s.cfg.Chain); int64(receivers)+int64(len(s.lostDown)) < int64(want) {
 		return conn.Errorf(conn.KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
 	}
 	s.receivers = int(receivers)

@@ -92,9 +92,10 @@ type Config struct {
 	// writes to its own output, passing the rest of the chain on. It
 	// confirms the stream only when the next receiver has confirmed it
 	// too; a failure anywhere fails the stream on every side, naming the
-	// receiver. Until the next receiver has welcomed the relay, what it
-	// says is reported here but not passed to the sender. Probes are not
-	// relayed.
+	// receiver (unless the chain is repaired, see Repair, for which Send
+	// and relays connect to fallbacks with Forward too). Until the next
+	// receiver has welcomed the relay, what it says is reported here but
+	// not passed to the sender. Probes are not relayed.
 	Forward func(ctx context.Context, addr string) (conn.Conn, error)
 	// ForwardTo is a next receiver Receive always relays to (before any
 	// chain the sender names).
@@ -103,6 +104,59 @@ type Config struct {
 	// not Key: a chain whose every hop has its own one-time key (so that a
 	// receiver can relay only where the one who set the chain up said).
 	ForwardKey []byte
+	// Repair, for Send and for a relay (a Receive with ForwardTo), gives
+	// up a next receiver that fails mid-stream (its connection fails, it
+	// aborts, or it is silent past Timeout) instead of failing the
+	// stream: the sender or relay then connects with Forward to the first
+	// of Fallback that completes a rejoin handshake (see Rejoin) within
+	// twice the handshake timeout and Timeout (a fallback takes it only
+	// once it has lost its own upstream), which says how many bytes it
+	// has written, and resends from exactly there.
+	// A fallback that cannot be reached, refuses, or is further behind
+	// than the history (see below) is given up too, and the next one
+	// tried. With none left, a relay goes on writing its own output
+	// alone, and Send fails. Every host given up is named in Stats.Lost
+	// (as Fallback, ForwardTo or the Chain name it; Send's first receiver
+	// as its connection's Info().Remote), up the chain to the sender,
+	// whose stream still succeeds when every other receiver confirmed it:
+	// the caller decides what a loss means.
+	// Repair needs a Key: with one, each message's tag is checked before
+	// a byte of it is written, so what a receiver wrote from a dead
+	// upstream is authentic. What was sent is kept for a resend, in a
+	// history of the last windows (chunk x depth) of the first
+	// connection: two for the next receiver and two for each fallback,
+	// eight at most (a fallback further behind is given up); and a relay
+	// copies instead of forwarding from its receive buffers. A failure
+	// at set-up is not repaired.
+	//
+	// For Send with a Chain, the fallbacks are the chain itself unless
+	// Fallback says otherwise, and the sender asks the receivers down it
+	// to repair it too (under its key proof): each relay's fallbacks are
+	// then the receivers after its next one, reached where its Relay
+	// allows, with its own Key. So every receiver of such a chain holds
+	// the same key, and takes rejoins (see Rejoin).
+	Repair bool
+	// Fallback lists the receivers after the next one, in chain order,
+	// for Repair (which a Fallback sets).
+	Fallback []Hop
+	// Rejoin, for Receive, is where a replacement upstream comes from
+	// when the sender is lost mid-stream (its connection fails, it
+	// aborts, or it is silent past Timeout): instead of failing, the
+	// receiver writes what arrived intact, then takes connections from
+	// Rejoin until one completes a rejoin handshake (a sender holding
+	// the key that says it takes the stream over, see Repair), tells it
+	// (under its key proof) how many bytes it has written, and goes on
+	// with the same output and the same relay. Other senders are refused.
+	// The wait is bounded by Timeout and the handshake timeout together:
+	// the upstream's own repair may take a Timeout to notice the loss.
+	// Rejoin needs a Key. Receive closes the connections it returns.
+	Rejoin func(ctx context.Context) (conn.Conn, error)
+}
+
+// Hop is a receiver further down a chain (see Config.Fallback).
+type Hop struct {
+	Addr string // where Forward connects to, and its name in Stats.Lost
+	Key  []byte // the key it holds; nil: Config.Key (ForwardKey is the next receiver's only)
 }
 
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
@@ -140,6 +194,11 @@ type Stats struct {
 	// wrote the whole stream: the one it sent to and every one down its
 	// chain, counted hop by hop (and authenticated with a key).
 	Receivers int
+	// Lost names, for a sender or relay, the receivers down its chain
+	// that were given up (see Config.Repair), in the order they were,
+	// with the receivers down the chain's own. The stream may still have
+	// succeeded: every other receiver confirmed it.
+	Lost []string
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" where the file was read around the cache,
@@ -185,6 +244,8 @@ type session struct {
 	// seal combines the data messages' checksums or, with a key, tags
 	// into the end of the stream; set by the handshake.
 	seal *seal.Stream
+	// silent is set when the peer was given up for its silence.
+	silent bool
 }
 
 func newSession(c conn.Conn, cfg Config, peer string) *session {
@@ -217,6 +278,7 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 			return nil, s.lost(err)
 		case s.progressing():
 		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
+			s.silent = true
 			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it

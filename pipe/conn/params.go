@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 7
+const Version = 8
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
@@ -160,6 +160,8 @@ func ReceiverLayout(p Params) Layout {
 // credit. The receiver's messages are bounded by the protocol, not by the
 // clock: at most Credits() credit returns (each returns at least one
 // credit), ControlCredits control-credit returns, one of hello, welcome or
-// done at a time, and one abort; the slack covers all but the credit
-// returns with room to spare.
+// done at a time, one lost message (the next waits for the sender to ask
+// for it; the done may follow the last at once), and one abort; the slack
+// covers all but the credit returns, with the buffer beyond the credits
+// (Depth is one more) to spare.
 const controlSlack = 4

@@ -56,7 +56,7 @@ const (
 	tagKeyLabel    = "rdmapipe v4 stream tag key"
 	doneKeyLabel   = "rdmapipe v4 confirmation key"
 	endLabel       = "rdmapipe v4 end of stream"
-	doneLabel      = "rdmapipe v4 stream written"
+	doneLabel      = "rdmapipe v8 stream written"
 )
 
 // Sizes of the nonces and MACs in the handshake's messages.
@@ -179,10 +179,12 @@ func (m *StreamMAC) End(seq uint32, bytes int64, sum uint64) []byte {
 
 // Done returns the MAC of the receiver's confirmation that receivers
 // receivers (it and those down its chain) wrote bytes bytes of the stream
-// whose tag is tag.
-func (m *StreamMAC) Done(bytes int64, receivers uint32, tag []byte) []byte {
-	var b [12]byte
+// whose tag is tag, and that the receivers named in lost (the hosts down
+// its chain that were given up, see pipe.Config.Fallback) did not.
+func (m *StreamMAC) Done(bytes int64, receivers uint32, tag, lost []byte) []byte {
+	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(bytes))
-	binary.LittleEndian.PutUint32(b[8:], receivers)
-	return MAC(m.doneKey, []byte(doneLabel), b[:], tag)
+	binary.LittleEndian.PutUint32(b[8:12], receivers)
+	binary.LittleEndian.PutUint32(b[12:], uint32(len(lost)))
+	return MAC(m.doneKey, []byte(doneLabel), b[:], tag, lost)
 }

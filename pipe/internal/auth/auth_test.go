@@ -74,8 +74,8 @@ func TestStreamMAC(t *testing.T) {
 		}
 	}
 	m := NewStreamMAC(StreamKey([]byte("k"), []byte("transcript")), false)
-	if bytes.Equal(m.Done(4, 1, want), m.Done(4, 2, want)) || bytes.Equal(m.Done(4, 1, want), m.Done(3, 1, want)) {
-		t.Error("the confirmation does not bind the receivers and bytes")
+	if bytes.Equal(m.Done(4, 1, want, nil), m.Done(4, 2, want, nil)) || bytes.Equal(m.Done(4, 1, want, nil), m.Done(3, 1, want, nil)) || bytes.Equal(m.Done(4, 1, want, nil), m.Done(4, 1, want, []byte("h"))) {
+		t.Error("the confirmation does not bind the receivers, bytes and lost hosts")
 	}
 	gmac, enc := m.payloadKey, NewStreamMAC(StreamKey([]byte("k"), []byte("transcript")), true).payloadKey
 	if bytes.Equal(gmac, enc) {

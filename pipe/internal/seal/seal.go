@@ -170,9 +170,9 @@ func (s *Stream) End(seq uint32, bytes int64) (sum uint64, tag []byte) {
 
 // Done returns the MAC of a keyed stream's confirmation (see
 // auth.StreamMAC.Done), nil without a key.
-func (s *Stream) Done(bytes int64, receivers uint32, tag []byte) []byte {
+func (s *Stream) Done(bytes int64, receivers uint32, tag, lost []byte) []byte {
 	if s.mac == nil {
 		return nil
 	}
-	return s.mac.Done(bytes, receivers, tag)
+	return s.mac.Done(bytes, receivers, tag, lost)
 }

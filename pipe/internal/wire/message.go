@@ -28,9 +28,21 @@
 //	'A' abort: kind, reason             'F' finished: bytes u64,
 //	                                        receivers u32, [mac[32]]
 //	'K' auth: flags, nonce, mac         'A' abort: kind, reason
-//	'C' chain: more u8, hosts
+//	'C' chain: more u8, hosts           'L' lost: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
+//	'N' next: (no body)
+//
+// A sender that takes over a stream from a receiver's lost upstream (see
+// pipe.Config.Fallback and Rejoin) sets FlagRejoin in its auth, and the
+// receiver's welcome then carries, after its flags, how many bytes it has
+// written (u64), under its key proof; the stream goes on from there with
+// sequence numbers from 1 and byte counts of the whole stream. A sender
+// naming a chain sets FlagRepair to have its relays repair it too. Before
+// its confirmation a receiver names the hosts down its chain that were
+// given up in lost messages, one at a time: each waits for the sender's
+// next message (under a control credit), and the confirmation's MAC
+// covers them all.
 //
 // The bracketed fields are there only with a shared key (see packages auth
 // and seal): a data message's tag sits between its payload and its trailer
@@ -59,6 +71,8 @@ const (
 	MsgWelcome byte = 'W'
 	MsgDone    byte = 'F'
 	MsgChain   byte = 'C'
+	MsgLost    byte = 'L'
+	MsgNext    byte = 'N'
 )
 
 // CtrlReturn, in a single-byte message from the receiver, returns one
@@ -73,6 +87,14 @@ const (
 	// FlagEncrypt, in the auth message, says the sender encrypts the
 	// stream (pipe.Config.Encrypt); only with FlagKey.
 	FlagEncrypt byte = 8
+	// FlagRejoin, in the auth message, says the sender takes over a
+	// stream the receiver has begun (pipe.Config.Rejoin); only with
+	// FlagKey.
+	FlagRejoin byte = 16
+	// FlagRepair, in the auth message, asks the receivers of the chain
+	// it names to repair it (pipe.Config.Repair); only with FlagKey and
+	// FlagChain.
+	FlagRepair byte = 32
 )
 
 // Sizes of message bodies.
@@ -80,6 +102,13 @@ const (
 	EndBody  = 16 // bytes u64, sum u64; without the stream tag
 	DoneLen  = 1 + 8 + 4
 	AuthBody = 1 + auth.NonceLen + auth.MACLen
+	// WrittenLen is the written count in a rejoin's welcome.
+	WrittenLen = 8
+	// LostPiece is how many bytes of the lost hosts' names one lost
+	// message carries at most.
+	LostPiece = conn.MaxControl - 2
+	// MaxLost bounds the names of the lost hosts a confirmation carries.
+	MaxLost = MaxChainHosts * (MaxChainHost + 1)
 )
 
 // PutTrailer writes a sender message trailer into b[:conn.TrailerLen].

@@ -1,0 +1,278 @@
+package pipe
+
+import (
+	"context"
+	"errors"
+	"strings"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
+)
+
+// historyWindows is how many windows (chunk x depth) of the first
+// connection a repairing sender or relay keeps of what it sent (see
+// Config.Repair) for each fallback, up to maxHistoryWindows: a fallback
+// stands behind what was read by the windows of the hosts before it (the
+// bytes read ahead, those in flight and waiting in the next receiver's
+// window, and its relay's), about two each.
+const (
+	historyWindows    = 2
+	maxHistoryWindows = 8
+)
+
+// historySize is the history of a repairing stream with fallbacks
+// fallbacks over a first connection described by info: none without
+// one, for no one could be resent it.
+func historySize(info conn.Info, fallbacks int) int {
+	if fallbacks == 0 {
+		return 0
+	}
+	return min(historyWindows*(1+fallbacks), maxHistoryWindows) * info.Chunk * info.Depth
+}
+
+// history is the end of what a repairing sender read: a ring of the last
+// len(ring) bytes of the stream, for a resend.
+type history struct {
+	ring []byte
+	end  int64 // the stream's bytes recorded
+}
+
+// start is the offset of the oldest byte the history holds.
+func (h *history) start() int64 { return max(0, h.end-int64(len(h.ring))) }
+
+// record appends p to the history.
+func (h *history) record(p []byte) {
+	if len(h.ring) == 0 {
+		h.end += int64(len(p))
+		return
+	}
+	for len(p) > 0 {
+		at := int(h.end % int64(len(h.ring)))
+		n := copy(h.ring[at:], p)
+		p, h.end = p[n:], h.end+int64(n)
+	}
+}
+
+// read copies into p what the history holds from offset off on (at least
+// start), up to its end, and returns how much it copied.
+func (h *history) read(p []byte, off int64) int {
+	n := 0
+	for n < len(p) && off < h.end {
+		at := int(off % int64(len(h.ring)))
+		m := copy(p[n:min(len(p), n+int(h.end-off))], h.ring[at:])
+		n, off = n+m, off+int64(m)
+	}
+	return n
+}
+
+// replaySource is the input of one stream to a next receiver of a
+// repairing sender or relay: what the history holds from where the
+// receiver stands, then the input itself, recorded as it is handed out.
+type replaySource struct {
+	h           *history
+	b           source.Buffers
+	pos         int64 // the stream offset of the next byte handed out
+	inner       source.Source
+	handed      int64 // bytes the inner source handed out
+	inputFailed bool  // the inner source failed: nothing to repair
+}
+
+func (rs *replaySource) Next(ctx context.Context) (int, int, bool, error) {
+	if rs.pos < rs.h.end {
+		i, err := rs.b.Take(ctx)
+		if err != nil {
+			return 0, 0, false, err
+		}
+		n := rs.h.read(rs.b.Bufs[i][:rs.b.Chunk], rs.pos)
+		rs.pos += int64(n)
+		return i, n, false, nil
+	}
+	i, n, eof, err := rs.inner.Next(ctx)
+	if n > 0 {
+		rs.h.record(rs.b.Bufs[i][:n])
+		rs.pos += int64(n)
+		rs.handed += int64(n)
+	}
+	if err != nil && ctx.Err() == nil {
+		rs.inputFailed = true
+	}
+	return i, n, eof, err
+}
+
+// Close closes the inner source after the bytes it handed out: a file
+// read ahead is left at the next byte to record.
+func (rs *replaySource) Close(int64) { rs.inner.Close(rs.handed) }
+
+func (rs *replaySource) Describe() string { return rs.inner.Describe() + ", resendable" }
+
+// link is a repairing stream to the next receiver (Config.Repair): the
+// sender towards the current next receiver, the fallbacks left, and the
+// history to resend from.
+type link struct {
+	cfg  Config  // the stream's: Forward, Timeout, Fallback's default Key
+	s    *sender // towards the current next receiver
+	name string  // the current next receiver, for Stats.Lost
+	// owned says whether s's connection is the link's to close (not the
+	// one Send was given).
+	owned bool
+	hops  []Hop
+	hist  *history
+	lost  []string
+}
+
+// errNoneLeft is a repairing link's failure when every receiver it could
+// go on with was given up.
+var errNoneLeft = errors.New("no receiver left to go on with")
+
+// checkRepair checks what repairing a stream needs.
+func checkRepair(cfg Config) error {
+	switch {
+	case !cfg.Repair && len(cfg.Fallback) == 0:
+		return nil
+	case len(cfg.Key) == 0:
+		return conn.Errorf(conn.KindUsage, "repair", "repairing a chain needs a shared key: without one, what a receiver wrote from a dead upstream cannot be trusted")
+	case cfg.Forward == nil && (len(cfg.Fallback) > 0 || len(cfg.Chain) > 0):
+		return conn.Errorf(conn.KindUsage, "repair", "fallback receivers need a way to connect to them (Forward)")
+	}
+	return nil
+}
+
+// newLink returns a repairing link that streams with s, whose connection
+// it owns if owned, to the receiver called name.
+func newLink(cfg Config, s *sender, name string, owned bool) *link {
+	info := s.c.Info()
+	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback,
+		hist: &history{ring: make([]byte, historySize(info, len(cfg.Fallback)))}}
+}
+
+// run streams what open returns reads (called once per receiver, with
+// the send buffers of its connection) and, while the stream to the next
+// receiver fails in a way a receiver further down can repair, gives that
+// receiver up and goes on with the next one that takes over. It ends with
+// errNoneLeft when none does.
+func (l *link) run(ctx context.Context, open func(source.Buffers) source.Source) (Stats, error) {
+	for {
+		var rs *replaySource
+		st, err := l.s.stream(ctx, func(b source.Buffers) source.Source {
+			rs = &replaySource{h: l.hist, b: b, pos: l.s.sent.Load(), inner: open(b)}
+			return rs
+		})
+		if err == nil || ctx.Err() != nil || rs.inputFailed || errors.Is(err, ErrStuck) || conn.KindOf(err) != conn.KindAborted {
+			return st, err
+		}
+		sent := l.s.sent.Load()
+		l.giveUp(err)
+		if err := l.takeOver(ctx, sent); err != nil {
+			return st, err
+		}
+	}
+}
+
+// giveUp gives up the current next receiver after its stream failed with
+// err: it is told why, if it can still hear it, and named lost.
+func (l *link) giveUp(err error) {
+	l.s.failed(err)
+	l.s.release()
+	if l.owned {
+		l.s.c.Close()
+	}
+	l.lost = append(l.lost, shortName(l.name))
+}
+
+// takeOver connects to the fallbacks in turn until one completes a
+// rejoin handshake and stands within the history, and makes it the next
+// receiver, to be resent what it has not written. One that wrote more
+// than was sent (sent) fails the stream: it broke the protocol.
+func (l *link) takeOver(ctx context.Context, sent int64) error {
+	for len(l.hops) > 0 {
+		h := l.hops[0]
+		l.hops = l.hops[1:]
+		s, err := l.rejoin(ctx, h)
+		switch {
+		case err == nil && s.written > sent:
+			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", s.written, sent)
+			s.failed(err)
+			s.release()
+			s.c.Close()
+			return err
+		case err == nil && s.written < l.hist.start():
+			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", s.written, l.hist.start())
+			s.failed(err)
+			s.release()
+			s.c.Close()
+		}
+		if err != nil {
+			if ctx.Err() != nil {
+				return context.Cause(ctx)
+			}
+			l.lost = append(l.lost, shortName(h.Addr))
+			continue
+		}
+		s.sent.Store(s.written)
+		l.s, l.name, l.owned = s, h.Addr, true
+		return nil
+	}
+	return errNoneLeft
+}
+
+// rejoin connects to hop h and completes a rejoin handshake with it,
+// within twice the handshake timeout and Timeout: h takes a rejoin only
+// once it has lost its own upstream, which may first have waited that
+// long for a rejoin of its own (see Config.Rejoin) and told h so, or have
+// hung until h gave it up after a Timeout.
+func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
+	name := shortName(h.Addr)
+	key := h.Key
+	if key == nil {
+		key = l.cfg.Key
+	}
+	d := l.cfg.HandshakeTimeout
+	if d <= 0 {
+		d = DefaultHandshakeTimeout
+	}
+	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, HandshakeTimeout: 2 * (d + l.cfg.Timeout)}
+	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
+	defer cancel()
+	c, err := l.cfg.Forward(hctx, h.Addr)
+	if err != nil {
+		return nil, wrap(conn.KindSetup, "take over at "+name, err)
+	}
+	// Until h takes the rejoin it is silent: the handshake's bound is
+	// the only one.
+	cfg.Timeout = 0
+	s := newSender(c, cfg, "receiver "+name)
+	s.rejoin = true
+	if err := guard(func() error { return s.handshake(hctx) }); err != nil {
+		s.failed(err)
+		s.release()
+		c.Close()
+		return nil, wrap(conn.KindOf(err), "take over at "+name, err)
+	}
+	s.cfg.Timeout = l.cfg.Timeout
+	return s, nil
+}
+
+// confirmedLost is what the stream's last sender learned of the hosts
+// lost down the chain, after those the link gave up itself.
+func (l *link) confirmedLost() []string {
+	return append(append([]string(nil), l.lost...), l.s.lostDown...)
+}
+
+// lostNames splits the names of lost hosts a confirmation carried.
+func lostNames(text []byte) []string {
+	if len(text) == 0 {
+		return nil
+	}
+	return strings.Split(string(text), "\n")
+}
+
+// lostText joins the names of lost hosts for a confirmation, at most
+// wire.MaxLost bytes of them.
+func lostText(names []string) []byte {
+	text := strings.Join(names, "\n")
+	if len(text) > wire.MaxLost {
+		text = text[:wire.MaxLost]
+	}
+	return []byte(text)
+}

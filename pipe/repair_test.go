@@ -1,0 +1,656 @@
+package pipe_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"io"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	pipeauth "github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+)
+
+// hostConn is one end of a memconn pair that belongs to a simulated host:
+// named as the host it leads to, and hung with it (see simNet.hang).
+type hostConn struct {
+	*memconn.Conn
+	remote string
+	hung   context.Context // done when the host hangs
+}
+
+func (c *hostConn) Info() conn.Info {
+	i := c.Conn.Info()
+	i.Remote = c.remote
+	return i
+}
+
+// Poll waits as memconn's does until the host hangs, then forever (until
+// ctx ends): a hung host polls no more.
+func (c *hostConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
+	if c.hung.Err() == nil {
+		pctx, cancel := context.WithCancel(ctx)
+		stop := context.AfterFunc(c.hung, cancel)
+		n, err := c.Conn.Poll(pctx, cs)
+		stop()
+		cancel()
+		if err == nil || c.hung.Err() == nil || ctx.Err() != nil {
+			return n, err
+		}
+	}
+	<-ctx.Done()
+	return 0, context.Cause(ctx)
+}
+
+// PostSend, SendControl and PostRecv do nothing once the host hangs.
+func (c *hostConn) PostSend(i, n int) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.PostSend(i, n)
+}
+
+func (c *hostConn) SendControl(ctx context.Context, p []byte) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.SendControl(ctx, p)
+}
+
+func (c *hostConn) PostRecv(i int) error {
+	if c.hung.Err() != nil {
+		return nil
+	}
+	return c.Conn.PostRecv(i)
+}
+
+// simHost is one receiver of a simulated chain.
+type simHost struct {
+	inbox  chan conn.Conn // connections made to it, not yet taken
+	ctx    context.Context
+	cancel context.CancelFunc
+	hung   context.Context
+	hang   context.CancelFunc
+	dead   bool
+	conns  []*hostConn // every end it holds
+	ups    []*hostConn // the ends of its connections from upstream
+}
+
+// simNet is a network of hosts "hop0", "hop1"... in one process: a
+// connection from one to another is a new memconn pair, and a host can
+// die (its connections close, nothing reaches it any more) or hang.
+type simNet struct {
+	t      testing.TB
+	params conn.Params
+	mu     sync.Mutex
+	hosts  []*simHost
+}
+
+func newSimNet(t testing.TB, n int, p conn.Params) *simNet {
+	net := &simNet{t: t, params: p}
+	for range n {
+		h := &simHost{inbox: make(chan conn.Conn, 8)}
+		h.ctx, h.cancel = context.WithCancel(context.Background())
+		h.hung, h.hang = context.WithCancel(context.Background())
+		net.hosts = append(net.hosts, h)
+	}
+	t.Cleanup(func() {
+		for _, h := range net.hosts {
+			h.cancel()
+			for _, c := range h.conns {
+				c.Close()
+			}
+		}
+	})
+	return net
+}
+
+// hostOf returns the index of host addr.
+func hostOf(addr string) (int, bool) {
+	var n int
+	_, err := fmt.Sscanf(addr, "hop%d", &n)
+	return n, err == nil
+}
+
+// dial connects host from (-1: the sender, which is not simulated) to
+// host addr.
+func (net *simNet) dial(from int, addr string) (conn.Conn, error) {
+	to, ok := hostOf(addr)
+	net.mu.Lock()
+	defer net.mu.Unlock()
+	switch {
+	case !ok || to >= len(net.hosts):
+		return nil, fmt.Errorf("no host %q", addr)
+	case net.hosts[to].dead || from >= 0 && net.hosts[from].dead:
+		return nil, conn.Errorf(conn.KindSetup, "connect "+addr, "connection refused")
+	}
+	sc, rc, err := memconn.Pair(net.params, net.params, memconn.Faults{})
+	if err != nil {
+		return nil, err
+	}
+	h := net.hosts[to]
+	r := &hostConn{Conn: rc, remote: "sender", hung: h.hung}
+	h.conns, h.ups = append(h.conns, r), append(h.ups, r)
+	s := &hostConn{Conn: sc, remote: addr, hung: context.Background()}
+	if from >= 0 {
+		s.hung = net.hosts[from].hung
+		net.hosts[from].conns = append(net.hosts[from].conns, s)
+	}
+	h.inbox <- r
+	return s, nil
+}
+
+// kill makes host i die: nothing reaches it any more, its connections
+// close, and its process ends.
+func (net *simNet) kill(i int) {
+	net.mu.Lock()
+	h := net.hosts[i]
+	h.dead = true
+	conns := slices.Clone(h.conns)
+	net.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+	h.cancel()
+}
+
+// cut breaks the connections into host i, and only those.
+func (net *simNet) cut(i int) {
+	net.mu.Lock()
+	ups := slices.Clone(net.hosts[i].ups)
+	net.mu.Unlock()
+	for _, c := range ups {
+		c.Close()
+	}
+}
+
+// hang makes host i hang: it polls and sends no more, and its
+// connections stay up.
+func (net *simNet) hang(i int) { net.hosts[i].hang() }
+
+// simOutput is a host's output, which can stop the host when it has
+// written at bytes (see simFault).
+type simOutput struct {
+	testutil.Buffer
+	at      int
+	goOn    bool          // the host lives on after that
+	reached chan struct{} // closed when at bytes are written
+	resume  chan struct{} // closed when the host may go on
+	once    sync.Once
+}
+
+func (o *simOutput) Write(p []byte) (int, error) {
+	if o.at > 0 && o.Len()+len(p) >= o.at {
+		o.once.Do(func() { close(o.reached) })
+		<-o.resume
+		if !o.goOn {
+			return 0, errors.New("the host is gone")
+		}
+	}
+	return o.Buffer.Write(p)
+}
+
+// simFault is what happens to a host once it has written at bytes.
+type simFault struct {
+	at   int
+	hang bool // else it dies
+	cut  bool // else it dies: only its connections from upstream break
+	with []int
+}
+
+// simResult is how a simulated chain's stream ended.
+type simResult struct {
+	send pipe.Stats
+	err  error
+	outs []*simOutput
+	errs []error
+}
+
+// sim is a simulated chain of hosts named "hop0"... (and pad), each
+// with its own key, each relaying to the next with ForwardTo and
+// ForwardKey, and with repair: every host knows the (up to window) hosts
+// after its next one, and takes a stream over (Config.Rejoin).
+type sim struct {
+	hosts, window int
+	params        conn.Params
+	cfg           pipe.Config
+	faults        map[int]simFault // what happens to which host
+	pad           string           // after each host's name
+	file          bool             // the input is a regular file
+	// named makes the sender name the chain (Config.Chain), every host
+	// with the same key, instead of each relaying by its ForwardTo.
+	named bool
+}
+
+// name returns host i's name.
+func (sm sim) name(i int) string { return fmt.Sprintf("hop%d%s", i, sm.pad) }
+
+// run streams in through the simulated chain.
+func (sm sim) run(t *testing.T, in []byte) simResult {
+	n, cfg, faults := sm.hosts, sm.cfg, sm.faults
+	net := newSimNet(t, n, sm.params)
+	key := func(i int) []byte {
+		if sm.named {
+			return []byte("the chain's key")
+		}
+		return []byte(fmt.Sprintf("key of hop %d", i))
+	}
+	fallback := func(from int) []pipe.Hop {
+		var hops []pipe.Hop
+		for i := from; i < min(n, from+sm.window); i++ {
+			hops = append(hops, pipe.Hop{Addr: sm.name(i), Key: key(i)})
+		}
+		return hops
+	}
+	res := simResult{outs: make([]*simOutput, n), errs: make([]error, n)}
+	var wg sync.WaitGroup
+	for i, h := range net.hosts {
+		res.outs[i] = &simOutput{reached: make(chan struct{}), resume: make(chan struct{})}
+		if f, ok := faults[i]; ok {
+			res.outs[i].at, res.outs[i].goOn = f.at, f.cut
+		}
+		hcfg := cfg
+		hcfg.Key = key(i)
+		hcfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(i, addr) }
+		hcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+			select {
+			case c := <-h.inbox:
+				return c, nil
+			case <-ctx.Done():
+				return nil, context.Cause(ctx)
+			}
+		}
+		hcfg.Relay = relayAnywhere
+		if i+1 < n && !sm.named {
+			hcfg.ForwardTo, hcfg.ForwardKey = sm.name(i+1), key(i+1)
+			hcfg.Repair, hcfg.Fallback = true, fallback(i+2)
+		}
+		wg.Go(func() {
+			var c conn.Conn
+			select {
+			case c = <-h.inbox:
+			case <-h.ctx.Done():
+				res.errs[i] = h.ctx.Err()
+				return
+			}
+			_, res.errs[i] = pipe.Receive(h.ctx, c, res.outs[i], hcfg)
+		})
+	}
+	for i, f := range faults {
+		wg.Go(func() {
+			select {
+			case <-res.outs[i].reached:
+			case <-net.hosts[i].ctx.Done():
+				return
+			}
+			for _, j := range append([]int{i}, f.with...) {
+				switch {
+				case f.hang:
+					net.hang(j)
+				case f.cut:
+					net.cut(j)
+				default:
+					net.kill(j)
+				}
+			}
+			close(res.outs[i].resume)
+		})
+	}
+	c, err := net.dial(-1, sm.name(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	scfg := cfg
+	scfg.Key, scfg.Repair, scfg.Fallback = key(0), true, fallback(1)
+	if sm.named {
+		scfg.Fallback = nil
+		for i := 1; i < n; i++ {
+			scfg.Chain = append(scfg.Chain, sm.name(i))
+		}
+	}
+	scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+	var input io.Reader = bytes.NewReader(in)
+	if sm.file {
+		f := fileWith(t, in, 0)
+		defer func() {
+			if off := offset(t, f); res.err == nil && off != int64(len(in)) {
+				t.Errorf("the input file was left at %d, want its end, %d", off, len(in))
+			}
+		}()
+		input = f
+	}
+	res.send, res.err = pipe.Send(context.Background(), c, input, scfg)
+	c.Close()
+	// The hosts that hung are still there: they end now.
+	for i, f := range faults {
+		if f.hang {
+			for _, j := range append([]int{i}, f.with...) {
+				net.hosts[j].cancel()
+			}
+		}
+	}
+	wg.Wait()
+	return res
+}
+
+// checkSim fails the test unless the stream succeeded with exactly the
+// hosts in lost given up, every other host wrote in exactly, and those
+// given up wrote a part of it at most.
+func checkSim(t *testing.T, r simResult, in []byte, n int, lost []string) {
+	t.Helper()
+	checkSimNamed(t, r, in, n, lost, "")
+}
+
+// checkSimNamed is checkSim for hosts named with pad.
+func checkSimNamed(t *testing.T, r simResult, in []byte, n int, lost []string, pad string) {
+	t.Helper()
+	if r.err != nil {
+		for i, err := range r.errs {
+			t.Logf("hop %d: %v", i, err)
+		}
+		t.Fatalf("send: %v", r.err)
+	}
+	if !slices.Equal(r.send.Lost, lost) {
+		t.Errorf("lost %q, want %q", r.send.Lost, lost)
+	}
+	if r.send.Receivers != n-len(lost) {
+		t.Errorf("the sender counted %d receivers, want %d", r.send.Receivers, n-len(lost))
+	}
+	for i, out := range r.outs {
+		got := out.Bytes()
+		if slices.Contains(lost, fmt.Sprintf("hop%d%s", i, pad)) {
+			if !bytes.HasPrefix(in, got) {
+				t.Errorf("hop %d, lost, wrote %d bytes that are not the start of the input", i, len(got))
+			}
+			continue
+		}
+		if r.errs[i] != nil || !bytes.Equal(got, in) {
+			t.Errorf("hop %d: %v; wrote %d bytes, want %d identical ones", i, r.errs[i], len(got), len(in))
+		}
+	}
+}
+
+// TestRepair streams through a 4-host keyed chain, a key for each hop,
+// where hosts die or hang mid-stream: the hosts around them repair the
+// chain, every other host writes every byte exactly once, and the sender
+// names the hosts lost.
+func TestRepair(t *testing.T) {
+	in := randomBytes(1<<20, 41)
+	cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
+	tests := []struct {
+		name                 string
+		faults               map[int]simFault
+		lost                 []string
+		encrypt, file, named bool
+	}{
+		{"the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false, false},
+		{"the 2nd host hangs", map[int]simFault{1: {at: 256 << 10, hang: true}}, []string{"hop1"}, false, false, false},
+		{"the 1st host dies: the sender repairs", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false, false},
+		{"the last host dies: nothing to repair", map[int]simFault{3: {at: 256 << 10}}, []string{"hop3"}, false, false, false},
+		{"two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false, false},
+		{"the 1st and 2nd hosts die", map[int]simFault{0: {at: 256 << 10, with: []int{1}}}, []string{"hop0", "hop1"}, false, false, false},
+		{"the 2nd host dies, encrypted", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, true, false, false},
+		{"a chain the sender names: the 2nd host dies", map[int]simFault{1: {at: 256 << 10}}, []string{"hop1"}, false, false, true},
+		{"a chain the sender names: the 1st host dies", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, false, true},
+		{"a chain the sender names: two hosts in a row die", map[int]simFault{1: {at: 256 << 10, with: []int{2}}}, []string{"hop1", "hop2"}, false, false, true},
+		{"the 2nd host dies, then the 1st: the 3rd is taken over twice", map[int]simFault{1: {at: 256 << 10}, 0: {at: 600 << 10}}, []string{"hop0", "hop1"}, false, false, false},
+		{"the 2nd host dies, then the 3rd: the 1st repairs twice", map[int]simFault{1: {at: 256 << 10}, 2: {at: 600 << 10}}, []string{"hop1", "hop2"}, false, false, false},
+		{"the 1st host dies, the input a file", map[int]simFault{0: {at: 256 << 10}}, []string{"hop0"}, false, true, false},
+	}
+	t.Run("five hosts in a row die: their names take two lost messages", func(t *testing.T) {
+		pad := "." + strings.Repeat("x", 55)
+		var lost []string
+		for i := 1; i <= 5; i++ {
+			lost = append(lost, fmt.Sprintf("hop%d%s", i, pad))
+		}
+		faults := map[int]simFault{1: {at: 256 << 10, with: []int{2, 3, 4, 5}}}
+		r := sim{hosts: 8, window: 6, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults, pad: pad}.run(t, in)
+		checkSimNamed(t, r, in, 8, lost, pad)
+	})
+	t.Run("the link into the 2nd host breaks", func(t *testing.T) {
+		// The 2nd host waits for a rejoin that does not come (its
+		// upstream gave it up), then fails, and only then does the 3rd
+		// take the stream over: the 1st waits long enough for that.
+		cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: time.Second}
+		faults := map[int]simFault{1: {at: 256 << 10, cut: true}}
+		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
+		checkSim(t, r, in, 4, []string{"hop1"})
+		checkErr(t, "the 2nd host", r.errs[1], conn.KindAborted, "no sender took the stream over")
+	})
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := cfg
+			cfg.Encrypt = tt.encrypt
+			r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: tt.faults, file: tt.file, named: tt.named}.run(t, in)
+			checkSim(t, r, in, 4, tt.lost)
+		})
+	}
+}
+
+// TestRepairRefused checks the receivers that must not be taken over: a
+// rejoin without the receiver's key, and the sender's when no receiver
+// is left.
+func TestRepairRefused(t *testing.T) {
+	in := randomBytes(1<<20, 42)
+	cfg := pipe.Config{Timeout: 300 * time.Millisecond, HandshakeTimeout: time.Second}
+	t.Run("a rejoin without the key", func(t *testing.T) {
+		net := newSimNet(t, 2, conn.NewParams(4096, 4))
+		out := &simOutput{}
+		recvErr := make(chan error, 1)
+		go func() {
+			rcfg := cfg
+			rcfg.Key = []byte("k1")
+			rcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+				select {
+				case c := <-net.hosts[1].inbox:
+					return c, nil
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			_, err := pipe.Receive(context.Background(), <-net.hosts[1].inbox, out, rcfg)
+			recvErr <- err
+		}()
+		c, _ := net.dial(-1, "hop1")
+		scfg := cfg
+		scfg.Key, scfg.Fallback = []byte("k1"), []pipe.Hop{{Addr: "hop1", Key: []byte("not k1")}}
+		scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+		cut := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { c.Close() }}
+		_, err := pipe.Send(context.Background(), c, cut, scfg)
+		checkErr(t, "sender", err, conn.KindAborted, "every receiver was lost (hop1, hop1)")
+		checkErr(t, "receiver", <-recvErr, conn.KindAborted, "no sender took the stream over")
+		if !bytes.HasPrefix(in, out.Bytes()) {
+			t.Errorf("the receiver wrote %d bytes that are not the start of the input", out.Len())
+		}
+	})
+}
+
+// lostSender streams in from a keyed sender (key k) to a receiver with
+// rejoins from the returned channel, and cuts the connection at cut
+// bytes: the receiver's error and what it wrote come on the others.
+func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer) {
+	t.Helper()
+	p := conn.NewParams(4096, 4)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	rejoins := make(chan conn.Conn, 1)
+	out := &testutil.Buffer{}
+	recvErr := make(chan error, 1)
+	rcfg := cfg
+	rcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
+		select {
+		case c := <-rejoins:
+			return c, nil
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	go func() {
+		_, err := pipe.Receive(context.Background(), rc, out, rcfg)
+		recvErr <- err
+	}()
+	go func() {
+		cr := &cutReader{r: bytes.NewReader(in), at: cut, cut: func() { sc.Close() }}
+		_, _ = pipe.Send(context.Background(), sc, cr, cfg)
+	}()
+	return rejoins, recvErr, out
+}
+
+// TestRejoinRefused offers a receiver whose sender was lost senders that
+// may not take its stream over: each is refused with the right kind of
+// error, and the receiver, when no other comes, fails as cut short,
+// having written only the start of the stream.
+func TestRejoinRefused(t *testing.T) {
+	in := randomBytes(1<<20, 43)
+	cfg := pipe.Config{Key: []byte("k"), Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+	tests := []struct {
+		name  string
+		flags byte // of the scripted sender's auth
+		kind  conn.Kind
+		says  string
+	}{
+		{"not keyed", wire.FlagRejoin, conn.KindAuth, "the sender presented no key"},
+		{"a new stream", wire.FlagKey, conn.KindSetup, "does not take over the stream"},
+		{"a chain", wire.FlagKey | wire.FlagRejoin | wire.FlagChain, conn.KindSetup, "does not take over the stream"},
+		{"the wrong key", wire.FlagKey | wire.FlagRejoin, conn.KindAuth, "the sender's key is wrong"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rejoins, recvErr, out := lostSender(t, in, cfg, 256<<10)
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			rejoins <- rc
+			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			hostile.nextOf('H')
+			hostile.control(message('K', 0, string(append([]byte{tt.flags}, make([]byte, 64)...))))
+			abort := hostile.nextOf('A')
+			if len(abort) < 2 || conn.Kind(abort[1]) != tt.kind || !strings.Contains(string(abort), tt.says) {
+				t.Errorf("the scripted sender was told %q, want a %v saying %q", abort, tt.kind, tt.says)
+			}
+			checkErr(t, "receiver", <-recvErr, conn.KindAborted, "no sender took the stream over")
+			if got := out.Bytes(); len(got) == 0 || !bytes.HasPrefix(in, got) {
+				t.Errorf("the receiver wrote %d bytes, want the start of the stream", len(got))
+			}
+		})
+	}
+	t.Run("a receiver without Rejoin", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, cfg)
+			recvErr <- err
+		}()
+		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+		hostile.nextOf('H')
+		hostile.control(message('K', 0, string(append([]byte{wire.FlagKey | wire.FlagRejoin}, make([]byte, 64)...))))
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender takes over a stream this receiver has not begun")
+	})
+	t.Run("a chain to repair without a key", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, rc := memPair(t, p, p, memconn.Faults{})
+		recvErr := make(chan error, 1)
+		go func() {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{HandshakeTimeout: time.Second})
+			recvErr <- err
+		}()
+		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+		hostile.nextOf('H')
+		hostile.control(message('K', 0, string(append([]byte{wire.FlagChain | wire.FlagRepair}, make([]byte, 64)...))))
+		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender asks for a chain to be repaired without a key")
+	})
+	t.Run("a rejoin without a key", func(t *testing.T) {
+		rcfg := cfg
+		rcfg.Key = nil
+		rcfg.Rejoin = func(context.Context) (conn.Conn, error) { return nil, errors.New("none") }
+		p := conn.NewParams(4096, 4)
+		_, rc := memPair(t, p, p, memconn.Faults{})
+		_, err := pipe.Receive(context.Background(), rc, io.Discard, rcfg)
+		checkErr(t, "receiver", err, conn.KindUsage, "needs a shared key")
+	})
+	t.Run("a repair without a key", func(t *testing.T) {
+		p := conn.NewParams(4096, 4)
+		sc, _ := memPair(t, p, p, memconn.Faults{})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Repair: true})
+		checkErr(t, "sender", err, conn.KindUsage, "needs a shared key")
+	})
+}
+
+// TestTakeOverClaims takes a stream over with a scripted receiver that
+// holds the key and says how much it wrote: more than was sent fails the
+// stream with an integrity error; less than the history holds gives it up
+// (and, with no other fallback, the stream fails as every receiver lost).
+func TestTakeOverClaims(t *testing.T) {
+	in := randomBytes(1<<20, 44)
+	tests := []struct {
+		name    string
+		written uint64
+		kind    conn.Kind
+		says    string
+		told    string // what the scripted receiver is told
+	}{
+		{"more than was sent", 1 << 40, conn.KindIntegrity, "the receiver says it wrote 1099511627776 bytes, but only", "but only"},
+		{"too far behind", 0, conn.KindAborted, "every receiver was lost (mem:receiver, liar)", "only those from"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := []byte("k")
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+			fsc, frc := memPair(t, p, p, memconn.Faults{})
+			told := make(chan []byte, 1)
+			go func() {
+				defer close(told)
+				liar := &peer{t: t, c: frc, cs: make([]conn.Completion, 16)}
+				hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+				liar.control(hello)
+				msg := liar.nextFromSender('K')
+				if len(msg) < wire.AuthBody {
+					return
+				}
+				tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[1:33], nil)
+				desc, _ := frc.OpenWindow()
+				written := binary.LittleEndian.AppendUint64(nil, tt.written)
+				welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+				liar.control(append(welcome, desc...))
+				told <- liar.nextFromSender('A')
+			}()
+			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
+				Forward: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
+			cr := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { sc.Close() }}
+			_, err := pipe.Send(context.Background(), sc, cr, cfg)
+			checkErr(t, "sender", err, tt.kind, tt.says)
+			if abort := <-told; !strings.Contains(string(abort), tt.told) {
+				t.Errorf("the scripted receiver was told %q, want %q", abort, tt.told)
+			}
+		})
+	}
+}
+
+// cutReader reads r, and calls cut once at bytes were read.
+type cutReader struct {
+	r    io.Reader
+	at   int
+	read int
+	cut  func()
+}
+
+func (c *cutReader) Read(p []byte) (int, error) {
+	if c.read >= c.at && c.cut != nil {
+		c.cut()
+		c.cut = nil
+	}
+	n, err := c.r.Read(p[:min(len(p), 4096)])
+	c.read += n
+	return n, err
+}
