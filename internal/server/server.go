@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -53,6 +54,62 @@ type Server struct {
 	// Probed, if set, is told of each sender that only checked the
 	// connection (pipe.ErrProbe).
 	Probed func(remote string)
+	// Rejoin lets a claimed stream whose sender was lost take a
+	// replacement from Listener (see pipe.Config.Rejoin; it needs a
+	// key): while it waits for one, the listener is not busy, and the
+	// connections that arrive go to it, one at a time, instead of
+	// handshaking on their own. Those that arrive while the stream is
+	// served and not waiting (the replacement may come before the
+	// stream has noticed its loss) wait for it, at most MaxHandshakes,
+	// the oldest closed first; when the stream ends they handshake as
+	// usual (with Keep) or are closed.
+	Rejoin bool
+}
+
+// handover is a claimed stream's wait for a replacement sender: the next
+// connection accepted goes to it, unless it gave up waiting first.
+type handover struct {
+	mu    sync.Mutex
+	c     conn.Conn
+	gone  bool          // the stream gave up waiting
+	ready chan struct{} // closed once c is set
+}
+
+// give hands c over and reports whether the waiter took it.
+func (h *handover) give(c conn.Conn) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.gone {
+		return false
+	}
+	h.c = c
+	close(h.ready)
+	return true
+}
+
+// rejoin is pipe.Config.Rejoin for a Server's claimed stream: it asks the
+// accept loop, through asks, for the next connection.
+func rejoin(asks chan<- *handover) func(ctx context.Context) (conn.Conn, error) {
+	return func(ctx context.Context) (conn.Conn, error) {
+		h := &handover{ready: make(chan struct{})}
+		select {
+		case asks <- h:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		select {
+		case <-h.ready:
+			return h.c, nil
+		case <-ctx.Done():
+			h.mu.Lock()
+			defer h.mu.Unlock()
+			h.gone = true
+			if h.c != nil {
+				return h.c, nil // handed over meanwhile: the engine closes it
+			}
+			return nil, context.Cause(ctx)
+		}
+	}
 }
 
 // Hooks are a command's part in one connection (see Server.Attach).
@@ -126,14 +183,44 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	}
 	var last served
 	done := ctx.Done()
+	asks := make(chan *handover)
+	var asked *handover   // a claimed stream's wait for a replacement sender
+	var lobby []conn.Conn // connections that came while the stream was served, oldest first
+	defer func() {
+		for _, c := range lobby {
+			c.Close()
+		}
+	}()
 	for {
 		select {
+		case h := <-asks:
+			if len(lobby) > 0 && h.give(lobby[0]) {
+				lobby = lobby[1:]
+				continue
+			}
+			asked = h
+			s.Listener.SetBusy(false)
 		case c := <-accepted:
+			if asked != nil {
+				taken := asked.give(c)
+				asked = nil
+				s.Listener.SetBusy(serving.Load())
+				if taken {
+					continue
+				}
+			}
+			if s.Rejoin && serving.Load() {
+				if lobby = append(lobby, c); len(lobby) > MaxHandshakes {
+					lobby[0].Close()
+					lobby = lobby[1:]
+				}
+				continue
+			}
 			if len(waiting) == MaxHandshakes {
 				waiting[0].drop()
 				waiting = waiting[1:]
 			}
-			waiting = append(waiting, s.start(ctx, c, &serving, results))
+			waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
 			inFlight++
 		case err := <-acceptErrs:
 			refused.Log(err)
@@ -154,7 +241,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 				}
 				continue
 			}
-			wait = nil
+			wait, asked = nil, nil
 			err, more := r.err, true
 			if s.Served != nil {
 				err, more = s.Served(r.st, r.err)
@@ -165,6 +252,11 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 			if !s.Keep || !more || errors.Is(r.err, pipe.ErrStuck) || ctx.Err() != nil {
 				return r.st, err
 			}
+			for _, c := range lobby { // the next senders, perhaps
+				waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
+				inFlight++
+			}
+			lobby = nil
 			if err != nil {
 				fmt.Fprintf(s.Log, "%s: %v (waiting for the next sender)\n", s.Prog, err)
 			}
@@ -184,11 +276,15 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 }
 
 // start handshakes with the sender on conn in a goroutine and, if it
-// claims the receiver, streams it to s.Out; the outcome goes to results.
-func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, results chan<- served) *pending {
+// claims the receiver, streams it to s.Out; the outcome goes to results,
+// and a wait for a replacement sender (with Rejoin) to asks.
+func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, results chan<- served, asks chan<- *handover) *pending {
 	hctx, cancel := context.WithCancel(ctx)
 	p := &pending{c: c, cancel: cancel}
 	cfg := s.Config
+	if s.Rejoin {
+		cfg.Rejoin = rejoin(asks)
+	}
 	var h Hooks
 	if s.Attach != nil {
 		h = s.Attach(&cfg)

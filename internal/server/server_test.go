@@ -174,3 +174,59 @@ func TestServe(t *testing.T) {
 		})
 	}
 }
+
+// TestRejoin cuts the link into a receiver mid-stream: its sender repairs
+// the stream by connecting again to the same receiver (its fallback),
+// whose Server hands the new connection to the stream waiting for it, so
+// the output is the input exactly; without Rejoin the stream fails.
+func TestRejoin(t *testing.T) {
+	for _, rejoin := range []bool{true, false} {
+		t.Run(fmt.Sprintf("rejoin=%v", rejoin), func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			key := bytes.Repeat([]byte{9}, 32)
+			p := conn.NewParams(4096, 4)
+			in := bytes.Repeat([]byte("a stream that loses its link and comes back "), 20000)
+			l := &memListener{conns: make(chan conn.Conn, 2)}
+			var out testutil.Buffer
+			done := make(chan error, 1)
+			go func() {
+				srv := Server{Listener: l, Out: &out, Config: pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second}, Log: io.Discard, Rejoin: rejoin}
+				_, err := srv.Serve(ctx)
+				done <- err
+			}()
+			s1, r1, err := memconn.Pair(p, p, memconn.Faults{CutAt: 40})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s1.Close()
+			l.conns <- r1
+			again := func(ctx context.Context, addr string) (conn.Conn, error) {
+				s2, r2, err := memconn.Pair(p, p, memconn.Faults{})
+				if err != nil {
+					return nil, err
+				}
+				l.conns <- r2
+				return s2, nil
+			}
+			cfg := pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Repair: true, Fallback: []pipe.Hop{{Addr: "the same receiver"}}, Forward: again}
+			st, sendErr := pipe.Send(ctx, s1, bytes.NewReader(in), cfg)
+			recvErr := <-done
+			if !rejoin {
+				if sendErr == nil || recvErr == nil {
+					t.Fatalf("send: %v, receive: %v; want both to fail without Rejoin", sendErr, recvErr)
+				}
+				return
+			}
+			if sendErr != nil || recvErr != nil {
+				t.Fatalf("send: %v, receive: %v", sendErr, recvErr)
+			}
+			if !bytes.Equal(out.Bytes(), in) {
+				t.Errorf("wrote %d bytes, want %d identical ones", out.Len(), len(in))
+			}
+			if len(st.Lost) != 1 {
+				t.Errorf("the sender lost %q, want the first connection", st.Lost)
+			}
+		})
+	}
+}
