@@ -125,8 +125,12 @@ func TestServe(t *testing.T) {
 				l.errs <- err
 			}
 			var out, log testutil.Buffer
+			streams := make(chan struct{}, len(tt.senders))
 			srv := Server{Listener: l, Out: &out, Config: cfg, Log: &log, Prog: "rdmatest", Keep: tt.keep, Wait: tt.wait,
-				Served: func(st pipe.Stats, err error) (error, bool) { return err, tt.more }}
+				Served: func(st pipe.Stats, err error) (error, bool) {
+					streams <- struct{}{}
+					return err, tt.more
+				}}
 			done := make(chan error, 1)
 			go func() {
 				_, err := srv.Serve(ctx)
@@ -160,7 +164,12 @@ func TestServe(t *testing.T) {
 				}
 			}
 			if tt.keep && tt.more {
-				cancel() // every stream is written: Send returned once the receiver confirmed it
+				// Every stream is written (Send returned once the receiver
+				// confirmed it); once Serve has seen each end, it is idle.
+				for range tt.senders {
+					<-streams
+				}
+				cancel()
 			}
 			err := <-done
 			switch {
