@@ -179,7 +179,8 @@ func (net *simNet) cut(i int) {
 func (net *simNet) hang(i int) { net.hosts[i].hang() }
 
 // simOutput is a host's output, which can stop the host when it has
-// written at bytes (see simFault).
+// written at bytes (see simFault): its writes block until resume, then
+// fail unless goOn.
 type simOutput struct {
 	testutil.Buffer
 	at      int
@@ -303,7 +304,9 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 					net.kill(j)
 				}
 			}
-			close(res.outs[i].resume)
+			if !f.hang {
+				close(res.outs[i].resume)
+			}
 		})
 	}
 	c, err := net.dial(-1, sm.name(0))
@@ -331,12 +334,14 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 	}
 	res.send, res.err = pipe.Send(context.Background(), c, input, scfg)
 	c.Close()
-	// The hosts that hung are still there: they end now.
+	// The hosts that hung are still there, their output blocked: they
+	// end now.
 	for i, f := range faults {
 		if f.hang {
 			for _, j := range append([]int{i}, f.with...) {
 				net.hosts[j].cancel()
 			}
+			close(res.outs[i].resume)
 		}
 	}
 	wg.Wait()
