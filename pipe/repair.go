@@ -231,6 +231,8 @@ func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 	if d <= 0 {
 		d = DefaultHandshakeTimeout
 	}
+	// No Timeout until h takes the rejoin: it is silent until then, and
+	// the handshake's bound is the only one.
 	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, HandshakeTimeout: 2 * (d + l.cfg.Timeout)}
 	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
 	defer cancel()
@@ -238,9 +240,6 @@ func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 	if err != nil {
 		return nil, wrap(conn.KindSetup, "take over at "+name, err)
 	}
-	// Until h takes the rejoin it is silent: the handshake's bound is
-	// the only one.
-	cfg.Timeout = 0
 	s := newSender(c, cfg, "receiver "+name)
 	s.rejoin = true
 	if err := guard(func() error { return s.handshake(hctx) }); err != nil {

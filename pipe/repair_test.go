@@ -17,6 +17,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	pipeauth "github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
@@ -179,7 +180,8 @@ func (net *simNet) cut(i int) {
 func (net *simNet) hang(i int) { net.hosts[i].hang() }
 
 // simOutput is a host's output, which can stop the host when it has
-// written at bytes (see simFault).
+// written at bytes (see simFault): its writes block until resume, then
+// fail unless goOn.
 type simOutput struct {
 	testutil.Buffer
 	at      int
@@ -303,7 +305,9 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 					net.kill(j)
 				}
 			}
-			close(res.outs[i].resume)
+			if !f.hang {
+				close(res.outs[i].resume)
+			}
 		})
 	}
 	c, err := net.dial(-1, sm.name(0))
@@ -331,12 +335,14 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 	}
 	res.send, res.err = pipe.Send(context.Background(), c, input, scfg)
 	c.Close()
-	// The hosts that hung are still there: they end now.
+	// The hosts that hung are still there, their output blocked: they
+	// end now.
 	for i, f := range faults {
 		if f.hang {
 			for _, j := range append([]int{i}, f.with...) {
 				net.hosts[j].cancel()
 			}
+			close(res.outs[i].resume)
 		}
 	}
 	wg.Wait()
@@ -583,6 +589,61 @@ func TestRejoinRefused(t *testing.T) {
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Repair: true})
 		checkErr(t, "sender", err, conn.KindUsage, "needs a shared key")
 	})
+}
+
+// TestRejoinChecksTheWholeLength takes a stream over with a scripted
+// sender that holds the key and ends the stream at once, with a total:
+// the bytes written before the rejoin make it, and the stream is whole;
+// or they do not, and the receiver fails with an integrity error (the
+// stream's MAC, which binds the total the receiver counted, is the first
+// to say so).
+func TestRejoinChecksTheWholeLength(t *testing.T) {
+	in := randomBytes(1<<20, 46)
+	key := []byte("k")
+	cfg := pipe.Config{Key: key, Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
+	tests := []struct {
+		name  string
+		extra uint64 // in the end's total, beyond what the receiver wrote
+		kind  conn.Kind
+		says  string
+	}{
+		{"the total written", 0, 0, ""},
+		{"more than written", 5, conn.KindIntegrity, "the stream does not match its MAC"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rejoins, recvErr, out := lostSender(t, in, cfg, 256<<10)
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			rejoins <- rc
+			taker := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			hello := taker.nextOf('H')
+			flags, nonce := wire.FlagKey|wire.FlagRejoin, make([]byte, 32)
+			tr := pipeauth.Transcript(sc.Info(), hello[:2+32], flags, nonce, nil)
+			taker.control(message('K', 0, string(append(append([]byte{flags}, nonce...), pipeauth.Proof(key, pipeauth.SenderProof, tr)...))))
+			welcome := taker.nextOf('W')
+			if len(welcome) < 2+wire.WrittenLen {
+				t.Fatalf("welcome %q", welcome)
+			}
+			written := binary.LittleEndian.Uint64(welcome[2:])
+			total := written + tt.extra
+			_, tag := seal.NewKeyed(pipeauth.StreamKey(key, tr), false).End(1, int64(total))
+			end := binary.LittleEndian.AppendUint64(nil, total)
+			end = append(append(end, make([]byte, 8)...), tag...)
+			taker.send(0, message('E', 1, string(end)))
+			err := <-recvErr
+			if tt.says == "" {
+				if err != nil {
+					t.Errorf("receiver: %v", err)
+				}
+			} else {
+				checkErr(t, "receiver", err, tt.kind, tt.says)
+			}
+			if got := out.Bytes(); written == 0 || uint64(len(got)) != written || !bytes.HasPrefix(in, got) {
+				t.Errorf("the receiver wrote %d bytes (it said %d), want the start of the stream", len(got), written)
+			}
+		})
+	}
 }
 
 // TestTakeOverClaims takes a stream over with a scripted receiver that
