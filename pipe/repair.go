@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"strings"
+	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
@@ -216,6 +217,10 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 	return errNoneLeft
 }
 
+// busyPause is the pause between a taker-over's attempts to connect to a
+// fallback that refuses it as busy.
+const busyPause = 50 * time.Millisecond
+
 // rejoin connects to hop h and completes a rejoin handshake with it,
 // within twice the handshake timeout and Timeout: h takes a rejoin only
 // once it has lost its own upstream, which may first have waited that
@@ -237,6 +242,15 @@ func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
 	defer cancel()
 	c, err := l.cfg.Forward(hctx, h.Addr)
+	for conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil {
+		// h has not noticed yet that it lost its upstream: its listener
+		// still refuses others as busy.
+		select {
+		case <-time.After(busyPause):
+		case <-hctx.Done():
+		}
+		c, err = l.cfg.Forward(hctx, h.Addr)
+	}
 	if err != nil {
 		return nil, wrap(conn.KindSetup, "take over at "+name, err)
 	}

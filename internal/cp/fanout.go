@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"os"
+	"slices"
 	"strconv"
 	"sync"
 
@@ -59,10 +60,8 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 	}
 	startAll(ctx, ms, p, o)
 	defer func() {
+		closeAll(ms)
 		for _, m := range ms {
-			if m.r != nil {
-				m.r.close()
-			}
 			m.log.flush()
 		}
 	}()
@@ -121,34 +120,42 @@ func (m *member) start(ctx context.Context, p plan, o Options) {
 	m.r, m.addr = r, net.JoinHostPort(host, strconv.Itoa(int(st.n)))
 }
 
-// relayAll tells each of live where to pass the stream on, streams to the
-// first and collects every one's result.
+// relayAll tells each of live where to pass the stream on, and the
+// hosts after that one to go on with if it dies, streams to the first (or
+// the next ones, should it die) and collects every one's result.
 func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Options) pipe.Stats {
 	for i, m := range live {
-		var f forwardLine
-		if i+1 < len(live) {
-			f = forwardLine{To: live[i+1].addr, Key: hex.EncodeToString(live[i+1].key)}
-		}
 		// A failed write means ssh is gone; its status says why.
-		_ = writeJSONLine(m.r.stdin, f)
+		_ = writeJSONLine(m.r.stdin, forwardTo(live[i+1:]))
 	}
 	first := live[0]
-	stats, err := stream(ctx, first.addr, p, in, o, first.key, first.r.waited)
+	cfg := o.config(first.key)
+	cfg.Repair, cfg.Fallback = true, forwardTo(live).hops()
+	d := newDialer(o)
+	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, defaultParams()) }
+	stats, err := stream(ctx, first.addr, p, in, o, cfg, first.r.waited)
 	if err != nil {
 		// Every host's stream ends with this one's: stop them all, and
 		// take what each said.
-		for _, m := range live {
-			m.r.close()
-		}
+		closeAll(live)
 		first.err = fmt.Errorf("%w (remote side: %s)", err, first.r.lastWords())
 		for _, m := range live[1:] {
 			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.lastWords())
 		}
 		return stats
 	}
+	lost := lostMembers(live, stats.Lost)
 	var wg sync.WaitGroup
 	for _, m := range live {
 		wg.Go(func() {
+			if lost[m] {
+				m.r.close()
+				var words string
+				if m.bytes, words = m.r.result(); m.bytes != stats.Bytes {
+					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "given up in mid-stream (it died, or was silent past --timeout), the copy went on without it: %s", words)
+				}
+				return
+			}
 			st, err := m.r.next(ctx, statusWait)
 			switch {
 			case ctx.Err() != nil:
@@ -162,6 +169,46 @@ func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Option
 	}
 	wg.Wait()
 	return stats
+}
+
+// forwardTo is the forward line of the host before rest: the first of
+// rest, and up to maxFallbacks after it.
+func forwardTo(rest []*member) forwardLine {
+	if len(rest) == 0 {
+		return forwardLine{}
+	}
+	f := forwardLine{To: rest[0].addr, Key: hex.EncodeToString(rest[0].key)}
+	for _, m := range rest[1:min(len(rest), 1+maxFallbacks)] {
+		f.Then = append(f.Then, forwardLine{To: m.addr, Key: hex.EncodeToString(m.key)})
+	}
+	return f
+}
+
+// lostMembers returns the members of live that the stream gave up, as
+// named in lost: by the address the host before it connected to; the
+// first, the one this side connected to, may be named by its
+// connection's own address for it.
+func lostMembers(live []*member, lost []string) map[*member]bool {
+	gone := map[*member]bool{}
+	for _, name := range lost {
+		i := slices.IndexFunc(live, func(m *member) bool { return m.addr == name })
+		if i < 0 {
+			i = 0
+		}
+		gone[live[i]] = true
+	}
+	return gone
+}
+
+// closeAll ends the ssh sessions of ms, all at once.
+func closeAll(ms []*member) {
+	var wg sync.WaitGroup
+	for _, m := range ms {
+		if m.r != nil {
+			wg.Go(m.r.close)
+		}
+	}
+	wg.Wait()
 }
 
 // finishAll reports each member's result (failures on stderr, every one

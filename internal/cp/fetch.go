@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -87,8 +88,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 			return context.Cause(ctx)
 		}
 	}
-	cfg := pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
-	stats, err := receive(rctx, l, s, cfg, confirm, o.Stderr, dst)
+	stats, err := receive(rctx, server.Server{Listener: l, Config: o.config(key), Log: o.Stderr}, s, confirm, dst)
 	if err != nil {
 		if cause := context.Cause(rctx); rctx.Err() != nil && ctx.Err() == nil {
 			return cause

@@ -105,7 +105,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
-	stats, err := stream(ctx, addr, p, in, o, key, r.waited)
+	stats, err := stream(ctx, addr, p, in, o, o.config(key), r.waited)
 	if err != nil {
 		r.close()
 		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
@@ -148,6 +148,11 @@ const (
 	remoteReceive = "--remote-receive"
 	remoteSend    = "--remote-send"
 )
+
+// config is the engine's configuration of a stream under key.
+func (o Options) config(key []byte) pipe.Config {
+	return pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
+}
 
 // newKey returns a fresh one-time key.
 func newKey() []byte {
@@ -239,7 +244,7 @@ func resolveIP(ctx context.Context, name, op string) (string, error) {
 // connections or a race may do) is tried again, until dialWait has passed
 // since the first or gone is closed (the remote side ended). Retrying is
 // safe: pipe.Send reads nothing before the handshake has finished.
-func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, key []byte, gone <-chan struct{}) (pipe.Stats, error) {
+func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.Config, gone <-chan struct{}) (pipe.Stats, error) {
 	if o.Transport == "rdma" {
 		if err := rdma.Available(); err != nil {
 			return pipe.Stats{}, err
@@ -248,7 +253,7 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, ke
 	d := newDialer(o)
 	deadline := time.Now().Add(dialWait)
 	for {
-		st, err := streamOnce(ctx, d, addr, p, in, o, key, time.Until(deadline))
+		st, err := streamOnce(ctx, d, addr, p, in, o, cfg, time.Until(deadline))
 		if err == nil || !beforeStream(st, err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return st, err
 		}
@@ -277,14 +282,13 @@ func beforeStream(st pipe.Stats, err error) bool {
 }
 
 // streamOnce is one attempt of stream, connecting with d within wait.
-func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, key []byte, wait time.Duration) (pipe.Stats, error) {
+func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, cfg pipe.Config, wait time.Duration) (pipe.Stats, error) {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	c, err := d.Dial(dctx, addr, defaultParams())
 	cancel()
 	if err != nil {
 		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
 	}
-	cfg := pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
 	var st pipe.Stats
 	if p.mode == modeFile {
 		st, err = pipe.Send(ctx, c, in, cfg)

@@ -111,7 +111,7 @@ func TestStreamRetries(t *testing.T) {
 			l := tc.first(t, ctx, addr)
 			sent := make(chan error, 1)
 			go func() {
-				_, err := stream(ctx, addr, p, in, o, key, nil)
+				_, err := stream(ctx, addr, p, in, o, o.config(key), nil)
 				sent <- err
 			}()
 			select {

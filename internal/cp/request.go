@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -228,27 +229,54 @@ func (r Request) validate() error {
 
 // forwardLine is what the local side tells each host of a copy to
 // several hosts once every one has its port: where the stream goes on,
-// and the one-time key of the host there. To is empty for the last host.
+// and the one-time key of the host there; and the hosts after that one
+// (at most maxFallbacks), to go on with if it dies. To is empty for the
+// last host.
 type forwardLine struct {
-	To  string `json:"to"`
-	Key string `json:"key,omitempty"`
+	To   string        `json:"to"`
+	Key  string        `json:"key,omitempty"`
+	Then []forwardLine `json:"then,omitempty"`
 }
+
+// maxFallbacks is how many hosts after the next one a host of a copy to
+// several hosts may go on with, one after the other, when the next one
+// dies: so a chain survives that many dead hosts in a row. (A relay's
+// history for a resend grows with them, up to eight windows, see
+// pipe.Config.Repair.)
+const maxFallbacks = 3
 
 // validate checks a forward line from the local side.
 func (f forwardLine) validate() error {
 	if f.To == "" {
-		if f.Key != "" {
-			return errors.New("a key for no host")
+		if f.Key != "" || f.Then != nil {
+			return errors.New("a key or hosts after no host")
 		}
 		return nil
 	}
-	if _, err := netip.ParseAddrPort(f.To); err != nil {
-		return fmt.Errorf("address to pass the stream on to %.64q: %v", f.To, err)
+	if len(f.Then) > maxFallbacks {
+		return fmt.Errorf("%d hosts to go on with: more than %d", len(f.Then), maxFallbacks)
 	}
-	if k, err := hex.DecodeString(f.Key); err != nil || len(k) != keyLen {
-		return errors.New("the next host's key is not 32 bytes in hex")
+	for _, h := range append([]forwardLine{{To: f.To, Key: f.Key}}, f.Then...) {
+		if h.Then != nil {
+			return errors.New("hosts after a host to go on with")
+		}
+		if _, err := netip.ParseAddrPort(h.To); err != nil {
+			return fmt.Errorf("address to pass the stream on to %.64q: %v", h.To, err)
+		}
+		if k, err := hex.DecodeString(h.Key); err != nil || len(k) != keyLen {
+			return errors.New("a next host's key is not 32 bytes in hex")
+		}
 	}
 	return nil
+}
+
+// hops are the hosts of f.Then, as the engine takes them.
+func (f forwardLine) hops() []pipe.Hop {
+	var hs []pipe.Hop
+	for _, h := range f.Then {
+		hs = append(hs, pipe.Hop{Addr: h.To, Key: decodeKey(h.Key)})
+	}
+	return hs
 }
 
 // download says whether r asks the remote side to send.

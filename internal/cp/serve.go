@@ -97,7 +97,7 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
-	st, err := receive(ctx, l, s, cfg, nil, stderr, req.Dest)
+	st, err := receive(ctx, server.Server{Listener: l, Config: cfg, Log: stderr, Rejoin: req.Relay}, s, nil, req.Dest)
 	return st.Bytes, err
 }
 
@@ -108,7 +108,9 @@ const forwardWait = time.Hour
 
 // forwardWith reads the forward line of a copy to several hosts from br
 // and sets cfg to pass the stream on where it says, to the host holding
-// the key it names; and nowhere else, whatever the sender asks.
+// the key it names, and, should that host die, to the hosts after it
+// that it names (see pipe.Config.Repair); and nowhere else, whatever the
+// sender asks.
 func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writer) error {
 	var f forwardLine
 	if err := lineWithin(br, forwardWait, &f); err != nil {
@@ -121,7 +123,7 @@ func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writ
 		return nil
 	}
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
-	cfg.ForwardTo, cfg.ForwardKey = f.To, decodeKey(f.Key)
+	cfg.ForwardTo, cfg.ForwardKey, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
 	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
 		return d.Dial(ctx, addr, defaultParams())
 	}
@@ -200,7 +202,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
-	st, err := stream(ctx, req.Connect, p, in, o, req.keyBytes(), nil)
+	st, err := stream(ctx, req.Connect, p, in, o, o.config(req.keyBytes()), nil)
 	return st.Bytes, err
 }
 
@@ -273,12 +275,12 @@ func untilEOF(ctx context.Context, br *bufio.Reader) (context.Context, context.C
 	return ctx, cancel
 }
 
-// receive accepts, on l, the one sender that proves cfg's key and writes
-// its stream into s, which it puts in place (at dest) when the stream has
-// arrived whole and confirm (if not nil) accepts it, and aborts otherwise.
-// Refused connections are logged on log.
-func receive(ctx context.Context, l conn.Listener, s sink, cfg pipe.Config, confirm func(pipe.Stats) error, log io.Writer, dest string) (pipe.Stats, error) {
-	srv := server.Server{Listener: l, Out: s.Writer(), Config: cfg, Log: log, Prog: "rdmacp", Wait: senderWait}
+// receive serves, with srv (its Listener, Config, Log and Rejoin), the
+// one sender that proves the key and writes its stream into s, which it
+// puts in place (at dest) when the stream has arrived whole and confirm
+// (if not nil) accepts it, and aborts otherwise.
+func receive(ctx context.Context, srv server.Server, s sink, confirm func(pipe.Stats) error, dest string) (pipe.Stats, error) {
+	srv.Out, srv.Prog, srv.Wait = s.Writer(), "rdmacp", senderWait
 	st, err := srv.Serve(ctx)
 	if err == nil && confirm != nil {
 		err = confirm(st)

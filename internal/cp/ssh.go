@@ -135,12 +135,27 @@ func (r *remote) exitText() string {
 // lastWords describes how the remote side ended, once ssh has exited: its
 // failure, as it said it, or how ssh exited.
 func (r *remote) lastWords() string {
+	_, words := r.result()
+	return words
+}
+
+// result is how the remote side ended, once ssh has exited: the byte
+// count of its "ok" (-1 if it did not say it), and its failure as it said
+// it, or how ssh exited.
+func (r *remote) result() (ok int64, words string) {
+	ok = -1
 	for st := range r.lines {
-		if st.kind == "fail" {
-			return strconv.Quote(st.msg)
+		switch st.kind {
+		case "ok":
+			ok = st.n
+		case "fail":
+			words = strconv.Quote(st.msg)
 		}
 	}
-	return r.exitText()
+	if words == "" {
+		words = r.exitText()
+	}
+	return ok, words
 }
 
 // close ends the session: closing ssh's stdin tells the remote side to
