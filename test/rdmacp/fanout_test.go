@@ -3,14 +3,18 @@ package rdmacp
 import (
 	"bytes"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
@@ -25,6 +29,7 @@ type cluster struct {
 	dst   string   // the path each host sees its own directory at
 	dirs  []string // each host's directory, as this process sees it
 	addrs []string // each host's address; with netns, each its own
+	ports []int    // each host's sshd port
 	netns bool     // each host is in a network namespace of its own
 }
 
@@ -57,7 +62,7 @@ func startCluster(t *testing.T, n int) *cluster {
 		wrap = append(wrap, "unshare", "-m", "--propagation", "private", "sh", "-c", `mount --bind "$1" "$2" && shift 2 && exec "$@"`, "sh", dir, c.dst)
 		runSSHD(t, keys, name+"_config", wrap, addrs[i], port)
 		fmt.Fprintf(&hosts, "Host %s\n  HostName %s\n  Port %d\n", name, addrs[i], port)
-		c.names, c.dirs = append(c.names, name), append(c.dirs, dir)
+		c.names, c.dirs, c.ports = append(c.names, name), append(c.dirs, dir), append(c.ports, port)
 	}
 	c.ssh.config = filepath.Join(keys, "ssh_config")
 	writeFile(t, c.ssh.config, hosts.String()+clientConfig(t, keys))
@@ -245,4 +250,95 @@ func clear(t *testing.T, dir string) {
 			t.Fatal(err)
 		}
 	}
+}
+
+// remoteOf returns the process id of the remote side that host i of c
+// runs (its SSH_CONNECTION names the host's sshd), or 0.
+func (c *cluster) remoteOf(t *testing.T, i int) int {
+	for _, p := range remotes(t, false) {
+		env, err := os.ReadFile("/proc/" + p + "/environ")
+		if err != nil {
+			continue
+		}
+		for _, v := range strings.Split(string(env), "\x00") {
+			if f := strings.Fields(strings.TrimPrefix(v, "SSH_CONNECTION=")); strings.HasPrefix(v, "SSH_CONNECTION=") && len(f) == 4 &&
+				f[2] == c.addrs[i] && f[3] == strconv.Itoa(c.ports[i]) {
+				pid, _ := strconv.Atoi(p)
+				return pid
+			}
+		}
+	}
+	return 0
+}
+
+// TestCopyToHostDies kills (or stops) the middle one of three hosts in
+// the middle of a copy to all three: the first host passes the stream on
+// to the third, which goes on from what it has written, so the other two
+// get exact copies, and rdmacp exits 8 naming the dead one.
+func TestCopyToHostDies(t *testing.T) {
+	c := startCluster(t, 3)
+	size := int64(64 << 20)
+	if harness.host != "" {
+		size = 16 << 20 // the VM's emulated devices are slow, its disk is its RAM
+	}
+	src := filepath.Join(t.TempDir(), "f.bin")
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{23}).Read(data)
+	writeFile(t, src, string(data))
+	for _, how := range []string{"killed", "stopped"} {
+		t.Run(how, func(t *testing.T) {
+			for _, d := range c.dirs {
+				clear(t, d)
+			}
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			cmd := c.ssh.command(t, "-v", "--timeout", "3s", "--stats-json", stats, "--to", strings.Join(c.names, ","), src, c.dst)
+			var stderr bytes.Buffer
+			cmd.Stderr = &stderr
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var middle int
+			testutil.WaitFor(t, 2*time.Minute, "the middle host's remote side", func() bool { middle = c.remoteOf(t, 1); return middle != 0 })
+			// Polled every millisecond: the rest of the copy may take less
+			// than testutil.WaitFor's pauses.
+			deadline := time.Now().Add(2 * time.Minute)
+			for partialSize(c.dirs[2], "f.bin") < size/4 {
+				if time.Now().After(deadline) {
+					t.Fatalf("the last host did not get a quarter of the copy within 2m0s:\n%s", stderr.String())
+				}
+				time.Sleep(time.Millisecond)
+			}
+			// The sender waits while the middle host goes, so that it goes
+			// in mid-stream.
+			syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP)
+			if how == "killed" {
+				syscall.Kill(middle, syscall.SIGKILL)
+			} else {
+				syscall.Kill(middle, syscall.SIGSTOP)
+				defer syscall.Kill(middle, syscall.SIGKILL)
+			}
+			syscall.Kill(cmd.Process.Pid, syscall.SIGCONT)
+			err := cmd.Wait()
+			var ee *exec.ExitError
+			if !errors.As(err, &ee) || ee.ExitCode() != 8 {
+				t.Fatalf("rdmacp: %v, want exit 8; stderr:\n%s", err, stderr.String())
+			}
+			rep := readReport(t, stats)
+			for i, h := range rep.Hosts {
+				if h.OK != (i != 1) {
+					t.Errorf("report: %s ok %v (%s), want ok %v", h.Host, h.OK, h.Error, i != 1)
+				}
+			}
+			if !strings.Contains(stderr.String(), "rdmacp: h2: ") || !strings.Contains(stderr.String(), "given up in mid-stream") {
+				t.Errorf("stderr does not name h2 as given up:\n%s", stderr.String())
+			}
+			for _, i := range []int{0, 2} {
+				if got, err := os.ReadFile(filepath.Join(c.dirs[i], "f.bin")); err != nil || !bytes.Equal(got, data) {
+					t.Errorf("%s has %d bytes (%v), want %d identical ones", c.names[i], len(got), err, len(data))
+				}
+			}
+			t.Logf("rdmacp said:\n%s", stderr.String())
+		})
+	}
+	noStrays(t)
 }
