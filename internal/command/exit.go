@@ -37,7 +37,7 @@ type Partial struct {
 }
 
 func (e *Partial) Error() string {
-	return fmt.Sprintf("the copy failed on %d of %d hosts: %s", len(e.Failed), e.Hosts, strings.Join(e.Failed, ", "))
+	return fmt.Sprintf("%d of %d hosts failed (%s); every other one has it whole", len(e.Failed), e.Hosts, strings.Join(e.Failed, ", "))
 }
 
 // ExitCode maps an error to the exit code documented for its kind.

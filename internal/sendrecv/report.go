@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -36,6 +37,7 @@ type summary struct {
 	IO        string       `json:"io,omitempty"`        // how stdin was read or stdout written (pipe.Stats.IO)
 	Chain     []string     `json:"chain,omitempty"`     // rdmasend --to: the receivers after the first
 	Receivers int          `json:"receivers,omitempty"` // receivers that confirmed the whole stream, with a chain
+	Lost      []string     `json:"lost,omitempty"`      // with a chain: the receivers given up in mid-stream (the others went on)
 	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
 	Integrity string       `json:"integrity,omitempty"` // xxhash64, aes-gmac (keyed) or aes-256-gcm (encrypted)
 	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's xxHash64)
@@ -106,7 +108,10 @@ func (s summary) line() string {
 	if s.Integrity == "aes-256-gcm" {
 		line += ", encrypted"
 	}
-	if s.Receivers > 1 {
+	switch {
+	case len(s.Lost) > 0:
+		line += fmt.Sprintf(", written by %d of %d receivers (lost in mid-stream: %s)", s.Receivers, s.Receivers+len(s.Lost), strings.Join(s.Lost, ", "))
+	case s.Receivers > 1:
 		line += fmt.Sprintf(", written by all %d receivers", s.Receivers)
 	}
 	line += fmt.Sprintf(", CPU %.2f s", s.CPU)

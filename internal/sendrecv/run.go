@@ -7,8 +7,10 @@ package sendrecv
 import (
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -22,7 +24,8 @@ const exitCodesHelp = `EXIT CODES:
    4  stream aborted: peer aborted or lost, interrupted, input or output failed
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure: wrong or missing key
-   7  RDMA requested but not available`
+   7  RDMA requested but not available
+   8  rdmasend --to with a key: receivers lost in mid-stream (named), every other one wrote it all`
 
 // hint is what the user of command name can do about err, in the
 // command's own flags (the library's errors say what happened, not which
@@ -45,6 +48,12 @@ func hint(name string, err error) string {
 	return ""
 }
 
+// namedLost says whether lost, a name in pipe.Stats.Lost, names host:
+// as it is, or cut as the engine cuts long names in its messages.
+func namedLost(host, lost string) bool {
+	return host == lost || len(host) > 64 && lost == host[:61]+"..."
+}
+
 // finish prints the -v summary and writes --stats-json for a stream that
 // ended with err, and returns err (or the stats file's error).
 func finish(o options, role string, st pipe.Stats, err error) error {
@@ -52,13 +61,21 @@ func finish(o options, role string, st pipe.Stats, err error) error {
 	if len(o.cfg.Chain) > 0 {
 		s.Chain = o.cfg.Chain
 		if err == nil {
-			s.Receivers = st.Receivers
+			s.Receivers, s.Lost = st.Receivers, st.Lost
 			for _, h := range append([]string{s.Remote}, o.cfg.Chain...) {
-				s.Hosts = append(s.Hosts, hostResult{Host: h, OK: true, Bytes: st.Bytes})
+				r := hostResult{Host: h, OK: !slices.ContainsFunc(st.Lost, func(l string) bool { return namedLost(h, l) })}
+				if r.OK {
+					r.Bytes = st.Bytes
+				}
+				s.Hosts = append(s.Hosts, r)
 			}
 		}
+		if err == nil && len(st.Lost) > 0 {
+			err = &command.Partial{Failed: st.Lost, Hosts: 1 + len(o.cfg.Chain)}
+			s.OK, s.ExitCode, s.Error = false, command.ExitPartial, err.Error()
+		}
 	}
-	if o.verbose && err == nil {
+	if o.verbose && (err == nil || len(s.Lost) > 0) {
 		fmt.Fprintf(os.Stderr, "rdma%s: %s\n", role, s.line())
 	}
 	if o.statsJSON != "" {

@@ -106,6 +106,12 @@ func sendAction(c *cli.Context) error {
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
+	if len(o.cfg.Chain) > 0 && len(o.cfg.Key) > 0 {
+		// A keyed broadcast survives a receiver that dies in mid-stream:
+		// the one before it goes on with the next (pipe.Config.Repair).
+		o.cfg.Repair = true
+		o.cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
+	}
 	if o.statsEvery > 0 {
 		o.cfg.Gauges = &pipe.Gauges{}
 	}

@@ -21,7 +21,7 @@ import (
 // stream; a stream whose output is gone (EPIPE) ends it. A failure of this
 // host's resources (memlock) ends the receiver unless keep.
 func receiver(l conn.Listener, o options, out io.Writer, keep bool, log io.Writer) *server.Server {
-	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep,
+	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
 		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
 		Served: func(st pipe.Stats, err error) (error, bool) {
 			err = finish(o, "recv", st, err)

@@ -3,6 +3,7 @@ package e2e
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -270,5 +271,68 @@ func TestBroadcastMixed(t *testing.T) {
 			t.Errorf("receiver %d (%s) wrote %d bytes with sha256 %x, want %d with %x", i, transports[i], size, got, n, want)
 		}
 		t.Logf("receiver %d (--transport %s): %s", i, transports[i], strings.TrimSpace(stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:]))
+	}
+}
+
+// TestBroadcastRepair kills a receiver of a keyed broadcast in
+// mid-stream (each started with -k and --relay, as an operator would):
+// the one before it goes on with the one after it, which resumes from
+// what it wrote, so every other receiver writes the whole stream exactly
+// once; rdmasend exits 8 and names the dead one, in -v and --stats-json.
+func TestBroadcastRepair(t *testing.T) {
+	key := filepath.Join(t.TempDir(), "key")
+	if err := os.WriteFile(key, []byte("the broadcast's shared key"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, victim := range []int{0, 1, 2} {
+		t.Run(fmt.Sprintf("receiver %d dies", victim), func(t *testing.T) {
+			rs, ports, outs := receiversOn(t, 3, "-k", "--relay", "--key-file", key, "--timeout", "5s")
+			r, w, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { w.Close() })
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "-v", "--key-file", key, "--timeout", "5s", "--stats-json", stats, "--to", addrs(ports))
+			r.Close()
+			var want bytes.Buffer
+			half := bytes.Repeat([]byte("the first half of the stream "), 20000)
+			w.Write(half)
+			want.Write(half)
+			watch := 2
+			if victim == 2 {
+				watch = 1
+			}
+			testutil.WaitFor(t, 30*time.Second, "the first half at a receiver after the victim", func() bool { return fileSize(outs[watch]) == int64(len(half)) })
+			rs[victim].cmd.Process.Signal(syscall.SIGKILL)
+			rs[victim].wait(10 * time.Second)
+			rest := bytes.Repeat([]byte("and the rest, after it died "), 30000)
+			w.Write(rest)
+			want.Write(rest)
+			w.Close()
+			lost := net.JoinHostPort(suite.host, strconv.Itoa(ports[victim]))
+			code, stderr := s.wait(time.Minute)
+			expect(t, "rdmasend", code, stderr, 8, "written by 2 of 3 receivers (lost in mid-stream: ")
+			b, err := os.ReadFile(stats)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !strings.Contains(string(b), `"exit_code": 8`) || !strings.Contains(string(b), `"ok": false`) {
+				t.Errorf("--stats-json does not report the loss:\n%s", b)
+			}
+			for i := range rs {
+				if i == victim {
+					continue
+				}
+				testutil.WaitFor(t, 30*time.Second, "receiver "+strconv.Itoa(i)+" to write the stream", func() bool { return fileSize(outs[i]) >= int64(want.Len()) })
+				if got, err := os.ReadFile(outs[i]); err != nil || !bytes.Equal(got, want.Bytes()) {
+					t.Errorf("receiver %d wrote %d bytes (%v), want %d identical ones", i, len(got), err, want.Len())
+				}
+			}
+			if victim != 0 && !strings.Contains(stderr, lost) {
+				t.Errorf("rdmasend does not name %s:\n%s", lost, stderr)
+			}
+			t.Logf("rdmasend said:\n%s", stderr)
+		})
 	}
 }
