@@ -548,32 +548,30 @@ func TestRejoinRefused(t *testing.T) {
 			}
 		})
 	}
-	t.Run("a receiver without Rejoin", func(t *testing.T) {
-		p := conn.NewParams(4096, 4)
-		sc, rc := memPair(t, p, p, memconn.Faults{})
-		recvErr := make(chan error, 1)
-		go func() {
-			_, err := pipe.Receive(context.Background(), rc, io.Discard, cfg)
-			recvErr <- err
-		}()
-		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
-		hostile.nextOf('H')
-		hostile.control(message('K', 0, string(append([]byte{wire.FlagKey | wire.FlagRejoin}, make([]byte, 64)...))))
-		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender takes over a stream this receiver has not begun")
-	})
-	t.Run("a chain to repair without a key", func(t *testing.T) {
-		p := conn.NewParams(4096, 4)
-		sc, rc := memPair(t, p, p, memconn.Faults{})
-		recvErr := make(chan error, 1)
-		go func() {
-			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{HandshakeTimeout: time.Second})
-			recvErr <- err
-		}()
-		hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
-		hostile.nextOf('H')
-		hostile.control(message('K', 0, string(append([]byte{wire.FlagChain | wire.FlagRepair}, make([]byte, 64)...))))
-		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "the sender asks for a chain to be repaired without a key")
-	})
+	hellos := []struct {
+		name  string
+		cfg   pipe.Config // the receiver's
+		flags byte        // of the hostile sender's auth message
+		says  string
+	}{
+		{"a receiver without Rejoin", cfg, wire.FlagKey | wire.FlagRejoin, "the sender takes over a stream this receiver has not begun"},
+		{"a chain to repair without a key", pipe.Config{HandshakeTimeout: time.Second}, wire.FlagChain | wire.FlagRepair, "the sender asks for a chain to be repaired without a key"},
+	}
+	for _, h := range hellos {
+		t.Run(h.name, func(t *testing.T) {
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			recvErr := make(chan error, 1)
+			go func() {
+				_, err := pipe.Receive(context.Background(), rc, io.Discard, h.cfg)
+				recvErr <- err
+			}()
+			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			hostile.nextOf('H')
+			hostile.control(message('K', 0, string(append([]byte{h.flags}, make([]byte, 64)...))))
+			checkErr(t, "receiver", <-recvErr, conn.KindSetup, h.says)
+		})
+	}
 	t.Run("a rejoin without a key", func(t *testing.T) {
 		rcfg := cfg
 		rcfg.Key = nil
