@@ -39,7 +39,7 @@ EXAMPLES:
 		Flags: append(commonFlags(),
 			&cli.StringSliceFlag{Category: catCommon, Name: "to", Usage: "broadcast: send to these receivers, comma-separated, as a chain (the first relays to the second, and so on, each writing the stream); exit 0 only when every one wrote every byte"},
 			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`, one per line (# starts a comment), after those of --to"},
-			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free)"},
+			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free), and with --to every receiver down the chain"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 (200 Gb/s) to 8 (400 Gb/s) on fast links", Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
 			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
@@ -154,7 +154,8 @@ func receivers(c *cli.Context) ([]string, error) {
 }
 
 // sendWithRetry connects to addr and sends r, retrying for up to wait while
-// the receiver is not up yet or busy with another stream. Retrying is safe:
+// the receiver (or one down its chain) is not up yet or busy with another
+// stream. Retrying is safe:
 // nothing is read from r before the receiver has welcomed the sender.
 func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
 	deadline := time.Now().Add(wait)
@@ -172,7 +173,9 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 			}
 		}
 		k := conn.KindOf(err)
-		retry := ctx.Err() == nil && (k == conn.KindBusy || !dialed && k == conn.KindSetup)
+		// A set-up failure before the welcome (Elapsed is zero) may be
+		// a receiver down the chain that is not up yet.
+		retry := ctx.Err() == nil && (k == conn.KindBusy || k == conn.KindSetup && (!dialed || st.Elapsed == 0))
 		if !retry || time.Now().After(deadline) {
 			if wait > 0 && retry {
 				return st, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)

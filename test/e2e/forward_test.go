@@ -336,3 +336,34 @@ func TestBroadcastRepair(t *testing.T) {
 		})
 	}
 }
+
+// TestBroadcastWaitsForChain starts rdmasend --wait before the middle
+// receiver is up: the first one's relay cannot reach it, which fails the
+// set-up before the welcome; rdmasend tries again until the middle one
+// is up, and the stream reaches all three.
+func TestBroadcastWaitsForChain(t *testing.T) {
+	const n = 1<<20 + 5
+	in, want := randomFile(t, n, 81)
+	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
+	outs := make([]string, 3)
+	rs := make([]*proc, 3)
+	up := func(i int) {
+		outs[i] = filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
+		rs[i] = recv(t, ports[i], createFile(t, outs[i]), "-v", "--relay-allow", suite.host)
+		rs[i].waitStderr(30*time.Second, listening)
+	}
+	up(0)
+	up(2)
+	s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", suite.transport, "-v", "--wait", "60s", "--to", addrs(ports))
+	rs[0].waitStderr(30*time.Second, "forward to "+net.JoinHostPort(suite.host, strconv.Itoa(ports[1])))
+	up(1)
+	code, stderr := s.wait(2 * time.Minute)
+	expect(t, "rdmasend", code, stderr, 0, "written by all 3 receivers")
+	for i, r := range rs {
+		code, stderr := r.wait(time.Minute)
+		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
+		if got, size := fileSum(t, outs[i]); size != n || got != want {
+			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+		}
+	}
+}

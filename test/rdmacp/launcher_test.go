@@ -74,7 +74,8 @@ func TestLauncher(t *testing.T) {
 
 // TestPdshBroadcast starts the receivers of a broadcast with pdsh (its
 // ssh module, against the test's sshds), one command for every host, as
-// an operator would on a cluster, and sends to them with rdmasend --to.
+// an operator would on a cluster, and sends to them with rdmasend --to at
+// once: --wait covers receivers whose login is slow, down the chain too.
 func TestPdshBroadcast(t *testing.T) {
 	c := launcherCluster(t, 3, "pdsh")
 	bins := filepath.Dir(bin)
@@ -100,6 +101,8 @@ func TestPdshBroadcast(t *testing.T) {
 	if err := pdsh.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// Should the test fail, no receiver it started stays behind.
+	t.Cleanup(func() { exec.Command("pkill", "-KILL", "-f", "^"+filepath.Join(bins, "rdmarecv")).Run() })
 	send := exec.CommandContext(ctx, filepath.Join(bins, "rdmasend"), "-v", "-t", harness.transport, "--key-file", key, "--wait", "30s", "--to", strings.Join(c.addrs, ","))
 	send.Stdin = bytes.NewReader(data)
 	out, err := send.CombinedOutput()

@@ -127,6 +127,9 @@ StrictModes no
 	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
+	// A session's process that outlives sshd (a test failed before it
+	// ended it) holds the log's pipe: Wait does not wait for it.
+	cmd.WaitDelay = 5 * time.Second
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start sshd: %v", err)
 	}
