@@ -129,7 +129,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	var lost rejoinError
 	for errors.As(err, &lost) {
 		if err = r.takeRejoin(ctx, lost.error); err != nil {
-			out.Close(r.written.Load())
+			r.written.Add(out.Close(r.written.Load()))
 			break
 		}
 		err = r.streamFrom(ctx, out)
@@ -524,7 +524,9 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 	drained := false
 	defer func() {
 		if !drained {
-			out.Close(r.written.Load())
+			// Writes that finished before the stream failed are kept
+			// and counted: the output holds a longer exact prefix.
+			r.written.Add(out.Close(r.written.Load()))
 		}
 	}()
 	for {

@@ -147,10 +147,12 @@ func (fs *fileSink) End() error {
 	return nil
 }
 
-func (fs *fileSink) Close(written int64) {
+func (fs *fileSink) Close(written int64) int64 {
 	close(fs.jobs)
 	<-fs.done
-	_, _ = fs.f.Seek(fs.base+written, io.SeekStart)
+	n := finished(fs.queue)
+	_, _ = fs.f.Seek(fs.base+written+n, io.SeekStart)
+	return n
 }
 
 func (fs *fileSink) Describe() string {

@@ -29,8 +29,12 @@ type Sink interface {
 	// write retired: a sparse file gets its full length.
 	End() error
 	// Close waits for the writes in flight, which may be reading receive
-	// buffers, and leaves the output's offset after written bytes.
-	Close(written int64)
+	// buffers, and returns the bytes of those not retired that finished
+	// without error, in the order they were started, up to the first that
+	// did not: with the written bytes already retired, the prefix of the
+	// stream that the output holds. It leaves the output's offset after
+	// that prefix.
+	Close(written int64) int64
 	// Describe says how the output is written (pipe.Stats.IO).
 	Describe() string
 }
@@ -108,6 +112,24 @@ func (ss *streamSink) Retire() { ss.busy = false }
 
 func (ss *streamSink) End() error { return nil }
 
-func (ss *streamSink) Close(int64) {}
+func (ss *streamSink) Close(int64) int64 {
+	if !ss.busy {
+		return 0
+	}
+	return finished([]*Write{&ss.last})
+}
+
+// finished returns the bytes of the writes in ws, which have all finished,
+// up to the first that failed.
+func finished(ws []*Write) int64 {
+	var n int64
+	for _, w := range ws {
+		if w.Err != nil {
+			break
+		}
+		n += int64(w.N)
+	}
+	return n
+}
 
 func (ss *streamSink) Describe() string { return "write" }
