@@ -304,58 +304,62 @@ func TestHostileSender(t *testing.T) {
 		script func(p *peer)
 		kind   conn.Kind
 		says   string
+		// first: the script runs to its end before the receiver
+		// starts, so that the receiver cannot take its messages one
+		// by one
+		first bool
 	}{
-		{"silent", nil, func(p *peer) {}, conn.KindSetup, "did not complete the rdmapipe handshake"},
+		{"silent", nil, func(p *peer) {}, conn.KindSetup, "did not complete the rdmapipe handshake", false},
 		{"heartbeats before the key proof", key, func(p *peer) {
 			// One heartbeat per control credit returned, for as long as
 			// the receiver answers: they must not stretch its handshake.
 			for p.next() != nil {
 				p.control(message('B', 0, ""))
 			}
-		}, conn.KindSetup, "did not complete the rdmapipe handshake"},
+		}, conn.KindSetup, "did not complete the rdmapipe handshake", false},
 		{"more control messages than spares", key, func(p *peer) {
 			for range conn.SpareRecvs + 1 {
 				p.control(message('B', 0, ""))
 			}
-		}, anyFailure, "no posted spare receive buffer"},
+		}, anyFailure, "no posted spare receive buffer", true},
 		{"data before the handshake: no window to land in", nil, func(p *peer) {
 			p.nextOf('H')
 			p.send(0, message('D', 1, "unauthenticated"))
-		}, anyFailure, "no posted data receive buffer"},
+		}, anyFailure, "no posted data receive buffer", false},
 		{"unkeyed sender to a keyed receiver", key, func(p *peer) {
 			p.nextOf('H')
 			p.control(auth())
-		}, conn.KindAuth, "presented no key"},
+		}, conn.KindAuth, "presented no key", false},
 		{"abort before the handshake is a setup failure, quoted", nil, func(p *peer) {
 			p.control(message('A', 0, string(conn.KindIntegrity)+"\x07bell"))
-		}, conn.KindSetup, `sender refused the connection: "\abell"`},
-		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, conn.KindSetup, "short message of 1 bytes"},
+		}, conn.KindSetup, `sender refused the connection: "\abell"`, false},
+		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, conn.KindSetup, "short message of 1 bytes", false},
 		{"unknown type", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('Q', 1, ""))
-		}, conn.KindIntegrity, `unknown message type 'Q'`},
+		}, conn.KindIntegrity, `unknown message type 'Q'`, false},
 		{"wrong sequence", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 7, "x"))
-		}, conn.KindIntegrity, "message 7 arrived where 1 was expected"},
+		}, conn.KindIntegrity, "message 7 arrived where 1 was expected", false},
 		{"short end message", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('E', 1, "\x00\x00"))
-		}, conn.KindIntegrity, "short end-of-stream message"},
+		}, conn.KindIntegrity, "short end-of-stream message", false},
 		{"end with the wrong count", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 1, "abc"))
 			body := binary.LittleEndian.AppendUint64(nil, 4)
 			p.send(1, message('E', 2, string(body)+string(make([]byte, 8))))
-		}, conn.KindIntegrity, "sent 4 bytes but 3 arrived"},
+		}, conn.KindIntegrity, "sent 4 bytes but 3 arrived", false},
 		{"heartbeat ahead of the data", nil, func(p *peer) {
 			p.handshake()
 			p.control(message('B', 5, ""))
-		}, conn.KindIntegrity, "messages were lost"},
+		}, conn.KindIntegrity, "messages were lost", false},
 		{"asks for lost hosts before the end", nil, func(p *peer) {
 			p.handshake()
 			p.control(message('N', 0, ""))
-		}, conn.KindIntegrity, "asked for lost hosts before the end of the stream"},
+		}, conn.KindIntegrity, "asked for lost hosts before the end of the stream", false},
 		// memconn breaks the link on a message larger than the receive
 		// buffer with an internal error (for an engine it is a bug); RDMA
 		// reports a length error and TCP a framing error. What matters is
@@ -363,14 +367,19 @@ func TestHostileSender(t *testing.T) {
 		{"oversized message", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 1, string(make([]byte, 4096+conn.TagLen+1))))
-		}, anyFailure, "does not fit"},
+		}, anyFailure, "does not fit", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := conn.NewParams(4096, 4)
 			send := conn.NewParams(8192, 4) // room for the oversized message
 			sc, rc := memPair(t, send, p, memconn.Faults{})
-			go tc.script(&peer{t: t, c: sc, cs: make([]conn.Completion, 16)})
+			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			if tc.first {
+				tc.script(hostile)
+			} else {
+				go tc.script(hostile)
+			}
 			cfg := hostileCfg
 			cfg.Key = tc.key
 			var out testutil.Buffer
