@@ -166,3 +166,27 @@ func TestFileOutputFails(t *testing.T) {
 	checkErr(t, "receiver", r.recvErr, conn.KindAborted, "write output: write at offset 0")
 	checkErr(t, "sender", r.sendErr, conn.KindAborted, `receiver aborted: "write output`)
 }
+
+// TestFailedStreamKeepsWrites: when a stream fails, the receiver's byte
+// count is what its output file holds (writes finished but not yet
+// retired count too), and the file's offset is left there: a prefix of
+// the stream that a resume can build on. The sender's input fails at its
+// end, many times over, so that the abort meets writes in every state.
+func TestFailedStreamKeepsWrites(t *testing.T) {
+	in := randomBytes(64*4096, 9)
+	for i := range 50 {
+		f := fileWith(t, nil, 0)
+		r := stream{out: f}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
+		checkErr(t, "receiver", r.recvErr, conn.KindAborted, `sender aborted: "read input`)
+		got, err := os.ReadFile(f.Name())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if int64(len(got)) != r.recv.Bytes || !bytes.HasPrefix(in, got) {
+			t.Fatalf("run %d: the receiver counts %d bytes written, its file holds %d (a prefix of the stream: %v)", i, r.recv.Bytes, len(got), bytes.HasPrefix(in, got))
+		}
+		if off := offset(t, f); off != r.recv.Bytes {
+			t.Fatalf("run %d: the file's offset is %d, want %d (after what was written)", i, off, r.recv.Bytes)
+		}
+	}
+}
