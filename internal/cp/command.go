@@ -13,8 +13,11 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/units"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // help is the description in rdmacp --help.
@@ -113,6 +116,8 @@ func Main(args []string) int {
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
+			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M as root or where locked memory is unlimited, else 1M", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
+			&cli.IntFlag{Name: "depth", DefaultText: "8 as root or where locked memory is unlimited, else 4", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
 			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
@@ -194,6 +199,9 @@ func copyAction(c *cli.Context) error {
 	if o.Fanout < 1 {
 		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
 	}
+	if o.Window, err = window(c); err != nil {
+		return err
+	}
 	if o.Stats != "" && hosts == nil {
 		return command.Usagef("--stats-json goes with --to or --to-file")
 	}
@@ -225,6 +233,30 @@ func copyAction(c *cli.Context) error {
 		return Fetch(ctx, from, last, o)
 	}
 	return Copy(ctx, srcs, t, o)
+}
+
+// window returns the chunk size and depth that --chunk-size and --depth
+// ask for, each defaulting to defaultParams', or zero Params when neither
+// is given.
+func window(c *cli.Context) (conn.Params, error) {
+	if !c.IsSet("chunk-size") && !c.IsSet("depth") {
+		return conn.Params{}, nil
+	}
+	p := defaultParams()
+	if c.IsSet("chunk-size") {
+		n, err := units.ParseSize(c.String("chunk-size"))
+		if err != nil {
+			return p, command.Usagef("--chunk-size: %v", err)
+		}
+		p.Chunk = int(min(n, conn.MaxChunk+1))
+	}
+	if c.IsSet("depth") {
+		p.Depth = c.Int("depth")
+	}
+	if err := p.Validate(); err != nil {
+		return p, command.Usagef("--chunk-size and --depth: %v", err)
+	}
+	return p, nil
 }
 
 // remoteSources parses a download's sources to the local dst:

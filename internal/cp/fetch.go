@@ -30,7 +30,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if err != nil {
 		return err
 	}
-	l, port, err := listenAnyPort(ctx, o.Transport, local, defaultParams(), notices(o.Verbose, o.Stderr))
+	l, port, err := listenAnyPort(ctx, o.Transport, local, o.params(), notices(o.Verbose, o.Stderr))
 	if err != nil {
 		return err
 	}

@@ -48,6 +48,18 @@ type Options struct {
 	Launcher []string
 	Fanout   int    // how many remote sides start at once, with several hosts
 	Stats    string // a file to write the result to as JSON, if set
+	// Window is the chunk size and depth this side proposes for its
+	// stream (the two sides use the smaller of their proposals); zero:
+	// defaultParams.
+	Window conn.Params
+}
+
+// params returns the chunk size and depth this side proposes.
+func (o Options) params() conn.Params {
+	if o.Window == (conn.Params{}) {
+		return defaultParams()
+	}
+	return o.Window
 }
 
 // Copy copies the files and directories at paths to t (an upload): it
@@ -284,7 +296,7 @@ func beforeStream(st pipe.Stats, err error) bool {
 // streamOnce is one attempt of stream, connecting with d within wait.
 func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, cfg pipe.Config, wait time.Duration) (pipe.Stats, error) {
 	dctx, cancel := context.WithTimeout(ctx, wait)
-	c, err := d.Dial(dctx, addr, defaultParams())
+	c, err := d.Dial(dctx, addr, o.params())
 	cancel()
 	if err != nil {
 		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)

@@ -2,13 +2,12 @@ package sendrecv
 
 import (
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -106,7 +105,7 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	o.window = hostWindow()
 	chunk, depth := int64(o.window.chunk), o.window.depth
 	if s := c.String("chunk-size"); s != "" {
-		if chunk, err = parseSize(s); err != nil {
+		if chunk, err = units.ParseSize(s); err != nil {
 			return o, command.Usagef("--chunk-size: %v", err)
 		}
 		o.window = o.window.withChunk(int(min(chunk, conn.MaxChunk+1)))
@@ -144,30 +143,3 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 
 // minKeyLen is the shortest key accepted without a warning.
 const minKeyLen = 16
-
-// parseSize parses a byte count such as 65536, 64K, 64KiB, 1M or 2G.
-func parseSize(s string) (int64, error) {
-	t := strings.ToUpper(strings.TrimSpace(s))
-	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
-	mult := int64(1)
-	if n := len(t); n > 0 {
-		switch t[n-1] {
-		case 'K':
-			mult = 1 << 10
-		case 'M':
-			mult = 1 << 20
-		case 'G':
-			mult = 1 << 30
-		case 'T':
-			mult = 1 << 40
-		}
-		if mult > 1 {
-			t = t[:n-1]
-		}
-	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size (examples: 65536, 64K, 1M, 2G)", s)
-	}
-	return v * mult, nil
-}

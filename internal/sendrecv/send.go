@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -194,7 +195,7 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 // else the size of stdin when it is a regular file, else -1.
 func inputSize(flag string, stdin *os.File) (int64, error) {
 	if flag != "" {
-		n, err := parseSize(flag)
+		n, err := units.ParseSize(flag)
 		if err != nil {
 			return 0, command.Usagef("--size: %v", err)
 		}

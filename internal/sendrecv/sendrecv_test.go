@@ -14,34 +14,6 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-func TestParseSize(t *testing.T) {
-	cases := []struct {
-		in   string
-		want int64
-		ok   bool
-	}{
-		{"65536", 65536, true},
-		{"64K", 64 << 10, true},
-		{"64KiB", 64 << 10, true},
-		{"1m", 1 << 20, true},
-		{"1MB", 1 << 20, true},
-		{"2G", 2 << 30, true},
-		{" 8M ", 8 << 20, true},
-		{"0", 0, true},
-		{"", 0, false},
-		{"lots", 0, false},
-		{"-1", 0, false},
-		{"1.5M", 0, false},
-		{"99999999999T", 0, false},
-	}
-	for _, tc := range cases {
-		got, err := parseSize(tc.in)
-		if (err == nil) != tc.ok || got != tc.want {
-			t.Errorf("parseSize(%q) = %d, %v; want %d, ok=%v", tc.in, got, err, tc.want, tc.ok)
-		}
-	}
-}
-
 func TestLoadKey(t *testing.T) {
 	dir := t.TempDir()
 	keyFile := filepath.Join(dir, "key")

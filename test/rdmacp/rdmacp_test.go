@@ -421,6 +421,8 @@ func TestCopyErrors(t *testing.T) {
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
 		{"destination is a device", []string{file, "target:/dev/null"}, 3, "/dev/null is a device: not replaced"},
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
+		{"chunk size not a size", []string{"--chunk-size", "lots", file, "target:/tmp/"}, 2, `--chunk-size: "lots" is not a size`},
+		{"depth out of range", []string{"--depth", "2", file, "target:/tmp/"}, 2, "depth 2 out of range"},
 		// downloads
 		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
 		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},

@@ -7,6 +7,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -49,9 +50,9 @@ func TestResume(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
-			args := []string{src, "target:" + dst + "/"}
+			args := slices.Concat(window, []string{src, "target:" + dst + "/"})
 			if tc.download {
-				args = []string{"target:" + src, dst + "/"}
+				args = slices.Concat(window, []string{"target:" + src, dst + "/"})
 			}
 			cmd := s.command(t, args...)
 			var stderr bytes.Buffer
@@ -76,6 +77,9 @@ func TestResume(t *testing.T) {
 			r := s.rdmacp(t, append([]string{"-C", "-v"}, args...)...)
 			if r.code != 0 {
 				t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+			}
+			if !strings.Contains(r.stderr, "chunk 1048576 x depth 4") {
+				t.Errorf("the stream did not take --chunk-size and --depth: %s", r.stderr)
 			}
 			if hashFile(t, src) != hashFile(t, filepath.Join(dst, "big")) {
 				t.Fatal("the resumed copy differs from the source")
@@ -142,6 +146,12 @@ func TestDiskFull(t *testing.T) {
 	}
 	noLeftovers(t, dst, "f")
 }
+
+// window is the chunk size and depth of the interrupted copies and their
+// resumes: a window much smaller than half a file, so that the sending
+// side, stopped once half has arrived, cannot have sent the whole file
+// yet and its end (the default window is larger than a file in the VM).
+var window = []string{"--chunk-size", "1M", "--depth", "4"}
 
 // interrupt interrupts the copy that cmd runs (a download, or an upload)
 // once half has arrived: it stops the sending side (SIGSTOP) the moment
@@ -247,9 +257,9 @@ func TestResumeTree(t *testing.T) {
 				dst = filepath.Join(dir, "copy")
 				got = dst
 			}
-			args := []string{"-r", "-p", src, "target:" + dst}
+			args := slices.Concat(window, []string{"-r", "-p", src, "target:" + dst})
 			if tc.download {
-				args = []string{"-r", "-p", "target:" + src, dst}
+				args = slices.Concat(window, []string{"-r", "-p", "target:" + src, dst})
 			}
 			cmd := s.command(t, args...)
 			var stderr bytes.Buffer
