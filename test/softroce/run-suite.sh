@@ -92,7 +92,7 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
   # the copy. -short: no 1 GiB copy, which the guest's RAM-backed filesystem cannot hold
   # (and TMPDIR on 9p would lose the sub-second file times that -p must keep).
   RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV RDMAPIPE_BIN="$suite" \\
-    section "rdmacp tests over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 15m -test.v -test.short
+    section "rdmacp tests over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short
   if [ -n "\${SIW_DEV:-}" ]; then
     # Over siw only what the transport changes: the stream itself, in both directions, and a
     # side dying in it (TestCopyFile, TestDownload, TestKilledMidStream, TestResume,
@@ -100,7 +100,7 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
     # trees, sparse files, the listening address) is the same as over rxe.
     RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" \\
       section "rdmacp tests over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
-      emptyroot ./rdmacp.test -test.timeout 15m -test.v -test.short -test.skip '${SIW_CP_SKIP:-^(TestCopyErrors|TestCopyTree|TestCopyToNewName|TestCopySparse|TestCopySparseTree|TestDownloadSparse|TestResumeTree|TestDiskFull)\$}'
+      emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short -test.skip '${SIW_CP_SKIP:-^(TestCopyErrors|TestCopyTree|TestCopyToNewName|TestCopySparse|TestCopySparseTree|TestDownloadSparse|TestResumeTree|TestDiskFull)\$}'
   fi
 fi
 [ "${CP_ONLY:-0}" = 1 ] && exit \$status
@@ -141,4 +141,4 @@ RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_HOST=\$RXE_IP \\
 exit \$status
 GUEST
 chmod +x "$suite/run.sh"
-VM_SIW=${SIW:-1} VM_TIMEOUT=${VM_TIMEOUT:-3000} test/softroce/vm-run.sh "$suite/run.sh"
+VM_SIW=${SIW:-1} VM_TIMEOUT=${VM_TIMEOUT:-4500} test/softroce/vm-run.sh "$suite/run.sh"
