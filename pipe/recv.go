@@ -598,14 +598,11 @@ func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
 	if w.Err != nil {
 		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.Err, r.written.Load()+int64(w.N))}
 	}
-	if ctx.Err() != nil {
-		// The stream is over: leave the buffers alone, but count what
-		// the output holds.
+	if ctx.Err() != nil || r.relay != nil && r.relay.wait(ctx, w.Buf) != nil {
+		// The stream is over (a relay's wait ends only with ctx): leave
+		// the buffers alone, but count what the output holds.
 		r.written.Add(int64(w.N))
 		return nil
-	}
-	if r.relay != nil && r.relay.wait(ctx, w.Buf) != nil {
-		return nil // the stream is over
 	}
 	r.messages.Add(1)
 	n := r.written.Add(int64(w.N))
