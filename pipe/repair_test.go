@@ -232,6 +232,9 @@ type sim struct {
 	// named makes the sender name the chain (Config.Chain), every host
 	// with the same key, instead of each relaying by its ForwardTo.
 	named bool
+	// slow is how long a host's connection to a fallback (any host but
+	// its next) takes to set up.
+	slow time.Duration
 }
 
 // name returns host i's name.
@@ -263,7 +266,16 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 		}
 		hcfg := cfg
 		hcfg.Key = key(i)
-		hcfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(i, addr) }
+		hcfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
+			if addr != sm.name(i+1) {
+				select {
+				case <-time.After(sm.slow):
+				case <-ctx.Done():
+					return nil, context.Cause(ctx)
+				}
+			}
+			return net.dial(i, addr)
+		}
 		hcfg.Rejoin = func(ctx context.Context) (conn.Conn, error) {
 			select {
 			case c := <-h.inbox:
@@ -432,6 +444,14 @@ func TestRepair(t *testing.T) {
 		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
 		checkSim(t, r, in, 4, []string{"hop1"})
 		checkErr(t, "the 2nd host", r.errs[1], conn.KindAborted, "no sender took the stream over")
+	})
+	t.Run("the 2nd host dies, the 3rd takes longer than the timeout to reach", func(t *testing.T) {
+		// The 1st host's sender must not find it silent meanwhile; the
+		// 3rd waits for a takeover for the handshake timeout and more.
+		cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: 5 * time.Second}
+		faults := map[int]simFault{1: {at: 256 << 10}}
+		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults, slow: 2 * cfg.Timeout}.run(t, in)
+		checkSim(t, r, in, 4, []string{"hop1"})
 	})
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
