@@ -59,15 +59,23 @@ func TestReceiverOutputClosed(t *testing.T) {
 	expect(t, "rdmasend", code, stderr, 4, "receiver", "broken pipe")
 }
 
+// midStream starts a receiver into a file and a sender from a pipe, and
+// returns them once the receiver has written the first 100000 bytes, with
+// the pipe's end to write more to.
+func midStream(t *testing.T) (r, s *proc, inW *os.File) {
+	port := testutil.FreePort(t)
+	out := filepath.Join(t.TempDir(), "output")
+	r = recv(t, port, createFile(t, out), "--timeout", "20s")
+	s, inW = slowInput(t, port, "--timeout", "20s")
+	inW.Write(bytes.Repeat([]byte("x"), 100000))
+	testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	return r, s, inW
+}
+
 // TestSenderKilled kills the sender mid-stream: the receiver must exit
 // non-zero and say the stream was cut short.
 func TestSenderKilled(t *testing.T) {
-	port := testutil.FreePort(t)
-	out := filepath.Join(t.TempDir(), "output")
-	r := recv(t, port, createFile(t, out), "--timeout", "20s")
-	s, inW := slowInput(t, port, "--timeout", "20s")
-	inW.Write(bytes.Repeat([]byte("x"), 100000))
-	testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	r, s, _ := midStream(t)
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	s.wait(10 * time.Second)
 	code, stderr := r.wait(30 * time.Second)
@@ -77,12 +85,7 @@ func TestSenderKilled(t *testing.T) {
 // TestReceiverKilled kills the receiver mid-stream: the sender must exit
 // non-zero and say so.
 func TestReceiverKilled(t *testing.T) {
-	port := testutil.FreePort(t)
-	out := filepath.Join(t.TempDir(), "output")
-	r := recv(t, port, createFile(t, out), "--timeout", "20s")
-	s, inW := slowInput(t, port, "--timeout", "20s")
-	inW.Write(bytes.Repeat([]byte("y"), 100000))
-	testutil.WaitFor(t, 30*time.Second, "data at the receiver", func() bool { return fileSize(out) == 100000 })
+	r, s, inW := midStream(t)
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.wait(10 * time.Second)
 	inW.Write(bytes.Repeat([]byte("y"), 100000))
