@@ -81,7 +81,7 @@ test-fuzz fuzz: deps
 test-rdma: build
 	./test/softroce/run-suite.sh
 
-# not part of `make test` (test-rdma runs the same test 3 times per delay)
+# not part of `make test` (test-rdma runs the same test once per delay)
 DELAY_RUNS ?= 20
 test-delay: build
 	DELAY_RUNS=$(DELAY_RUNS) ./test/softroce/delay.sh

@@ -62,3 +62,17 @@ func TestFreePort(t *testing.T) {
 	}
 	l.Close()
 }
+
+// TestFreePortNeverRepeats: a port handed out once is not handed out
+// again, even when nothing holds it for TCP (an rdma_cm listener holds its
+// port where the TCP check cannot see it).
+func TestFreePortNeverRepeats(t *testing.T) {
+	seen := map[int]bool{}
+	for range 2000 {
+		port := FreePort(t)
+		if seen[port] {
+			t.Fatalf("port %d handed out twice", port)
+		}
+		seen[port] = true
+	}
+}

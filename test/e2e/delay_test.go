@@ -3,7 +3,7 @@ package e2e
 // TestDelay: whole streams across the two-host wire (wire.sh) with a fixed
 // netem delay on both veths, several times per delay, each of which must
 // complete exactly. It runs only when RDMAPIPE_DELAY_RUNS is set (make
-// test-delay: 20 runs per delay; make test-rdma: 3), since it takes minutes.
+// test-delay: 20 runs per delay; make test-rdma: 1), since it takes minutes.
 
 import (
 	"crypto/sha256"

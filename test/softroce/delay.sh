@@ -4,7 +4,7 @@
 # DELAY_RUNS times per delay (default 20), in one SoftRoCE VM boot. Reports, per delay, how
 # many streams completed exactly (every byte written, both sides exit 0) and fails if any
 # did not. The test is TestDelay in test/e2e/delay_test.go; make test-rdma runs it too,
-# 3 times per delay.
+# once per delay.
 #
 # env: DELAY_RUNS (20), DELAY_MS (5,20,50), DELAY_TRANSPORTS (rdma; or rdma,tcp),
 #      DELAY_BIN (a dir with rdmasend and rdmarecv to measure instead of this checkout's,
