@@ -121,7 +121,7 @@ if wire=\$(bash ./wire.sh up); then
   cat "$suite/fault/fault-results.txt" 2>/dev/null
   if [ "${DELAY_RUNS:-1}" != 0 ]; then
     RDMAPIPE_BIN="$suite" RDMAPIPE_DELAY_RUNS=${DELAY_RUNS:-1} RDMAPIPE_DELAY_RESULTS="$suite/delay-results.txt" \\
-      section "delay test on the wire: 32 MiB streams, 5, 20 and 50 ms each way, ${DELAY_RUNS:-1} runs each" \\
+      section "delay test on the wire: 32 MiB streams, 5, 20 and 50 ms each way, ${DELAY_RUNS:-1} per delay" \\
       ./e2e.test -test.timeout 20m -test.v -test.run '^TestDelay\$'
     echo "== delay results:"
     cat "$suite/delay-results.txt" 2>/dev/null
