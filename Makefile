@@ -10,15 +10,16 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency clean
+.PHONY: help deps build install test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
-	@echo "make test       everything: vet, unit tests, end-to-end over TCP, and the SoftRoCE VM suite"
+	@echo "make test       vet, unit and race tests, end-to-end over TCP, a fuzz smoke, and one SoftRoCE VM boot with what only the VM proves (~15 min)"
+	@echo "make test-full  the same with the whole VM suite (faults, the delay wire, every e2e and rdmacp test over rxe and siw) and FUZZTIME=1m"
 	@echo "make test-unit  vet and the fast tests only (no VM)"
 	@echo "make test-fuzz  every fuzz target for FUZZTIME each (default 5s; part of make test)"
 	@echo "make fuzz       the same for longer: FUZZTIME=10m make fuzz"
-	@echo "make test-rdma  the end-to-end suite over real verbs inside a SoftRoCE VM, over rxe and soft-iWARP (needs root)"
+	@echo "make test-rdma  the SoftRoCE VM part of make test (SUITE=full: of make test-full), over rxe and soft-iWARP (needs root)"
 	@echo "make test-delay 32 MiB streams over the VM's two-host rxe wire with 5, 20 and 50 ms netem delay each way, DELAY_RUNS times each (default 20)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build every command (./cmd/...) into bin/"
@@ -66,7 +67,17 @@ install: build
 		rm -f $(BIN)/$$n.1.tmp; \
 	done
 
+# Every test run from here fails, rather than skips, where a precondition it
+# needs (root, a tool, a device) is missing (internal/testutil/skip.go).
+export RDMAPIPE_STRICT := 1
+
 test: test-unit test-fuzz test-rdma
+
+# not run by CI: resolve an issue that touches the engine or a transport only
+# after it passes too
+test-full: test-unit
+	$(MAKE) test-fuzz FUZZTIME=$${FUZZTIME:-1m}
+	$(MAKE) test-rdma SUITE=full
 
 test-unit: deps
 	$(GO) vet ./...
@@ -78,8 +89,9 @@ FUZZTIME ?= 5s
 test-fuzz fuzz: deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
 
+SUITE ?= quick
 test-rdma: build
-	./test/softroce/run-suite.sh
+	SUITE=$(SUITE) ./test/softroce/run-suite.sh
 
 # not part of `make test` (test-rdma runs the same test once per delay)
 DELAY_RUNS ?= 20

@@ -147,7 +147,7 @@ func TestCheckReceiver(t *testing.T) {
 func TestCheckMemlock(t *testing.T) {
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			testutil.Unmet(t, "no %s", tool)
 		}
 	}
 	cases := []struct {

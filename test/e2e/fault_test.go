@@ -76,7 +76,7 @@ func needWire(t *testing.T) wire {
 		t.Skip("no two-host wire (WIRE_A, WIRE_B, WIRE_SCRIPT): run in the SoftRoCE VM (make test-rdma)")
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("the fault tests need root for tc and ip")
+		testutil.Unmet(t, "the fault tests need root for tc and ip")
 	}
 	if _, err := os.Stat("/sys/class/net/vethA"); err != nil {
 		t.Fatalf("WIRE_A is set but there is no vethA: %v", err)

@@ -16,7 +16,7 @@ import (
 func TestChunkUnderMemlock(t *testing.T) {
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
-			t.Skipf("no %s", tool)
+			testutil.Unmet(t, "no %s", tool)
 		}
 	}
 	limited := []string{"prlimit", "--memlock=65536:65536", "--", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // launcherCluster starts n hosts for a test of launchers other than ssh:
@@ -21,11 +23,11 @@ func launcherCluster(t *testing.T, n int, launcher string) *cluster {
 		t.Skip("launchers are tested on the host: in the VM the hosts share one address")
 	}
 	if _, err := exec.LookPath(launcher); err != nil {
-		t.Skipf("no %s: scripts/deps.sh installs it", launcher)
+		testutil.Unmet(t, "no %s: scripts/deps.sh installs it", launcher)
 	}
 	c := startCluster(t, n)
 	if !c.netns {
-		t.Skip("no network namespaces: the hosts share one address")
+		testutil.Unmet(t, "no network namespaces: the hosts share one address")
 	}
 	return c
 }
@@ -81,7 +83,7 @@ func TestPdshBroadcast(t *testing.T) {
 	bins := filepath.Dir(bin)
 	for _, name := range []string{"rdmasend", "rdmarecv"} {
 		if _, err := os.Stat(filepath.Join(bins, name)); err != nil {
-			t.Skipf("no %s next to rdmacp: %v", name, err)
+			testutil.Unmet(t, "no %s next to rdmacp: %v", name, err)
 		}
 	}
 	dir := t.TempDir()

@@ -1,26 +1,36 @@
 #!/usr/bin/env bash
-# Runs the RDMA suites in one SoftRoCE VM boot (`make test-rdma`, after `make build`):
-#  1. the rdma transport's own tests on rxe0 (RoCE), then on siw0 (soft-iWARP);
+# Runs the RDMA suites in one SoftRoCE VM boot (`make test-rdma`, after `make build`).
+# SUITE=quick (`make test`) runs what only the VM can prove, each once; SUITE=full
+# (`make test-full`) runs everything below. README.md beside this file says what runs
+# where, and why.
+#  1. the rdma transport's own tests on rxe0 (RoCE), then on siw0 (soft-iWARP): the
+#     transport's contract on both (both suites);
 #  2. the end-to-end suite (test/e2e) with --transport rdma against rxe0, then against
 #     siw0 (iWARP: no immediate data, so rdmapipe sends its data with SEND; no
-#     receiver-not-ready retry);
+#     receiver-not-ready retry); quick: each data path mode (write, send, events, busy-poll,
+#     several QPs) end to end, keys and encryption, a relay, a broadcast with a killed hop
+#     and its repair, memory limits, --check with devices; full: all of it;
 #  3. rdmacp's tests (test/rdmacp) with --transport rdma: sshd, started by the tests, listens
 #     on rxe0's address (then siw0's), so the remote side listens there and the local side
 #     connects there over rdma_cm; -short leaves out the 1 GiB copy (the guest's writable
-#     filesystem is in its RAM);
+#     filesystem is in its RAM); quick: a copy up and down, a tree, and what a lying remote
+#     side cannot make us write;
 #  4. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
-#     10.0.9.2): the fault tests (test/e2e/fault_test.go) over rdma and tcp, and the delay
-#     test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS times
-#     each, once here; `make test-delay` runs it 20 times); then a second wire beside it
-#     (`wire.sh second`: rxeC 10.0.10.1 <-> rxeD 10.0.10.2) and streams striped over two
-#     devices on each side (TestTwoDevices, and TestStripeDevices with the commands);
-#  5. last, with every RDMA device removed, rdmasend --check on a host without RDMA.
-# env: FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1 runs only them
-#      (and the delay test); SIW=0 leaves soft-iWARP out (no siw.ko build, no siw sections);
-#      SIW_RUN: -test.run of the e2e suite over siw (see README.md beside this file for
-#      what it runs and why); SIW_RDMA_SKIP: -test.skip of the rdma transport tests over siw;
-#      DELAY_RUNS (1): runs per delay of the delay test, 0 to leave it out;
-#      CP_ONLY=1 runs only rdmacp's tests; SIW_CP_RUN: -test.run of them over siw.
+#     10.0.9.2): full only, the fault tests (test/e2e/fault_test.go) over rdma and tcp, and
+#     the delay test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS
+#     times each; `make test-delay` runs it 20 times); then (both suites) a second wire
+#     beside it (`wire.sh second`: rxeC 10.0.10.1 <-> rxeD 10.0.10.2) and streams striped
+#     over two devices on each side (TestTwoDevices, and TestStripeDevices with the
+#     commands);
+#  5. full only, last, with every RDMA device removed: rdmasend --check on a host without
+#     RDMA (the host's own make test-unit runs it where no module is loaded).
+# env: SUITE (quick); FAULT_RUN=REGEXP narrows the fault tests (-test.run); FAULT_ONLY=1
+#      runs only them (and the delay test); SIW=0 leaves soft-iWARP out (no siw.ko build, no
+#      siw sections); E2E_RUN, SIW_RUN, CP_RUN, SIW_CP_RUN: -test.run of the e2e suite over
+#      rxe and siw and of rdmacp's over rxe and siw (defaults per SUITE below);
+#      SIW_RDMA_SKIP: -test.skip of the rdma transport tests over siw; DELAY_RUNS (1): runs per
+#      delay of the delay test, 0 to leave it out; CP_ONLY=1 runs only rdmacp's tests.
+# Every test runs with RDMAPIPE_STRICT=1: a missing precondition fails, never skips.
 # Everything is compiled on the host; the VM only runs binaries. Needs root (see vm-run.sh).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -28,6 +38,42 @@ export RXE_WORK=${RXE_WORK:-$PWD/.cache/softroce}
 suite=$RXE_WORK/suite
 rm -rf "$suite"
 mkdir -p "$suite"
+
+SUITE=${SUITE:-quick}
+case $SUITE in
+quick)
+  E2E_RUN=${E2E_RUN:-'^(TestSizes|TestBigStream|TestKeys|TestRelay|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
+  SIW_RUN=${SIW_RUN:-'^(TestBigStream|TestKeys|TestCheckReceiver)$'}
+  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestCopyTree|TestTransport)$'}
+  SIW_CP_RUN=${SIW_CP_RUN:-'^TestTransport$'}
+  BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} ;;
+full)
+  # Left out over rxe: the command-line tests that use no transport (help, man pages,
+  # completions, usage errors), which make test-unit runs on the host.
+  E2E_RUN=${E2E_RUN:-'.'}
+  E2E_SKIP='^(TestVersionHelpDocs|TestUsage|TestRelayUsage)$'
+  # Over iWARP only what it changes (README.md beside this file says why each): the data
+  # path (SEND, no immediate data) in every mode and size and at volume, keys and
+  # encryption over it, relays and broadcast and their repair, a side killed or
+  # interrupted, memory registration, --check of a receiver, and the listener that holds
+  # the TCP port of its number (busy port, --transport auto, -k). The rest runs over rxe
+  # above the same transport interface.
+  SIW_RUN=${SIW_RUN:-'^(TestSizes|TestBigStream|TestKeys|TestRelay|TestForward|TestForwardHopKilled|TestBroadcast|TestBroadcastRepair|TestBroadcastHopKilled|TestSenderKilled|TestReceiverKilled|TestInterrupt|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestBusyPort|TestAutoTransport|TestKeepListening|TestNothingListening)$'}
+  # Left out over rxe: the resume cases whose difference is in the plan, not the stream (a
+  # source changed before the resume, a tree to a new name), which make test-unit runs on
+  # the host with 1 GiB and 6 x 64 MiB.
+  CP_RUN=${CP_RUN:-'.'}
+  CP_SKIP='^TestResume$/source_changed$|^TestResumeTree$/^upload_to_a_new_name$'
+  # Over siw only what the transport changes: the stream itself, in both directions, a
+  # side dying in it, and a relay's new connection to a host after a dead one; the rest
+  # (failures before any stream, trees, sparse files, resume plans, the listening address)
+  # is the same as over rxe.
+  SIW_CP_RUN=${SIW_CP_RUN:-'^(TestCopyFile|TestDownload|TestKilledMidStream|TestCopyToHostDies|TestTransport)$'}
+  BIG_MIB=64 VM_TIMEOUT=${VM_TIMEOUT:-4500} ;;
+*)
+  echo "SUITE=$SUITE: quick or full" >&2
+  exit 2 ;;
+esac
 
 go build -o "$suite/" ./cmd/rdmasend ./cmd/rdmarecv ./cmd/rdmacp
 go test -c -o "$suite/rdma.test" ./pipe/transport/rdma
@@ -40,6 +86,7 @@ cat > "$suite/run.sh" <<GUEST
 # Runs inside the VM: RXE_IP is the address of rxe0's network interface.
 set -u
 cd "$suite"
+export RDMAPIPE_STRICT=1 RDMAPIPE_BIN="$suite"
 status=0
 # section NAME CMD...: runs CMD, says how long it took, remembers a failure
 section() {
@@ -68,21 +115,13 @@ if [ "${FAULT_ONLY:-0}" != 1 ] && [ "${CP_ONLY:-0}" != 1 ]; then
     RXE_DEV=\$SIW_DEV RXE_IP=\$SIW_IP section "rdma transport tests on \$SIW_DEV (soft-iWARP)" \\
       ./rdma.test -test.timeout 5m -test.skip '${SIW_RDMA_SKIP:-^TestConn/write|^TestDataPath\$|^TestRingProtocol\$|^TestStalledPeer\$}'
   fi
-  # Left out: the command-line tests that use no transport (help, man pages, completions,
-  # usage errors), which make test-unit runs on the host.
-  RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$RXE_IP RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_BIG_MIB=64 \\
-    section "end-to-end suite over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 25m -test.v \\
-    -test.skip '^(TestVersionHelpDocs|TestUsage|TestRelayUsage)\$'
+  RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$RXE_IP RDMAPIPE_E2E_BIG_MIB=$BIG_MIB \\
+    section "end-to-end suite ($SUITE) over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 25m -test.v \\
+    -test.run '$E2E_RUN' -test.skip '${E2E_SKIP:-^\$}'
   if [ -n "\${SIW_DEV:-}" ]; then
-    # Over iWARP only what it changes (README.md beside this file says why each): the data
-    # path (SEND, no immediate data) in every mode and size and at volume, keys and
-    # encryption over it, relays and broadcast and their repair, a side killed or
-    # interrupted, memory registration, --check of a receiver, and the listener that holds
-    # the TCP port of its number (busy port, --transport auto, -k). The rest runs over rxe
-    # above the same transport interface.
-    RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_BIG_MIB=16 \\
-      section "end-to-end suite over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP)" \\
-      ./e2e.test -test.timeout 25m -test.v -test.run '${SIW_RUN:-^(TestSizes|TestBigStream|TestKeys|TestRelay|TestForward|TestForwardHopKilled|TestBroadcast|TestBroadcastRepair|TestBroadcastHopKilled|TestSenderKilled|TestReceiverKilled|TestInterrupt|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestBusyPort|TestAutoTransport|TestKeepListening|TestNothingListening)\$}'
+    RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$SIW_IP RDMAPIPE_E2E_BIG_MIB=16 \\
+      section "end-to-end suite ($SUITE) over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP)" \\
+      ./e2e.test -test.timeout 25m -test.v -test.run '$SIW_RUN'
   elif [ "${SIW:-1}" = 1 ]; then
     echo "== no soft-iWARP device (SIW_DEV unset)"
     status=1
@@ -93,21 +132,13 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
   # says how): TestTransport checks -v's "over rdma" and that rxe0's packet counters grew by
   # the copy. -short: no 1 GiB copy, which the guest's RAM-backed filesystem cannot hold
   # (and TMPDIR on 9p would lose the sub-second file times that -p must keep).
-  # Left out: the resume cases whose difference is in the plan, not the stream (a source
-  # changed before the resume, a tree to a new name), which make test-unit runs on the host
-  # with 1 GiB and 6 x 64 MiB.
-  RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV RDMAPIPE_BIN="$suite" \\
-    section "rdmacp tests over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short \\
-    -test.skip '^TestResume\$/source_changed\$|^TestResumeTree\$/^upload_to_a_new_name\$'
+  RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV \\
+    section "rdmacp tests ($SUITE) over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short \\
+    -test.run '$CP_RUN' -test.skip '${CP_SKIP:-^\$}'
   if [ -n "\${SIW_DEV:-}" ]; then
-    # Over siw only what the transport changes: the stream itself, in both directions, a
-    # side dying in it, and a relay's new connection to a host after a dead one
-    # (TestCopyFile, TestDownload, TestKilledMidStream, TestCopyToHostDies, TestTransport;
-    # siw0 has no packet counters); the rest (failures before any stream, trees, sparse
-    # files, resume plans, the listening address) is the same as over rxe.
-    RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP RDMAPIPE_BIN="$suite" \\
-      section "rdmacp tests over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
-      emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short -test.run '${SIW_CP_RUN:-^(TestCopyFile|TestDownload|TestKilledMidStream|TestCopyToHostDies|TestTransport)\$}'
+    RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP \\
+      section "rdmacp tests ($SUITE) over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
+      emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short -test.run '$SIW_CP_RUN'
   fi
 fi
 [ "${CP_ONLY:-0}" = 1 ] && exit \$status
@@ -115,23 +146,25 @@ fi
 if wire=\$(bash ./wire.sh up); then
   export \$wire
   echo "== wire: \$wire"
-  RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_WORK="$suite/fault" \\
-    section "fault tests on the wire, rdma and tcp" ./e2e.test -test.timeout 12m -test.v -test.run '${FAULT_RUN:-^TestFault}'
-  echo "== fault results (seconds from the fault to the exit):"
-  cat "$suite/fault/fault-results.txt" 2>/dev/null
-  if [ "${DELAY_RUNS:-1}" != 0 ]; then
-    RDMAPIPE_BIN="$suite" RDMAPIPE_DELAY_RUNS=${DELAY_RUNS:-1} RDMAPIPE_DELAY_RESULTS="$suite/delay-results.txt" \\
-      section "delay test on the wire: 32 MiB streams, 5, 20 and 50 ms each way, ${DELAY_RUNS:-1} per delay" \\
-      ./e2e.test -test.timeout 20m -test.v -test.run '^TestDelay\$'
-    echo "== delay results:"
-    cat "$suite/delay-results.txt" 2>/dev/null
+  if [ "$SUITE" = full ]; then
+    RDMAPIPE_E2E_WORK="$suite/fault" \\
+      section "fault tests on the wire, rdma and tcp" ./e2e.test -test.timeout 12m -test.v -test.run '${FAULT_RUN:-^TestFault}'
+    echo "== fault results (seconds from the fault to the exit):"
+    cat "$suite/fault/fault-results.txt" 2>/dev/null
+    if [ "${DELAY_RUNS:-1}" != 0 ]; then
+      RDMAPIPE_DELAY_RUNS=${DELAY_RUNS:-1} RDMAPIPE_DELAY_RESULTS="$suite/delay-results.txt" \\
+        section "delay test on the wire: 32 MiB streams, 5, 20 and 50 ms each way, ${DELAY_RUNS:-1} per delay" \\
+        ./e2e.test -test.timeout 20m -test.v -test.run '^TestDelay\$'
+      echo "== delay results:"
+      cat "$suite/delay-results.txt" 2>/dev/null
+    fi
   fi
   # a second wire beside the first: streams striped over two devices on each side
   if wire2=\$(bash ./wire.sh second); then
     echo "== second wire: \$wire2"
     section "rdma transport over two devices on each side (both wires)" ./rdma.test -test.timeout 3m -test.v -test.run '^TestTwoDevices\$'
     export \$wire2
-    RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_WORK="$suite/fault" \\
+    RDMAPIPE_E2E_WORK="$suite/fault" \\
       section "rdmasend --device rxeA,rxeC to rdmarecv --device rxeB,rxeD (both wires)" ./e2e.test -test.timeout 3m -test.v -test.run '^TestStripeDevices\$'
   else
     echo "== wire.sh second failed"
@@ -141,11 +174,13 @@ else
   echo "== wire.sh up failed"
   status=1
 fi
-# last, since it removes every RDMA device: --check on a host without one
-for dev in \$(rdma -j link show | grep -o '"ifname":"[^"]*"' | cut -d'"' -f4); do rdma link delete "\$dev"; done
-RDMAPIPE_BIN="$suite" RDMAPIPE_E2E_HOST=\$RXE_IP \\
-  section "--check without RDMA devices" ./e2e.test -test.timeout 2m -test.v -test.run '^TestCheckNoDevice\$'
+if [ "$SUITE" = full ]; then
+  # last, since it removes every RDMA device: --check on a host without one
+  for dev in \$(rdma -j link show | grep -o '"ifname":"[^"]*"' | cut -d'"' -f4); do rdma link delete "\$dev"; done
+  RDMAPIPE_E2E_HOST=\$RXE_IP \\
+    section "--check without RDMA devices" ./e2e.test -test.timeout 2m -test.v -test.run '^TestCheckNoDevice\$'
+fi
 exit \$status
 GUEST
 chmod +x "$suite/run.sh"
-VM_SIW=${SIW:-1} VM_TIMEOUT=${VM_TIMEOUT:-4500} test/softroce/vm-run.sh "$suite/run.sh"
+VM_SIW=${SIW:-1} VM_TIMEOUT=$VM_TIMEOUT test/softroce/vm-run.sh "$suite/run.sh"

@@ -33,7 +33,7 @@ func twoHosts(t *testing.T) {
 		}
 	}
 	if os.Geteuid() != 0 {
-		t.Skip("needs root to break the wire")
+		testutil.Unmet(t, "needs root to break the wire")
 	}
 }
 
