@@ -113,11 +113,43 @@ func startWith(t *testing.T, prefix []string, name string, stdin io.Reader, stdo
 		p.code, p.ended = exitCode(err), time.Now()
 		close(p.done)
 	}()
-	t.Cleanup(func() {
-		p.cmd.Process.Kill()
-		<-p.done
-	})
+	t.Cleanup(p.kill)
 	return p
+}
+
+// kill sends the process SIGKILL and waits for it to end. One that SIGKILL
+// does not end within a minute is stuck in the kernel: the test fails with
+// where (its threads' kernel stacks), instead of hanging the suite.
+func (p *proc) kill() {
+	p.cmd.Process.Kill()
+	select {
+	case <-p.done:
+	case <-time.After(time.Minute):
+		p.t.Errorf("%s (pid %d) did not end within a minute of SIGKILL: stuck in the kernel at\n%s",
+			p.name, p.cmd.Process.Pid, kernelStacks(p.cmd.Process.Pid))
+	}
+}
+
+// kernelStacks returns the state and kernel stack of each thread of pid,
+// as /proc shows them to root.
+func kernelStacks(pid int) string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*", pid))
+	for _, task := range tasks {
+		status, _ := os.ReadFile(task + "/status")
+		stack, err := os.ReadFile(task + "/stack")
+		if err != nil {
+			stack = []byte(err.Error() + "\n")
+		}
+		state := ""
+		for _, line := range strings.Split(string(status), "\n") {
+			if strings.HasPrefix(line, "State:") {
+				state = strings.TrimSpace(strings.TrimPrefix(line, "State:"))
+			}
+		}
+		fmt.Fprintf(&b, "thread %s (%s):\n%s", filepath.Base(task), state, stack)
+	}
+	return b.String()
 }
 
 func exitCode(err error) int {
@@ -141,8 +173,7 @@ func (p *proc) wait(limit time.Duration) (int, string) {
 	case <-p.done:
 		return p.code, p.stderr.String()
 	case <-time.After(limit):
-		p.cmd.Process.Kill()
-		<-p.done
+		p.kill()
 		p.t.Fatalf("%s did not exit within %v; stderr:\n%s", p.cmd.Path, limit, p.stderr.String())
 		return 0, ""
 	}
