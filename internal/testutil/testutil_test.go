@@ -76,3 +76,14 @@ func TestFreePortNeverRepeats(t *testing.T) {
 		seen[port] = true
 	}
 }
+
+// TestPaceReference prints how long spin takes here, against refSpin; run
+// it in the idle SoftRoCE VM to set refSpin.
+func TestPaceReference(t *testing.T) {
+	t0 := time.Now()
+	spin()
+	t.Logf("spin took %v here; refSpin is %v; Bound(10s) = %v", time.Since(t0), refSpin, Bound(10*time.Second))
+	if Bound(time.Second) < time.Second {
+		t.Fatalf("Bound(1s) = %v: a bound never shrinks", Bound(time.Second))
+	}
+}

@@ -165,10 +165,11 @@ func exitCode(err error) int {
 	return -1
 }
 
-// wait waits up to limit for the process to exit and returns its exit code
-// and stderr.
+// wait waits up to limit (scaled by testutil.Bound) for the process to
+// exit and returns its exit code and stderr.
 func (p *proc) wait(limit time.Duration) (int, string) {
 	p.t.Helper()
+	limit = testutil.Bound(limit)
 	select {
 	case <-p.done:
 		return p.code, p.stderr.String()
@@ -202,11 +203,12 @@ func (p *proc) waitStderrMatch(limit time.Duration, re *regexp.Regexp) {
 	p.waitStderrFor(limit, "/"+re.String()+"/", re.MatchString)
 }
 
-// waitStderrFor waits up to limit until the process's stderr so far
-// satisfies ok (what says what it waits for), and fails the test if it
-// exits or the limit passes first.
+// waitStderrFor waits up to limit (scaled by testutil.Bound) until the
+// process's stderr so far satisfies ok (what says what it waits for), and
+// fails the test if it exits or the limit passes first.
 func (p *proc) waitStderrFor(limit time.Duration, what string, ok func(stderr string) bool) {
 	p.t.Helper()
+	limit = testutil.Bound(limit)
 	deadline := time.Now().Add(limit)
 	for !ok(p.stderr.String()) {
 		if p.exited() {
