@@ -88,7 +88,7 @@ func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
 // rdmacpCommand is the rdmacp command for args, with this binary on the
 // remote side, over the harness's transport.
 func rdmacpCommand(t *testing.T, args ...string) *exec.Cmd {
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound(2*time.Minute))
 	t.Cleanup(cancel)
 	full := append([]string{"--remote-cmd", bin, "-t", harness.transport}, args...)
 	return exec.CommandContext(ctx, bin, full...)
