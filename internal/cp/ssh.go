@@ -38,11 +38,11 @@ type remote struct {
 
 // startRemote runs the command line that o.remoteArgv gives for t and
 // flag (remoteReceive or remoteSend), with its stderr (and so the remote
-// command's) on stderr.
+// command's) on stderr, escaped so that it cannot control the terminal.
 func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, error) {
 	argv := o.remoteArgv(t, flag)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = stderr
+	cmd.Stderr = &visWriter{w: stderr}
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
