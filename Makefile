@@ -18,7 +18,7 @@ help:
 	@echo "make test-full  the same with the whole VM suite (faults, the delay wire, every e2e and rdmacp test over rxe and siw) and FUZZTIME=1m"
 	@echo "make test-unit  vet and the fast tests only (no VM)"
 	@echo "make test-fuzz  every fuzz target for FUZZTIME each (default 5s; part of make test)"
-	@echo "make fuzz       the same for longer: FUZZTIME=10m make fuzz"
+	@echo "make fuzz       the same, keeping what it found in testdata/fuzz for make test to start from: FUZZTIME=10m make fuzz"
 	@echo "make test-rdma  the SoftRoCE VM part of make test (SUITE=full: of make test-full), over rxe and soft-iWARP (needs root)"
 	@echo "make test-delay 32 MiB streams over the VM's two-host rxe wire with 5, 20 and 50 ms netem delay each way, DELAY_RUNS times each (default 20)"
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
@@ -86,8 +86,12 @@ test-unit: deps
 # Bounded fuzzing of every decoder of peer bytes; failing inputs land in the
 # packages' testdata/fuzz, and plain `go test` replays them from then on.
 FUZZTIME ?= 5s
-test-fuzz fuzz: deps
+test-fuzz: deps
 	FUZZTIME=$(FUZZTIME) ./scripts/fuzz.sh
+
+# longer fuzzing that keeps what it found in testdata/fuzz (commit it)
+fuzz: deps
+	FUZZTIME=$(FUZZTIME) KEEP=1 ./scripts/fuzz.sh
 
 SUITE ?= quick
 test-rdma: build

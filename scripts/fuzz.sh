@@ -5,13 +5,19 @@
 # script. An input that fails is saved by Go under the package's
 # testdata/fuzz/FuzzXxx/; commit it so that `go test` replays it.
 #
+# With KEEP=1 (make fuzz) the inputs a run found new coverage with are kept
+# in testdata/fuzz/FuzzXxx/ too, so that short runs (make test) start from
+# what long ones found: commit them.
+#
 #   scripts/fuzz.sh                      # every package
 #   FUZZTIME=1m scripts/fuzz.sh ./pipe/...
+#   FUZZTIME=10m KEEP=1 scripts/fuzz.sh  # make fuzz
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
 FUZZTIME=${FUZZTIME:-10s}
+cache=$("$GO" env GOCACHE)/fuzz
 [ $# -gt 0 ] || set -- ./...
 
 # inputs counts the saved inputs of a fuzz target (its testdata/fuzz dir).
@@ -36,6 +42,14 @@ for pkg in $("$GO" list "$@"); do
 			failed+=("$pkg $name")
 		fi
 		rm -f "$log"
+		# Go keeps what a run found under GOCACHE, named by content: copy
+		# what testdata lacks.
+		found=$cache/$("$GO" list "$pkg")/$name
+		if [ "${KEEP:-0}" = 1 ] && [ -d "$found" ]; then
+			mkdir -p "$dir"
+			cp -n "$found"/* "$dir"/ 2>/dev/null || true
+			echo "fuzz: $name: $(inputs "$dir") inputs kept in testdata (was $before)"
+		fi
 	done
 done
 
