@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
@@ -50,16 +51,24 @@ type Options struct {
 	Stats    string // a file to write the result to as JSON, if set
 	// Window is the chunk size and depth this side proposes for its
 	// stream (the two sides use the smaller of their proposals); zero:
-	// defaultParams.
+	// defaultParams'.
 	Window conn.Params
 }
 
 // params returns the chunk size and depth this side proposes.
 func (o Options) params() conn.Params {
 	if o.Window == (conn.Params{}) {
-		return defaultParams()
+		return defaultParams(o.Transport)
 	}
 	return o.Window
+}
+
+// defaultParams returns the chunk size and depth a side proposes over
+// transport unless told otherwise: the one window policy's (see
+// window.Choose) for this process. The two sides use the smaller of
+// their proposals.
+func defaultParams(transport string) conn.Params {
+	return window.Choose(window.ThisHost(), window.Flags{}, window.For(transport, rdma.DefaultOptions())).Params()
 }
 
 // Copy copies the files and directories at paths to t (an upload): it
