@@ -58,17 +58,21 @@ type Options struct {
 // params returns the chunk size and depth this side proposes.
 func (o Options) params() conn.Params {
 	if o.Window == (conn.Params{}) {
-		return defaultParams(o.Transport)
+		return defaultParams(o.Transport, false)
 	}
 	return o.Window
 }
 
 // defaultParams returns the chunk size and depth a side proposes over
 // transport unless told otherwise: the one window policy's (see
-// window.Choose) for this process. The two sides use the smaller of
-// their proposals.
-func defaultParams(transport string) conn.Params {
-	return window.Choose(window.ThisHost(), window.Flags{}, window.For(transport, rdma.DefaultOptions())).Params()
+// window.Choose) for this process, a relay's if relay. The two sides use
+// the smaller of their proposals.
+func defaultParams(transport string, relay bool) conn.Params {
+	pins := window.For(transport, rdma.DefaultOptions())
+	if relay {
+		pins = window.ForRelay(transport, rdma.DefaultOptions())
+	}
+	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
 }
 
 // Copy copies the files and directories at paths to t (an upload): it

@@ -106,7 +106,11 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	if err != nil {
 		return o, command.Usagef("%v", err)
 	}
-	o.window = window.Choose(window.ThisHost(), f, window.For(o.transport, o.rdmaOpts()))
+	pins := window.For(o.transport, o.rdmaOpts())
+	if c.Bool("relay") || c.IsSet("relay-allow") {
+		pins = window.ForRelay(o.transport, o.rdmaOpts())
+	}
+	o.window = window.Choose(window.ThisHost(), f, pins)
 	o.params = o.window.Params()
 	o.cfg.Timeout = c.Duration("timeout")
 	if o.cfg.Timeout < 0 {

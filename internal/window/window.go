@@ -126,6 +126,20 @@ func For(transport string, o rdma.Options) Pins {
 	}
 }
 
+// ForRelay is For for a relay, which holds a receiver's connection and a
+// sender's at once, both sized for the window: it locks both. (It may
+// also register its receive buffers for the sender to send from, but
+// copies instead where it cannot.)
+func ForRelay(transport string, o rdma.Options) Pins {
+	if transport == "tcp" {
+		return nil
+	}
+	return func(chunk, depth int) uint64 {
+		p := conn.NewParams(chunk, depth)
+		return uint64(o.Pinned(p, false) + o.Pinned(p, true))
+	}
+}
+
 // Choose returns the window a side proposes on host h, with the user's
 // flags f, for a transport that locks pins (nil: nothing). Without a
 // limit it is BigChunk x BigDepth; under one, the largest chunk from

@@ -64,19 +64,30 @@ func TestChoose(t *testing.T) {
 // deeper one (where the policy could have gone deeper) does not.
 func TestChooseRDMA(t *testing.T) {
 	for _, o := range []rdma.Options{rdma.DefaultOptions(), {SendOnly: true}, {QPs: 1}} {
-		pins := For("rdma", o)
-		for _, limit := range []uint64{512 << 10, 1 << 20, 8 << 20, 16 << 20, 40 << 20} {
-			w := Choose(Host{Memlock: limit}, Flags{}, pins)
-			if got := pins(w.Chunk, w.Depth); got > limit {
-				t.Errorf("%+v under %d: %s locks %d bytes", o, limit, w.Short(), got)
-			}
-			if w.Depth < BigDepth && pins(w.Chunk, w.Depth+1) <= limit {
-				t.Errorf("%+v under %d: %s, but depth %d fits too", o, limit, w.Short(), w.Depth+1)
-			}
+		p := conn.NewParams(1<<20, 4)
+		if got, want := ForRelay("rdma", o)(p.Chunk, p.Depth), uint64(o.Pinned(p, true)+o.Pinned(p, false)); got != want {
+			t.Errorf("%+v: a relay locks %d bytes for 1 MiB x 4, want a receiver's and a sender's, %d", o, got, want)
+		}
+		for _, pins := range []Pins{For("rdma", o), ForRelay("rdma", o)} {
+			chooseUnder(t, o, pins)
 		}
 	}
-	if For("tcp", rdma.DefaultOptions()) != nil {
+	if For("tcp", rdma.DefaultOptions()) != nil || ForRelay("tcp", rdma.DefaultOptions()) != nil {
 		t.Error("TCP locks memory, says For")
+	}
+}
+
+// chooseUnder checks the window chosen with pins under several limits.
+func chooseUnder(t *testing.T, o rdma.Options, pins Pins) {
+	t.Helper()
+	for _, limit := range []uint64{512 << 10, 1 << 20, 8 << 20, 16 << 20, 40 << 20} {
+		w := Choose(Host{Memlock: limit}, Flags{}, pins)
+		if got := pins(w.Chunk, w.Depth); got > limit && !strings.Contains(w.Why, "too little") {
+			t.Errorf("%+v under %d: %s locks %d bytes", o, limit, w.Short(), got)
+		}
+		if w.Depth < BigDepth && pins(w.Chunk, w.Depth+1) <= limit {
+			t.Errorf("%+v under %d: %s, but depth %d fits too", o, limit, w.Short(), w.Depth+1)
+		}
 	}
 }
 

@@ -17,7 +17,8 @@ import (
 // many containers and distributions give a process.
 const memlock = 8 << 20
 
-// TestUnderMemlock copies a file up and down with both sides run as root
+// TestUnderMemlock copies a file up, down and to three hosts (two of them
+// relays, which hold a connection each way) with every side run as root
 // without CAP_IPC_LOCK under an 8 MiB locked-memory limit, as in a
 // container: each side picks a window that fits, and over RDMA the one
 // the stream used locks no more than the limit. rdmacp used to propose
@@ -57,6 +58,20 @@ func TestUnderMemlock(t *testing.T) {
 			checkWindow(t, r.stderr)
 		})
 	}
+	t.Run("to three hosts", func(t *testing.T) {
+		c := startCluster(t, 3)
+		cmd := c.ssh.command(t, "-v", "--remote-cmd", remote, "--to", strings.Join(c.names, ","), name, c.dst)
+		cmd.Path, cmd.Args = prlimit, append(append([]string{}, limited...), cmd.Args...)
+		r := finish(t, cmd)
+		if r.code != 0 {
+			t.Fatalf("exit %d, want 0; stderr:\n%s", r.code, r.stderr)
+		}
+		for _, dir := range c.dirs {
+			if hashFile(t, name) != hashFile(t, filepath.Join(dir, "f")) {
+				t.Errorf("the copy in %s differs from its source", dir)
+			}
+		}
+	})
 	noStrays(t)
 }
 
