@@ -51,7 +51,7 @@ type Options struct {
 	Stats    string // a file to write the result to as JSON, if set
 	// Window is the chunk size and depth this side proposes for its
 	// stream (the two sides use the smaller of their proposals); zero:
-	// defaultParams'.
+	// defaultParams.
 	Window conn.Params
 }
 
