@@ -16,8 +16,9 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
-	"github.com/rdmapipe/rdmapipe/internal/units"
+	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
 // help is the description in rdmacp --help.
@@ -116,8 +117,8 @@ func Main(args []string) int {
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
-			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M as root or where locked memory is unlimited, else 1M", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
-			&cli.IntFlag{Name: "depth", DefaultText: "8 as root or where locked memory is unlimited, else 4", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
+			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
+			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
 			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
@@ -199,7 +200,7 @@ func copyAction(c *cli.Context) error {
 	if o.Fanout < 1 {
 		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
 	}
-	if o.Window, err = window(c); err != nil {
+	if o.Window, err = userWindow(c, o.Transport); err != nil {
 		return err
 	}
 	if o.Stats != "" && hosts == nil {
@@ -235,28 +236,18 @@ func copyAction(c *cli.Context) error {
 	return Copy(ctx, srcs, t, o)
 }
 
-// window returns the chunk size and depth that --chunk-size and --depth
-// ask for, each defaulting to defaultParams', or zero Params when neither
-// is given.
-func window(c *cli.Context) (conn.Params, error) {
+// userWindow returns the chunk size and depth this side proposes when
+// --chunk-size or --depth is given (see window.Choose), or zero Params
+// when neither is.
+func userWindow(c *cli.Context, transport string) (conn.Params, error) {
 	if !c.IsSet("chunk-size") && !c.IsSet("depth") {
 		return conn.Params{}, nil
 	}
-	p := defaultParams()
-	if c.IsSet("chunk-size") {
-		n, err := units.ParseSize(c.String("chunk-size"))
-		if err != nil {
-			return p, command.Usagef("--chunk-size: %v", err)
-		}
-		p.Chunk = int(min(n, conn.MaxChunk+1))
+	f, err := window.FlagsOf(c)
+	if err != nil {
+		return conn.Params{}, command.Usagef("%v", err)
 	}
-	if c.IsSet("depth") {
-		p.Depth = c.Int("depth")
-	}
-	if err := p.Validate(); err != nil {
-		return p, command.Usagef("--chunk-size and --depth: %v", err)
-	}
-	return p, nil
+	return window.Choose(window.ThisHost(), f, window.For(transport, rdma.DefaultOptions())).Params(), nil
 }
 
 // remoteSources parses a download's sources to the local dst:

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
@@ -57,9 +58,21 @@ type Options struct {
 // params returns the chunk size and depth this side proposes.
 func (o Options) params() conn.Params {
 	if o.Window == (conn.Params{}) {
-		return defaultParams()
+		return defaultParams(o.Transport, false)
 	}
 	return o.Window
+}
+
+// defaultParams returns the chunk size and depth a side proposes over
+// transport unless told otherwise: the one window policy's (see
+// window.Choose) for this process, a relay's if relay. The two sides use
+// the smaller of their proposals.
+func defaultParams(transport string, relay bool) conn.Params {
+	pins := window.For(transport, rdma.DefaultOptions())
+	if relay {
+		pins = window.ForRelay(transport, rdma.DefaultOptions())
+	}
+	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
 }
 
 // Copy copies the files and directories at paths to t (an upload): it

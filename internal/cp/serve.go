@@ -77,7 +77,7 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		}
 	}
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
-	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(), notices(req.Verbose, stderr))
+	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
 	if err != nil {
 		s.Abort(0)
 		return 0, err
@@ -125,7 +125,7 @@ func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writ
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
 	cfg.ForwardTo, cfg.ForwardKey, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
 	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
-		return d.Dial(ctx, addr, defaultParams())
+		return d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
 	}
 	return nil
 }

@@ -9,7 +9,9 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/doctor"
+	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
 // check runs --check: it checks this host and, with a peer, a real
@@ -23,7 +25,7 @@ func check(ctx context.Context, c *cli.Context, o options, peer, listen string, 
 	cfg := doctor.Config{
 		Command: title, Peer: peer, Listen: listen, Transport: o.transport,
 		RDMA: o.rdmaOpts(), Params: o.params, Key: o.cfg.Key, HandshakeTimeout: o.cfg.HandshakeTimeout,
-		Memory: memoryFacts(o.window, receiver),
+		Memory: memoryFacts(o.window, o.rdmaOpts(), receiver),
 	}
 	r := doctor.Judge(doctor.Gather(ctx, cfg))
 	write := r.WriteText
@@ -45,17 +47,17 @@ func check(ctx context.Context, c *cli.Context, o options, peer, listen string, 
 
 // memoryFacts describes this process's locked-memory limits and what the
 // window w (this side's, the default unless flags set it) and the full
-// default window lock on this side.
-func memoryFacts(w window, receiver bool) doctor.Memory {
+// default window lock on this side, with RDMA options o.
+func memoryFacts(w window.Window, o rdma.Options, receiver bool) doctor.Memory {
 	var lim unix.Rlimit
 	if err := unix.Getrlimit(unix.RLIMIT_MEMLOCK, &lim); err != nil {
 		lim = unix.Rlimit{Cur: math.MaxUint64, Max: math.MaxUint64}
 	}
-	full := defaultWindow(0, true)
-	m := doctor.Memory{
-		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: hasCapIPCLock(),
-		Window: w.short(), Locks: w.locks(receiver), FullWindow: full.short(), FullLocks: full.locks(receiver),
+	h := window.ThisHost()
+	full := window.Window{Chunk: window.BigChunk, Depth: window.BigDepth}
+	return doctor.Memory{
+		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: h.CapIPCLock,
+		Window: w.Short(), Locks: locks(w, receiver), FullWindow: full.Short(), FullLocks: locks(full, receiver),
+		TooLittle: window.TooLittle(h, window.For("rdma", o)),
 	}
-	m.TooLittle = !m.Unlimited && !m.CapIPCLock && locks(64<<10, 4) > lim.Max
-	return m
 }

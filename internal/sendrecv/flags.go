@@ -7,7 +7,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
-	"github.com/rdmapipe/rdmapipe/internal/units"
+	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -27,7 +27,7 @@ type options struct {
 	statsJSON  string
 	statsEvery time.Duration // --stats-interval; 0: none
 	rdma       rdmaOptions
-	window     window // the chunk and depth asked for, and why
+	window     window.Window // the chunk and depth asked for, and why
 }
 
 // rdmaOptions select the RDMA device and completion mode.
@@ -102,24 +102,16 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	default:
 		return o, command.Usagef("--transport %q: must be auto, rdma or tcp", o.transport)
 	}
-	o.window = hostWindow()
-	chunk, depth := int64(o.window.chunk), o.window.depth
-	if s := c.String("chunk-size"); s != "" {
-		if chunk, err = units.ParseSize(s); err != nil {
-			return o, command.Usagef("--chunk-size: %v", err)
-		}
-		o.window = o.window.withChunk(int(min(chunk, conn.MaxChunk+1)))
-		depth = o.window.depth
-	}
-	if c.IsSet("depth") {
-		depth = c.Int("depth")
-		o.window.why = "--depth"
-	}
-	o.params = conn.NewParams(int(min(chunk, conn.MaxChunk+1)), depth)
-	if err := o.params.Validate(); err != nil {
+	f, err := window.FlagsOf(c)
+	if err != nil {
 		return o, command.Usagef("%v", err)
 	}
-	o.window.chunk, o.window.depth = o.params.Chunk, o.params.Depth
+	pins := window.For(o.transport, o.rdmaOpts())
+	if c.Bool("relay") || c.IsSet("relay-allow") {
+		pins = window.ForRelay(o.transport, o.rdmaOpts())
+	}
+	o.window = window.Choose(window.ThisHost(), f, pins)
+	o.params = o.window.Params()
 	o.cfg.Timeout = c.Duration("timeout")
 	if o.cfg.Timeout < 0 {
 		return o, command.Usagef("--timeout must not be negative")

@@ -160,63 +160,6 @@ func TestGrowPipe(t *testing.T) {
 	}
 }
 
-// TestDefaultWindow checks the window chosen for a locked-memory limit:
-// the largest that fits, down to the smallest, and never over the limit.
-func TestDefaultWindow(t *testing.T) {
-	cases := []struct {
-		name         string
-		limit        uint64
-		unlimited    bool
-		chunk, depth int
-	}{
-		{"unlimited", 0, true, 4 << 20, 8},
-		{"a common 8 MiB", 8 << 20, false, 1 << 20, 6},
-		{"64 MiB", 64 << 20, false, 4 << 20, 8},
-		{"16 MiB", 16 << 20, false, 2 << 20, 6},
-		{"64 KiB: too little", 64 << 10, false, 64 << 10, conn.MinDepth},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			w := defaultWindow(tc.limit, tc.unlimited)
-			if w.chunk != tc.chunk || w.depth != tc.depth {
-				t.Errorf("window %d x %d, want %d x %d (%s)", w.chunk, w.depth, tc.chunk, tc.depth, w.why)
-			}
-			if !tc.unlimited && w.depth >= 4 && locks(w.chunk, w.depth) > tc.limit {
-				t.Errorf("a side would lock %d bytes, over the limit of %d", locks(w.chunk, w.depth), tc.limit)
-			}
-		})
-	}
-}
-
-// TestWithChunk checks the depth chosen for a chunk size the user set: the
-// largest whose buffers fit the locked-memory limit, and the smallest when
-// none does.
-func TestWithChunk(t *testing.T) {
-	cases := []struct {
-		name  string
-		limit uint64
-		chunk int
-		depth int
-	}{
-		{"unlimited", 0, 8 << 10, bigDepth},
-		{"8K under 64 KiB", 64 << 10, 8 << 10, 3},
-		{"8K under 128 KiB", 128 << 10, 8 << 10, 8},
-		{"4K under 64 KiB", 64 << 10, 4 << 10, 5},
-		{"1M under 64 KiB: nothing fits", 64 << 10, 1 << 20, conn.MinDepth},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			w := window{limit: tc.limit}.withChunk(tc.chunk)
-			if w.chunk != tc.chunk || w.depth != tc.depth {
-				t.Errorf("window %d x %d, want %d x %d", w.chunk, w.depth, tc.chunk, tc.depth)
-			}
-			if tc.limit > 0 && tc.depth > conn.MinDepth && locks(w.chunk, w.depth) > tc.limit {
-				t.Errorf("a side would lock %d bytes, over the limit of %d", locks(w.chunk, w.depth), tc.limit)
-			}
-		})
-	}
-}
-
 // TestHints checks the hints a command adds to an error: in its own
 // flags, which the library's errors do not name.
 func TestHints(t *testing.T) {

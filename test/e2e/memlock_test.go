@@ -2,6 +2,7 @@ package e2e
 
 import (
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
@@ -33,5 +34,39 @@ func TestChunkUnderMemlock(t *testing.T) {
 	expect(t, "rdmarecv", code, stderr, 0)
 	if got, size := fileSum(t, out); size != n || got != want {
 		t.Errorf("the receiver wrote %d bytes with sha256 %x, want %s with %x", size, got, strconv.Itoa(n), want)
+	}
+}
+
+// TestRelayUnderMemlock broadcasts to three receivers that relay, each
+// side run as root without CAP_IPC_LOCK under an 8 MiB locked-memory
+// limit: a relay holds a connection each way and picks a window for both
+// (over RDMA the default 1 MiB x 6 would lock about 11 MiB there).
+func TestRelayUnderMemlock(t *testing.T) {
+	for _, tool := range []string{"prlimit", "setpriv"} {
+		if _, err := exec.LookPath(tool); err != nil {
+			t.Fatalf("no %s (util-linux): this test needs it", tool)
+		}
+	}
+	limited := []string{"prlimit", "--memlock=8388608:8388608", "--", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"}
+	const n = 5<<20 + 3
+	in, want := randomFile(t, n, 82)
+	var rs []*proc
+	var ports []int
+	var outs []string
+	for i := range 3 {
+		ports = append(ports, testutil.FreePort(t))
+		outs = append(outs, filepath.Join(t.TempDir(), "out"+strconv.Itoa(i)))
+		rs = append(rs, startWith(t, limited, "rdmarecv", nil, createFile(t, outs[i]), flags(ports[i], "--bind", suite.host, "-v", "--relay-allow", suite.host)...))
+		rs[i].waitStderr(30*time.Second, listening)
+	}
+	s := startWith(t, limited, "rdmasend", openFile(t, in), nil, flags(ports[0], "-v", "--wait", "20s", "--to", addrs(ports))...)
+	code, stderr := s.wait(time.Minute)
+	expect(t, "rdmasend", code, stderr, 0)
+	for i, r := range rs {
+		code, stderr := r.wait(time.Minute)
+		expect(t, "rdmarecv "+strconv.Itoa(i+1), code, stderr, 0)
+		if got, size := fileSum(t, outs[i]); size != n || got != want {
+			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i+1, size, got, n, want)
+		}
 	}
 }

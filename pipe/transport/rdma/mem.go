@@ -8,6 +8,9 @@ import "C"
 import (
 	"errors"
 	"fmt"
+	"os"
+	"strconv"
+	"strings"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -42,15 +45,8 @@ func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
 	} else {
 		notes = 0
 	}
-	// Receive buffers that only ever hold control messages need no page
-	// each.
-	spareAlign := bufAlign
-	if spareSize <= conn.MaxControl {
-		spareAlign = ctrlAlign
-	}
-	small := roundUp(conn.MaxControl, ctrlAlign)
-	size := roundUp(l.SendBufs*roundUp(l.SendSize, bufAlign)+spares*roundUp(spareSize, spareAlign), bufAlign) +
-		(notes+ctrlSlots)*small
+	spareAlign := alignFor(spareSize)
+	size := buffersSize(l.SendBufs, l.SendSize, spares, spareSize, notes)
 	mem, err := mapRegion(size)
 	if err != nil {
 		return fmt.Errorf("map %d bytes of buffers: %w", size, err)
@@ -76,6 +72,88 @@ func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
 	c.lkey = c.mr.lkey
 	c.pinned.Store(int64(len(mem)))
 	return nil
+}
+
+// alignFor is the alignment of buffers of size bytes in a region: a
+// page, but a cache line for buffers that only ever hold control
+// messages, which need no page each.
+func alignFor(size int) int {
+	if size <= conn.MaxControl {
+		return ctrlAlign
+	}
+	return bufAlign
+}
+
+// buffersSize is the length of the region mapBuffers carves: send buffers
+// of sendSize bytes and spares of spareSize on their alignments, rounded
+// to a page, then notes and the control ring of conn.MaxControl bytes
+// each on cache lines.
+func buffersSize(sends, sendSize, spares, spareSize, notes int) int {
+	small := roundUp(conn.MaxControl, ctrlAlign)
+	return roundUp(sends*roundUp(sendSize, bufAlign)+spares*roundUp(spareSize, alignFor(spareSize)), bufAlign) +
+		(notes+ctrlSlots)*small
+}
+
+// windowSize is the length of the region openWindow maps for window data
+// buffers of dataSize bytes, each on its own pages.
+func windowSize(window, dataSize int) int { return window * roundUp(dataSize, bufAlign) }
+
+// Pinned returns the most memory one side of a connection with parameters
+// p registers on one device, and so locks against RLIMIT_MEMLOCK: a
+// sender's (receiver false) or a receiver's with its window open, on
+// either data path and with as many lanes as o grants, each region at the
+// length mapRegion would map it now (on huge pages only while the host has
+// enough free). A connection striped over n devices registers it n times.
+func (o Options) Pinned(p conn.Params, receiver bool) int64 {
+	if !receiver {
+		l := conn.SenderLayout(p)
+		r := newRegions()
+		return int64(r.length(buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)))
+	}
+	l := conn.ReceiverLayout(p)
+	spares, window := l.RecvBufs-p.Credits(), windowSize(p.Credits(), l.RecvSize)
+	r := newRegions()
+	most := r.length(buffersSize(0, 0, spares, l.RecvSize, 0)) + r.length(window)
+	if !o.SendOnly {
+		lanes := maxLanes
+		if o.QPs > 0 {
+			lanes = min(o.QPs, maxLanes)
+		}
+		r := newRegions()
+		most = max(most, r.length(buffersSize(0, 0, spares, conn.MaxControl, lanes*(l.RecvBufs+noteSlack)))+r.length(window))
+	}
+	return int64(most)
+}
+
+// regions follows the lengths mapRegion maps, one region after another,
+// on a host with page size page and huge free 2 MiB huge pages.
+type regions struct{ page, huge int }
+
+// newRegions returns regions for this host as it is now.
+func newRegions() *regions { return &regions{page: unix.Getpagesize(), huge: freeHugePages()} }
+
+// length is the length of the next region mapRegion maps for size bytes.
+func (r *regions) length(size int) int {
+	m := mappings(size, r.page)
+	if n := m[0].length / hugePage; len(m) > 1 && n <= r.huge {
+		r.huge -= n
+		return m[0].length
+	}
+	return m[len(m)-1].length
+}
+
+// freeHugePages returns how many 2 MiB huge pages the host has free (0
+// when it cannot tell), which mapRegion's MAP_HUGE_2MB mappings take.
+func freeHugePages() int {
+	b, err := os.ReadFile("/sys/kernel/mm/hugepages/hugepages-2048kB/free_hugepages")
+	if err != nil {
+		return 0
+	}
+	n, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		return 0
+	}
+	return n
 }
 
 // OpenWindow maps and registers a receiver's data receive buffers, its
@@ -105,10 +183,10 @@ func (c *Conn) openWindow() error {
 	if err := c.stopped(); err != nil {
 		return err
 	}
-	stride := roundUp(c.dataSize, bufAlign)
-	mem, err := mapRegion(c.window * stride)
+	stride, size := roundUp(c.dataSize, bufAlign), windowSize(c.window, c.dataSize)
+	mem, err := mapRegion(size)
 	if err != nil {
-		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", c.window*stride, err))}
+		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", size, err))}
 	}
 	c.winMem = mem
 	if c.winMR, err = register(c.pd, mem, c.slots > 0); err != nil {

@@ -97,3 +97,24 @@ func TestMapRegion(t *testing.T) {
 		t.Logf("size %d: mapped %d bytes, %d huge pages", size, len(mem), used)
 	}
 }
+
+// TestRegionsLength checks the lengths Pinned counts, one region after
+// another: on huge pages while enough are free, as mapRegion maps them,
+// else on normal pages.
+func TestRegionsLength(t *testing.T) {
+	const mib = 1 << 20
+	r := &regions{page: 4096, huge: 3}
+	for _, tc := range []struct{ size, want, left int }{
+		{1, 4096, 3},
+		{2*mib - 1, 2 * mib, 3},
+		{2*mib + 1, 4 * mib, 1},
+		{3 * mib, 3 * mib, 1},
+		{mib + 4096, mib + 4096, 1},
+		{2 * mib, 2 * mib, 0},
+		{2 * mib, 2 * mib, 0},
+	} {
+		if got := r.length(tc.size); got != tc.want || r.huge != tc.left {
+			t.Errorf("length(%d) = %d with %d huge pages left, want %d with %d", tc.size, got, r.huge, tc.want, tc.left)
+		}
+	}
+}

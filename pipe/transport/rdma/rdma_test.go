@@ -728,6 +728,9 @@ func TestHelperProcess(t *testing.T) {
 	}
 	ctx := timeout(t, 30*time.Second)
 	p := conn.NewParams(1<<20, 4)
+	if _, err := fmt.Sscanf(os.Getenv("RDMA_TEST_PARAMS"), "%d x %d", &p.Chunk, &p.Depth); err != nil && os.Getenv("RDMA_TEST_PARAMS") != "" {
+		t.Fatalf("RDMA_TEST_PARAMS: %v", err)
+	}
 	switch mode {
 	case "dial":
 		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
@@ -755,8 +758,33 @@ func TestHelperProcess(t *testing.T) {
 			_, err = c.(*Conn).OpenWindow()
 		}
 		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
+	case "pinned-dial":
+		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		printPinned(c, err)
+	case "pinned-accept":
+		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
+		if err != nil {
+			fmt.Println("error", err)
+			os.Exit(1)
+		}
+		fmt.Println("listening", l.Addr())
+		c, err := l.Accept(ctx)
+		if err == nil {
+			_, err = c.(*Conn).OpenWindow()
+		}
+		printPinned(c, err)
 	}
 	os.Exit(0)
+}
+
+// printPinned prints the result line of a pinned-* helper: what c pins,
+// or how it failed.
+func printPinned(c conn.Conn, err error) {
+	if err != nil {
+		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
+		return
+	}
+	fmt.Printf("result pinned %d\n", c.Info().Pinned)
 }
 
 // child starts this test binary as a helper process, optionally under a
@@ -862,6 +890,129 @@ func TestMemlock(t *testing.T) {
 		}
 		t.Logf("dialer: %v", err)
 	})
+}
+
+// TestPinned checks that Options.Pinned is what a connection registers:
+// a sender's buffers, a receiver's on the RDMA write path with 16 lanes
+// (where its notification buffers outweigh the spares the SEND path would
+// give whole chunks), and a receiver's on the SEND path.
+func TestPinned(t *testing.T) {
+	sendOnly := DefaultOptions()
+	sendOnly.SendOnly = true
+	lanes := DefaultOptions()
+	lanes.QPs = maxLanes
+	cases := []struct {
+		name     string
+		p        conn.Params
+		listener Options
+		dialer   Options
+		ring     bool
+	}{
+		{"4K x 4, 16 lanes", conn.NewParams(4096, 4), DefaultOptions(), lanes, true},
+		{"8K x 8, 16 lanes", conn.NewParams(8<<10, 8), DefaultOptions(), lanes, true},
+		{"64K x 8, SEND", conn.NewParams(64<<10, 8), sendOnly, DefaultOptions(), false},
+		{"1M x 4, SEND", conn.NewParams(1<<20, 4), sendOnly, DefaultOptions(), false},
+		{"4M x 8, SEND", conn.NewParams(4<<20, 8), sendOnly, DefaultOptions(), false},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if tc.ring && iwarp() {
+				t.Skip("iWARP has no RDMA write path: the SEND cases cover it")
+			}
+			// Before the connection maps anything: Pinned counts the
+			// huge pages the host has free now.
+			snd, rcv := tc.dialer.Pinned(tc.p, false), tc.listener.Pinned(tc.p, true)
+			l := listenRXE(t, tc.p, tc.listener)
+			s, r, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{tc.dialer}, tc.p)
+			if err != nil || aerr != nil {
+				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
+			}
+			t.Cleanup(func() { s.Close(); r.Close() })
+			if tc.ring && len(r.(*Conn).qps) != maxLanes {
+				t.Fatalf("the receiver has %d lanes, want %d", len(r.(*Conn).qps), maxLanes)
+			}
+			if got := s.Info().Pinned; got != snd {
+				t.Errorf("the sender pins %d bytes, Pinned says %d", got, snd)
+			}
+			if got := r.Info().Pinned; got != rcv {
+				t.Errorf("the receiver pins %d bytes, Pinned says %d", got, rcv)
+			}
+		})
+	}
+}
+
+// TestPinnedLimit runs each side in a child process without CAP_IPC_LOCK
+// under a locked-memory limit of exactly what Options.Pinned says it
+// needs, where it must connect, and a page less, where it must fail to
+// register: the figure is what the kernel counts against RLIMIT_MEMLOCK.
+func TestPinnedLimit(t *testing.T) {
+	rxeIP(t)
+	for _, name := range []string{"setpriv", "prlimit"} {
+		if _, err := exec.LookPath(name); err != nil {
+			t.Fatalf("%s not found: the VM's host needs util-linux", name)
+		}
+	}
+	lanes := DefaultOptions()
+	lanes.QPs = maxLanes
+	if iwarp() {
+		lanes.QPs = 0
+	}
+	limited := func(n int64) []string {
+		return []string{"setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock",
+			"prlimit", fmt.Sprintf("--memlock=%d:%d", n, n), "--"}
+	}
+	cases := []struct {
+		name     string
+		receiver bool
+		p        conn.Params
+	}{
+		{"dial", false, conn.NewParams(1<<20, 4)},
+		{"accept", true, conn.NewParams(4096, 4)},
+	}
+	// The child's listener has the default options: on iWARP it can only
+	// take the SEND path.
+	figure := DefaultOptions()
+	figure.SendOnly = iwarp()
+	for _, tc := range cases {
+		need := figure.Pinned(tc.p, tc.receiver)
+		for _, limit := range []int64{need, need - 4096} {
+			t.Run(fmt.Sprintf("%s under %d", tc.name, limit), func(t *testing.T) {
+				t.Setenv("RDMA_TEST_PARAMS", fmt.Sprintf("%d x %d", tc.p.Chunk, tc.p.Depth))
+				var out *bufio.Reader
+				if tc.receiver {
+					_, out = child(t, "pinned-accept", "", limited(limit)...)
+					addr := expectLine(t, out, "listening ")
+					c, err := Dialer{lanes}.Dial(timeout(t, 20*time.Second), addr, tc.p)
+					if c != nil {
+						defer c.Close()
+					}
+					t.Logf("dialer: %v", err)
+				} else {
+					l := listenRXE(t, tc.p, DefaultOptions())
+					accepted := make(chan conn.Conn, 1)
+					go func() {
+						c, _ := l.Accept(context.Background())
+						accepted <- c
+					}()
+					defer func() {
+						l.Close()
+						if c := <-accepted; c != nil {
+							c.Close()
+						}
+					}()
+					_, out = child(t, "pinned-dial", l.Addr(), limited(limit)...)
+				}
+				res := expectLine(t, out, "result ")
+				t.Logf("child: %s", res)
+				switch {
+				case limit == need && res != fmt.Sprintf("pinned %d", need):
+					t.Errorf("under a limit of what Pinned says (%d bytes): %s", need, res)
+				case limit < need && !strings.HasPrefix(res, fmt.Sprintf("kind=%d local=true ", conn.KindSetup)):
+					t.Errorf("under a page less than Pinned says (%d bytes): %s; want a failure to register", need, res)
+				}
+			})
+		}
+	}
 }
 
 // BenchmarkThroughput streams 256 MiB in 1 MiB messages with depth 4
