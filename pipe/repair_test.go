@@ -820,36 +820,7 @@ func TestTakeOverCountsTheHostsAhead(t *testing.T) {
 			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
 			fsc, frc := memPair(t, p, p, memconn.Faults{})
 			claimed := make(chan []byte, 1)
-			go func() {
-				liar := &peer{t: t, c: frc, cs: make([]conn.Completion, 16)}
-				hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
-				liar.control(hello)
-				msg := liar.nextFromSender('K')
-				if len(msg) < wire.AuthBody {
-					close(claimed)
-					return
-				}
-				claimed <- msg
-				tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), nil)
-				desc, _ := frc.OpenWindow()
-				written := binary.LittleEndian.AppendUint64(nil, 0)
-				welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
-				liar.control(append(welcome, desc...))
-				var end []byte
-				for end = liar.next(); end != nil && typeOf(end) != 'E'; end = liar.next() {
-					if typeOf(end) == 'D' {
-						liar.control([]byte{1})
-					}
-				}
-				if len(end) < wire.EndBody+pipeauth.MACLen {
-					return
-				}
-				total := binary.LittleEndian.Uint64(end)
-				done := binary.LittleEndian.AppendUint64([]byte{'F'}, total)
-				done = binary.LittleEndian.AppendUint32(done, tt.receivers)
-				tag := end[wire.EndBody : wire.EndBody+pipeauth.MACLen]
-				liar.control(append(done, seal.NewKeyed(pipeauth.StreamKey(key, tr), false).Done(int64(total), tt.receivers, tag, nil)...))
-			}()
+			go scriptedReceiver(t, frc, key, true, tt.receivers, "", claimed)
 			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}, {Addr: "after"}},
 				Forward: func(_ context.Context, addr string) (conn.Conn, error) {
 					if addr == "liar" {
@@ -866,6 +837,96 @@ func TestTakeOverCountsTheHostsAhead(t *testing.T) {
 			first, msg := <-sc.auths, <-claimed
 			if len(msg) < wire.AuthBody || !bytes.Equal(msg[wire.AuthID:wire.AuthPlace], first[wire.AuthID:wire.AuthPlace]) || binary.LittleEndian.Uint32(msg[wire.AuthPlace:]) != 2 {
 				t.Errorf("the taker-over's auth %q does not claim the stream's identity at place 2", msg)
+			}
+		})
+	}
+}
+
+// scriptedReceiver plays a receiver that holds key against the sender on
+// c: it takes the sender's auth (handed over on auths) and chain, welcomes
+// it (a rejoin saying it wrote nothing), takes the stream, returning
+// each credit, then names lost (newline-separated) as lost
+// hosts and confirms the stream for receivers receivers, under the key.
+func scriptedReceiver(t *testing.T, c *memconn.Conn, key []byte, rejoin bool, receivers uint32, lost string, auths chan<- []byte) {
+	defer close(auths)
+	p := &peer{t: t, c: c, cs: make([]conn.Completion, 16)}
+	hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+	p.control(hello)
+	msg := p.nextFromSender('K')
+	if len(msg) < wire.AuthBody {
+		return
+	}
+	auths <- msg
+	p.control([]byte{wire.CtrlReturn}) // as the engine does for each control message
+	var chain []string
+	for more := msg[0]&wire.FlagChain != 0; more; {
+		body := p.nextFromSender('C')
+		if len(body) < 1+conn.TrailerLen {
+			return
+		}
+		p.control([]byte{wire.CtrlReturn})
+		chain = append(chain, strings.Split(string(body[1:len(body)-conn.TrailerLen]), "\n")...)
+		more = body[0] != 0
+	}
+	tr := pipeauth.Transcript(c.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), chain)
+	desc, _ := c.OpenWindow()
+	var written []byte
+	if rejoin {
+		written = binary.LittleEndian.AppendUint64(nil, 0)
+	}
+	welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+	p.control(append(welcome, desc...))
+	var end []byte
+	for end = p.next(); end != nil && typeOf(end) != 'E'; end = p.next() {
+		if typeOf(end) == 'D' {
+			p.control([]byte{1})
+		}
+	}
+	if len(end) < wire.EndBody+pipeauth.MACLen {
+		return
+	}
+	if lost != "" {
+		p.control(append([]byte{wire.MsgLost, 0}, lost...))
+	}
+	total := binary.LittleEndian.Uint64(end)
+	done := binary.LittleEndian.AppendUint64([]byte{'F'}, total)
+	done = binary.LittleEndian.AppendUint32(done, receivers)
+	tag := end[wire.EndBody : wire.EndBody+pipeauth.MACLen]
+	p.control(append(done, seal.NewKeyed(pipeauth.StreamKey(key, tr), false).Done(int64(total), receivers, tag, []byte(lost))...))
+}
+
+// TestConfirmationNamesTheChain sends to a scripted first receiver that
+// holds the key, naming a chain after it: its confirmation must count, or
+// name lost, every receiver of the chain, and may name only the chain's.
+func TestConfirmationNamesTheChain(t *testing.T) {
+	in := randomBytes(64<<10, 49)
+	tests := []struct {
+		name      string
+		receivers uint32
+		lost      string
+		kind      conn.Kind
+		says      string
+	}{
+		{"all counted", 3, "", 0, ""},
+		{"one lost", 2, "h3", 0, ""},
+		{"one short", 2, "", conn.KindIntegrity, "counts 2 receivers and 0 lost, of the 3"},
+		{"a host of no chain", 2, "h9", conn.KindIntegrity, `names "h9" as lost, which is not a receiver after it`},
+		{"a host twice", 1, "h3\nh3", conn.KindIntegrity, `names "h3" as lost`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := []byte("k")
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			auths := make(chan []byte, 1)
+			go scriptedReceiver(t, rc, key, false, tt.receivers, tt.lost, auths)
+			st, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
+			checkErr(t, "sender", err, tt.kind, tt.says)
+			if err == nil && (st.Receivers != int(tt.receivers) || strings.Join(st.Lost, "\n") != tt.lost) {
+				t.Errorf("the sender counts %d receivers and lost %q, want %d and %q", st.Receivers, st.Lost, tt.receivers, tt.lost)
+			}
+			if msg := <-auths; len(msg) < wire.AuthBody || binary.LittleEndian.Uint32(msg[wire.AuthPlace:]) != 1 {
+				t.Errorf("the first sender's auth %q does not claim place 1", msg)
 			}
 		})
 	}
