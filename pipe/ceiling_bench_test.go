@@ -296,8 +296,8 @@ func (f *fakeReceiver) SendControl(_ context.Context, p []byte) error {
 		welcome := make([]byte, 2+auth.MACLen)
 		welcome[0] = wire.MsgWelcome
 		if f.mode.key != nil {
-			t := auth.Transcript(ceilInfo, f.hello, body[0], body[1:1+auth.NonceLen], nil)
-			if !auth.ValidProof(f.mode.key, auth.SenderProof, t, body[1+auth.NonceLen:wire.AuthBody]) {
+			t := auth.Transcript(ceilInfo, f.hello, body[0], body[wire.AuthNonce:wire.AuthID], body[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(body[wire.AuthPlace:]), nil)
+			if !auth.ValidProof(f.mode.key, auth.SenderProof, t, body[wire.AuthMAC:wire.AuthBody]) {
 				return errors.New("fake receiver: the sender's key proof is wrong")
 			}
 			f.t = t
@@ -570,14 +570,15 @@ func (f *fakeSender) authenticate() error {
 		return err
 	}
 	body := make([]byte, wire.AuthBody)
-	copy(body[1:], nonce[:])
+	copy(body[wire.AuthNonce:], nonce[:])
+	binary.LittleEndian.PutUint32(body[wire.AuthPlace:], 1)
 	if f.mode.key != nil {
 		body[0] = wire.FlagKey
 		if f.mode.encrypt {
 			body[0] |= wire.FlagEncrypt
 		}
-		f.t = auth.Transcript(ceilInfo, f.hello, body[0], nonce[:], nil)
-		copy(body[1+auth.NonceLen:], auth.Proof(f.mode.key, auth.SenderProof, f.t))
+		f.t = auth.Transcript(ceilInfo, f.hello, body[0], nonce[:], body[wire.AuthID:wire.AuthPlace], 1, nil)
+		copy(body[wire.AuthMAC:], auth.Proof(f.mode.key, auth.SenderProof, f.t))
 	}
 	f.prepare(nonce[:])
 	select {

@@ -15,6 +15,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
 )
 
@@ -147,8 +148,13 @@ func hello() []byte { return append([]byte{'H', 0}, make([]byte, 32)...) }
 // welcome is an unkeyed receiver welcome.
 func welcome() []byte { return append([]byte{'W', 0}, make([]byte, 32)...) }
 
-// auth is an unkeyed sender authentication.
-func auth() []byte { return message('K', 0, string(make([]byte, 1+32+32))) }
+// auth is an unkeyed sender authentication, of a stream of its own to
+// the first receiver.
+func auth() []byte {
+	body := make([]byte, wire.AuthBody)
+	binary.LittleEndian.PutUint32(body[wire.AuthPlace:], 1)
+	return message('K', 0, string(body))
+}
 
 // greet plays an unkeyed receiver's handshake against the sender, opening
 // its window before the welcome as the engine does.

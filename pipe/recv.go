@@ -83,6 +83,11 @@ type receiver struct {
 	lostDown []string
 	pool     *work.Pool        // checks (and decrypts) the data messages
 	sealers  chan *seal.Worker // one for each goroutine that may check at once
+	// id is the stream's identity and place this receiver's place in its
+	// chain, as the first sender claimed them: a rejoin must claim them
+	// too.
+	id    []byte
+	place uint32
 }
 
 // arrival is a received message handed to the writer goroutine: the
@@ -234,7 +239,8 @@ func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 		return conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the sender: is it an rdmapipe sender of the same version?", wire.Describe(msg))
 	}
 	theirFlags := body[0]
-	theirNonce, theirProof := body[1:1+auth.NonceLen], body[1+auth.NonceLen:wire.AuthBody]
+	theirNonce, theirProof := body[wire.AuthNonce:wire.AuthID], body[wire.AuthMAC:wire.AuthBody]
+	id, place := body[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(body[wire.AuthPlace:])
 	switch {
 	case haveKey && theirFlags&wire.FlagKey == 0:
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender presented no key: give it the same key")
@@ -261,10 +267,13 @@ func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 	// the sender said is acted on before it is checked.
 	var t []byte
 	if haveKey {
-		t = auth.Transcript(r.c.Info(), hello, theirFlags, theirNonce, chain)
+		t = auth.Transcript(r.c.Info(), hello, theirFlags, theirNonce, id, place, chain)
 		if !auth.ValidProof(r.cfg.Key, auth.SenderProof, t, theirProof) {
 			return conn.Errorf(conn.KindAuth, "authenticate", "the sender's key is wrong, or the handshake was altered on the way")
 		}
+	}
+	if err := r.takeClaim(id, place, rejoin); err != nil {
+		return err
 	}
 	r.probe = theirFlags&wire.FlagProbe != 0
 	next := ""
@@ -320,6 +329,23 @@ func (r *receiver) handshake(parent context.Context, rejoin bool) error {
 	return nil
 }
 
+// takeClaim checks the stream and the place in its chain that the sender
+// claims (see package wire): a first handshake's are this receiver's from
+// then on, and a rejoin must claim the same two.
+func (r *receiver) takeClaim(id []byte, place uint32, rejoin bool) error {
+	switch {
+	case place == 0 || place > wire.MaxPlace:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender names place %d in the chain, not 1 to %d", place, wire.MaxPlace)
+	case !rejoin:
+		r.id, r.place = append([]byte(nil), id...), place
+	case !hmac.Equal(id, r.id):
+		return conn.Errorf(conn.KindSetup, "rejoin", "the sender takes over another stream than this receiver's: refused")
+	case place != r.place:
+		return conn.Errorf(conn.KindSetup, "rejoin", "the sender takes over the receiver at place %d of the chain, and this one is at place %d: refused", place, r.place)
+	}
+	return nil
+}
+
 // takeRejoin waits for a sender from Config.Rejoin to take the stream
 // over after the sender was lost (lost says how), within one Timeout and
 // the handshake timeout: connections that fail the rejoin handshake are
@@ -338,6 +364,7 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 	}
 	// Until one takes over, the failure is the lost sender's.
 	lostSession, lostRejoined := r.session, r.rejoined
+	refused := "" // why the last sender that tried was refused
 	for {
 		c, err := r.cfg.Rejoin(wctx)
 		if err != nil || ctx.Err() != nil {
@@ -349,9 +376,9 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 			case ctx.Err() != nil:
 				return context.Cause(ctx)
 			case wctx.Err() != nil:
-				return fmt.Errorf("%w; no sender took the stream over within %v", lost, d)
+				return fmt.Errorf("%w; no sender took the stream over within %v%s", lost, d, refused)
 			}
-			return fmt.Errorf("%w; no sender can take the stream over: %v", lost, err)
+			return fmt.Errorf("%w; no sender can take the stream over: %v%s", lost, err, refused)
 		}
 		r.session = newSession(c, r.cfg, "sender")
 		r.rejoined, r.endSeen, r.pending = true, false, 0
@@ -366,6 +393,7 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 		if !r.peerGaveUp {
 			lastWords(c, wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindOf(err), publicReason(err), 0))
 		}
+		refused = fmt.Sprintf(" (one from %s was refused: %v)", c.Info().Remote, err)
 		r.release()
 		c.Close()
 	}

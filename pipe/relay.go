@@ -146,6 +146,8 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	}
 	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest, Repair: repair}
 	s := newSender(c, cfg, "next receiver "+name)
+	s.id, s.place = r.id, r.place+1
+	s.setDown(rest, r.cfg.ForwardTo == "", r.cfg.Fallback)
 	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
 		s.failed(err)
 		s.release()

@@ -120,6 +120,12 @@ type link struct {
 	hops  []Hop
 	hist  *history
 	lost  []string
+	// id is the stream's identity, place the place in the chain of
+	// hops[0], and whole says hops are the rest of the chain (see
+	// sender.down).
+	id    []byte
+	place uint32
+	whole bool
 }
 
 // errNoneLeft is a repairing link's failure when every receiver it could
@@ -142,9 +148,8 @@ func checkRepair(cfg Config) error {
 // newLink returns a repairing link that streams with s, whose connection
 // it owns if owned, to the receiver called name.
 func newLink(cfg Config, s *sender, name string, owned bool) *link {
-	info := s.c.Info()
-	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback,
-		hist: &history{ring: make([]byte, historySize(info, len(cfg.Fallback)))}}
+	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.Fallback)))}
+	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback, hist: hist, id: s.id, place: s.place + 1, whole: s.whole}
 }
 
 // run streams what open returns reads (called once per receiver, with
@@ -187,9 +192,9 @@ func (l *link) giveUp(err error) {
 // than was sent (sent) fails the stream: it broke the protocol.
 func (l *link) takeOver(ctx context.Context, sent int64) error {
 	for len(l.hops) > 0 {
-		h := l.hops[0]
-		l.hops = l.hops[1:]
-		s, err := l.rejoin(ctx, h)
+		h, place := l.hops[0], l.place
+		l.hops, l.place = l.hops[1:], l.place+1
+		s, err := l.rejoin(ctx, h, place)
 		switch {
 		case err == nil && s.written > sent:
 			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", s.written, sent)
@@ -221,12 +226,13 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 // fallback that refuses it as busy.
 const busyPause = 50 * time.Millisecond
 
-// rejoin connects to hop h and completes a rejoin handshake with it,
-// within twice the handshake timeout and Timeout: h takes a rejoin only
-// once it has lost its own upstream, which may first have waited that
-// long for a rejoin of its own (see Config.Rejoin) and told h so, or have
-// hung until h gave it up after a Timeout.
-func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
+// rejoin connects to hop h, at place place of the chain, and completes a
+// rejoin handshake with it, within twice the handshake timeout and
+// Timeout: h takes a rejoin only once it has lost its own upstream, which
+// may first have waited that long for a rejoin of its own (see
+// Config.Rejoin) and told h so, or have hung until h gave it up after a
+// Timeout. The hops after h are those its confirmation must account for.
+func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, error) {
 	name := shortName(h.Addr)
 	key := h.Key
 	if key == nil {
@@ -255,7 +261,10 @@ func (l *link) rejoin(ctx context.Context, h Hop) (*sender, error) {
 		return nil, wrap(conn.KindSetup, "take over at "+name, err)
 	}
 	s := newSender(c, cfg, "receiver "+name)
-	s.rejoin = true
+	s.rejoin, s.id, s.place, s.whole = true, l.id, place, l.whole
+	for _, after := range l.hops {
+		s.down = append(s.down, after.Addr)
+	}
 	if err := guard(func() error { return s.handshake(hctx) }); err != nil {
 		s.failed(err)
 		s.release()

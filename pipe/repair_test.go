@@ -501,13 +501,32 @@ func TestRepairRefused(t *testing.T) {
 	})
 }
 
+// authSpy is a sender's connection that hands over the body of the
+// sender's auth message (whose stream and place a taker-over must claim).
+type authSpy struct {
+	*memconn.Conn
+	auths chan []byte
+}
+
+func (c *authSpy) SendControl(ctx context.Context, p []byte) error {
+	if body, typ, _, err := wire.ParseTrailer(p); err == nil && typ == wire.MsgAuth {
+		select {
+		case c.auths <- append([]byte(nil), body...):
+		default:
+		}
+	}
+	return c.Conn.SendControl(ctx, p)
+}
+
 // lostSender streams in from a keyed sender (key k) to a receiver with
 // rejoins from the returned channel, and cuts the connection at cut
-// bytes: the receiver's error and what it wrote come on the others.
-func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer) {
+// bytes: the receiver's error and what it wrote come on the others, and
+// the body of the sender's auth message on the last.
+func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer, <-chan []byte) {
 	t.Helper()
 	p := conn.NewParams(4096, 4)
-	sc, rc := memPair(t, p, p, memconn.Faults{})
+	msc, rc := memPair(t, p, p, memconn.Faults{})
+	sc := &authSpy{Conn: msc, auths: make(chan []byte, 1)}
 	rejoins := make(chan conn.Conn, 1)
 	out := &testutil.Buffer{}
 	recvErr := make(chan error, 1)
@@ -528,7 +547,7 @@ func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.
 		cr := &cutReader{r: bytes.NewReader(in), at: cut, cut: func() { sc.Close() }}
 		_, _ = pipe.Send(context.Background(), sc, cr, cfg)
 	}()
-	return rejoins, recvErr, out
+	return rejoins, recvErr, out, sc.auths
 }
 
 // TestRejoinRefused offers a receiver whose sender was lost senders that
@@ -551,13 +570,13 @@ func TestRejoinRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rejoins, recvErr, out := lostSender(t, in, cfg, 256<<10)
+			rejoins, recvErr, out, _ := lostSender(t, in, cfg, 256<<10)
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			rejoins <- rc
 			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
 			hostile.nextOf('H')
-			hostile.control(message('K', 0, string(append([]byte{tt.flags}, make([]byte, 64)...))))
+			hostile.control(message('K', 0, string(append([]byte{tt.flags}, make([]byte, wire.AuthBody-1)...))))
 			abort := hostile.nextOf('A')
 			if len(abort) < 2 || conn.Kind(abort[1]) != tt.kind || !strings.Contains(string(abort), tt.says) {
 				t.Errorf("the scripted sender was told %q, want a %v saying %q", abort, tt.kind, tt.says)
@@ -588,7 +607,7 @@ func TestRejoinRefused(t *testing.T) {
 			}()
 			hostile := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
 			hostile.nextOf('H')
-			hostile.control(message('K', 0, string(append([]byte{h.flags}, make([]byte, 64)...))))
+			hostile.control(message('K', 0, string(append([]byte{h.flags}, make([]byte, wire.AuthBody-1)...))))
 			checkErr(t, "receiver", <-recvErr, conn.KindSetup, h.says)
 		})
 	}
@@ -630,15 +649,13 @@ func TestRejoinChecksTheWholeLength(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			rejoins, recvErr, out := lostSender(t, in, cfg, 256<<10)
+			rejoins, recvErr, out, auths := lostSender(t, in, cfg, 256<<10)
+			first := <-auths
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			rejoins <- rc
 			taker := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
-			hello := taker.nextOf('H')
-			flags, nonce := wire.FlagKey|wire.FlagRejoin, make([]byte, 32)
-			tr := pipeauth.Transcript(sc.Info(), hello[:2+32], flags, nonce, nil)
-			taker.control(message('K', 0, string(append(append([]byte{flags}, nonce...), pipeauth.Proof(key, pipeauth.SenderProof, tr)...))))
+			tr := taker.claim(key, first[wire.AuthID:wire.AuthPlace], 1)
 			welcome := taker.nextOf('W')
 			if len(welcome) < 2+wire.WrittenLen {
 				t.Fatalf("welcome %q", welcome)
@@ -659,6 +676,67 @@ func TestRejoinChecksTheWholeLength(t *testing.T) {
 			}
 			if got := out.Bytes(); written == 0 || uint64(len(got)) != written || !bytes.HasPrefix(in, got) {
 				t.Errorf("the receiver wrote %d bytes (it said %d), want the start of the stream", len(got), written)
+			}
+		})
+	}
+}
+
+// claim plays a sender that holds key and takes a stream over: after the
+// receiver's hello, its auth claims stream id at place place, under a
+// valid proof. It returns the handshake's transcript.
+func (p *peer) claim(key, id []byte, place uint32) []byte {
+	hello := p.nextOf('H')
+	flags, nonce := wire.FlagKey|wire.FlagRejoin, make([]byte, 32)
+	tr := pipeauth.Transcript(p.c.Info(), hello[:2+32], flags, nonce, id, place, nil)
+	body := append(append([]byte{flags}, nonce...), id...)
+	body = binary.LittleEndian.AppendUint32(body, place)
+	p.control(message('K', 0, string(append(body, pipeauth.Proof(key, pipeauth.SenderProof, tr)...))))
+	return tr
+}
+
+// TestRejoinClaimsItsStream offers a receiver whose sender was lost a
+// sender that holds the key and proves it, but claims another stream, or
+// the receiver's stream at another place in its chain (a takeover meant
+// for another receiver, redirected here): it is refused, told why, and
+// the receiver, when no other comes, fails as cut short, naming the
+// refusal, with only the start of its own stream written.
+func TestRejoinClaimsItsStream(t *testing.T) {
+	in := randomBytes(1<<20, 47)
+	key := []byte("k")
+	cfg := pipe.Config{Key: key, Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+	tests := []struct {
+		name  string
+		id    func(first []byte) []byte
+		place uint32
+		says  string
+	}{
+		{"another stream", func([]byte) []byte { return bytes.Repeat([]byte{7}, wire.StreamIDLen) }, 1, "takes over another stream"},
+		{"another place", func(first []byte) []byte { return first }, 2, "at place 2 of the chain, and this one is at place 1"},
+		{"no place", func(first []byte) []byte { return first }, 0, "place 0 in the chain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			rejoins, recvErr, out, auths := lostSender(t, in, cfg, 256<<10)
+			first := <-auths
+			if place := binary.LittleEndian.Uint32(first[wire.AuthPlace:]); place != 1 {
+				t.Errorf("the first sender claims place %d, want 1", place)
+			}
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			rejoins <- rc
+			taker := &peer{t: t, c: sc, cs: make([]conn.Completion, 16)}
+			taker.claim(key, tt.id(first[wire.AuthID:wire.AuthPlace]), tt.place)
+			abort := taker.nextOf('A')
+			if len(abort) < 2 || conn.Kind(abort[1]) != conn.KindSetup || !strings.Contains(string(abort), tt.says) {
+				t.Errorf("the taker-over was told %q, want a setup failure saying %q", abort, tt.says)
+			}
+			err := <-recvErr
+			checkErr(t, "receiver", err, conn.KindAborted, "no sender took the stream over")
+			if err != nil && !strings.Contains(err.Error(), tt.says) {
+				t.Errorf("the receiver's error %q does not say why it refused (%q)", err, tt.says)
+			}
+			if got := out.Bytes(); len(got) == 0 || !bytes.HasPrefix(in, got) {
+				t.Errorf("the receiver wrote %d bytes, want the start of its stream", len(got))
 			}
 		})
 	}
@@ -697,7 +775,7 @@ func TestTakeOverClaims(t *testing.T) {
 				if len(msg) < wire.AuthBody {
 					return
 				}
-				tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[1:33], nil)
+				tr := pipeauth.Transcript(frc.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), nil)
 				desc, _ := frc.OpenWindow()
 				written := binary.LittleEndian.AppendUint64(nil, tt.written)
 				welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
@@ -711,6 +789,144 @@ func TestTakeOverClaims(t *testing.T) {
 			checkErr(t, "sender", err, tt.kind, tt.says)
 			if abort := <-told; !strings.Contains(string(abort), tt.told) {
 				t.Errorf("the scripted receiver was told %q, want %q", abort, tt.told)
+			}
+		})
+	}
+}
+
+// TestTakeOverCountsTheHostsAhead takes a stream over, after its first
+// receiver was cut off, with a scripted receiver at the first fallback
+// that holds the key, claims the sender's stream at place 2, and confirms
+// the whole stream for a number of receivers: the fallback and the one
+// after it must be counted (or named lost), so a count of one fails the
+// stream, where two completes it with the first receiver named lost.
+func TestTakeOverCountsTheHostsAhead(t *testing.T) {
+	in := randomBytes(64<<10, 48)
+	tests := []struct {
+		name      string
+		receivers uint32
+		kind      conn.Kind
+		says      string
+	}{
+		{"both counted", 2, 0, ""},
+		{"one short", 1, conn.KindIntegrity, "counts 1 receivers and 0 lost, of the 2 from it to the end of the chain"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := []byte("k")
+			p := conn.NewParams(4096, 4)
+			msc, rc := memPair(t, p, p, memconn.Faults{})
+			sc := &authSpy{Conn: msc, auths: make(chan []byte, 1)}
+			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+			fsc, frc := memPair(t, p, p, memconn.Faults{})
+			claimed := make(chan []byte, 1)
+			go scriptedReceiver(t, frc, key, true, tt.receivers, "", claimed)
+			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}, {Addr: "after"}},
+				Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+					if addr == "liar" {
+						return fsc, nil
+					}
+					return nil, errors.New("no such host")
+				}}
+			cr := &cutReader{r: bytes.NewReader(in), at: 16 << 10, cut: func() { sc.Close() }}
+			st, err := pipe.Send(context.Background(), sc, cr, cfg)
+			checkErr(t, "sender", err, tt.kind, tt.says)
+			if err == nil && (st.Receivers != 2 || len(st.Lost) != 1) {
+				t.Errorf("the sender counts %d receivers and lost %q, want 2 and the first", st.Receivers, st.Lost)
+			}
+			first, msg := <-sc.auths, <-claimed
+			if len(msg) < wire.AuthBody || !bytes.Equal(msg[wire.AuthID:wire.AuthPlace], first[wire.AuthID:wire.AuthPlace]) || binary.LittleEndian.Uint32(msg[wire.AuthPlace:]) != 2 {
+				t.Errorf("the taker-over's auth %q does not claim the stream's identity at place 2", msg)
+			}
+		})
+	}
+}
+
+// scriptedReceiver plays a receiver that holds key against the sender on
+// c: it takes the sender's auth (handed over on auths) and chain, welcomes
+// it (a rejoin saying it wrote nothing), takes the stream, returning
+// each credit, then names lost (newline-separated) as lost
+// hosts and confirms the stream for receivers receivers, under the key.
+func scriptedReceiver(t *testing.T, c *memconn.Conn, key []byte, rejoin bool, receivers uint32, lost string, auths chan<- []byte) {
+	defer close(auths)
+	p := &peer{t: t, c: c, cs: make([]conn.Completion, 16)}
+	hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+	p.control(hello)
+	msg := p.nextFromSender('K')
+	if len(msg) < wire.AuthBody {
+		return
+	}
+	auths <- msg
+	p.control([]byte{wire.CtrlReturn}) // as the engine does for each control message
+	var chain []string
+	for more := msg[0]&wire.FlagChain != 0; more; {
+		body := p.nextFromSender('C')
+		if len(body) < 1+conn.TrailerLen {
+			return
+		}
+		p.control([]byte{wire.CtrlReturn})
+		chain = append(chain, strings.Split(string(body[1:len(body)-conn.TrailerLen]), "\n")...)
+		more = body[0] != 0
+	}
+	tr := pipeauth.Transcript(c.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), chain)
+	desc, _ := c.OpenWindow()
+	var written []byte
+	if rejoin {
+		written = binary.LittleEndian.AppendUint64(nil, 0)
+	}
+	welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+	p.control(append(welcome, desc...))
+	var end []byte
+	for end = p.next(); end != nil && typeOf(end) != 'E'; end = p.next() {
+		if typeOf(end) == 'D' {
+			p.control([]byte{1})
+		}
+	}
+	if len(end) < wire.EndBody+pipeauth.MACLen {
+		return
+	}
+	if lost != "" {
+		p.control(append([]byte{wire.MsgLost, 0}, lost...))
+	}
+	total := binary.LittleEndian.Uint64(end)
+	done := binary.LittleEndian.AppendUint64([]byte{'F'}, total)
+	done = binary.LittleEndian.AppendUint32(done, receivers)
+	tag := end[wire.EndBody : wire.EndBody+pipeauth.MACLen]
+	p.control(append(done, seal.NewKeyed(pipeauth.StreamKey(key, tr), false).Done(int64(total), receivers, tag, []byte(lost))...))
+}
+
+// TestConfirmationNamesTheChain sends to a scripted first receiver that
+// holds the key, naming a chain after it: its confirmation must count, or
+// name lost, every receiver of the chain, and may name only the chain's.
+func TestConfirmationNamesTheChain(t *testing.T) {
+	in := randomBytes(64<<10, 49)
+	tests := []struct {
+		name      string
+		receivers uint32
+		lost      string
+		kind      conn.Kind
+		says      string
+	}{
+		{"all counted", 3, "", 0, ""},
+		{"one lost", 2, "h3", 0, ""},
+		{"one short", 2, "", conn.KindIntegrity, "counts 2 receivers and 0 lost, of the 3"},
+		{"a host of no chain", 2, "h9", conn.KindIntegrity, `names "h9" as lost, which is not a receiver after it`},
+		{"a host twice", 1, "h3\nh3", conn.KindIntegrity, `names "h3" as lost`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			key := []byte("k")
+			p := conn.NewParams(4096, 4)
+			sc, rc := memPair(t, p, p, memconn.Faults{})
+			auths := make(chan []byte, 1)
+			go scriptedReceiver(t, rc, key, false, tt.receivers, tt.lost, auths)
+			st, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
+			checkErr(t, "sender", err, tt.kind, tt.says)
+			if err == nil && (st.Receivers != int(tt.receivers) || strings.Join(st.Lost, "\n") != tt.lost) {
+				t.Errorf("the sender counts %d receivers and lost %q, want %d and %q", st.Receivers, st.Lost, tt.receivers, tt.lost)
+			}
+			if msg := <-auths; len(msg) < wire.AuthBody || binary.LittleEndian.Uint32(msg[wire.AuthPlace:]) != 1 {
+				t.Errorf("the first sender's auth %q does not claim place 1", msg)
 			}
 		})
 	}

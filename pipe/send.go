@@ -3,10 +3,13 @@ package pipe
 import (
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"io"
 	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,6 +43,7 @@ import (
 func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
 	s := newSender(c, cfg, "receiver")
 	s.r = r
+	s.setDown(cfg.Chain, len(cfg.Chain) > 0, cfg.Fallback)
 	var st Stats
 	err := guard(func() (err error) {
 		st, err = s.run(ctx)
@@ -61,6 +65,18 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, err
 	defer last.release()
 	last.failed(err)
 	return st, err
+}
+
+// setDown sets the receivers after this sender's: chain, the rest of
+// the chain if whole; else chain, or when it is empty the fallbacks,
+// which are among them.
+func (s *sender) setDown(chain []string, whole bool, fallback []Hop) {
+	s.down, s.whole = chain, whole
+	if len(chain) == 0 {
+		for _, h := range fallback {
+			s.down = append(s.down, h.Addr)
+		}
+	}
 }
 
 // failed tells the receiver why the sender gave up, unless the receiver is
@@ -104,6 +120,16 @@ type sender struct {
 	// receiver says it has written.
 	rejoin  bool
 	written int64
+	// id is the stream's identity and place the receiver's place in its
+	// chain, which the auth message claims; a sender given none is a
+	// stream's first, and its handshake chooses an identity, at place 1.
+	id    []byte
+	place uint32
+	// down names the receivers after the one this sender sends to, as far
+	// as it knows them; whole says they are all of them (a chain named by
+	// the sender): see checkConfirmation.
+	down  []string
+	whole bool
 	// lostText is what the receiver's lost messages said so far (not
 	// nil once one came), lostMore whether the last said more follow,
 	// and nexts how many of them await the next message that asks for
@@ -303,10 +329,16 @@ func (s *sender) handshake(parent context.Context) error {
 		return conn.Errorf(conn.KindAuth, "authenticate", "this sender has a key but the receiver has none: give the receiver the same key")
 	}
 	nonce, err := auth.NewNonce()
+	if err == nil && s.place == 0 {
+		s.id, s.place = make([]byte, wire.StreamIDLen), 1
+		_, err = rand.Read(s.id)
+	}
 	if err != nil {
-		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce: %v", err)
+		return conn.Errorf(conn.KindInternal, "authenticate", "random nonce or stream identity: %v", err)
 	}
 	body := make([]byte, wire.AuthBody)
+	copy(body[wire.AuthID:], s.id)
+	binary.LittleEndian.PutUint32(body[wire.AuthPlace:], s.place)
 	var chain []string
 	switch {
 	case s.probe:
@@ -328,12 +360,12 @@ func (s *sender) handshake(parent context.Context) error {
 		}
 		body[0] |= wire.FlagEncrypt
 	}
-	copy(body[1:], nonce[:])
+	copy(body[wire.AuthNonce:], nonce[:])
 	var t []byte
 	if haveKey {
 		body[0] |= wire.FlagKey
-		t = auth.Transcript(s.c.Info(), hello[:2+auth.NonceLen], body[0], nonce[:], chain)
-		copy(body[1+auth.NonceLen:], auth.Proof(s.cfg.Key, auth.SenderProof, t))
+		t = auth.Transcript(s.c.Info(), hello[:2+auth.NonceLen], body[0], nonce[:], s.id, s.place, chain)
+		copy(body[wire.AuthMAC:], auth.Proof(s.cfg.Key, auth.SenderProof, t))
 	}
 	if err := s.handshakeControl(ctx, wire.AppendTrailer(body, wire.MsgAuth, 0)); err != nil {
 		return wrap(conn.KindSetup, "send authentication", err)
@@ -524,10 +556,33 @@ func (s *sender) confirmed(msg []byte) error {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver wrote %d bytes but %d were sent", got, sent)
 	}
 	s.lostDown = lostNames(s.lostText)
-	if want := 1 + len(s.cfg.Chain); int64(receivers)+int64(len(s.lostDown)) < int64(want) {
-		return conn.Errorf(conn.KindIntegrity, "finish", "%d of the %d receivers confirmed the stream", receivers, want)
+	if err := checkConfirmation(receivers, s.lostDown, s.down, s.whole); err != nil {
+		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation %v", err)
 	}
 	s.receivers = int(receivers)
+	return nil
+}
+
+// checkConfirmation checks what a confirmation says of the receivers down
+// the chain, against down, the names of those after the receiver as far
+// as the sender knows them (all of them when whole): the receivers it
+// counts and the names of those given up (lost) must cover the receiver
+// and every one of down; with the whole chain known, each lost name must
+// be one of down's, each at most once.
+func checkConfirmation(receivers uint32, lost, down []string, whole bool) error {
+	if whole {
+		left := append([]string(nil), down...)
+		for _, name := range lost {
+			i := slices.IndexFunc(left, func(h string) bool { return shortName(h) == name })
+			if i < 0 {
+				return fmt.Errorf("names %q as lost, which is not a receiver after it in the chain", name)
+			}
+			left = slices.Delete(left, i, i+1)
+		}
+	}
+	if want := 1 + len(down); int64(receivers)+int64(len(lost)) < int64(want) {
+		return fmt.Errorf("counts %d receivers and %d lost, of the %d from it to the end of the chain", receivers, len(lost), want)
+	}
 	return nil
 }
 

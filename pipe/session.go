@@ -144,7 +144,9 @@ type Config struct {
 	// aborts, or it is silent past Timeout): instead of failing, the
 	// receiver writes what arrived intact, then takes connections from
 	// Rejoin until one completes a rejoin handshake (a sender holding
-	// the key that says it takes the stream over, see Repair), tells it
+	// the key that says it takes over this stream, at this receiver's
+	// place in its chain, see Repair: a stream's first sender chooses its
+	// identity, and each relay passes it on), tells it
 	// (under its key proof) how many bytes it has written, and goes on
 	// with the same output and the same relay. Other senders are refused.
 	// The wait is bounded by Timeout and the handshake timeout together:

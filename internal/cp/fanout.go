@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"slices"
 	"strconv"
@@ -144,7 +145,16 @@ func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Option
 		}
 		return stats
 	}
-	lost := lostMembers(live, stats.Lost)
+	lost, err := lostMembers(live, stats.Lost)
+	if err != nil {
+		// The engine vouched for names this side never gave: nothing the
+		// stream said of the hosts can be taken as it is.
+		closeAll(live)
+		for _, m := range live {
+			m.err = err
+		}
+		return stats
+	}
 	var wg sync.WaitGroup
 	for _, m := range live {
 		wg.Go(func() {
@@ -185,19 +195,32 @@ func forwardTo(rest []*member) forwardLine {
 }
 
 // lostMembers returns the members of live that the stream gave up, as
-// named in lost: by the address the host before it connected to; the
-// first, the one this side connected to, may be named by its
-// connection's own address for it.
-func lostMembers(live []*member, lost []string) map[*member]bool {
+// named in lost: by the address the host before it connected to (the
+// first, the one this side connected to, by its connection's remote
+// address, the same IP and port). A name that is none of theirs is a
+// protocol error: no host is guessed for it.
+func lostMembers(live []*member, lost []string) (map[*member]bool, error) {
 	gone := map[*member]bool{}
 	for _, name := range lost {
-		i := slices.IndexFunc(live, func(m *member) bool { return m.addr == name })
+		i := slices.IndexFunc(live, func(m *member) bool { return sameAddr(m.addr, name) })
 		if i < 0 {
-			i = 0
+			return nil, conn.Errorf(conn.KindIntegrity, "the stream's lost hosts", "it names %q, which is none of the hosts of this copy", name)
 		}
 		gone[live[i]] = true
 	}
-	return gone
+	return gone, nil
+}
+
+// sameAddr says whether a and b are the same address: equal, or the same
+// IP (IPv4 as itself or mapped into IPv6, with any zone) and port.
+func sameAddr(a, b string) bool {
+	if a == b {
+		return true
+	}
+	x, errX := netip.ParseAddrPort(a)
+	y, errY := netip.ParseAddrPort(b)
+	return errX == nil && errY == nil && x.Port() == y.Port() &&
+		x.Addr().Unmap().WithZone("") == y.Addr().Unmap().WithZone("")
 }
 
 // closeAll ends the ssh sessions of ms, all at once.

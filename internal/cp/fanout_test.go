@@ -169,3 +169,47 @@ func TestFinishAll(t *testing.T) {
 		})
 	}
 }
+
+// TestLostMembers maps the engine's names of lost hosts to the members
+// of a copy: each by its address (the first also by its connection's, the
+// same IP and port written otherwise); a name of no member is refused,
+// never taken for the first host.
+func TestLostMembers(t *testing.T) {
+	live := []*member{{addr: "10.0.0.1:4000"}, {addr: "10.0.0.2:4000"}, {addr: "[fd00::3]:4000"}}
+	tests := []struct {
+		name string
+		lost []string
+		want []int // indexes of the members lost
+		err  string
+	}{
+		{"none", nil, nil, ""},
+		{"the second", []string{"10.0.0.2:4000"}, []int{1}, ""},
+		{"the first, by its connection's address", []string{"[::ffff:10.0.0.1]:4000"}, []int{0}, ""},
+		{"the first and the last", []string{"10.0.0.1:4000", "[fd00::3]:4000"}, []int{0, 2}, ""},
+		{"a host of no member", []string{"10.0.0.9:4000"}, nil, `names "10.0.0.9:4000", which is none of the hosts`},
+		{"another port", []string{"10.0.0.2:4001"}, nil, "none of the hosts"},
+		{"not an address", []string{"mem:receiver"}, nil, "none of the hosts"},
+	}
+	for _, tt := range tests {
+		gone, err := lostMembers(live, tt.lost)
+		if tt.err != "" {
+			if err == nil || !strings.Contains(err.Error(), tt.err) {
+				t.Errorf("%s: error %v, want one saying %q", tt.name, err, tt.err)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("%s: %v", tt.name, err)
+			continue
+		}
+		var got []int
+		for i, m := range live {
+			if gone[m] {
+				got = append(got, i)
+			}
+		}
+		if !slices.Equal(got, tt.want) {
+			t.Errorf("%s: lost members %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

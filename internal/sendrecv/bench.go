@@ -83,7 +83,7 @@ func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, per
 // wait for the receiver to be up and free.
 func benchOne(ctx context.Context, d conn.Dialer, addr string, p conn.Params, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, conn.Info, error) {
 	src := &benchSource{warmup: warmup, measure: measure}
-	st, err := sendWithRetry(ctx, d, addr, p, wait, src, cfg)
+	st, _, err := sendWithRetry(ctx, d, addr, p, wait, src, cfg)
 	if err != nil {
 		return benchRow{}, st.Info, err
 	}

@@ -54,21 +54,39 @@ func namedLost(host, lost string) bool {
 	return host == lost || len(host) > 64 && lost == host[:61]+"..."
 }
 
+// firstReceiver is rdmasend's first receiver: its address as given, and
+// as the engine names it in pipe.Stats.Lost (its connection's remote
+// address, see pipe.Config.Repair).
+type firstReceiver struct {
+	addr, remote string
+}
+
+// hostResults is each receiver's result in a broadcast to first and then
+// chain that streamed st: the first is lost when named by either of its
+// names, another when named by its own.
+func hostResults(first firstReceiver, chain []string, st pipe.Stats) []hostResult {
+	var rs []hostResult
+	for i, h := range append([]string{first.addr}, chain...) {
+		lost := func(l string) bool { return namedLost(h, l) || i == 0 && namedLost(first.remote, l) }
+		r := hostResult{Host: h, OK: !slices.ContainsFunc(st.Lost, lost)}
+		if r.OK {
+			r.Bytes = st.Bytes
+		}
+		rs = append(rs, r)
+	}
+	return rs
+}
+
 // finish prints the -v summary and writes --stats-json for a stream that
-// ended with err, and returns err (or the stats file's error).
-func finish(o options, role string, st pipe.Stats, err error) error {
+// ended with err (a sender's to first, then o.cfg.Chain), and returns err
+// (or the stats file's error).
+func finish(o options, role string, first firstReceiver, st pipe.Stats, err error) error {
 	s := newSummary(role, st, err, cpuTime())
 	if len(o.cfg.Chain) > 0 {
 		s.Chain = o.cfg.Chain
 		if err == nil {
 			s.Receivers, s.Lost = st.Receivers, st.Lost
-			for _, h := range append([]string{s.Remote}, o.cfg.Chain...) {
-				r := hostResult{Host: h, OK: !slices.ContainsFunc(st.Lost, func(l string) bool { return namedLost(h, l) })}
-				if r.OK {
-					r.Bytes = st.Bytes
-				}
-				s.Hosts = append(s.Hosts, r)
-			}
+			s.Hosts = hostResults(first, o.cfg.Chain, st)
 		}
 		if err == nil && len(st.Lost) > 0 {
 			err = &command.Partial{Failed: st.Lost, Hosts: 1 + len(o.cfg.Chain)}

@@ -117,12 +117,12 @@ func sendAction(c *cli.Context) error {
 		o.cfg.Gauges = &pipe.Gauges{}
 	}
 	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.cfg.Gauges)
-	st, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
+	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
 	stopStats()
 	if bar != nil {
 		bar.end(st.Bytes)
 	}
-	return finish(o, "send", st, err)
+	return finish(o, "send", firstReceiver{addr: addr, remote: remote}, st, err)
 }
 
 // receivers returns the receivers rdmasend sends to: the HOST argument,
@@ -158,8 +158,11 @@ func receivers(c *cli.Context) ([]string, error) {
 // the receiver (or one down its chain) is not up yet or busy with another
 // stream. Retrying is safe:
 // nothing is read from r before the receiver has welcomed the sender.
-func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, error) {
+// It also returns the remote address of the last connection to addr,
+// by which pipe.Stats.Lost names the receiver there.
+func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, string, error) {
 	deadline := time.Now().Add(wait)
+	remote := ""
 	for {
 		attempt, cancel := context.WithTimeout(ctx, max(time.Until(deadline), 15*time.Second))
 		c, err := d.Dial(attempt, addr, p)
@@ -167,10 +170,11 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 		var st pipe.Stats
 		dialed := err == nil
 		if dialed {
+			remote = c.Info().Remote
 			st, err = pipe.Send(ctx, c, r, cfg)
 			pipe.Release(c, err)
 			if err == nil {
-				return st, nil
+				return st, remote, nil
 			}
 		}
 		k := conn.KindOf(err)
@@ -179,14 +183,14 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 		retry := ctx.Err() == nil && (k == conn.KindBusy || k == conn.KindSetup && (!dialed || st.Elapsed == 0))
 		if !retry || time.Now().After(deadline) {
 			if wait > 0 && retry {
-				return st, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)
+				return st, remote, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)
 			}
-			return st, err
+			return st, remote, err
 		}
 		select {
 		case <-time.After(250 * time.Millisecond):
 		case <-ctx.Done():
-			return st, err
+			return st, remote, err
 		}
 	}
 }

@@ -184,3 +184,36 @@ func TestHints(t *testing.T) {
 		}
 	}
 }
+
+// TestHostResults checks that --stats-json gives each receiver of a
+// broadcast its own result, the first one too, under the address it was
+// given: lost when the engine names it, by that address or (the first)
+// by its connection's, and not when the stream ended on another.
+func TestHostResults(t *testing.T) {
+	first := firstReceiver{addr: "localhost:7000", remote: "127.0.0.1:7000"}
+	chain := []string{"h2:7000", "h3:7000"}
+	tests := []struct {
+		name string
+		lost []string
+		ok   []bool
+	}{
+		{"all confirmed", nil, []bool{true, true, true}},
+		{"the first lost", []string{"127.0.0.1:7000"}, []bool{false, true, true}},
+		{"the first lost, by its given name", []string{"localhost:7000"}, []bool{false, true, true}},
+		{"the first and the second lost", []string{"127.0.0.1:7000", "h2:7000"}, []bool{false, false, true}},
+		{"the last lost", []string{"h3:7000"}, []bool{true, true, false}},
+	}
+	for _, tt := range tests {
+		st := pipe.Stats{Bytes: 10, Lost: tt.lost, Info: conn.Info{Remote: "h2:7000"}}
+		rs := hostResults(first, chain, st)
+		if len(rs) != 3 {
+			t.Fatalf("%s: %d results, want 3", tt.name, len(rs))
+		}
+		for i, r := range rs {
+			want := append([]string{first.addr}, chain...)[i]
+			if r.Host != want || r.OK != tt.ok[i] || (r.Bytes == 10) != tt.ok[i] {
+				t.Errorf("%s: result %d is %+v, want host %s ok %v", tt.name, i, r, want, tt.ok[i])
+			}
+		}
+	}
+}

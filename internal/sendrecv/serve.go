@@ -24,7 +24,7 @@ func receiver(l conn.Listener, o options, out io.Writer, keep bool, log io.Write
 	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
 		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
 		Served: func(st pipe.Stats, err error) (error, bool) {
-			err = finish(o, "recv", st, err)
+			err = finish(o, "recv", firstReceiver{}, st, err)
 			return err, !errors.Is(err, syscall.EPIPE)
 		},
 		Probed: func(remote string) {

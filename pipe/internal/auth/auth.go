@@ -4,9 +4,10 @@
 // Authentication is an HMAC-SHA256 challenge-response over the handshake's
 // transcript: the receiver's hello carries its nonce, the sender answers
 // with its own nonce and a MAC over the transcript (see Transcript: every
-// flag, both nonces, the negotiated parameters and the chain of receivers
-// it names), and the receiver's welcome proves it holds the key too, over
-// the same transcript. The key itself never crosses the wire, and an
+// flag, both nonces, the negotiated parameters, the stream's identity, the
+// receiver's place in the chain and the chain of receivers it names), and
+// the receiver's welcome proves it holds the key too, over the same
+// transcript. The key itself never crosses the wire, and an
 // on-path rewriter who changes any of it (clears the chain flag, drops a
 // chain message) fails the proofs.
 //
@@ -47,10 +48,10 @@ import (
 // no subkey serves two purposes. SenderProof and ReceiverProof say whose
 // Proof a MAC is.
 const (
-	proofKeyLabel  = "rdmapipe v4 proof key"
+	proofKeyLabel  = "rdmapipe v9 proof key"
 	SenderProof    = "rdmapipe v4 sender proof"
 	ReceiverProof  = "rdmapipe v4 receiver proof"
-	streamKeyLabel = "rdmapipe v4 stream key"
+	streamKeyLabel = "rdmapipe v9 stream key"
 	gmacKeyLabel   = "rdmapipe v4 payload MAC key"
 	cipherKeyLabel = "rdmapipe v7 payload encryption key"
 	tagKeyLabel    = "rdmapipe v4 stream tag key"
@@ -83,9 +84,11 @@ func MAC(key []byte, parts ...[]byte) []byte {
 
 // Transcript returns the SHA-256 of what a handshake agreed on, as both
 // sides saw it: the negotiated chunk and depth, the receiver's hello
-// (flags and nonce), the sender's auth flags and nonce, and the chain of
-// receivers it names (empty without one), length-prefixed.
-func Transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte, chain []string) []byte {
+// (flags and nonce), the sender's auth flags and nonce, the identity of
+// the stream and the receiver's place in its chain that the sender claims
+// (length-prefixed), and the chain of receivers it names (empty without
+// one), length-prefixed.
+func Transcript(info conn.Info, hello []byte, authFlags byte, senderNonce, stream []byte, place uint32, chain []string) []byte {
 	h := sha256.New()
 	var b [8]byte
 	binary.LittleEndian.PutUint32(b[:4], uint32(info.Chunk))
@@ -94,6 +97,11 @@ func Transcript(info conn.Info, hello []byte, authFlags byte, senderNonce []byte
 	h.Write(hello)
 	h.Write([]byte{authFlags})
 	h.Write(senderNonce)
+	binary.LittleEndian.PutUint32(b[:4], uint32(len(stream)))
+	binary.LittleEndian.PutUint32(b[4:], place)
+	h.Write(b[:4])
+	h.Write(stream)
+	h.Write(b[4:])
 	text := strings.Join(chain, "\n")
 	binary.LittleEndian.PutUint32(b[:4], uint32(len(text)))
 	h.Write(b[:4])

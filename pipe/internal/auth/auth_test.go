@@ -11,7 +11,7 @@ import (
 // transcript and additions.
 func TestProof(t *testing.T) {
 	key, other := []byte("key"), []byte("kez")
-	tr := Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []string{"h2"})
+	tr := Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []byte("stream"), 2, []string{"h2"})
 	p := Proof(key, SenderProof, tr, []byte("window"))
 	cases := []struct {
 		name  string
@@ -24,8 +24,10 @@ func TestProof(t *testing.T) {
 		{"same", key, SenderProof, tr, []byte("window"), true},
 		{"other key", other, SenderProof, tr, []byte("window"), false},
 		{"other peer's label", key, ReceiverProof, tr, []byte("window"), false},
-		{"other chain", key, SenderProof, Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), nil), []byte("window"), false},
-		{"other chunk", key, SenderProof, Transcript(conn.Info{Chunk: 8192, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []string{"h2"}), []byte("window"), false},
+		{"other chain", key, SenderProof, Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []byte("stream"), 2, nil), []byte("window"), false},
+		{"other chunk", key, SenderProof, Transcript(conn.Info{Chunk: 8192, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []byte("stream"), 2, []string{"h2"}), []byte("window"), false},
+		{"other stream", key, SenderProof, Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []byte("streaN"), 2, []string{"h2"}), []byte("window"), false},
+		{"other place", key, SenderProof, Transcript(conn.Info{Chunk: 4096, Depth: 4}, []byte("hello"), 5, []byte("nonce"), []byte("stream"), 3, []string{"h2"}), []byte("window"), false},
 		{"other window", key, SenderProof, tr, []byte("windov"), false},
 	}
 	for _, tc := range cases {

@@ -27,11 +27,19 @@
 //	                                        window (see conn.Window)
 //	'A' abort: kind, reason             'F' finished: bytes u64,
 //	                                        receivers u32, [mac[32]]
-//	'K' auth: flags, nonce, mac         'A' abort: kind, reason
+//	'K' auth: flags, nonce[32],         'A' abort: kind, reason
+//	    stream[16], place u32, mac[32]
 //	'C' chain: more u8, hosts           'L' lost: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //	'N' next: (no body)
+//
+// Every auth names the stream, by an identity its first sender chose at
+// random, and the place in the chain of the receiver it is sent to (the
+// first receiver's is 1, the one after it 2, ...): a relay passes the
+// identity on, with its own place plus one. A receiver keeps both from
+// its first handshake, and takes a rejoin only with the same two; the
+// transcript (see auth.Transcript) binds them.
 //
 // A sender that takes over a stream from a receiver's lost upstream (see
 // pipe.Config.Fallback and Rejoin) sets FlagRejoin in its auth, and the
@@ -97,11 +105,24 @@ const (
 	FlagRepair byte = 32
 )
 
-// Sizes of message bodies.
+// The stream's identity and a receiver's place in its chain, as an auth
+// message carries them.
 const (
-	EndBody  = 16 // bytes u64, sum u64; without the stream tag
-	DoneLen  = 1 + 8 + 4
-	AuthBody = 1 + auth.NonceLen + auth.MACLen
+	StreamIDLen = 16
+	PlaceLen    = 4
+	// MaxPlace bounds the place a receiver takes from its sender.
+	MaxPlace = 1 << 20
+)
+
+// Sizes of message bodies, and where an auth message's fields start.
+const (
+	EndBody   = 16 // bytes u64, sum u64; without the stream tag
+	DoneLen   = 1 + 8 + 4
+	AuthNonce = 1
+	AuthID    = AuthNonce + auth.NonceLen
+	AuthPlace = AuthID + StreamIDLen
+	AuthMAC   = AuthPlace + PlaceLen
+	AuthBody  = AuthMAC + auth.MACLen
 	// WrittenLen is the written count in a rejoin's welcome.
 	WrittenLen = 8
 	// LostPiece is how many bytes of the lost hosts' names one lost
