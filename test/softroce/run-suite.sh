@@ -42,14 +42,14 @@ mkdir -p "$suite"
 SUITE=${SUITE:-quick}
 case $SUITE in
 quick)
-  E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
+  E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestRelayUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
   # The refusals of TestKeys (a wrong or missing key, an unencrypted sender) are the
   # engine's, above the transport: the host runs them over TCP.
   E2E_SKIP='^TestKeys$/^(wrong_key|sender_without_key|receiver_without_key|receiver_requires_encryption)$'
   SIW_RUN=${SIW_RUN:-'^(TestBigStream|TestKeys|TestCheckReceiver)$'}
   # A file up (TestCopyFile) and a file and a tree down (TestDownload): the other
   # downloads differ in their plans, which the host runs over TCP.
-  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport)$'}
+  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock)$'}
   CP_SKIP='^TestDownload$/^(file_to_a_new_name,_-p|empty_file|unencrypted|tree_to_a_new_name|several_sources)$'
   SIW_CP_RUN=${SIW_CP_RUN:-'^TestTransport$'}
   BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} ;;
