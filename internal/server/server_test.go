@@ -184,10 +184,11 @@ func TestServe(t *testing.T) {
 	}
 }
 
-// TestRejoin cuts the link into a receiver mid-stream: its sender repairs
-// the stream by connecting again to the same receiver (its fallback),
-// whose Server hands the new connection to the stream waiting for it, so
-// the output is the input exactly; without Rejoin the stream fails.
+// TestRejoin runs sender -> relay -> Server and cuts the link into the
+// relay mid-stream: the sender repairs the chain by connecting to the
+// Server (its fallback, the place after the relay), whose Server hands the
+// new connection to the stream waiting for it, so the output is the input
+// exactly; without Rejoin the stream fails.
 func TestRejoin(t *testing.T) {
 	for _, rejoin := range []bool{true, false} {
 		t.Run(fmt.Sprintf("rejoin=%v", rejoin), func(t *testing.T) {
@@ -204,21 +205,21 @@ func TestRejoin(t *testing.T) {
 				_, err := srv.Serve(ctx)
 				done <- err
 			}()
+			toServer := func(ctx context.Context, addr string) (conn.Conn, error) {
+				s, r, err := memconn.Pair(p, p, memconn.Faults{})
+				if err != nil {
+					return nil, err
+				}
+				l.conns <- r
+				return s, nil
+			}
 			s1, r1, err := memconn.Pair(p, p, memconn.Faults{CutAt: 40})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer s1.Close()
-			l.conns <- r1
-			again := func(ctx context.Context, addr string) (conn.Conn, error) {
-				s2, r2, err := memconn.Pair(p, p, memconn.Faults{})
-				if err != nil {
-					return nil, err
-				}
-				l.conns <- r2
-				return s2, nil
-			}
-			cfg := pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Repair: true, Fallback: []pipe.Hop{{Addr: "the same receiver"}}, Forward: again}
+			go pipe.Receive(ctx, r1, io.Discard, pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, ForwardTo: "server", Forward: toServer})
+			cfg := pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Repair: true, Fallback: []pipe.Hop{{Addr: "server"}}, Forward: toServer}
 			st, sendErr := pipe.Send(ctx, s1, bytes.NewReader(in), cfg)
 			recvErr := <-done
 			if !rejoin {
@@ -234,7 +235,7 @@ func TestRejoin(t *testing.T) {
 				t.Errorf("wrote %d bytes, want %d identical ones", out.Len(), len(in))
 			}
 			if len(st.Lost) != 1 {
-				t.Errorf("the sender lost %q, want the first connection", st.Lost)
+				t.Errorf("the sender lost %q, want the relay", st.Lost)
 			}
 		})
 	}
