@@ -56,7 +56,16 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/rdmasend", "../../cmd/rdmarecv")
+		args := []string{"build", "-o", dir + "/"}
+		if race {
+			args = append(args, "-race")
+			// The race runtime sleeps a second before a process exits
+			// (GORACE's atexit_sleep_ms): in every process a test starts.
+			if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+				os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+			}
+		}
+		build := exec.Command("go", append(args, "../../cmd/rdmasend", "../../cmd/rdmarecv")...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building the binaries:", err)
