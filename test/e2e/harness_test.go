@@ -143,11 +143,15 @@ func exitCode(err error) int {
 }
 
 // wait waits up to limit for the process to exit and returns its exit code
-// and stderr.
+// and stderr. It fails the test if the process reported a data race (built
+// with -race, it exits 66 then only if it would have exited 0).
 func (p *proc) wait(limit time.Duration) (int, string) {
 	p.t.Helper()
 	select {
 	case <-p.done:
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			p.t.Errorf("%s reported a data race:\n%s", p.name, p.stderr.String())
+		}
 		return p.code, p.stderr.String()
 	case <-time.After(limit):
 		p.cmd.Process.Kill()
