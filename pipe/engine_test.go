@@ -467,7 +467,8 @@ func (f *firstWrite) Write(p []byte) (int, error) {
 
 // gatedWriter lets each Write through only once the receiver's end holds
 // window messages beyond those written (or the stream's total), so that
-// arrivals queue up behind the writer.
+// arrivals queue up behind the writer. A Write fails if they do not come
+// within gateWait: the sender stopped short of the window.
 type gatedWriter struct {
 	out     bytes.Buffer
 	rc      *memconn.Conn
@@ -476,9 +477,18 @@ type gatedWriter struct {
 	written int
 }
 
+// gateWait bounds a gatedWriter's wait for arrivals that a working sender
+// makes at once (the memconn pair has no delay).
+const gateWait = 30 * time.Second
+
 func (g *gatedWriter) Write(p []byte) (int, error) {
-	deadline := time.Now().Add(5 * time.Second)
-	for g.rc.Stats().Received < min(g.written+g.window, g.total) && time.Now().Before(deadline) {
+	want := min(g.written+g.window, g.total)
+	deadline := time.Now().Add(gateWait)
+	for g.rc.Stats().Received < want {
+		if time.Now().After(deadline) {
+			return 0, fmt.Errorf("gave up waiting %v for message %d at the receiver's end (%d arrived): the sender stopped short of %d messages ahead of the writer",
+				gateWait, want, g.rc.Stats().Received, g.window)
+		}
 		time.Sleep(100 * time.Microsecond)
 	}
 	g.written++

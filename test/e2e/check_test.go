@@ -43,6 +43,16 @@ func runCheck(t *testing.T, prefix []string, bin string, args ...string) (int, s
 	return code, out.String(), stderr
 }
 
+// checkFailed is the exit code --check promises when a stream would not
+// work with the suite's --transport: 3, or 7 with --transport rdma (see
+// README.md, "Checking a host").
+func checkFailed() int {
+	if suite.transport == "rdma" {
+		return 7
+	}
+	return 3
+}
+
 // has fails the test unless the report mentions every line start and word.
 func has(t *testing.T, report string, words ...string) {
 	t.Helper()
@@ -87,13 +97,12 @@ func TestCheckAgainstReceiver(t *testing.T) {
 // (text and JSON), and a wrong key (the handshake's key proofs fail).
 func TestCheckFails(t *testing.T) {
 	port := testutil.FreePort(t)
-	code, report, _ := runCheck(t, nil, "rdmasend", append(flags(port, "--check"), suite.host)...)
-	if code != 3 && code != 7 {
-		t.Errorf("--check with nothing listening exited %d, want 3 (or 7 with --transport rdma)", code)
-	}
+	code, report, stderr := runCheck(t, nil, "rdmasend", append(flags(port, "--check"), suite.host)...)
+	expect(t, "--check with nothing listening", code, stderr, checkFailed(), "rdmasend: check failed: a stream to "+suite.host)
 	has(t, report, "FAIL  ", "fix: start the receiver on the peer", "\nFAIL: a stream to ")
 
-	code, report, _ = runCheck(t, nil, "rdmasend", append(flags(port, "--check", "--json"), suite.host)...)
+	code, report, stderr = runCheck(t, nil, "rdmasend", append(flags(port, "--check", "--json"), suite.host)...)
+	expect(t, "--check --json with nothing listening", code, stderr, checkFailed(), "rdmasend: check failed: a stream to "+suite.host)
 	var r struct {
 		OK     bool `json:"ok"`
 		Checks []struct{ Name, Status, Detail, Fix string }
@@ -101,8 +110,8 @@ func TestCheckFails(t *testing.T) {
 	if err := json.Unmarshal([]byte(report), &r); err != nil {
 		t.Fatalf("--json: %v:\n%s", err, report)
 	}
-	if code == 0 || r.OK || len(r.Checks) < 3 {
-		t.Errorf("--json with nothing listening: exit %d, %+v", code, r)
+	if r.OK || len(r.Checks) < 3 {
+		t.Errorf("--json with nothing listening: %+v", r)
 	}
 	var failed bool
 	for _, c := range r.Checks {
@@ -114,11 +123,11 @@ func TestCheckFails(t *testing.T) {
 
 	keyed := recv(t, port, io.Discard, "-v", "--key", "the receiver's key, long enough")
 	keyed.waitStderr(30*time.Second, listening)
-	code, report, _ = runCheck(t, nil, "rdmasend", append(flags(port, "--check", "--key", "another key, long enough too"), suite.host)...)
-	if code == 0 {
-		t.Errorf("--check with a wrong key exited 0:\n%s", report)
-	}
-	has(t, report, "fix: give both sides the same key")
+	code, report, stderr = runCheck(t, nil, "rdmasend", append(flags(port, "--check", "--key", "another key, long enough too"), suite.host)...)
+	// A check's failure is 3 (or 7), a wrong key included: the report
+	// says which check failed, not the exit code (6 is a stream's).
+	expect(t, "--check with a wrong key", code, stderr, checkFailed(), "rdmasend: check failed: a stream to "+suite.host)
+	has(t, report, "FAIL  ", "fix: give both sides the same key", "\nFAIL: a stream to ")
 }
 
 // TestCheckReceiver runs rdmarecv --check: listening works on a free port
@@ -134,11 +143,9 @@ func TestCheckReceiver(t *testing.T) {
 
 	busy := recv(t, port, io.Discard, "-v")
 	busy.waitStderr(30*time.Second, listening)
-	code, report, _ = runCheck(t, nil, "rdmarecv", flags(port, "--check", "--bind", suite.host)...)
-	if code == 0 {
-		t.Errorf("rdmarecv --check on a port in use exited 0:\n%s", report)
-	}
-	has(t, report, "FAIL  ", "fix: stop whatever uses the port")
+	code, report, stderr = runCheck(t, nil, "rdmarecv", flags(port, "--check", "--bind", suite.host)...)
+	expect(t, "rdmarecv --check on a port in use", code, stderr, checkFailed(), "rdmarecv: check failed: a receiver listening on ")
+	has(t, report, "FAIL  ", "fix: stop whatever uses the port", "\nFAIL: a receiver listening on ")
 }
 
 // TestCheckMemlock runs the check as a user without CAP_IPC_LOCK whose
@@ -160,15 +167,15 @@ func TestCheckMemlock(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			prefix := []string{"prlimit", "--memlock=" + tc.limit + ":" + tc.limit, "--", "setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"}
-			code, report, _ := runCheck(t, prefix, "rdmarecv", flags(testutil.FreePort(t), "--check", "--bind", suite.host)...)
+			code, report, stderr := runCheck(t, prefix, "rdmarecv", flags(testutil.FreePort(t), "--check", "--bind", suite.host)...)
 			has(t, report, tc.says...)
-			tooLittle := tc.limit == "65536"
-			if want := tooLittle && suite.transport == "rdma"; (code != 0) != want {
-				t.Errorf("exit %d, want failure %v:\n%s", code, want, report)
-			}
-			if tooLittle && suite.transport == "rdma" {
+			// Too little for RDMA fails only where RDMA is needed, and
+			// then as RDMA not available (7).
+			if tc.limit == "65536" && suite.transport == "rdma" {
+				expect(t, "rdmarecv --check", code, stderr, 7, "rdmarecv: check failed: ")
 				has(t, report, "FAIL  locked memory")
 			} else {
+				expect(t, "rdmarecv --check", code, stderr, 0)
 				has(t, report, "WARN  locked memory")
 			}
 		})
@@ -184,14 +191,10 @@ func TestCheckNoDevice(t *testing.T) {
 	port := testutil.FreePort(t)
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "tcp", "--port", itoa(int64(port)), "--bind", suite.host, "-v")
 	r.waitStderr(30*time.Second, listening)
-	code, report, _ := runCheck(t, nil, "rdmasend", "--check", "--port", itoa(int64(port)), suite.host)
-	if code != 0 {
-		t.Errorf("--check (auto) without devices exited %d, want 0 (TCP works):\n%s", code, report)
-	}
+	code, report, stderr := runCheck(t, nil, "rdmasend", "--check", "--port", itoa(int64(port)), suite.host)
+	expect(t, "--check (auto) without devices", code, stderr, 0)
 	has(t, report, "WARN  rdma devices", "none: this host has no RDMA device", "OK    tcp handshake", "would go over TCP (no RDMA path")
-	code, report, _ = runCheck(t, nil, "rdmasend", "--check", "--transport", "rdma", "--port", itoa(int64(port)), suite.host)
-	if code != 7 {
-		t.Errorf("--check --transport rdma without devices exited %d, want 7:\n%s", code, report)
-	}
+	code, report, stderr = runCheck(t, nil, "rdmasend", "--check", "--transport", "rdma", "--port", itoa(int64(port)), suite.host)
+	expect(t, "--check --transport rdma without devices", code, stderr, 7, "rdmasend: check failed: a stream to ")
 	has(t, report, "FAIL  rdma devices", "OK    tcp handshake", "\nFAIL: ")
 }

@@ -56,7 +56,16 @@ func TestMain(m *testing.M) {
 			fmt.Fprintln(os.Stderr, err)
 			os.Exit(2)
 		}
-		build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/rdmasend", "../../cmd/rdmarecv")
+		args := []string{"build", "-o", dir + "/"}
+		if race {
+			args = append(args, "-race")
+			// The race runtime sleeps a second before a process exits
+			// (GORACE's atexit_sleep_ms): in every process a test starts.
+			if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
+				os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
+			}
+		}
+		build := exec.Command("go", append(args, "../../cmd/rdmasend", "../../cmd/rdmarecv")...)
 		build.Stdout, build.Stderr = os.Stderr, os.Stderr
 		if err := build.Run(); err != nil {
 			fmt.Fprintln(os.Stderr, "building the binaries:", err)
@@ -166,12 +175,17 @@ func exitCode(err error) int {
 }
 
 // wait waits up to limit (scaled by testutil.Bound) for the process to
-// exit and returns its exit code and stderr.
+// exit and returns its exit code and stderr. It fails the test if the
+// process reported a data race (built with -race, it exits 66 then only if
+// it would have exited 0).
 func (p *proc) wait(limit time.Duration) (int, string) {
 	p.t.Helper()
 	limit = testutil.Bound(limit)
 	select {
 	case <-p.done:
+		if strings.Contains(p.stderr.String(), "WARNING: DATA RACE") {
+			p.t.Errorf("%s reported a data race:\n%s", p.name, p.stderr.String())
+		}
 		return p.code, p.stderr.String()
 	case <-time.After(limit):
 		p.kill()

@@ -2,7 +2,6 @@ package rdmacp
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -83,47 +82,6 @@ func TestDownload(t *testing.T) {
 			noStrays(t)
 		})
 	}
-}
-
-// TestOlderPeer runs the rdmacp of the last revision before downloads and
-// encryption on the remote side: it cannot read the request, and the copy
-// fails as a setup failure (exit 3) that says so, both ways.
-func TestOlderPeer(t *testing.T) {
-	if testing.Short() {
-		t.Skip("-short: builds an older rdmacp")
-	}
-	old := buildRevision(t, "9f7b06c")
-	s := startSSHD(t)
-	file := filepath.Join(t.TempDir(), "f")
-	makeFile(t, file, 1000, false)
-	for _, args := range [][]string{{file, "target:" + t.TempDir()}, {"target:" + file, t.TempDir()}} {
-		r := s.rdmacp(t, append([]string{"--remote-cmd", old}, args...)...)
-		if r.code != 3 || !strings.Contains(r.stderr, "is the same rdmacp installed there?") {
-			t.Fatalf("%v: exit %d, want 3 and a hint; stderr:\n%s", args, r.code, r.stderr)
-		}
-		noStrays(t)
-	}
-}
-
-// buildRevision builds rdmacp as it was at rev of this repository's
-// history and returns the binary's path.
-func buildRevision(t *testing.T, rev string) string {
-	t.Helper()
-	top, err := exec.Command("git", "rev-parse", "--show-toplevel").Output()
-	if err != nil {
-		t.Skipf("not in a git checkout: %v", err)
-	}
-	dir := t.TempDir()
-	archive := exec.Command("sh", "-c", `git -C "$1" archive "$2" | tar -x -C "$3"`, "sh", strings.TrimSpace(string(top)), rev, dir)
-	if out, err := archive.CombinedOutput(); err != nil {
-		t.Skipf("revision %s not in this checkout: %v: %s", rev, err, out)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/old-rdmacp", "./cmd/rdmacp")
-	build.Dir = dir
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build rdmacp at %s: %v: %s", rev, err, out)
-	}
-	return dir + "/old-rdmacp"
 }
 
 // TestDownloadSparse downloads a file with holes, alone and in a tree: it

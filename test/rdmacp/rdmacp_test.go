@@ -27,6 +27,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == olderPeerFlag { // run by TestOlderPeer's ssh
+		os.Exit(olderPeer(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	}
 	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
 		bin = filepath.Join(dir, "rdmacp")
 		os.Exit(m.Run())
