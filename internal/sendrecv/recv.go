@@ -39,7 +39,7 @@ EXAMPLES:
 		Flags: append(commonFlags(),
 			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
-			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved. A stream that fails ends rdmarecv with its exit code, the output ending with the part of it that arrived; with --output or --exec a failed stream fails only itself"},
 			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
 			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
 			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},

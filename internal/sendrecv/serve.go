@@ -16,10 +16,10 @@ import (
 //
 // Exit status: without keep, that of the one stream served, the one
 // sender that claimed the receiver; connections that fail before that are
-// logged and skipped (see server.Server.Serve). With keep, that of the
-// last stream served (0 if none), or the interruption if a signal cut a
-// stream; a stream whose output is gone (EPIPE) ends it. A failure of this
-// host's resources (memlock) ends the receiver unless keep.
+// logged and skipped (see server.Server.Serve). With keep, 0 when a
+// signal ends it between streams; the first stream that fails (a signal
+// cutting one too) ends it with its own. A failure of this host's
+// resources (memlock) ends the receiver unless keep.
 func receiver(l conn.Listener, o options, out io.Writer, keep bool, log io.Writer) *server.Server {
 	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
 		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
