@@ -131,7 +131,7 @@ func TestKeepListeningStopsOnFailure(t *testing.T) {
 		return r.exited() || strings.Contains(r.stderr.String(), "waiting for the next sender")
 	})
 
-	good := send(t, port, bytes.NewReader(bytes.Repeat([]byte{'y'}, 1<<20)))
+	good := start(t, "rdmasend", bytes.NewReader(bytes.Repeat([]byte{'y'}, 1<<20)), io.Discard, append(flags(port), suite.host)...)
 	if code, stderr := good.wait(60 * time.Second); code == 0 {
 		t.Errorf("the good sender after the failed stream exited 0 (stderr %q): rdmarecv -k served it", stderr)
 	}
