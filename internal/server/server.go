@@ -25,7 +25,7 @@ import (
 const MaxHandshakes = 8
 
 // Server serves the senders that connect to Listener. Its zero value but
-// for Listener, Out, Log and Prog serves one stream.
+// for Listener, Out (or Open), Log and Prog serves one stream.
 type Server struct {
 	Listener conn.Listener
 	// Out is where streams are written, one after another, unless Open
@@ -36,7 +36,7 @@ type Server struct {
 	// error fails that stream.
 	Open func(Stream) (*Output, error)
 	// Config is each connection's engine configuration; Claim and
-	// Unclaim are the Server's.
+	// Unclaim are the Server's, and with Open, Output and Sync too.
 	Config pipe.Config
 	// Log takes the refused connections, at most RefusalBurst lines a
 	// second, each prefixed with Prog.
