@@ -128,6 +128,7 @@ func (l *landing) commit() error {
 		return conn.Errorf(conn.KindAborted, "name the output", "%q: %v", name, errors.Unwrap(err))
 	}
 	l.linked = true
+	l.removePart()
 	if l.sync {
 		if err := syncDir(filepath.Dir(l.final)); err != nil {
 			return conn.Errorf(conn.KindAborted, "sync the output's directory", "%q: %v", name, err)
@@ -136,19 +137,27 @@ func (l *landing) commit() error {
 	return nil
 }
 
-// end removes the part file and, if the stream failed after all, the
-// file under its name too: only a whole stream keeps one.
+// end removes the part file of a stream that failed before its commit,
+// and the file under its name of one that failed after: only a whole
+// stream keeps a file.
 func (l *landing) end(err error) error {
 	l.f.Close()
-	if rerr := os.Remove(l.part); rerr != nil {
-		fmt.Fprintf(l.log, "rdmarecv: warning: %v\n", rerr)
-	}
-	if err != nil && l.linked {
+	switch {
+	case !l.linked:
+		l.removePart()
+	case err != nil:
 		if rerr := os.Remove(l.final); rerr != nil {
 			fmt.Fprintf(l.log, "rdmarecv: warning: the failed stream's file stays: %v\n", rerr)
 		}
 	}
 	return err
+}
+
+// removePart removes the part file's name.
+func (l *landing) removePart() {
+	if err := os.Remove(l.part); err != nil {
+		fmt.Fprintf(l.log, "rdmarecv: warning: %v\n", err)
+	}
 }
 
 // syncDir fsyncs the directory dir, so that a name linked in it stays.
