@@ -22,10 +22,11 @@ const killGrace = 10 * time.Second
 // handler is one stream's --exec command, reading the stream on its
 // stdin.
 type handler struct {
-	cmd    *exec.Cmd
-	stdin  *os.File // the pipe's write end
-	waited bool     // cmd has been waited for
-	log    io.Writer
+	cmd       *exec.Cmd
+	stdin     *os.File // the pipe's write end
+	waited    bool     // cmd has been waited for
+	committed bool     // by exiting 0 after the whole stream
+	log       io.Writer
 }
 
 // startHandler starts sh -c command in a process group of its own, the
@@ -74,16 +75,22 @@ func (h *handler) commit() error {
 	if err != nil {
 		return conn.Errorf(conn.KindAborted, "run the receiver's command", "it read the whole stream, then %s", status(h.cmd.ProcessState))
 	}
+	h.committed = true
 	return nil
 }
 
-// end stops the command of a stream that failed, SIGTERM to its process
-// group before its stdin ends, so that it never sees a clean end of a
-// cut stream, and waits for it (killing the group after killGrace). It
-// returns err, with the command's exit status if it had exited by itself.
+// end stops the command of a stream that failed before its commit,
+// SIGTERM to its process group before its stdin ends, so that it never
+// sees a clean end of a cut stream, and waits for it (killing the group
+// after killGrace). It returns err, with the command's exit status if it
+// had exited by itself; nil for a committed stream (whatever failed
+// after, the command read it all and exited 0).
 func (h *handler) end(err error) error {
-	if h.waited {
-		return err // committed: the command has exited 0
+	switch {
+	case h.committed:
+		return nil // the command read it all and exited 0
+	case h.waited:
+		return err // the command failed the commit
 	}
 	pid := h.cmd.Process.Pid
 	syscall.Kill(-pid, syscall.SIGTERM)

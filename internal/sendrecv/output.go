@@ -137,19 +137,16 @@ func (l *landing) commit() error {
 	return nil
 }
 
-// end removes the part file of a stream that failed before its commit,
-// and the file under its name of one that failed after: only a whole
-// stream keeps a file.
+// end removes the part file of a stream that failed before its commit.
+// A committed stream is whole in its file, whatever failed after (the
+// sender gone before it was told): it keeps its name, and counts as
+// landed.
 func (l *landing) end(err error) error {
 	l.f.Close()
-	switch {
-	case !l.linked:
-		l.removePart()
-	case err != nil:
-		if rerr := os.Remove(l.final); rerr != nil {
-			fmt.Fprintf(l.log, "rdmarecv: warning: the failed stream's file stays: %v\n", rerr)
-		}
+	if l.linked {
+		return nil
 	}
+	l.removePart()
 	return err
 }
 

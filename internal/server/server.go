@@ -86,9 +86,10 @@ type Output struct {
 	// Commit is called once the stream is whole and verified, before it
 	// is confirmed to the sender (pipe.Config.Sync): an error fails it.
 	Commit func() error
-	// End is called when the stream has ended with err (nil: committed
-	// and confirmed) and returns its outcome: err, or with it the
-	// output's own failure.
+	// End is called when the stream has ended with err and returns its
+	// outcome: nil once Commit succeeded (the output holds the whole,
+	// verified stream, even if the sender was gone before it was told),
+	// else err, with the output's own failure.
 	End func(err error) error
 }
 

@@ -222,7 +222,10 @@ func bufferOutput(landed *testutil.Buffer) func(Stream) (*Output, error) {
 				return nil
 			},
 			End: func(err error) error {
-				if err == nil && !committed {
+				switch {
+				case committed:
+					return nil
+				case err == nil:
 					return errors.New("a stream confirmed without its commit")
 				}
 				return err
