@@ -42,7 +42,9 @@ func startHandler(command string, st server.Stream, pipeSize int, log io.Writer)
 	cmd.Env = append(environ(os.Environ()), "RDMAPIPE_STREAM="+strconv.FormatInt(st.N, 10), "RDMAPIPE_PEER="+st.Remote)
 	// Its own group, so that it can be stopped as a whole; SIGTERM if
 	// rdmarecv dies first, so that it does not take the end of its
-	// stdin for the end of the stream.
+	// stdin for the end of the stream (Linux sends it when the thread
+	// that started it ends: Go ends one only for a goroutine that locked
+	// it, which rdmarecv has none of).
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
 	err = cmd.Start()
 	r.Close()
