@@ -177,6 +177,11 @@ func TestServe(t *testing.T) {
 					if err != nil {
 						t.Logf("sender %.20q: %v", snd.data, err)
 					}
+					if !bytes.Equal(snd.key, key) {
+						// Serve ends with the real stream: the refusal must
+						// be logged before it comes.
+						testutil.WaitFor(t, 30*time.Second, "the refusal logged", func() bool { return strings.Contains(log.String(), "refused a connection") })
+					}
 					break
 				}
 			}
