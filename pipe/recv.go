@@ -121,7 +121,11 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	ctx, cancel := context.WithCancelCause(parent)
 	defer cancel(nil)
 	info := r.c.Info()
-	out, err := sink.New(r.w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
+	w, err := r.output()
+	if err != nil {
+		return st, err
+	}
+	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
 	if err != nil {
 		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
 	}
@@ -147,6 +151,19 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	}
 	cancel(err)
 	return st, err
+}
+
+// output returns where the stream is written: w, or what Config.Output
+// gives.
+func (r *receiver) output() (io.Writer, error) {
+	if r.cfg.Output == nil {
+		return r.w, nil
+	}
+	w, err := r.cfg.Output()
+	if ce := (*conn.Error)(nil); err != nil && !errors.As(err, &ce) {
+		err = &conn.Error{Kind: conn.KindAborted, Op: "open the output", Err: err}
+	}
+	return w, err
 }
 
 // rejoinError is the loss of the sender, which a sender from
@@ -701,6 +718,9 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	}
 	if r.cfg.Sync != nil {
 		if err := r.cfg.Sync(); err != nil {
+			if ce := (*conn.Error)(nil); errors.As(err, &ce) {
+				return err
+			}
 			return &conn.Error{Kind: conn.KindAborted, Op: "sync output", Err: fmt.Errorf("%w: the stream arrived whole but may not be on disk", err)}
 		}
 	}

@@ -15,6 +15,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -62,8 +63,14 @@ type Config struct {
 	// Sync, if set, is called by Receive once the whole stream is written
 	// and verified, before it confirms the stream to the sender: with an
 	// fsync there, the sender's exit 0 means "on disk". An error fails
-	// the stream.
+	// the stream: a *conn.Error as it is, any other as one that says the
+	// stream may not be on disk.
 	Sync func() error
+	// Output, if set, is called by Receive once the sender has claimed
+	// the receiver and been welcomed, before the stream's first byte: the
+	// stream is written to the writer it returns instead of Receive's w.
+	// An error fails the stream.
+	Output func() (io.Writer, error)
 	// Claim, if set, is called by Receive once the sender has completed
 	// the handshake, before the receiver welcomes it: returning false
 	// refuses the sender as busy. A receiver that handshakes with several

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
@@ -23,26 +24,32 @@ func Recv(args []string) int {
 		Usage:     "receive a stream from rdmasend over RDMA (or TCP) and write it to standard output",
 		UsageText: "rdmarecv [flags] > output",
 		Description: fmt.Sprintf(`Listens for one rdmasend (or, with -k, one after another) and writes the
-stream to standard output. Exits 0 only when the whole stream arrived, its
-length and checksum (xxHash64) matched, and every byte was written. A truncated or damaged
-stream always exits non-zero. Default port: %d.
+stream to standard output (or, with --output or --exec, each stream to its own file or
+process). Exits 0 only when the whole stream arrived, its length and checksum (xxHash64)
+matched, and every byte was written. A truncated or damaged stream always exits non-zero:
+with -k, at once when the streams share standard output; with --output or --exec, when a
+signal ends rdmarecv (the failed stream is reported on stderr, and the next sender served).
+Default port: %d.
 
 EXAMPLES:
    rdmarecv > backup.tar                      # node1 runs: rdmasend node2 < backup.tar
    rdmarecv | zfs receive pool/fs
    rdmarecv --sparse > disk.img               # zeros become holes, as cp --sparse=always
    rdmarecv | gzip -d | rdmasend node3        # relay to the next host
-   rdmarecv -k --bind 10.0.0.2 >> all.log     # serve senders one after another
+   rdmarecv -k -o 'in-%%t-%%n.log'              # serve senders one after another, each to its own file
+   rdmarecv -k -e 'tar -x -C /restore'        # each stream to its own tar, which sees a failed one fail
    rdmarecv --bench                           # the other end of rdmasend --bench
 
 `, DefaultPort) + exitCodesHelp,
 		Flags: append(commonFlags(),
 			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
-			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved"},
+			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved. A stream that fails ends rdmarecv with its exit code, the output ending with the part of it that arrived; with --output or --exec a failed stream fails only itself"},
 			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
 			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
 			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},
+			&cli.StringFlag{Category: catCommon, Name: "output", Aliases: []string{"o"}, Usage: "write each stream to a file of its own, named by `TEMPLATE`, in which %n is the stream's number (from 1), %t the UTC time it began (20261127T201045Z) and %% a % (with -k the name must hold %n): the stream is written to .NAME.part-* beside it and linked to NAME once whole and verified, before the sender is told; a failed stream leaves no file (but for the part file of a receiver killed with SIGKILL), and an existing file is never overwritten: that stream fails"},
+			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, so that a cut stream never looks whole to CMD"},
 			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
@@ -77,6 +84,49 @@ func relayWith(c *cli.Context, o *options) error {
 	return nil
 }
 
+// outputs returns where rdmarecv writes its streams: standard output
+// (checked for --sparse and --sync), nothing (--bench), or with --output
+// or --exec an output of its own for each stream.
+func outputs(c *cli.Context, o *options, keep bool) (io.Writer, func(server.Stream) (*server.Output, error), error) {
+	tmpl, cmd := c.String("output"), c.String("exec")
+	switch {
+	case tmpl != "" && cmd != "":
+		return nil, nil, command.Usagef("--output and --exec do not go together")
+	case c.Bool("bench") && (tmpl != "" || cmd != "" || c.Bool("sparse")):
+		return nil, nil, command.Usagef("--bench discards the data: no --output, --exec or --sparse")
+	case c.Bool("bench"):
+		return io.Discard, nil, nil
+	case cmd != "" && (c.Bool("sparse") || c.Bool("sync")):
+		return nil, nil, command.Usagef("--exec takes neither --sparse nor --sync: the command writes the stream (its exit 0 confirms it)")
+	case cmd != "":
+		return nil, func(st server.Stream) (*server.Output, error) {
+			return startHandler(cmd, st, o.params.Chunk, os.Stderr)
+		}, nil
+	case tmpl != "":
+		t, err := parseTemplate(tmpl, keep)
+		if err != nil {
+			return nil, nil, err
+		}
+		o.cfg.Sparse = c.Bool("sparse")
+		sync := c.Bool("sync")
+		return nil, func(st server.Stream) (*server.Output, error) { return openLanding(t, st, sync, os.Stderr) }, nil
+	}
+	if c.Bool("sparse") {
+		if err := pipe.SparseOutput(os.Stdout); err != nil {
+			return nil, nil, command.Usagef("--sparse needs standard output to be a regular file, not opened for appending (rdmarecv --sparse > FILE): %v", err)
+		}
+		o.cfg.Sparse = true
+	}
+	if c.Bool("sync") {
+		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {
+			return nil, nil, command.Usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
+		}
+		o.cfg.Sync = os.Stdout.Sync
+	}
+	growPipe(os.Stdout, o.params.Chunk)
+	return os.Stdout, nil, nil
+}
+
 // recvAction is rdmarecv's body.
 func recvAction(c *cli.Context) error {
 	if handled, err := command.Early(c, os.Stdout); handled {
@@ -98,9 +148,8 @@ func recvAction(c *cli.Context) error {
 		return check(ctx, c, o, "", net.JoinHostPort(strings.Trim(c.String("bind"), "[]"), strconv.Itoa(o.port)), true, os.Stdout)
 	}
 	keep := c.Bool("keep-listening")
-	var out io.Writer = os.Stdout
 	if c.Bool("bench") {
-		keep, out = true, io.Discard
+		keep = true
 		o.params.Chunk = max(o.params.Chunk, BenchMaxChunk)
 	}
 	if next := c.String("forward"); next != "" {
@@ -117,22 +166,10 @@ func recvAction(c *cli.Context) error {
 			return err
 		}
 	}
-	if c.Bool("sparse") {
-		if c.Bool("bench") {
-			return command.Usagef("--sparse and --bench do not go together")
-		}
-		if err := pipe.SparseOutput(os.Stdout); err != nil {
-			return command.Usagef("--sparse needs standard output to be a regular file, not opened for appending (rdmarecv --sparse > FILE): %v", err)
-		}
-		o.cfg.Sparse = true
+	out, open, err := outputs(c, &o, keep)
+	if err != nil {
+		return err
 	}
-	if c.Bool("sync") {
-		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {
-			return command.Usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
-		}
-		o.cfg.Sync = os.Stdout.Sync
-	}
-	growPipe(os.Stdout, o.params.Chunk)
 	ctx, stop := command.SignalContext()
 	defer stop()
 	l, err := listen(ctx, o, c.String("bind"), os.Stderr, "rdmarecv")
@@ -144,6 +181,6 @@ func recvAction(c *cli.Context) error {
 		fmt.Fprintln(os.Stderr, describe(o.window, "rdmarecv", true))
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
-	_, err = receiver(l, o, out, keep, os.Stderr).Serve(ctx)
+	_, err = receiver(l, o, out, open, keep, os.Stderr).Serve(ctx)
 	return err
 }

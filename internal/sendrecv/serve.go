@@ -11,21 +11,25 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// receiver returns rdmarecv's server on l: streams go to out, and with
-// keep it serves the next sender when one ends.
+// receiver returns rdmarecv's server on l: streams go to out, or each to
+// what open gives (--output, --exec), and with keep it serves the next
+// sender when one ends.
 //
 // Exit status: without keep, that of the one stream served, the one
 // sender that claimed the receiver; connections that fail before that are
-// logged and skipped (see server.Server.Serve). With keep, that of the
-// last stream served (0 if none), or the interruption if a signal cut a
-// stream; a stream whose output is gone (EPIPE) ends it. A failure of this
-// host's resources (memlock) ends the receiver unless keep.
-func receiver(l conn.Listener, o options, out io.Writer, keep bool, log io.Writer) *server.Server {
-	return &server.Server{Listener: l, Out: out, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
+// logged and skipped (see server.Server.Serve). With keep, 0 when a
+// signal ends it between streams; the first stream that fails (a signal
+// cutting one too) ends it with its own, unless each stream has its own
+// output: then non-zero (the last failure's) once a signal ends it if
+// any stream failed, and a stream whose command closed its stdin
+// (EPIPE) fails only itself. A failure of this host's
+// resources (memlock) ends the receiver unless keep.
+func receiver(l conn.Listener, o options, out io.Writer, open func(server.Stream) (*server.Output, error), keep bool, log io.Writer) *server.Server {
+	return &server.Server{Listener: l, Out: out, Open: open, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
 		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
 		Served: func(st pipe.Stats, err error) (error, bool) {
 			err = finish(o, "recv", firstReceiver{}, st, err)
-			return err, !errors.Is(err, syscall.EPIPE)
+			return err, open != nil || !errors.Is(err, syscall.EPIPE)
 		},
 		Probed: func(remote string) {
 			if o.verbose {

@@ -25,13 +25,18 @@ import (
 const MaxHandshakes = 8
 
 // Server serves the senders that connect to Listener. Its zero value but
-// for Listener, Out, Log and Prog serves one stream.
+// for Listener, Out (or Open), Log and Prog serves one stream.
 type Server struct {
 	Listener conn.Listener
-	// Out is where streams are written.
+	// Out is where streams are written, one after another, unless Open
+	// is set.
 	Out io.Writer
+	// Open, if set, gives each claimed stream an output of its own: it is
+	// called once the stream's sender has claimed the receiver, and an
+	// error fails that stream.
+	Open func(Stream) (*Output, error)
 	// Config is each connection's engine configuration; Claim and
-	// Unclaim are the Server's.
+	// Unclaim are the Server's, and with Open, Output and Sync too.
 	Config pipe.Config
 	// Log takes the refused connections, at most RefusalBurst lines a
 	// second, each prefixed with Prog.
@@ -64,6 +69,58 @@ type Server struct {
 	// the oldest closed first; when the stream ends they handshake as
 	// usual (with Keep) or are closed.
 	Rejoin bool
+}
+
+// Stream names a claimed stream to Server.Open.
+type Stream struct {
+	N      int64     // its number in this Serve, from 1
+	Remote string    // the sender's address, as the transport gives it
+	Began  time.Time // when its output was opened
+}
+
+// Output is one stream's own output (see Server.Open).
+type Output struct {
+	// W takes the stream's bytes; an *os.File of a regular file is
+	// written as pipe.Receive writes one.
+	W io.Writer
+	// Commit is called once the stream is whole and verified, before it
+	// is confirmed to the sender (pipe.Config.Sync): an error fails it.
+	Commit func() error
+	// End is called when the stream has ended with err and returns its
+	// outcome: nil once Commit succeeded (the output holds the whole,
+	// verified stream, even if the sender was gone before it was told),
+	// else err, with the output's own failure.
+	End func(err error) error
+}
+
+// streamOutput is a connection's own output, once Open has given it.
+type streamOutput struct {
+	n   int64
+	out *Output
+}
+
+// open has the stream on cfg's connection, once claimed, numbered from
+// streams and written to what open gives.
+func (so *streamOutput) open(cfg *pipe.Config, open func(Stream) (*Output, error), c conn.Conn, streams *atomic.Int64) {
+	cfg.Output = func() (io.Writer, error) {
+		so.n = streams.Add(1)
+		out, err := open(Stream{N: so.n, Remote: c.Info().Remote, Began: time.Now()})
+		if err != nil {
+			return nil, err
+		}
+		so.out = out
+		return out.W, nil
+	}
+	cfg.Sync = func() error { return so.out.Commit() }
+}
+
+// end ends the output, if the stream had one, and returns the stream's
+// outcome.
+func (so *streamOutput) end(err error) error {
+	if so.out == nil {
+		return err
+	}
+	return so.out.End(err)
 }
 
 // handover is a claimed stream's wait for a replacement sender: the next
@@ -134,9 +191,11 @@ const (
 	dropped
 )
 
-// served is how one connection ended.
+// served is how one connection ended: for a claimed stream, n is its
+// number (0 if it never had an output of its own).
 type served struct {
 	p   *pending
+	n   int64
 	st  pipe.Stats
 	err error
 }
@@ -147,13 +206,16 @@ type served struct {
 // Served made of its outcome. Connections that fail before claiming the
 // receiver (not rdmapipe, silent, wrong version, wrong or missing key, a
 // relay that could not be set up) are logged and skipped. With Keep it
-// returns the last stream's outcome (nil if none) once ctx ends, and ends
-// early only when Served says so or a stream's reader or writer is stuck.
-// A failure of this host's resources (conn.ErrLocal) ends it unless Keep or
-// a stream is in progress; no claim within Wait is a conn.KindSetup error, and
-// ctx ending before any a conn.KindAborted one that wraps its cause.
+// returns once ctx ends: nil if every stream served was whole, else how
+// many failed and the last failure. Without Open, a failed stream ends it
+// at once with that failure (the one output holds part of the stream);
+// with Open, a failed stream fails only itself. It also ends early when
+// Served says so or a stream's reader or writer is stuck. A failure of
+// this host's resources (conn.ErrLocal) ends it unless Keep or a stream
+// is in progress; no claim within Wait is a conn.KindSetup error, and ctx
+// ending before any a conn.KindAborted one that wraps its cause.
 func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
-	results := make(chan served)
+	l := &loop{s: s, ctx: ctx, results: make(chan served), asks: make(chan *handover), refused: Refusals{W: s.Log, Prog: s.Prog}}
 	accepted, acceptErrs := make(chan conn.Conn), make(chan error)
 	actx, stopAccepting := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
@@ -161,139 +223,227 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 		defer close(loopDone)
 		acceptLoop(actx, s.Listener, accepted, acceptErrs)
 	}()
-	var waiting []*pending // handshaking, oldest first
-	inFlight := 0
 	defer func() {
 		stopAccepting()
-		for _, p := range waiting {
-			p.drop()
-		}
-		for ; inFlight > 0; inFlight-- {
-			<-results
-		}
+		l.close()
 		<-loopDone
 	}()
-	var serving atomic.Bool // a sender has claimed the receiver
-	refused := Refusals{W: s.Log, Prog: s.Prog}
 	var wait <-chan time.Time
 	if s.Wait > 0 {
 		timer := time.NewTimer(s.Wait)
 		defer timer.Stop()
 		wait = timer.C
 	}
-	var last served
 	done := ctx.Done()
-	asks := make(chan *handover)
-	var asked *handover   // a claimed stream's wait for a replacement sender
-	var lobby []conn.Conn // connections that came while the stream was served, oldest first
-	defer func() {
-		for _, c := range lobby {
-			c.Close()
-		}
-	}()
 	for {
 		select {
-		case h := <-asks:
-			if len(lobby) > 0 && h.give(lobby[0]) {
-				lobby = lobby[1:]
-				continue
-			}
-			asked = h
-			s.Listener.SetBusy(false)
+		case h := <-l.asks:
+			l.ask(h)
 		case c := <-accepted:
-			if asked != nil {
-				taken := asked.give(c)
-				asked = nil
-				s.Listener.SetBusy(serving.Load())
-				if taken {
-					continue
-				}
-			}
-			if s.Rejoin && serving.Load() {
-				if lobby = append(lobby, c); len(lobby) > MaxHandshakes {
-					lobby[0].Close()
-					lobby = lobby[1:]
-				}
-				continue
-			}
-			if len(waiting) == MaxHandshakes {
-				waiting[0].drop()
-				waiting = waiting[1:]
-			}
-			waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
-			inFlight++
+			l.accept(c)
 		case err := <-acceptErrs:
-			refused.Log(err)
-			if errors.Is(err, conn.ErrLocal) && !s.Keep && !serving.Load() {
+			l.refused.Log(err)
+			if errors.Is(err, conn.ErrLocal) && !s.Keep && !l.serving.Load() {
 				return pipe.Stats{}, err
 			}
-		case r := <-results:
-			inFlight--
-			waiting = remove(waiting, r.p)
-			if r.p.state.Load() != claimed {
-				switch {
-				case errors.Is(r.err, pipe.ErrProbe):
-					if s.Probed != nil {
-						s.Probed(r.p.c.Info().Remote)
-					}
-				case r.err != nil && ctx.Err() == nil:
-					refused.Log(r.err)
-				}
+		case r := <-l.results:
+			if !l.ended(r) {
 				continue
 			}
-			wait, asked = nil, nil
-			err, more := r.err, true
-			if s.Served != nil {
-				err, more = s.Served(r.st, r.err)
-			}
-			serving.Store(false)
-			s.Listener.SetBusy(false)
-			last = served{st: r.st, err: err}
-			if !s.Keep || !more || errors.Is(r.err, pipe.ErrStuck) || ctx.Err() != nil {
-				return r.st, err
-			}
-			for _, c := range lobby { // the next senders, perhaps
-				waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
-				inFlight++
-			}
-			lobby = nil
-			if err != nil {
-				fmt.Fprintf(s.Log, "%s: %v (waiting for the next sender)\n", s.Prog, err)
+			wait = nil
+			if !l.served(r) {
+				return r.st, l.tally.result()
 			}
 		case <-wait:
 			return pipe.Stats{}, conn.Errorf(conn.KindSetup, "wait for the sender", "no sender claimed the receiver within %v", s.Wait)
 		case <-done:
-			if serving.Load() {
+			if l.serving.Load() {
 				done = nil // the stream in progress ends with the cancellation
 				continue
 			}
 			if s.Keep {
-				return last.st, last.err
+				return l.last, l.tally.result()
 			}
 			return pipe.Stats{}, &conn.Error{Kind: conn.KindAborted, Op: "wait for the sender", Err: context.Cause(ctx)}
 		}
 	}
 }
 
-// start handshakes with the sender on conn in a goroutine and, if it
-// claims the receiver, streams it to s.Out; the outcome goes to results,
-// and a wait for a replacement sender (with Rejoin) to asks.
-func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, results chan<- served, asks chan<- *handover) *pending {
-	hctx, cancel := context.WithCancel(ctx)
+// loop is the state of one Serve.
+type loop struct {
+	s        *Server
+	ctx      context.Context
+	results  chan served
+	asks     chan *handover
+	serving  atomic.Bool // a sender has claimed the receiver
+	streams  atomic.Int64
+	refused  Refusals
+	waiting  []*pending  // handshaking, oldest first
+	inFlight int         // connections whose result is still to come
+	asked    *handover   // a claimed stream's wait for a replacement sender
+	lobby    []conn.Conn // connections that came while the stream was served, oldest first
+	tally    tally
+	last     pipe.Stats // the last stream's
+}
+
+// close gives up the connections still handshaking or waiting, and waits
+// for every result.
+func (l *loop) close() {
+	for _, p := range l.waiting {
+		p.drop()
+	}
+	for ; l.inFlight > 0; l.inFlight-- {
+		<-l.results
+	}
+	for _, c := range l.lobby {
+		c.Close()
+	}
+}
+
+// ask takes a claimed stream's wait for a replacement sender: the oldest
+// connection waiting in the lobby, or the next one accepted.
+func (l *loop) ask(h *handover) {
+	if len(l.lobby) > 0 && h.give(l.lobby[0]) {
+		l.lobby = l.lobby[1:]
+		return
+	}
+	l.asked = h
+	l.s.Listener.SetBusy(false)
+}
+
+// accept takes a new connection: to a stream waiting for a replacement
+// sender, to the lobby while a stream with Rejoin is served, or to a
+// handshake of its own, the oldest dropped when MaxHandshakes are.
+func (l *loop) accept(c conn.Conn) {
+	if l.asked != nil {
+		taken := l.asked.give(c)
+		l.asked = nil
+		l.s.Listener.SetBusy(l.serving.Load())
+		if taken {
+			return
+		}
+	}
+	if l.s.Rejoin && l.serving.Load() {
+		if l.lobby = append(l.lobby, c); len(l.lobby) > MaxHandshakes {
+			l.lobby[0].Close()
+			l.lobby = l.lobby[1:]
+		}
+		return
+	}
+	if len(l.waiting) == MaxHandshakes {
+		l.waiting[0].drop()
+		l.waiting = l.waiting[1:]
+	}
+	l.waiting = append(l.waiting, l.start(c))
+	l.inFlight++
+}
+
+// ended takes a connection's result and reports whether it was a claimed
+// stream; one that was not is logged (a refusal) or told to Probed.
+func (l *loop) ended(r served) bool {
+	l.inFlight--
+	l.waiting = remove(l.waiting, r.p)
+	if r.p.state.Load() == claimed {
+		return true
+	}
+	switch {
+	case errors.Is(r.err, pipe.ErrProbe):
+		if l.s.Probed != nil {
+			l.s.Probed(r.p.c.Info().Remote)
+		}
+	case r.err != nil && l.ctx.Err() == nil:
+		l.refused.Log(r.err)
+	}
+	return false
+}
+
+// served counts a claimed stream that ended and reports whether to serve
+// the next sender; if so, the connections in the lobby handshake.
+func (l *loop) served(r served) bool {
+	l.asked = nil
+	err, more := r.err, true
+	if l.s.Served != nil {
+		err, more = l.s.Served(r.st, r.err)
+	}
+	l.serving.Store(false)
+	l.s.Listener.SetBusy(false)
+	l.last = r.st
+	l.tally.add(err)
+	if !goOn(l.s.Keep, l.s.Open != nil, more, errors.Is(r.err, pipe.ErrStuck), l.ctx.Err() != nil, err) {
+		return false
+	}
+	for _, c := range l.lobby { // the next senders, perhaps
+		l.waiting = append(l.waiting, l.start(c))
+		l.inFlight++
+	}
+	l.lobby = nil
+	if err != nil {
+		fmt.Fprintf(l.s.Log, "%s: stream %d from %s failed: %v (waiting for the next sender)\n", l.s.Prog, r.n, r.p.c.Info().Remote, err)
+	}
+	return true
+}
+
+// goOn says whether a Server goes on to the next sender after a claimed
+// stream that ended with err (as Served made it): only with keep, when
+// Served says more, the stream is not stuck, ctx has not ended, and
+// either the stream was whole or it had an output of its own (own): a
+// failed stream in the one output all streams share ends the Server.
+func goOn(keep, own, more, stuck, cancelled bool, err error) bool {
+	return keep && more && !stuck && !cancelled && (err == nil || own)
+}
+
+// tally counts a Server's streams and their failures.
+type tally struct {
+	streams, failed int
+	last            error // the last failure
+}
+
+func (t *tally) add(err error) {
+	t.streams++
+	if err != nil {
+		t.failed++
+		t.last = err
+	}
+}
+
+// result is what Serve returns for the streams served: nil if none
+// failed, the failure if one stream was served, else how many failed and
+// the last failure (whose kind gives the exit status).
+func (t tally) result() error {
+	switch {
+	case t.failed == 0:
+		return nil
+	case t.streams == 1:
+		return t.last
+	}
+	return fmt.Errorf("%d of %d streams failed, the last: %w", t.failed, t.streams, t.last)
+}
+
+// start handshakes with the sender on c in a goroutine and, if it claims
+// the receiver, streams it to its output (Out, or what Open gives); the
+// outcome goes to l.results, and a wait for a replacement sender (with
+// Rejoin) to l.asks.
+func (l *loop) start(c conn.Conn) *pending {
+	s := l.s
+	hctx, cancel := context.WithCancel(l.ctx)
 	p := &pending{c: c, cancel: cancel}
 	cfg := s.Config
 	if s.Rejoin {
-		cfg.Rejoin = rejoin(asks)
+		cfg.Rejoin = rejoin(l.asks)
 	}
 	var h Hooks
 	if s.Attach != nil {
 		h = s.Attach(&cfg)
 	}
+	var out streamOutput
+	if s.Open != nil {
+		out.open(&cfg, s.Open, c, &l.streams)
+	}
 	cfg.Claim = func() bool {
 		if !p.state.CompareAndSwap(handshaking, claimed) {
 			return false
 		}
-		if !serving.CompareAndSwap(false, true) {
+		if !l.serving.CompareAndSwap(false, true) {
 			p.state.Store(handshaking)
 			return false
 		}
@@ -308,17 +458,18 @@ func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, r
 			h.Unclaimed()
 		}
 		s.Listener.SetBusy(false)
-		serving.Store(false)
+		l.serving.Store(false)
 		p.state.Store(handshaking)
 	}
 	go func() {
 		defer cancel()
 		st, err := pipe.Receive(hctx, c, s.Out, cfg)
 		stuck := pipe.Release(c, err)
+		err = out.end(err)
 		if p.state.Load() == claimed && h.Ended != nil {
 			h.Ended(stuck)
 		}
-		results <- served{p: p, st: st, err: err}
+		l.results <- served{p: p, n: out.n, st: st, err: err}
 	}()
 	return p
 }

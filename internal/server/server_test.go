@@ -3,6 +3,7 @@ package server
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -87,11 +88,14 @@ func TestServe(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	p := conn.NewParams(4096, 4)
 	cfg := pipe.Config{Key: key, Timeout: time.Minute}
-	// a sender: its stream, and the key it uses
+	// a sender: its stream, the key it uses, and the data message the
+	// link damages (0: none)
 	type sender struct {
-		data string
-		key  []byte
+		data    string
+		key     []byte
+		corrupt int
 	}
+	bad := strings.Repeat("a stream damaged on the way ", 4096)
 	tests := []struct {
 		name    string
 		keep    bool
@@ -99,22 +103,32 @@ func TestServe(t *testing.T) {
 		senders []sender
 		errs    []error // accept errors, before the senders
 		more    bool    // what Served says
-		want    string  // what Out gets
+		open    bool    // each stream to its own output (Open)
+		want    string  // what Out gets, or the outputs committed, each ended with "|"
+		partial bool    // Out ends with part of a stream after want
 		err     string  // what Serve's error says, "" for none
 		kind    conn.Kind
 		logged  string // what Log gets, in part
 	}{
-		{name: "one stream", senders: []sender{{"abc", key}}, more: true, want: "abc"},
-		{name: "a wrong key is refused, the real sender served", senders: []sender{{"no", []byte("another key of 32 bytes, really!")}, {"abc", key}},
+		{name: "one stream", senders: []sender{{"abc", key, 0}}, more: true, want: "abc"},
+		{name: "a wrong key is refused, the real sender served", senders: []sender{{"no", []byte("another key of 32 bytes, really!"), 0}, {"abc", key, 0}},
 			more: true, want: "abc", logged: "rdmatest: refused a connection: "},
-		{name: "keep: streams one after the other", keep: true, senders: []sender{{"abc", key}, {"def", key}}, more: true,
+		{name: "keep: streams one after the other", keep: true, senders: []sender{{"abc", key, 0}, {"def", key, 0}}, more: true,
 			want: "abcdef"},
-		{name: "keep, but Served says no more", keep: true, senders: []sender{{"abc", key}}, more: false, want: "abc"},
+		{name: "keep, but Served says no more", keep: true, senders: []sender{{"abc", key, 0}}, more: false, want: "abc"},
+		{name: "keep: a failed stream in the one output ends it", keep: true, senders: []sender{{"abc", key, 0}, {bad, key, 10}},
+			more: true, want: "abc", partial: true, err: "1 of 2 streams failed, the last: ", kind: conn.KindIntegrity},
+		{name: "keep and Open: a failed stream fails only itself", keep: true, open: true,
+			senders: []sender{{"abc", key, 0}, {bad, key, 10}, {"def", key, 0}}, more: true, want: "abc|def|",
+			err: "1 of 3 streams failed, the last: ", kind: conn.KindIntegrity, logged: "rdmatest: stream 2 from mem:sender failed: verify stream: "},
+		{name: "Open: one stream", open: true, senders: []sender{{"abc", key, 0}}, more: true, want: "abc|"},
+		{name: "Open: one failed stream", open: true, senders: []sender{{bad, key, 10}}, more: true,
+			err: "does not match its tag", kind: conn.KindIntegrity},
 		{name: "no sender within Wait", wait: 50 * time.Millisecond, err: "no sender claimed the receiver within 50ms", kind: conn.KindSetup},
 		{name: "local resources", errs: []error{&conn.Error{Kind: conn.KindSetup, Op: "accept", Err: conn.ErrLocal}},
 			err: "local resources", kind: conn.KindSetup, logged: "refused a connection: accept: local resources"},
 		{name: "keep survives local resources", keep: true, errs: []error{&conn.Error{Kind: conn.KindSetup, Op: "accept", Err: conn.ErrLocal}},
-			senders: []sender{{"abc", key}}, more: true, want: "abc"},
+			senders: []sender{{"abc", key, 0}}, more: true, want: "abc"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -124,13 +138,16 @@ func TestServe(t *testing.T) {
 			for _, err := range tt.errs {
 				l.errs <- err
 			}
-			var out, log testutil.Buffer
+			var out, log, landed testutil.Buffer
 			streams := make(chan struct{}, len(tt.senders))
 			srv := Server{Listener: l, Out: &out, Config: cfg, Log: &log, Prog: "rdmatest", Keep: tt.keep, Wait: tt.wait,
 				Served: func(st pipe.Stats, err error) (error, bool) {
 					streams <- struct{}{}
 					return err, tt.more
 				}}
+			if tt.open {
+				srv.Open = bufferOutput(&landed)
+			}
 			done := make(chan error, 1)
 			go func() {
 				_, err := srv.Serve(ctx)
@@ -138,7 +155,7 @@ func TestServe(t *testing.T) {
 			}()
 			for _, snd := range tt.senders {
 				for {
-					s, r, err := memconn.Pair(p, p, memconn.Faults{})
+					s, r, err := memconn.Pair(p, p, memconn.Faults{CorruptAt: snd.corrupt})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -158,7 +175,12 @@ func TestServe(t *testing.T) {
 						continue
 					}
 					if err != nil {
-						t.Logf("sender %q: %v", snd.data, err)
+						t.Logf("sender %.20q: %v", snd.data, err)
+					}
+					if !bytes.Equal(snd.key, key) {
+						// Serve ends with the real stream: the refusal must
+						// be logged before it comes.
+						testutil.WaitFor(t, 30*time.Second, "the refusal logged", func() bool { return strings.Contains(log.String(), "refused a connection") })
 					}
 					break
 				}
@@ -172,15 +194,73 @@ func TestServe(t *testing.T) {
 				cancel()
 			}
 			err := <-done
+			got := out.String()
+			if tt.open {
+				got = landed.String()
+			}
+			if tt.partial && strings.HasPrefix(got, tt.want) && len(got) < len(tt.want)+len(bad) {
+				got = tt.want
+			}
 			switch {
 			case tt.err == "" && err != nil, tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err) || conn.KindOf(err) != tt.kind):
 				t.Errorf("Serve = %v (kind %v), want an error saying %q (kind %v)", err, conn.KindOf(err), tt.err, tt.kind)
-			case out.String() != tt.want:
-				t.Errorf("wrote %q, want %q", out.String(), tt.want)
+			case got != tt.want:
+				t.Errorf("wrote %.40q, want %q", got, tt.want)
 			case !strings.Contains(log.String(), tt.logged):
 				t.Errorf("logged %q, want %q in it", log.String(), tt.logged)
 			}
 		})
+	}
+}
+
+// bufferOutput is an Open that writes each stream to a buffer of its own
+// and, when one is committed, appends it to landed, ended with "|"; it
+// checks that End is told of the commit.
+func bufferOutput(landed *testutil.Buffer) func(Stream) (*Output, error) {
+	return func(Stream) (*Output, error) {
+		var b bytes.Buffer
+		committed := false
+		return &Output{W: &b,
+			Commit: func() error {
+				committed = true
+				landed.Write(append(b.Bytes(), '|'))
+				return nil
+			},
+			End: func(err error) error {
+				switch {
+				case committed:
+					return nil
+				case err == nil:
+					return errors.New("a stream confirmed without its commit")
+				}
+				return err
+			},
+		}, nil
+	}
+}
+
+// TestGoOn checks when a Server goes on to the next sender after a
+// claimed stream.
+func TestGoOn(t *testing.T) {
+	failed := errors.New("failed")
+	for _, tc := range []struct {
+		keep, own, more, stuck, cancelled bool
+		err                               error
+		want                              bool
+	}{
+		{keep: false, more: true, want: false},
+		{keep: true, more: true, want: true},
+		{keep: true, own: true, more: true, want: true},
+		{keep: true, more: true, err: failed, want: false}, // the one output holds part of a stream
+		{keep: true, own: true, more: true, err: failed, want: true},
+		{keep: true, own: true, more: false, err: failed, want: false},
+		{keep: true, own: true, more: true, stuck: true, err: failed, want: false},
+		{keep: true, own: true, more: true, cancelled: true, want: false},
+		{keep: true, more: true, cancelled: true, want: false},
+	} {
+		if got := goOn(tc.keep, tc.own, tc.more, tc.stuck, tc.cancelled, tc.err); got != tc.want {
+			t.Errorf("goOn(keep %v, own %v, more %v, stuck %v, cancelled %v, %v) = %v, want %v", tc.keep, tc.own, tc.more, tc.stuck, tc.cancelled, tc.err, got, tc.want)
+		}
 	}
 }
 

@@ -112,27 +112,35 @@ func TestNotARdmapipeReceiver(t *testing.T) {
 	}
 }
 
-// TestKeepListeningExitCode: with -k, the exit status on a signal between
-// streams is the last stream's, not that of an earlier failed one.
-func TestKeepListeningExitCode(t *testing.T) {
+// TestKeepListeningStopsOnFailure is issue 30's case: with -k and one
+// output, a sender killed after 1 MiB ends the receiver with that
+// failure's exit code, so that a good stream sent after it (and the
+// SIGTERM after that) can never leave the truncated stream and the good
+// one in the output, one after the other, under an exit 0.
+func TestKeepListeningStopsOnFailure(t *testing.T) {
 	port := testutil.FreePort(t)
-	var out testutil.Buffer
-	r := recv(t, port, &out, "-k", "-v")
+	out := filepath.Join(t.TempDir(), "output")
+	r := recv(t, port, createFile(t, out), "-k", "-v")
 	r.waitStderr(30*time.Second, listening)
 
 	doomed, in := slowInput(t, port)
-	in.Write(bytes.Repeat([]byte{'x'}, 64<<10))
-	testutil.WaitFor(t, 60*time.Second, "the first stream to flow", func() bool { return len(out.String()) > 0 })
+	in.Write(bytes.Repeat([]byte{'x'}, 1<<20))
+	testutil.WaitFor(t, 60*time.Second, "the first MiB", func() bool { return fileSize(out) == 1<<20 })
 	doomed.cmd.Process.Kill()
-	r.waitStderr(60*time.Second, "waiting for the next sender")
+	testutil.WaitFor(t, 60*time.Second, "the receiver to end the failed stream", func() bool {
+		return r.exited() || strings.Contains(r.stderr.String(), "waiting for the next sender")
+	})
 
-	ok := send(t, port, strings.NewReader("the last stream is whole"))
-	code, stderr := ok.wait(60 * time.Second)
-	expect(t, "rdmasend", code, stderr, 0, "")
-	r.waitStderr(60*time.Second, "24 bytes in")
+	good := start(t, "rdmasend", bytes.NewReader(bytes.Repeat([]byte{'y'}, 1<<20)), io.Discard, append(flags(port), suite.host)...)
+	if code, stderr := good.wait(60 * time.Second); code == 0 {
+		t.Errorf("the good sender after the failed stream exited 0 (stderr %q): rdmarecv -k served it", stderr)
+	}
 	r.cmd.Process.Signal(syscall.SIGTERM)
-	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv -k", code, stderr, 0, "")
+	code, stderr := r.wait(30 * time.Second)
+	expect(t, "rdmarecv -k", code, stderr, 4, "")
+	if b, _ := os.ReadFile(out); bytes.IndexByte(b, 'y') >= 0 || len(b) > 1<<20 {
+		t.Errorf("the output holds %d bytes, %d of them the good stream's: the failed stream and the next were mixed", len(b), bytes.Count(b, []byte{'y'}))
+	}
 }
 
 // TestProgressNeverOverstates sends an empty input with --size 3G: the
