@@ -65,6 +65,7 @@ type receiver struct {
 	messages atomic.Int64 // data messages written
 	sum      uint64       // the stream's checksum (without a key); set by finish
 	endSeen  bool         // the end-of-stream message went to the writer
+	finished bool         // the writer confirmed the whole stream to the sender
 	probe    bool         // the sender only checks the connection (Probe)
 	batch    int          // credits returned in one message at most
 	pending  int          // credits held back for the next message
@@ -225,7 +226,15 @@ func (r *receiver) streamFrom(parent context.Context, out sink.Sink) error {
 		return nil
 	}
 	cancel(err)
-	return settle(err, writeDone)
+	err = settle(err, writeDone)
+	select {
+	case <-writeDone:
+		if r.finished {
+			return nil // confirmed to the sender before the failure (a signal) came
+		}
+	default:
+	}
+	return err
 }
 
 // handshake sends the hello, checks the sender's proof of the key (if any),
@@ -735,6 +744,7 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 	done = append(done, r.seal.Done(written, receivers, tag, lost)...)
 	// Everything arrived intact and is written: if the confirmation cannot
 	// be sent (the sender is gone), the sender fails, not this side.
+	r.finished = true
 	_ = r.c.SendControl(ctx, done)
 	return nil
 }
