@@ -62,8 +62,10 @@ func (c *counter) Read(p []byte) (int, error) {
 // symbolic link on it) to anywhere outside. Regular files (sparse ones
 // too), directories and symbolic links are created with the archive's
 // permission bits as ms says and its modification times; any other entry
-// type fails the extraction. If top is not empty, the first element of
-// every name is replaced with it. It stops, failing, when ctx ends.
+// type fails the extraction. Every entry must lie under one of names, the
+// archive's top-level names as asked for; if top is not empty, the first
+// element of every name is replaced with it. It stops, failing, when ctx
+// ends.
 //
 // Files and links are written under a temporary name and renamed into
 // place, atomically replacing a file or link in the way (never writing
@@ -76,7 +78,7 @@ func (c *counter) Read(p []byte) (int, error) {
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
 // files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms modes, rr *resumed) error {
+func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, top string, ms modes, rr *resumed) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
@@ -91,6 +93,9 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms mod
 		}
 		name, err := entryName(h.Name, top)
 		if err != nil {
+			return err
+		}
+		if err := underNames(h.Name, names); err != nil {
 			return err
 		}
 		mode := h.FileInfo().Mode()

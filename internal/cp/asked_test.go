@@ -1,0 +1,65 @@
+package cp
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestAskedName(t *testing.T) {
+	for src, want := range map[string]string{
+		"report.txt": "report.txt", "/data/w.bin": "w.bin", "dir/": "dir", "dir/.": "dir", "~/x": "x",
+		"a/../b": "b", ".bashrc": ".bashrc", ".": "", "..": "", "~": "", "~/": "", "/": "", "a/..": "", "": "", "x/../..": "",
+	} {
+		if got := askedName(src); got != want {
+			t.Errorf("askedName(%q) = %q, want %q", src, got, want)
+		}
+	}
+}
+
+// TestAskedCheck: a plan is taken only for what was asked for; anything
+// else is refused with the remote side's claim.
+func TestAskedCheck(t *testing.T) {
+	file := func(name string) Contents { return Contents{Mode: modeFile, Name: name} }
+	tarOf := func(single bool, names ...string) Contents {
+		return Contents{Mode: modeTar, Single: single, Names: names}
+	}
+	cases := []struct {
+		name    string
+		a       asked
+		c       Contents
+		newName bool
+		claim   string // "": taken
+	}{
+		{"file", asked{srcs: []string{"d/report.txt"}}, file("report.txt"), false, ""},
+		{"file, -r", asked{srcs: []string{"report.txt"}, recursive: true}, file("report.txt"), false, ""},
+		{"sparse file", asked{srcs: []string{"disk.img"}}, Contents{Mode: modeSparse, Name: "disk.img"}, false, ""},
+		{"file under another name", asked{srcs: []string{"report.txt"}}, file(".bashrc"), false, ".bashrc"},
+		{"file for a directory", asked{srcs: []string{"."}, recursive: true}, file(".bashrc"), true, ".bashrc"},
+		{"file for several sources", asked{srcs: []string{"a", "b"}}, file("a"), false, "a"},
+		{"archive without -r", asked{srcs: []string{"report.txt"}}, tarOf(true, "report.txt"), false, "an archive of report.txt"},
+		{"archive, -r", asked{srcs: []string{"dir/"}, recursive: true}, tarOf(true, "dir"), false, ""},
+		{"archive of several files", asked{srcs: []string{"a", "x/b"}}, tarOf(false, "a", "b"), false, ""},
+		{"archive of another name", asked{srcs: []string{"dir"}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
+		{"archive with one more", asked{srcs: []string{"a", "b"}}, tarOf(false, "a", "b", ".ssh"), false, "an archive of a, b, .ssh"},
+		{"archive with names swapped", asked{srcs: []string{"a", "b"}}, tarOf(false, "b", "a"), false, "b"},
+		{"archive said single", asked{srcs: []string{"a", "b"}}, tarOf(true, "a", "b"), false, "an archive of a, b"},
+		{"dot to a new name", asked{srcs: []string{"."}, recursive: true}, tarOf(true, "alice"), true, ""},
+		{"dot into a directory", asked{srcs: []string{"."}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
+		{"home into a directory", asked{srcs: []string{"~"}, recursive: true}, tarOf(true, "alice"), false, "alice"},
+		{"dot among several", asked{srcs: []string{".", "b"}, recursive: true}, tarOf(false, ".ssh", "b"), true, ".ssh"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			names, err := tc.a.check(tc.c, tc.newName && len(tc.a.srcs) == 1)
+			var u *unasked
+			switch {
+			case tc.claim == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.claim == "" && tc.c.Mode == modeTar && len(names) != len(tc.c.Names):
+				t.Fatalf("names %q, want %q", names, tc.c.Names)
+			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
+			}
+		})
+	}
+}
