@@ -27,6 +27,9 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
+	if len(os.Args) > 1 && os.Args[1] == "hostile" { // the remote side of TestHostileRemote
+		os.Exit(hostileMain(os.Args[2:]))
+	}
 	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
 		bin = filepath.Join(dir, "rdmacp")
 		os.Exit(m.Run())
