@@ -2,6 +2,8 @@ package cp
 
 import (
 	"errors"
+	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -61,5 +63,45 @@ func TestAskedCheck(t *testing.T) {
 				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
 			}
 		})
+	}
+}
+
+// TestPrepareUnknownName: a source whose name only the remote side knows
+// (h:.) lands only as DST itself, a new name (or, resuming, the directory
+// an interrupted copy to that new name made); into an existing directory
+// it is refused.
+func TestPrepareUnknownName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "made"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := Contents{Mode: modeTar, Single: true, Names: []string{".ssh"}}
+	cases := []struct {
+		dst     string
+		resume  bool
+		wantTop string // "": refused
+	}{
+		{"new", false, "new"},
+		{"made", false, ""},
+		{"made", true, "made"},
+		{"made/", true, ""},
+		{".", true, ""},
+		{"made/.", true, ""},
+	}
+	for _, tc := range cases {
+		s, err := prepare(asked{srcs: []string{"."}, recursive: true}, c, dir+"/"+tc.dst, Options{Resume: tc.resume})
+		var u *unasked
+		switch {
+		case tc.wantTop == "" && !errors.As(err, &u):
+			t.Errorf("%s (resume %v): got %v, want a refusal", tc.dst, tc.resume, err)
+		case tc.wantTop == "":
+		case err != nil:
+			t.Errorf("%s (resume %v): %v", tc.dst, tc.resume, err)
+		case s.(*tarSink).top != tc.wantTop || s.(*tarSink).dir != dir:
+			t.Errorf("%s (resume %v): into %s as %q, want %s as %q", tc.dst, tc.resume, s.(*tarSink).dir, s.(*tarSink).top, dir, tc.wantTop)
+		}
+		if s != nil {
+			s.Abort(0)
+		}
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"io/fs"
 	"net"
 	"os"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -116,10 +117,13 @@ func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
 
 // isNewName says whether dst is a new name for a single source: nothing
 // is there, or, resuming, a directory that an interrupted copy to that
-// new name made (written without a trailing slash, see newTarSink).
+// new name made (written as a plain name at its end, without a trailing
+// slash, see newTarSink).
 func isNewName(dst string, resume bool) bool {
-	fi, err := os.Stat(expandHome(dst))
-	return errors.Is(err, fs.ErrNotExist) || resume && err == nil && fi.IsDir() && !strings.HasSuffix(dst, "/")
+	d := expandHome(dst)
+	fi, err := os.Stat(d)
+	plain := !strings.HasSuffix(dst, "/") && path.Base(dst) == filepath.Base(d) && checkName(filepath.Base(d)) == nil
+	return errors.Is(err, fs.ErrNotExist) || resume && plain && err == nil && fi.IsDir()
 }
 
 // claimOf returns err, a download's failure, as the command's error for
