@@ -130,7 +130,7 @@ func hostileMain(args []string) int {
 		return 1
 	}
 	if args[1] == "--remote-receive" {
-		return hugeBlock(args[0], br)
+		return hostileOffer(args[0], br)
 	}
 	lie, ok := lies[args[0]]
 	if !ok {
@@ -193,20 +193,26 @@ func hostileStream(req hostileRequest, data []byte, br *bufio.Reader) (int64, er
 	return st.Bytes, err
 }
 
-// hugeBlock is a hostile upload destination resuming: it offers one block
-// of 2^47 bytes (one hash of zeros), prints where the local side answers
-// that the stream starts, and fails.
-func hugeBlock(lie string, br *bufio.Reader) int {
-	if lie != "huge-block" {
+// hostileOffer is a hostile upload destination resuming: it offers one
+// block of 2^47 bytes (one hash of zeros), prints where the local side
+// answers that the stream starts, and, for lie "two-offers", offers
+// again; then it fails.
+func hostileOffer(lie string, br *bufio.Reader) int {
+	if lie != "huge-block" && lie != "two-offers" {
 		fmt.Fprintf(os.Stderr, "hostile: no upload lie %q\n", lie)
 		return 2
 	}
-	fmt.Printf("RDMACP have {\"block\":%d,\"size\":%d,\"hashes\":[%q]}\n", int64(1)<<47, int64(1)<<47, strings.Repeat("00", 16))
+	have := fmt.Sprintf("RDMACP have {\"block\":%d,\"size\":%d,\"hashes\":[%q]}\n", int64(1)<<47, int64(1)<<47, strings.Repeat("00", 16))
+	fmt.Print(have)
 	line, err := br.ReadString('\n')
 	if err != nil && err != io.EOF {
 		return 1
 	}
 	fmt.Fprintf(os.Stderr, "hostile read: %s\n", strings.TrimSpace(line))
+	if lie == "two-offers" {
+		fmt.Print(have)
+		br.ReadString('\n')
+	}
 	fmt.Printf("RDMACP fail 4 %q\n", "hostile: no stream after the offer")
 	return 4
 }
@@ -317,14 +323,24 @@ func TestHostileRemote(t *testing.T) {
 
 // TestHostileOffer resumes an upload to a hostile remote that offers one
 // block of 2^47 bytes: the local rdmacp hashes what its source holds (the
-// offer matches none of it, so the stream would start at 0) and reports
-// the remote side's failure; it never allocates the block.
+// offer matches none of it, so the stream starts at 0) and reports the
+// remote side's failure (exit 4); it never allocates the block. A second
+// offer for the one file is refused (exit 3).
 func TestHostileOffer(t *testing.T) {
 	s := startSSHD(t)
 	name := filepath.Join(t.TempDir(), "f")
 	makeFile(t, name, 3<<20, false)
-	r := s.rdmacp(t, "--remote-cmd", hostileCmd(t, "huge-block"), "-C", name, "target:/nonexistent/")
-	if r.code != 4 || !strings.Contains(r.stderr, `"hostile: no stream after the offer"`) || !strings.Contains(r.stderr, `hostile read: {"from":0}`) {
-		t.Errorf("exit %d, want 4, the stream at 0 and the remote side's failure; stderr:\n%s", r.code, r.stderr)
+	for _, tc := range []struct {
+		lie  string
+		code int
+		says string
+	}{
+		{"huge-block", 4, `"hostile: no stream after the offer"`},
+		{"two-offers", 3, "a second offer from the remote side for one file"},
+	} {
+		r := s.rdmacp(t, "--remote-cmd", hostileCmd(t, tc.lie), "-C", name, "target:/nonexistent/")
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, `hostile read: {"from":0}`) {
+			t.Errorf("%s: exit %d, want %d, the stream at 0 and %q; stderr:\n%s", tc.lie, r.code, tc.code, tc.says, r.stderr)
+		}
 	}
 }
