@@ -105,3 +105,31 @@ func TestPrepareUnknownName(t *testing.T) {
 		}
 	}
 }
+
+// FuzzPlan feeds the remote side's status lines to parseStatus and the
+// plans among them to the check of what a download of src asked for: no
+// line panics, and a plan taken names only src's name as written.
+func FuzzPlan(f *testing.F) {
+	f.Add(`RDMACP plan {"mode":"file","name":"report.txt","size":5}`, "report.txt", false)
+	f.Add(`RDMACP plan {"mode":"file","name":".bashrc"}`, "report.txt", false)
+	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":["dir"]}`, "d/dir/", true)
+	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":[".ssh"]}`, ".", true)
+	f.Add(`RDMACP have {"block":1048576,"size":1,"hashes":["00000000000000000000000000000000"]}`, "x", false)
+	f.Fuzz(func(t *testing.T, line, src string, recursive bool) {
+		st, err := parseStatus(line)
+		if err != nil || st.kind != "plan" {
+			return
+		}
+		names, err := asked{srcs: []string{src}, recursive: recursive}.check(st.contents, false)
+		if err != nil {
+			return
+		}
+		want := askedName(src)
+		if want == "" {
+			t.Fatalf("%q taken for %q, whose name only the remote side knows", line, src)
+		}
+		if st.contents.Mode != modeTar && st.contents.Name != want || st.contents.Mode == modeTar && (len(names) != 1 || names[0] != want) {
+			t.Fatalf("%q taken for %q", line, src)
+		}
+	})
+}
