@@ -70,7 +70,8 @@ func (c *counter) Read(p []byte) (int, error) {
 // Files and links are written under a temporary name and renamed into
 // place, atomically replacing a file or link in the way (never writing
 // through it); a directory, device or other special file in the way fails
-// the extraction and stays. Existing directories are kept and merged into.
+// the extraction and stays. Existing directories are kept and merged into;
+// a link on an entry's way, even to inside, fails it (see checkParents).
 // Directory modes and times are set at the end, deepest first, so that
 // read-only directories can still be filled.
 //
@@ -83,6 +84,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
 	var dirs []dirMeta
+	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -98,12 +100,16 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		if err := underNames(h.Name, names); err != nil {
 			return err
 		}
+		if err := checkParents(root, name, seen); err != nil {
+			return err
+		}
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := makeDir(root, name); err != nil {
 				return err
 			}
+			seen[name] = true
 			dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
@@ -222,6 +228,28 @@ func entryName(name, top string) (string, error) {
 	return filepath.FromSlash(clean), nil
 }
 
+// checkParents checks that the directories on the way to name under root
+// are real directories, never links (not even to inside: an entry goes
+// only where the archive's own directories, or real ones in their place,
+// lead), from the top down, and remembers them in seen.
+func checkParents(root *os.Root, name string, seen map[string]bool) error {
+	var todo []string
+	for d := filepath.Dir(name); d != "." && !seen[d]; d = filepath.Dir(d) {
+		todo = append(todo, d)
+	}
+	for _, d := range slices.Backward(todo) {
+		fi, err := root.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("archive entry %q: %w", name, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("archive entry %q: %s is not a directory here (a link is not followed)", name, d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
 // makeDir makes directory name, or keeps it if it exists (as a real
 // directory, not a link to one).
 func makeDir(root *os.Root, name string) error {
@@ -295,7 +323,7 @@ func finishFile(root *os.Root, f *os.File, partial, name string, err error, meta
 // makeLink makes the symbolic link name pointing to target, under a
 // temporary name renamed into place (see clearWay). The target is stored
 // as it came: a link may point anywhere, but nothing is ever written
-// through one that leads out of the root.
+// through one (see checkParents).
 func makeLink(root *os.Root, name, target string) error {
 	if target == "" || len(target) > maxPathLen || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("archive entry %q: link target empty, too long or with a NUL byte", name)

@@ -171,3 +171,50 @@ func TestExtractUnasked(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractThroughLinkInside: an entry whose way leads through a link in
+// the destination, even to inside it, is refused, and what the link leads
+// to stays as it was; a real directory in the way is merged into.
+func TestExtractThroughLinkInside(t *testing.T) {
+	cases := []struct {
+		name    string
+		link    string // made at dst/link, pointing to .ssh (relative)
+		entries []entry
+		fail    string // in the error; "" for success
+	}{
+		{"the top", "dir", []entry{{name: "dir/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "dir is not a directory here"},
+		{"below a real directory", "dir/sub", []entry{{name: "dir/", typ: tar.TypeDir}, {name: "dir/sub/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "sub is not a directory here"},
+		{"a directory below it", "dir", []entry{{name: "dir/x/", typ: tar.TypeDir}}, "dir is not a directory here"},
+		{"a real directory", "", []entry{{name: "dir/sub/f", typ: tar.TypeReg, body: "ok"}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			os.MkdirAll(filepath.Join(dst, ".ssh"), 0o700)
+			os.MkdirAll(filepath.Join(dst, "dir", "sub"), 0o755)
+			os.WriteFile(filepath.Join(dst, ".ssh", "authorized_keys"), []byte("mine"), 0o600)
+			if tc.link != "" {
+				os.RemoveAll(filepath.Join(dst, tc.link))
+				to, _ := filepath.Rel(filepath.Dir(filepath.Join(dst, tc.link)), filepath.Join(dst, ".ssh"))
+				if err := os.Symlink(to, filepath.Join(dst, tc.link)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
+				t.Fatalf("got %v, want %q", err, tc.fail)
+			}
+			if left, _ := os.ReadDir(filepath.Join(dst, ".ssh")); len(left) != 1 {
+				t.Errorf(".ssh holds %d files, want its one", len(left))
+			}
+			if b, _ := os.ReadFile(filepath.Join(dst, ".ssh", "authorized_keys")); string(b) != "mine" {
+				t.Errorf("authorized_keys holds %q", b)
+			}
+		})
+	}
+}
