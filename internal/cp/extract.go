@@ -97,10 +97,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		if err != nil {
 			return err
 		}
-		if err := underNames(h.Name, names); err != nil {
-			return err
-		}
-		if err := checkParents(root, name, seen); err != nil {
+		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
 			return err
 		}
 		mode := h.FileInfo().Mode()
@@ -226,6 +223,20 @@ func entryName(name, top string) (string, error) {
 		clean = path.Join(top, rest)
 	}
 	return filepath.FromSlash(clean), nil
+}
+
+// checkEntry checks an archive entry h, to be written at name under root,
+// before anything of it is written: it must lie under names, resume only
+// a file that rr offered, and go only through real directories (see
+// checkParents, which seen is for).
+func checkEntry(root *os.Root, h *tar.Header, name string, names []string, seen map[string]bool, rr *resumed) error {
+	if err := underNames(h.Name, names); err != nil {
+		return err
+	}
+	if _, ok := h.PAXRecords[resumeRecord]; ok && !rr.offers(h) {
+		return &unasked{h.Name, "resumes a file this side did not offer"}
+	}
+	return checkParents(root, name, seen)
 }
 
 // checkParents checks that the directories on the way to name under root

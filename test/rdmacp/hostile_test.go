@@ -68,6 +68,9 @@ var lies = map[string]struct {
 	// A resume of the tree asked for, dir, which is a link to .ssh here:
 	// the same through the link.
 	"resume-link": {plan: `{"mode":"tar","single":true,"names":["dir"]}`, offers: true, stream: hostileArchive(resumedKey("dir/authorized_keys"))},
+	// The tree asked for, dir, which is a link to .ssh here, without its
+	// directory entry: a key written through the link.
+	"archive-link": {plan: `{"mode":"tar","single":true,"names":["dir"]}`, stream: hostileArchive(hostileEntry{name: "dir/authorized_keys", body: hostileKey})},
 }
 
 // ownKey is what DST/.ssh/authorized_keys holds before the hostile remote
@@ -276,9 +279,11 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 // TestHostileRemote downloads from a hostile remote rdmacp (see
 // hostileMain) into a home directory: a file under another name, an
 // archive without -r, an archive of another name or with an entry outside
-// the name asked for, a resume that names .ssh. Each is refused with exit
-// 9 quoting the remote side's claim, nothing in the home directory is
-// written or changed, and a resume offers nothing.
+// the name asked for, a resume that names .ssh or goes through a link.
+// Each is refused with exit 9 quoting the remote side's claim, nothing in
+// the home directory is written or changed, and a resume offers nothing.
+// An entry asked for whose way here is a link is refused too (exit 4,
+// the extraction fails).
 func TestHostileRemote(t *testing.T) {
 	s := startSSHD(t)
 	cases := []struct {
@@ -296,11 +301,12 @@ func TestHostileRemote(t *testing.T) {
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
 		{"a resume that names .ssh", "resume-ssh", []string{"-C", "-r"}, "dir", `".ssh"`, ""},
 		{"a resume through a link", "resume-link", []string{"-C", "-r"}, "dir", `"dir/authorized_keys"`, ""},
+		{"an entry through a link", "archive-link", []string{"-r"}, "dir", "dir is not a directory here (a link is not followed)", ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			home, before := hostileHome(t)
-			if tc.lie == "resume-link" {
+			if strings.HasSuffix(tc.lie, "-link") {
 				if err := os.Symlink(".ssh", filepath.Join(home, "dir")); err != nil {
 					t.Fatal(err)
 				}
@@ -308,8 +314,12 @@ func TestHostileRemote(t *testing.T) {
 			}
 			args := append([]string{"--remote-cmd", hostileCmd(t, tc.lie)}, tc.args...)
 			r := s.rdmacp(t, append(args, "target:"+tc.src, home)...)
-			if r.code != 9 || !strings.Contains(r.stderr, "sent what was not asked for: "+tc.claim) {
-				t.Errorf("exit %d, want 9 quoting %s; stderr:\n%s", r.code, tc.claim, r.stderr)
+			code, says := 9, "sent what was not asked for: "+tc.claim
+			if tc.lie == "archive-link" { // asked for, but not through a link: an output failure
+				code, says = 4, tc.claim
+			}
+			if r.code != code || !strings.Contains(r.stderr, says) {
+				t.Errorf("exit %d, want %d saying %s; stderr:\n%s", r.code, code, says, r.stderr)
 			}
 			if strings.Contains(r.stderr, "hostile read:") {
 				t.Errorf("the remote side was offered what is here; stderr:\n%s", r.stderr)
