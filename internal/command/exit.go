@@ -25,6 +25,7 @@ const (
 	ExitAuth      = 6 // wrong or missing shared key
 	ExitNoRDMA    = 7 // RDMA was requested (--transport rdma) but is not available
 	ExitPartial   = 8 // a copy to several hosts is complete on some and failed on others
+	ExitUnasked   = 9 // a download's remote side would send what was not asked for: refused
 )
 
 // Partial is the error of a copy to several hosts that is complete on
@@ -40,6 +41,20 @@ func (e *Partial) Error() string {
 	return fmt.Sprintf("%d of %d hosts failed (%s); every other one has it whole", len(e.Failed), e.Hosts, strings.Join(e.Failed, ", "))
 }
 
+// Unasked is the error of a download whose remote side said it would send,
+// or sent, what was not asked for (another name, an archive instead of a
+// file, an entry outside the names asked for): refused before it is
+// written, exit code 9. Claim is the remote side's, quoted in the message.
+type Unasked struct {
+	Host  string // the remote host, as named
+	Claim string // what the remote side said or sent
+	Why   string // why it was not asked for
+}
+
+func (e *Unasked) Error() string {
+	return fmt.Sprintf("the remote side on %s sent what was not asked for: %q: %s; refused, nothing of it written", e.Host, e.Claim, e.Why)
+}
+
 // ExitCode maps an error to the exit code documented for its kind.
 func ExitCode(err error) int {
 	if err == nil {
@@ -47,6 +62,9 @@ func ExitCode(err error) int {
 	}
 	if p := (*Partial)(nil); errors.As(err, &p) {
 		return ExitPartial
+	}
+	if u := (*Unasked)(nil); errors.As(err, &u) {
+		return ExitUnasked
 	}
 	switch conn.KindOf(err) {
 	case conn.KindUsage:

@@ -26,6 +26,8 @@ func TestExitCode(t *testing.T) {
 		{errors.Join(conn.Errorf(conn.KindAborted, "", "cut"), pipe.ErrStuck), ExitAborted},
 		{&Partial{Failed: []string{"b"}, Hosts: 3}, ExitPartial},
 		{fmt.Errorf("copy: %w", &Partial{Failed: []string{"b"}, Hosts: 3}), ExitPartial},
+		{&Unasked{Host: "h", Claim: ".bashrc", Why: "asked for f"}, ExitUnasked},
+		{&conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("extract: %w", &Unasked{Host: "h", Claim: "x/y", Why: "outside"})}, ExitUnasked},
 	}
 	for _, tc := range cases {
 		if got := ExitCode(tc.err); got != tc.want {

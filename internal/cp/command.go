@@ -89,7 +89,9 @@ EXIT CODES:
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure (the one-time key did not match)
    7  RDMA requested (--transport rdma) but not available
-   8  with several hosts: the copy is in place on some and failed on the others (named)`
+   8  with several hosts: the copy is in place on some and failed on the others (named)
+   9  a download's remote side would send what was not asked for (another name, an
+      archive for a file, an entry outside the sources): refused, quoted, not written`
 
 // Main runs the rdmacp command with args (args[0] is the program name)
 // and returns its exit code.

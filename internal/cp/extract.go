@@ -62,13 +62,16 @@ func (c *counter) Read(p []byte) (int, error) {
 // symbolic link on it) to anywhere outside. Regular files (sparse ones
 // too), directories and symbolic links are created with the archive's
 // permission bits as ms says and its modification times; any other entry
-// type fails the extraction. If top is not empty, the first element of
-// every name is replaced with it. It stops, failing, when ctx ends.
+// type fails the extraction. Every entry must lie under one of names, the
+// archive's top-level names as asked for; if top is not empty, the first
+// element of every name is replaced with it. It stops, failing, when ctx
+// ends.
 //
 // Files and links are written under a temporary name and renamed into
 // place, atomically replacing a file or link in the way (never writing
 // through it); a directory, device or other special file in the way fails
-// the extraction and stays. Existing directories are kept and merged into.
+// the extraction and stays. Existing directories are kept and merged into;
+// a link on an entry's way, even to inside, fails it (see checkParents).
 // Directory modes and times are set at the end, deepest first, so that
 // read-only directories can still be filled.
 //
@@ -76,11 +79,12 @@ func (c *counter) Read(p []byte) (int, error) {
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
 // files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms modes, rr *resumed) error {
+func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, top string, ms modes, rr *resumed) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
 	var dirs []dirMeta
+	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -93,12 +97,16 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, top string, ms mod
 		if err != nil {
 			return err
 		}
+		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
+			return err
+		}
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
 			if err := makeDir(root, name); err != nil {
 				return err
 			}
+			seen[name] = true
 			dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
@@ -217,6 +225,42 @@ func entryName(name, top string) (string, error) {
 	return filepath.FromSlash(clean), nil
 }
 
+// checkEntry checks an archive entry h, to be written at name under root,
+// before anything of it is written: it must lie under names, resume only
+// a file that rr offered, and go only through real directories (see
+// checkParents, which seen is for).
+func checkEntry(root *os.Root, h *tar.Header, name string, names []string, seen map[string]bool, rr *resumed) error {
+	if err := underNames(h.Name, names); err != nil {
+		return err
+	}
+	if _, ok := h.PAXRecords[resumeRecord]; ok && !rr.offers(h) {
+		return &unasked{h.Name, "resumes a file this side did not offer"}
+	}
+	return checkParents(root, name, seen)
+}
+
+// checkParents checks that the directories on the way to name under root
+// are real directories, never links (not even to inside: an entry goes
+// only where the archive's own directories, or real ones in their place,
+// lead), from the top down, and remembers them in seen.
+func checkParents(root *os.Root, name string, seen map[string]bool) error {
+	var todo []string
+	for d := filepath.Dir(name); d != "." && !seen[d]; d = filepath.Dir(d) {
+		todo = append(todo, d)
+	}
+	for _, d := range slices.Backward(todo) {
+		fi, err := root.Lstat(d)
+		if err != nil {
+			return fmt.Errorf("archive entry %q: %w", name, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("archive entry %q: %s is not a directory here (a link is not followed)", name, d)
+		}
+		seen[d] = true
+	}
+	return nil
+}
+
 // makeDir makes directory name, or keeps it if it exists (as a real
 // directory, not a link to one).
 func makeDir(root *os.Root, name string) error {
@@ -290,7 +334,7 @@ func finishFile(root *os.Root, f *os.File, partial, name string, err error, meta
 // makeLink makes the symbolic link name pointing to target, under a
 // temporary name renamed into place (see clearWay). The target is stored
 // as it came: a link may point anywhere, but nothing is ever written
-// through one that leads out of the root.
+// through one (see checkParents).
 func makeLink(root *os.Root, name, target string) error {
 	if target == "" || len(target) > maxPathLen || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("archive entry %q: link target empty, too long or with a NUL byte", name)

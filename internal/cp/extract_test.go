@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"cmp"
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -88,7 +89,7 @@ func TestExtractHostile(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(data), "", modes{}, nil)
+			err = extract(context.Background(), root, bytes.NewReader(data), tops(tc.entries), "", modes{}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -111,10 +112,109 @@ func TestExtractTop(t *testing.T) {
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
 		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
 	)
-	if err := extract(context.Background(), root, bytes.NewReader(data), "renamed", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), []string{"src"}, "renamed", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {
 		t.Fatalf("renamed/l: %q, %v", b, err)
+	}
+}
+
+// tops returns the first elements of the names of entries: the top-level
+// names an archive of them was asked for.
+func tops(entries []entry) []string {
+	var names []string
+	for _, e := range entries {
+		first, _, _ := strings.Cut(strings.TrimPrefix(e.name, "/"), "/")
+		names = append(names, first)
+	}
+	return names
+}
+
+// TestExtractUnasked: an entry outside the top-level names asked for
+// fails the extraction before anything of it is written, with the entry's
+// name quoted, whatever the entries before it (links and directories of
+// names asked for included).
+func TestExtractUnasked(t *testing.T) {
+	cases := []struct {
+		name    string
+		entries []entry
+		top     string
+	}{
+		{"hidden file", []entry{{name: ".bashrc", typ: tar.TypeReg, body: "evil"}}, ""},
+		{"after the names asked for", []entry{{name: "dir/", typ: tar.TypeDir}, {name: "dir/f", typ: tar.TypeReg, body: "ok"}, {name: ".ssh/authorized_keys", typ: tar.TypeReg, body: "evil"}}, ""},
+		{"a directory", []entry{{name: ".ssh/", typ: tar.TypeDir}}, ""},
+		{"a link", []entry{{name: ".ssh", typ: tar.TypeSymlink, link: "dir"}}, ""},
+		{"a prefix of a name", []entry{{name: "di/f", typ: tar.TypeReg, body: "evil"}}, ""},
+		{"with ./", []entry{{name: "./.ssh/authorized_keys", typ: tar.TypeReg, body: "evil"}}, ""},
+		{"to a new name", []entry{{name: "dir/", typ: tar.TypeDir}, {name: ".ssh/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "copy"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, tc.top, modes{}, nil)
+			var u *unasked
+			last := tc.entries[len(tc.entries)-1].name
+			if !errors.As(err, &u) || u.claim != last {
+				t.Fatalf("got %v, want the refusal of %q", err, last)
+			}
+			for _, p := range []string{".ssh", ".bashrc", "di", "copy/authorized_keys", "dir/authorized_keys"} {
+				if _, err := os.Lstat(filepath.Join(dst, p)); err == nil {
+					t.Errorf("%s written", p)
+				}
+			}
+		})
+	}
+}
+
+// TestExtractThroughLinkInside: an entry whose way leads through a link in
+// the destination, even to inside it, is refused, and what the link leads
+// to stays as it was; a real directory in the way is merged into.
+func TestExtractThroughLinkInside(t *testing.T) {
+	cases := []struct {
+		name    string
+		link    string // made at dst/link, pointing to .ssh (relative)
+		entries []entry
+		fail    string // in the error; "" for success
+	}{
+		{"the top", "dir", []entry{{name: "dir/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "dir is not a directory here"},
+		{"below a real directory", "dir/sub", []entry{{name: "dir/", typ: tar.TypeDir}, {name: "dir/sub/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "sub is not a directory here"},
+		{"a directory below it", "dir", []entry{{name: "dir/x/", typ: tar.TypeDir}}, "dir is not a directory here"},
+		{"a real directory", "", []entry{{name: "dir/sub/f", typ: tar.TypeReg, body: "ok"}}, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			os.MkdirAll(filepath.Join(dst, ".ssh"), 0o700)
+			os.MkdirAll(filepath.Join(dst, "dir", "sub"), 0o755)
+			os.WriteFile(filepath.Join(dst, ".ssh", "authorized_keys"), []byte("mine"), 0o600)
+			if tc.link != "" {
+				os.RemoveAll(filepath.Join(dst, tc.link))
+				to, _ := filepath.Rel(filepath.Dir(filepath.Join(dst, tc.link)), filepath.Join(dst, ".ssh"))
+				if err := os.Symlink(to, filepath.Join(dst, tc.link)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
+				t.Fatalf("got %v, want %q", err, tc.fail)
+			}
+			if left, _ := os.ReadDir(filepath.Join(dst, ".ssh")); len(left) != 1 {
+				t.Errorf(".ssh holds %d files, want its one", len(left))
+			}
+			if b, _ := os.ReadFile(filepath.Join(dst, ".ssh", "authorized_keys")); string(b) != "mine" {
+				t.Errorf("authorized_keys holds %q", b)
+			}
+		})
 	}
 }

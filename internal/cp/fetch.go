@@ -2,12 +2,19 @@ package cp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
+	"os"
+	"path"
+	"path/filepath"
 	"strconv"
+	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -22,25 +29,18 @@ import (
 // has arrived whole and the remote side has confirmed it.
 func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	t := srcs[0]
-	host := o.DataHost
-	if host == "" {
-		host = o.hostName(ctx, t)
-	}
-	local, err := localAddr(ctx, host)
-	if err != nil {
-		return err
-	}
-	l, port, err := listenAnyPort(ctx, o.Transport, local, o.params(), notices(o.Verbose, o.Stderr))
+	l, addr, err := o.fetchListener(ctx, t)
 	if err != nil {
 		return err
 	}
 	defer l.Close()
-	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: listening on %s (this host's address toward %s)\n", l.Addr(), host)
 	key := newKey()
 	req := o.request(key)
-	req.Recursive, req.Connect = o.Recursive, net.JoinHostPort(local, strconv.Itoa(port))
+	req.Recursive, req.Connect = o.Recursive, addr
+	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)
+		a.srcs = append(a.srcs, s.Path)
 	}
 	r, st, err := begin(ctx, t, o, remoteSend, req)
 	if err != nil {
@@ -50,9 +50,9 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if st.kind != "plan" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.kind)
 	}
-	s, err := newSink(Request{Dest: dst, Contents: st.contents, Preserve: o.Preserve, Resume: o.Resume})
+	s, err := prepare(a, st.contents, dst, o)
 	if err != nil {
-		return err
+		return claimOf(t.Host, err)
 	}
 	skipped := int64(-1)
 	if o.Resume {
@@ -61,39 +61,9 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 			return err
 		}
 	}
-	// The remote side's last word ends the wait for its stream when it
-	// fails first.
-	rctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	last := make(chan status, 1)
-	go func() {
-		st, err := r.next(rctx, maxTimeout)
-		if err == nil && st.kind != "ok" {
-			err = remoteFailed(t.Host, st)
-		}
-		if err != nil {
-			cancel(err)
-		}
-		last <- st
-	}()
-	// The copy goes in place only once the remote side has confirmed
-	// that it sent what arrived.
-	confirm := func(stats pipe.Stats) error {
-		select {
-		case st := <-last:
-			return remoteDone(t.Host, st, stats.Bytes, "received")
-		case <-time.After(statusWait):
-			return conn.Errorf(conn.KindAborted, "after the stream", "no word from the remote side within %v", statusWait)
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
-	}
-	stats, err := receive(rctx, server.Server{Listener: l, Config: o.config(key), Log: o.Stderr}, s, confirm, dst)
+	stats, err := fetchStream(ctx, r, server.Server{Listener: l, Config: o.config(key), Log: o.Stderr}, s, t.Host, dst)
 	if err != nil {
-		if cause := context.Cause(rctx); rctx.Err() != nil && ctx.Err() == nil {
-			return cause
-		}
-		return err
+		return claimOf(t.Host, err)
 	}
 	if ts, ok := s.(*tarSink); ok && ts.resumed != nil {
 		skipped = ts.resumed.kept
@@ -102,6 +72,102 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return nil
+}
+
+// fetchListener listens, for a download from t, on the local address that
+// leads to t's host (or --data-host), and returns the listener and the
+// address the remote side is to connect to.
+func (o Options) fetchListener(ctx context.Context, t Target) (conn.Listener, string, error) {
+	host := o.DataHost
+	if host == "" {
+		host = o.hostName(ctx, t)
+	}
+	local, err := localAddr(ctx, host)
+	if err != nil {
+		return nil, "", err
+	}
+	l, port, err := listenAnyPort(ctx, o.Transport, local, o.params(), notices(o.Verbose, o.Stderr))
+	if err != nil {
+		return nil, "", err
+	}
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: listening on %s (this host's address toward %s)\n", l.Addr(), host)
+	return l, net.JoinHostPort(local, strconv.Itoa(port)), nil
+}
+
+// prepare checks the remote side's plan c against what a asked for (see
+// asked.check) and prepares dst for it; a source whose name only the
+// remote side knows becomes dst itself.
+func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
+	newName := len(a.srcs) == 1 && isNewName(dst, o.Resume)
+	names, err := a.check(c, newName)
+	if err != nil {
+		return nil, err
+	}
+	c.Names = names
+	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Resume: o.Resume}
+	if c.Mode != modeTar || askedName(a.srcs[0]) != "" {
+		return newSink(req)
+	}
+	d := expandHome(dst)
+	if err := checkDir(filepath.Dir(d)); err != nil {
+		return nil, err
+	}
+	return openTarSink(req, filepath.Dir(d), filepath.Base(d))
+}
+
+// isNewName says whether dst is a new name for a single source: nothing
+// is there, or, resuming, a directory that an interrupted copy to that
+// new name made (written as a plain name at its end, without a trailing
+// slash, see newTarSink).
+func isNewName(dst string, resume bool) bool {
+	d := expandHome(dst)
+	fi, err := os.Stat(d)
+	plain := !strings.HasSuffix(dst, "/") && path.Base(dst) == filepath.Base(d) && checkName(filepath.Base(d)) == nil
+	return errors.Is(err, fs.ErrNotExist) || resume && plain && err == nil && fi.IsDir()
+}
+
+// claimOf returns err, a download's failure, as the command's error for
+// what the remote side on host sent unasked, if it is one.
+func claimOf(host string, err error) error {
+	if u := (*unasked)(nil); errors.As(err, &u) {
+		return &command.Unasked{Host: host, Claim: u.claim, Why: u.why}
+	}
+	return err
+}
+
+// fetchStream receives the remote side's stream into s with srv,
+// and puts it in place (at dst) once the remote side, whose status lines
+// r reads, has confirmed that it sent what arrived. The remote side's
+// failure ends the wait for its stream.
+func fetchStream(ctx context.Context, r *remote, srv server.Server, s sink, host, dst string) (pipe.Stats, error) {
+	rctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	last := make(chan status, 1)
+	go func() {
+		st, err := r.next(rctx, maxTimeout)
+		if err == nil && st.kind != "ok" {
+			err = remoteFailed(host, st)
+		}
+		if err != nil {
+			cancel(err)
+		}
+		last <- st
+	}()
+	confirm := func(stats pipe.Stats) error {
+		select {
+		case st := <-last:
+			return remoteDone(host, st, stats.Bytes, "received")
+		case <-time.After(statusWait):
+			return conn.Errorf(conn.KindAborted, "after the stream", "no word from the remote side within %v", statusWait)
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		}
+	}
+	stats, err := receive(rctx, srv, s, confirm, dst)
+	if u := (*unasked)(nil); err != nil && !errors.As(err, &u) && rctx.Err() != nil && ctx.Err() == nil {
+		return stats, context.Cause(rctx)
+	}
+	return stats, err
 }
 
 // offerDownload is a download's resume on the local side: it offers the

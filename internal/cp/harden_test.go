@@ -98,7 +98,7 @@ func TestExtractSparse(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer root.Close()
-			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), []string{"s"}, "", modes{}, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dst, "s"))
@@ -135,7 +135,7 @@ func TestExtractStops(t *testing.T) {
 	defer root.Close()
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- extract(ctx, root, bytes.NewReader(data), "", modes{}, nil) }()
+	go func() { done <- extract(ctx, root, bytes.NewReader(data), []string{"s"}, "", modes{}, nil) }()
 	testutil.WaitFor(t, time.Minute, "the file to be started", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dst, ".s.rdmacp-*"))
 		return len(m) > 0
@@ -175,7 +175,7 @@ func TestExtractModes(t *testing.T) {
 			}
 			defer root.Close()
 			data := archive(t, entry{name: "e", typ: tc.typ, body: "x", mode: tc.mode})
-			if err := extract(context.Background(), root, bytes.NewReader(data), "", modes{preserve: tc.preserve, umask: 0o022}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), []string{"e"}, "", modes{preserve: tc.preserve, umask: 0o022}, nil); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Lstat(filepath.Join(dst, "e"))
@@ -213,7 +213,7 @@ func TestExtractInTheWay(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer root.Close()
-		return extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), "", modes{}, nil)
+		return extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), []string{"f"}, "", modes{}, nil)
 	})
 }
 
@@ -275,7 +275,7 @@ func TestExtractCutKeepsOld(t *testing.T) {
 	}
 	defer root.Close()
 	data := archive(t, entry{name: "f", typ: tar.TypeReg, body: strings.Repeat("new", 1000)})
-	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), "", modes{}, nil); err == nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), []string{"f"}, "", modes{}, nil); err == nil {
 		t.Fatal("a cut archive extracted without an error")
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "f")); err != nil || string(b) != "old" {

@@ -104,11 +104,13 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
 	}
 	if o.Resume && p.mode == modeTar {
-		p.rs = &resumption{have: map[string]offer{}, key: key}
+		p.rs = newResumption(p, key)
 	}
 	skipped := int64(-1)
 	for st.kind == "have" {
 		switch {
+		case in != nil && skipped >= 0:
+			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
 		case in != nil:
 			skipped, err = resumeUpload(r, in, st.offer, key)
 		case p.rs != nil:

@@ -105,23 +105,21 @@ func newHasher(key []byte) *hasher {
 }
 
 // block returns the hash of the n bytes of block i (of size bytes) of f,
-// or ok false if f holds less than that there.
+// or ok false if f holds less than that there. It reads through a buffer
+// of copyBuf bytes, whatever size the peer's offer says: memory follows
+// what f holds, not what the offer claims.
 func (h *hasher) block(f *os.File, i, size, n int64) (sum []byte, ok bool, err error) {
-	if int64(cap(h.buf)) < n {
-		h.buf = make([]byte, n)
-	}
-	b := h.buf[:n]
-	if _, err := f.ReadAt(b, i*size); err != nil {
-		if errors.Is(err, io.EOF) {
-			return nil, false, nil
-		}
-		return nil, false, err
+	if h.buf == nil {
+		h.buf = make([]byte, copyBuf)
 	}
 	m := hmac.New(sha256.New, h.key)
 	var idx [8]byte
 	binary.BigEndian.PutUint64(idx[:], uint64(i))
 	m.Write(idx[:])
-	m.Write(b)
+	got, err := io.CopyBuffer(m, io.NewSectionReader(f, i*size, n), h.buf)
+	if err != nil || got < n {
+		return nil, false, err
+	}
 	return m.Sum(nil)[:hashLen], true, nil
 }
 

@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -160,4 +161,32 @@ func writeTemp(t *testing.T, dir, name string, b []byte) *os.File {
 	}
 	t.Cleanup(func() { f.Close() })
 	return f
+}
+
+// TestHugeBlockOffer: an offer of one block of 2^47 bytes (a hostile
+// upload destination's) costs a read of what the source holds, through a
+// small buffer, not an allocation of the block, and resumes nothing.
+func TestHugeBlockOffer(t *testing.T) {
+	f, err := os.CreateTemp(t.TempDir(), "src")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	if _, err := f.Write(bytes.Repeat([]byte("x"), 3<<20)); err != nil {
+		t.Fatal(err)
+	}
+	o := offer{Block: 1 << 47, Size: 1 << 47, Hashes: []string{strings.Repeat("00", hashLen)}}
+	if err := o.validate(); err != nil {
+		t.Fatalf("the offer is well formed, but: %v", err)
+	}
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	at, err := resumeAt(f, o, bytes.Repeat([]byte{1}, keyLen))
+	runtime.ReadMemStats(&after)
+	if err != nil || at != 0 {
+		t.Fatalf("resumeAt = %d, %v; want 0", at, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 4<<20 {
+		t.Fatalf("%d bytes allocated to hash a 3 MiB file", grew)
+	}
 }

@@ -194,7 +194,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 		}
 	}
 	if p.mode == modeTar && req.Resume {
-		p.rs = &resumption{have: map[string]offer{}, key: req.keyBytes()}
+		p.rs = newResumption(p, req.keyBytes())
 		if err := readOffers(br, p.rs); err != nil {
 			return 0, err
 		}

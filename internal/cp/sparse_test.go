@@ -158,7 +158,7 @@ func TestSparseRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer root.Close()
-	if err := extract(context.Background(), root, &b, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, &b, []string{"tree"}, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range sparseCases {

@@ -67,19 +67,34 @@ const resumeRecord = "RDMACP.resume"
 // resumption is what the receiving side of a tree's resume offered: its
 // files, by name in the archive, and the key their hashes are under.
 type resumption struct {
-	have map[string]offer
-	key  []byte
-	kept int64 // bytes of offered files not sent again
+	have  map[string]offer
+	names []string // the archive's top-level names
+	key   []byte
+	kept  int64 // bytes of offered files not sent again
+}
+
+// newResumption returns the resumption of the archive of p under key,
+// with nothing offered yet.
+func newResumption(p plan, key []byte) *resumption {
+	rs := &resumption{have: map[string]offer{}, key: key}
+	for _, s := range p.srcs {
+		rs.names = append(rs.names, s.name)
+	}
+	return rs
 }
 
 // add takes in an offer from the receiving side, which must name a file
-// of the archive not offered before, and be valid; at most maxOffers.
+// under the archive's top-level names not offered before, and be valid;
+// at most maxOffers.
 func (rs *resumption) add(o offer) error {
 	if err := o.validate(); err != nil {
 		return err
 	}
 	if o.Name == "" || o.End || len(o.Hashes) > treeHashes {
 		return fmt.Errorf("offer for %.64q: names no file, or more than %d block hashes", o.Name, treeHashes)
+	}
+	if err := underNames(o.Name, rs.names); err != nil {
+		return fmt.Errorf("offer for %.64q: not under the archive's names", o.Name)
 	}
 	if _, dup := rs.have[o.Name]; dup || len(rs.have) == maxOffers {
 		return fmt.Errorf("offer for %.64q: offered before, or more than %d offers", o.Name, maxOffers)

@@ -53,6 +53,13 @@ func newTarSink(req Request) (*tarSink, error) {
 	case err != nil:
 		return nil, setupf("destination %s: %v", dst, err)
 	}
+	return openTarSink(req, dir, top)
+}
+
+// openTarSink prepares dir, an existing directory, for the archive that
+// req describes, whose single top-level entry becomes top there if top is
+// set.
+func openTarSink(req Request, dir, top string) (*tarSink, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, setupf("destination: %v", err)
@@ -75,7 +82,7 @@ func resumedNewName(req Request, dst string) bool {
 func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
-			return extract(ctx, s.root, r, s.top, s.ms, s.resumed)
+			return extract(ctx, s.root, r, s.names, s.top, s.ms, s.resumed)
 		})
 	})
 	return s.x

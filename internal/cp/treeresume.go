@@ -30,13 +30,17 @@ type resumed struct {
 
 // offers lists what the destination holds of the archive's regular files,
 // named as in the archive, at most maxOffers; it keeps the list for the
-// extraction, which resumes only those.
+// extraction, which resumes only those. It walks only the archive's
+// top-level names as asked for, and never through a link in their place.
 func (s *tarSink) offers(key []byte) ([]offer, error) {
 	found := map[string]string{} // name in the archive -> path under root
 	for _, top := range s.names {
 		local := top
 		if s.top != "" {
 			local = s.top
+		}
+		if fi, err := s.root.Lstat(local); err == nil && !fi.IsDir() && !fi.Mode().IsRegular() {
+			continue // a link or special file: the extraction makes its own, nothing to resume
 		}
 		err := fs.WalkDir(s.root.FS(), local, func(p string, d fs.DirEntry, err error) error {
 			switch {
@@ -104,21 +108,16 @@ func partialOf(p string) (string, bool) {
 // place, which first moves to its partial name so that a failure never
 // leaves a partial file under the real name.
 func (rr *resumed) resume(root *os.Root, name string, h *tar.Header, at string, data func(*os.File, int64) error, meta fileMeta) error {
-	var from string
-	ok := rr != nil
-	if ok {
-		from, ok = rr.offered[path.Clean(h.Name)]
-	}
 	base, err := strconv.ParseInt(at, 10, 64)
 	switch {
-	case !ok:
-		return fmt.Errorf("archive entry %q resumes a file this side did not offer", h.Name)
+	case !rr.offers(h):
+		return &unasked{h.Name, "resumes a file this side did not offer"}
 	case err != nil || base < 0 || base > maxOfferLen:
 		return fmt.Errorf("archive entry %q: resumes at %.32q", h.Name, at)
 	case isSparse(h):
 		return fmt.Errorf("archive entry %q: a sparse entry cannot resume", h.Name)
 	}
-	partial := filepath.FromSlash(from)
+	partial := filepath.FromSlash(rr.offered[path.Clean(h.Name)])
 	meta.version.Size += base
 	if partial == name {
 		partial = partialName(name, meta.version)
@@ -140,6 +139,15 @@ func (rr *resumed) resume(root *os.Root, name string, h *tar.Header, at string, 
 	}
 	rr.kept += base
 	return finishFile(root, f, partial, name, data(f, base), meta, false)
+}
+
+// offers says whether the file of entry h was offered for a resume.
+func (rr *resumed) offers(h *tar.Header) bool {
+	if rr == nil {
+		return false
+	}
+	_, ok := rr.offered[path.Clean(h.Name)]
+	return ok
 }
 
 // isSparse says whether h is a sparse entry.

@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -94,5 +95,30 @@ func TestTreeResume(t *testing.T) {
 				t.Fatalf("partial copies left: %v", m)
 			}
 		})
+	}
+}
+
+// TestResumptionAdd: a tree's sending side takes an offer only for a file
+// under the archive's top-level names, once, with few enough hashes.
+func TestResumptionAdd(t *testing.T) {
+	rs := newResumption(plan{srcs: []source{{name: "top"}}}, bytes.Repeat([]byte{7}, keyLen))
+	one := []string{strings.Repeat("ab", hashLen)}
+	cases := []struct {
+		o    offer
+		fail string // in the error; "" for taken
+	}{
+		{offer{Name: "top/a", Block: minBlock, Size: 1, Hashes: one}, ""},
+		{offer{Name: "top/a", Block: minBlock, Size: 1, Hashes: one}, "offered before"},
+		{offer{Name: ".ssh/authorized_keys", Block: minBlock, Size: 1, Hashes: one}, "not under the archive's names"},
+		{offer{Name: "topx/a", Block: minBlock, Size: 1, Hashes: one}, "not under the archive's names"},
+		{offer{Block: minBlock, Size: 1, Hashes: one}, "names no file"},
+		{offer{Name: "top/b", Block: minBlock, Size: 17 * minBlock, Hashes: slices.Repeat(one, 17)}, "block hashes"},
+		{offer{Name: "top/c", Block: 1 << 47, Size: 1 << 47, Hashes: one}, ""},
+	}
+	for _, tc := range cases {
+		err := rs.add(tc.o)
+		if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
+			t.Errorf("%s: got %v, want %q", tc.o.Name, err, tc.fail)
+		}
 	}
 }

@@ -45,6 +45,9 @@ func TestDownload(t *testing.T) {
 		{"tree, -p", []string{"-r", "-p"}, []string{tree}, "", map[string]string{tree: "tree"}, ""},
 		{"tree to a new name", []string{"-r", "-p"}, []string{tree}, "copy", map[string]string{tree: "copy"}, ""},
 		{"several sources", []string{"-r", "-p"}, []string{tree, file}, "", map[string]string{tree: "tree", file: "weights.bin"}, ""},
+		{"tree as dir/", []string{"-r", "-p"}, []string{tree + "/"}, "", map[string]string{tree: "tree"}, ""},
+		{"tree as dir/. to a new name", []string{"-r", "-p"}, []string{tree + "/."}, "copy", map[string]string{tree: "copy"}, ""},
+		{"several files without -r", []string{"-p"}, []string{file, empty}, "", map[string]string{file: "weights.bin", empty: "empty"}, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -27,8 +27,11 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	if len(os.Args) > 1 && os.Args[1] == olderPeerFlag { // run by TestOlderPeer's ssh
+	switch {
+	case len(os.Args) > 1 && os.Args[1] == olderPeerFlag: // run by TestOlderPeer's ssh
 		os.Exit(olderPeer(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
+	case len(os.Args) > 1 && os.Args[1] == "hostile": // the remote side of TestHostileRemote
+		os.Exit(hostileMain(os.Args[2:]))
 	}
 	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
 		bin = filepath.Join(dir, "rdmacp")

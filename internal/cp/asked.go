@@ -1,0 +1,96 @@
+package cp
+
+import (
+	"fmt"
+	"path"
+	"slices"
+	"strings"
+)
+
+// A download writes only what was asked for (the class of scp's
+// CVE-2019-6111): the local side checks the remote side's plan against the
+// sources as the user wrote them before it prepares anything, and the
+// extraction checks every archive entry against the names the plan was
+// checked for.
+
+// unasked is the failure of a download whose remote side said it would
+// send, or sent, what was not asked for: claim is what it said or sent,
+// quoted in the command's error (see command.Unasked).
+type unasked struct {
+	claim string
+	why   string
+}
+
+func (e *unasked) Error() string {
+	return fmt.Sprintf("not asked for: %q: %s", e.claim, e.why)
+}
+
+// asked is what a download asks the remote side for: its sources, as the
+// user wrote them, and whether directories may come (-r).
+type asked struct {
+	srcs      []string
+	recursive bool
+}
+
+// askedName returns the name a source, as the user wrote it, has at the
+// destination: its base name; "" where only the remote side knows it (".",
+// "..", "~", "/" and paths that end in them).
+func askedName(src string) string {
+	c := path.Clean(src)
+	b := path.Base(c)
+	if c == "~" || b == "." || b == ".." || b == "/" {
+		return ""
+	}
+	return b
+}
+
+// check checks the remote side's plan c against what a asked for: one
+// regular file, asked for alone, under its own name (or, if it has holes,
+// as an archive of that one file); an archive only with -r or several
+// sources, whose top-level names are the sources' names in order. A name
+// only the remote side knows (see askedName) is taken only when newName
+// says that DST itself is the name it gets here (a single source to a new
+// name). It returns the names, as the archive has them, that the
+// extraction takes.
+func (a asked) check(c Contents, newName bool) ([]string, error) {
+	if c.Mode == modeFile || c.Mode == modeSparse {
+		return nil, a.checkFile(c)
+	}
+	switch {
+	case len(a.srcs) == 1 && !a.recursive:
+		return nil, &unasked{"an archive of " + strings.Join(c.Names, ", "), fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
+	case len(c.Names) != len(a.srcs) || c.Single != (len(a.srcs) == 1):
+		return nil, &unasked{"an archive of " + strings.Join(c.Names, ", "), fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+	}
+	for i, src := range a.srcs {
+		want := askedName(src)
+		switch {
+		case want == "" && !newName:
+			return nil, &unasked{c.Names[i], fmt.Sprintf("%s names no name here; name the copy (rdmacp -r HOST:%s NEWNAME) or its path", src, src)}
+		case want != "" && c.Names[i] != want:
+			return nil, &unasked{c.Names[i], fmt.Sprintf("%s was asked for", src)}
+		}
+	}
+	return c.Names, nil
+}
+
+// checkFile checks a plan for one regular file.
+func (a asked) checkFile(c Contents) error {
+	if len(a.srcs) != 1 {
+		return &unasked{c.Name, fmt.Sprintf("one file, where %d sources were asked for", len(a.srcs))}
+	}
+	if want := askedName(a.srcs[0]); c.Name != want {
+		return &unasked{c.Name, fmt.Sprintf("%s was asked for", a.srcs[0])}
+	}
+	return nil
+}
+
+// underNames checks that name, an archive entry's (checked by entryName),
+// lies under one of names, the top-level names asked for.
+func underNames(name string, names []string) error {
+	first, _, _ := strings.Cut(path.Clean(name), "/")
+	if !slices.Contains(names, first) {
+		return &unasked{name, "outside the names asked for (" + strings.Join(names, ", ") + ")"}
+	}
+	return nil
+}

@@ -1,0 +1,135 @@
+package cp
+
+import (
+	"errors"
+	"os"
+	"path/filepath"
+	"testing"
+)
+
+func TestAskedName(t *testing.T) {
+	for src, want := range map[string]string{
+		"report.txt": "report.txt", "/data/w.bin": "w.bin", "dir/": "dir", "dir/.": "dir", "~/x": "x",
+		"a/../b": "b", ".bashrc": ".bashrc", ".": "", "..": "", "~": "", "~/": "", "/": "", "a/..": "", "": "", "x/../..": "",
+	} {
+		if got := askedName(src); got != want {
+			t.Errorf("askedName(%q) = %q, want %q", src, got, want)
+		}
+	}
+}
+
+// TestAskedCheck: a plan is taken only for what was asked for; anything
+// else is refused with the remote side's claim.
+func TestAskedCheck(t *testing.T) {
+	file := func(name string) Contents { return Contents{Mode: modeFile, Name: name} }
+	tarOf := func(single bool, names ...string) Contents {
+		return Contents{Mode: modeTar, Single: single, Names: names}
+	}
+	cases := []struct {
+		name    string
+		a       asked
+		c       Contents
+		newName bool
+		claim   string // "": taken
+	}{
+		{"file", asked{srcs: []string{"d/report.txt"}}, file("report.txt"), false, ""},
+		{"file, -r", asked{srcs: []string{"report.txt"}, recursive: true}, file("report.txt"), false, ""},
+		{"sparse file", asked{srcs: []string{"disk.img"}}, Contents{Mode: modeSparse, Name: "disk.img"}, false, ""},
+		{"file under another name", asked{srcs: []string{"report.txt"}}, file(".bashrc"), false, ".bashrc"},
+		{"file for a directory", asked{srcs: []string{"."}, recursive: true}, file(".bashrc"), true, ".bashrc"},
+		{"file for several sources", asked{srcs: []string{"a", "b"}}, file("a"), false, "a"},
+		{"archive without -r", asked{srcs: []string{"report.txt"}}, tarOf(true, "report.txt"), false, "an archive of report.txt"},
+		{"archive, -r", asked{srcs: []string{"dir/"}, recursive: true}, tarOf(true, "dir"), false, ""},
+		{"archive of several files", asked{srcs: []string{"a", "x/b"}}, tarOf(false, "a", "b"), false, ""},
+		{"archive of another name", asked{srcs: []string{"dir"}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
+		{"archive with one more", asked{srcs: []string{"a", "b"}}, tarOf(false, "a", "b", ".ssh"), false, "an archive of a, b, .ssh"},
+		{"archive with names swapped", asked{srcs: []string{"a", "b"}}, tarOf(false, "b", "a"), false, "b"},
+		{"archive said single", asked{srcs: []string{"a", "b"}}, tarOf(true, "a", "b"), false, "an archive of a, b"},
+		{"dot to a new name", asked{srcs: []string{"."}, recursive: true}, tarOf(true, "alice"), true, ""},
+		{"dot into a directory", asked{srcs: []string{"."}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
+		{"home into a directory", asked{srcs: []string{"~"}, recursive: true}, tarOf(true, "alice"), false, "alice"},
+		{"dot among several", asked{srcs: []string{".", "b"}, recursive: true}, tarOf(false, ".ssh", "b"), true, ".ssh"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			names, err := tc.a.check(tc.c, tc.newName && len(tc.a.srcs) == 1)
+			var u *unasked
+			switch {
+			case tc.claim == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.claim == "" && tc.c.Mode == modeTar && len(names) != len(tc.c.Names):
+				t.Fatalf("names %q, want %q", names, tc.c.Names)
+			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
+			}
+		})
+	}
+}
+
+// TestPrepareUnknownName: a source whose name only the remote side knows
+// (h:.) lands only as DST itself, a new name (or, resuming, the directory
+// an interrupted copy to that new name made); into an existing directory
+// it is refused.
+func TestPrepareUnknownName(t *testing.T) {
+	dir := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dir, "made"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	c := Contents{Mode: modeTar, Single: true, Names: []string{".ssh"}}
+	cases := []struct {
+		dst     string
+		resume  bool
+		wantTop string // "": refused
+	}{
+		{"new", false, "new"},
+		{"made", false, ""},
+		{"made", true, "made"},
+		{"made/", true, ""},
+		{".", true, ""},
+		{"made/.", true, ""},
+	}
+	for _, tc := range cases {
+		s, err := prepare(asked{srcs: []string{"."}, recursive: true}, c, dir+"/"+tc.dst, Options{Resume: tc.resume})
+		var u *unasked
+		switch {
+		case tc.wantTop == "" && !errors.As(err, &u):
+			t.Errorf("%s (resume %v): got %v, want a refusal", tc.dst, tc.resume, err)
+		case tc.wantTop == "":
+		case err != nil:
+			t.Errorf("%s (resume %v): %v", tc.dst, tc.resume, err)
+		case s.(*tarSink).top != tc.wantTop || s.(*tarSink).dir != dir:
+			t.Errorf("%s (resume %v): into %s as %q, want %s as %q", tc.dst, tc.resume, s.(*tarSink).dir, s.(*tarSink).top, dir, tc.wantTop)
+		}
+		if s != nil {
+			s.Abort(0)
+		}
+	}
+}
+
+// FuzzPlan feeds the remote side's status lines to parseStatus and the
+// plans among them to the check of what a download of src asked for: no
+// line panics, and a plan taken names only src's name as written.
+func FuzzPlan(f *testing.F) {
+	f.Add(`RDMACP plan {"mode":"file","name":"report.txt","size":5}`, "report.txt", false)
+	f.Add(`RDMACP plan {"mode":"file","name":".bashrc"}`, "report.txt", false)
+	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":["dir"]}`, "d/dir/", true)
+	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":[".ssh"]}`, ".", true)
+	f.Add(`RDMACP have {"block":1048576,"size":1,"hashes":["00000000000000000000000000000000"]}`, "x", false)
+	f.Fuzz(func(t *testing.T, line, src string, recursive bool) {
+		st, err := parseStatus(line)
+		if err != nil || st.kind != "plan" {
+			return
+		}
+		names, err := asked{srcs: []string{src}, recursive: recursive}.check(st.contents, false)
+		if err != nil {
+			return
+		}
+		want := askedName(src)
+		if want == "" {
+			t.Fatalf("%q taken for %q, whose name only the remote side knows", line, src)
+		}
+		if st.contents.Mode != modeTar && st.contents.Name != want || st.contents.Mode == modeTar && (len(names) != 1 || names[0] != want) {
+			t.Fatalf("%q taken for %q", line, src)
+		}
+	})
+}
