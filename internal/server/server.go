@@ -10,18 +10,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/admit"
 )
 
-// MaxHandshakes is how many connections a Server handshakes with at once.
-// A connection that says nothing cannot lock the real sender out: the two
-// handshake side by side, the real one claims the receiver, and when more
-// connect, the one waiting longest is dropped.
+// handshakePolicy returns the policy for the connections a Server handshakes
+// with at once (see admit.Policy). A connection that says nothing cannot lock
+// the real sender out: the two handshake side by side, and the real one
+// progresses, proving the key and claiming the receiver, which no
+// newcomer can undo. A flood from one host recycles that host's 32
+// slots, oldest first, so each of its connections lasts as long as it
+// takes to open 32 more; beyond 64 in all, a host that already holds one
+// is refused at random, more often as the 128 fill.
+func handshakePolicy() admit.Policy {
+	return admit.Policy{PerSource: 32, Start: 64, Full: 128, Rate: 0.3}
+}
+
+// MaxHandshakes is how many connections that arrive while a stream with
+// Rejoin is served wait for it (see Server.Rejoin).
 const MaxHandshakes = 8
 
 // Server serves the senders that connect to Listener. Its zero value but
@@ -161,11 +174,11 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 		defer close(loopDone)
 		acceptLoop(actx, s.Listener, accepted, acceptErrs)
 	}()
-	var waiting []*pending // handshaking, oldest first
+	waiting := newHandshakes() // handshaking or claimed
 	inFlight := 0
 	defer func() {
 		stopAccepting()
-		for _, p := range waiting {
+		for _, p := range waiting.values() {
 			p.drop()
 		}
 		for ; inFlight > 0; inFlight-- {
@@ -216,12 +229,10 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 				}
 				continue
 			}
-			if len(waiting) == MaxHandshakes {
-				waiting[0].drop()
-				waiting = waiting[1:]
+			if p := waiting.arrive(c); p != nil {
+				s.start(ctx, p, waiting, &serving, results, asks)
+				inFlight++
 			}
-			waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
-			inFlight++
 		case err := <-acceptErrs:
 			refused.Log(err)
 			if errors.Is(err, conn.ErrLocal) && !s.Keep && !serving.Load() {
@@ -229,7 +240,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 			}
 		case r := <-results:
 			inFlight--
-			waiting = remove(waiting, r.p)
+			waiting.leave(r.p)
 			if r.p.state.Load() != claimed {
 				switch {
 				case errors.Is(r.err, pipe.ErrProbe):
@@ -253,8 +264,10 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 				return r.st, err
 			}
 			for _, c := range lobby { // the next senders, perhaps
-				waiting = append(waiting, s.start(ctx, c, &serving, results, asks))
-				inFlight++
+				if p := waiting.arrive(c); p != nil {
+					s.start(ctx, p, waiting, &serving, results, asks)
+					inFlight++
+				}
 			}
 			lobby = nil
 			if err != nil {
@@ -275,12 +288,14 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	}
 }
 
-// start handshakes with the sender on conn in a goroutine and, if it
-// claims the receiver, streams it to s.Out; the outcome goes to results,
-// and a wait for a replacement sender (with Rejoin) to asks.
-func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, results chan<- served, asks chan<- *handover) *pending {
+// start handshakes with the sender of p in a goroutine and, if it claims
+// the receiver (progressing in waiting), streams it to s.Out; the outcome
+// goes to results, and a wait for a replacement sender (with Rejoin) to
+// asks.
+func (s *Server) start(ctx context.Context, p *pending, waiting *handshakes, serving *atomic.Bool, results chan<- served, asks chan<- *handover) {
 	hctx, cancel := context.WithCancel(ctx)
-	p := &pending{c: c, cancel: cancel}
+	p.cancel = cancel
+	c := p.c
 	cfg := s.Config
 	if s.Rejoin {
 		cfg.Rejoin = rejoin(asks)
@@ -298,6 +313,7 @@ func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, r
 			return false
 		}
 		s.Listener.SetBusy(true)
+		waiting.progress(p)
 		if h.Claimed != nil {
 			h.Claimed()
 		}
@@ -320,7 +336,6 @@ func (s *Server) start(ctx context.Context, c conn.Conn, serving *atomic.Bool, r
 		}
 		results <- served{p: p, st: st, err: err}
 	}()
-	return p
 }
 
 // drop gives up a connection still in its handshake (a claimed one stays).
@@ -330,12 +345,57 @@ func (p *pending) drop() {
 	}
 }
 
-// remove returns ps without p.
-func remove(ps []*pending, p *pending) []*pending {
-	for i, q := range ps {
-		if q == p {
-			return append(ps[:i], ps[i+1:]...)
-		}
+// handshakes are a Server's connections in their handshake, and the
+// claimed one, under its handshakePolicy. Serve's loop enters and
+// removes them; a claim, in its handshake's goroutine, progresses one.
+type handshakes struct {
+	mu sync.Mutex
+	t  *admit.Table[*pending]
+}
+
+func newHandshakes() *handshakes {
+	return &handshakes{t: admit.NewTable[*pending](handshakePolicy(), rand.Float64)}
+}
+
+// arrive returns the pending handshake of c, dropping the one the policy
+// drops for it, or nil, having closed c, when the policy refuses it.
+func (h *handshakes) arrive(c conn.Conn) *pending {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := &pending{c: c}
+	victim, drop, ok := h.t.Arrive(source(c.Info().Remote), p)
+	if drop {
+		victim.drop()
 	}
-	return ps
+	if !ok {
+		c.Close()
+		return nil
+	}
+	return p
+}
+
+func (h *handshakes) progress(p *pending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t.Progress(p)
+}
+
+func (h *handshakes) leave(p *pending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t.Leave(p)
+}
+
+func (h *handshakes) values() []*pending {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.t.Values()
+}
+
+// source names the host of a peer address, for the handshakePolicy.
+func source(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
+	}
+	return remote
 }

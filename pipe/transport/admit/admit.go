@@ -49,6 +49,15 @@ func NewTable[T comparable](p Policy, rand func() float64) *Table[T] {
 // Len returns the number of handshakes in progress.
 func (t *Table[T]) Len() int { return len(t.entries) }
 
+// Values returns the handshakes in progress, oldest first.
+func (t *Table[T]) Values() []T {
+	vs := make([]T, len(t.entries))
+	for i, e := range t.entries {
+		vs[i] = e.v
+	}
+	return vs
+}
+
 // Arrive decides about a new handshake v from source. When admitted is
 // true, v is in the table, and if drop is true, victim is no longer: its
 // handshake must be ended. When admitted is false, v must be refused.

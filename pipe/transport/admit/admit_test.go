@@ -94,7 +94,7 @@ func TestTable(t *testing.T) {
 					tab.Leave(o.v)
 				}
 			}
-			if got := tab.values(); fmt.Sprint(got) != fmt.Sprint(tt.left) {
+			if got := tab.Values(); fmt.Sprint(got) != fmt.Sprint(tt.left) {
 				t.Fatalf("left %v, want %v", got, tt.left)
 			}
 			if tab.Len() != len(tt.left) {
@@ -126,12 +126,4 @@ func decision(victim int, drop, ok bool) string {
 		return fmt.Sprintf("admit, drop %d", victim)
 	}
 	return "admit"
-}
-
-func (t *Table[T]) values() []T {
-	var vs []T
-	for _, e := range t.entries {
-		vs = append(vs, e.v)
-	}
-	return vs
 }
