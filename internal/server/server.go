@@ -137,7 +137,7 @@ type Hooks struct {
 // pending is a connection in its handshake, or the claimed one.
 type pending struct {
 	c      conn.Conn
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	state  atomic.Int32 // handshaking, claimed or dropped
 }
 
@@ -179,7 +179,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 	defer func() {
 		stopAccepting()
 		for _, p := range waiting.values() {
-			p.drop()
+			p.drop(nil)
 		}
 		for ; inFlight > 0; inFlight-- {
 			<-results
@@ -293,7 +293,7 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 // goes to results, and a wait for a replacement sender (with Rejoin) to
 // asks.
 func (s *Server) start(ctx context.Context, p *pending, waiting *handshakes, serving *atomic.Bool, results chan<- served, asks chan<- *handover) {
-	hctx, cancel := context.WithCancel(ctx)
+	hctx, cancel := context.WithCancelCause(ctx)
 	p.cancel = cancel
 	c := p.c
 	cfg := s.Config
@@ -328,7 +328,7 @@ func (s *Server) start(ctx context.Context, p *pending, waiting *handshakes, ser
 		p.state.Store(handshaking)
 	}
 	go func() {
-		defer cancel()
+		defer cancel(nil)
 		st, err := pipe.Receive(hctx, c, s.Out, cfg)
 		stuck := pipe.Release(c, err)
 		if p.state.Load() == claimed && h.Ended != nil {
@@ -338,12 +338,17 @@ func (s *Server) start(ctx context.Context, p *pending, waiting *handshakes, ser
 	}()
 }
 
-// drop gives up a connection still in its handshake (a claimed one stays).
-func (p *pending) drop() {
+// drop gives up a connection still in its handshake (a claimed one
+// stays), for cause, which its handshake fails with (nil: interrupted).
+func (p *pending) drop(cause error) {
 	if p.state.CompareAndSwap(handshaking, dropped) {
-		p.cancel()
+		p.cancel(cause)
 	}
 }
+
+// errDropped is why a Server drops a connection in its handshake for a
+// newer one (see handshakePolicy); the sender, told so, may retry.
+var errDropped = conn.Errorf(conn.KindBusy, "handshake", "dropped for a newer connection: too many connections in their handshake")
 
 // handshakes are a Server's connections in their handshake, and the
 // claimed one, under its handshakePolicy. Serve's loop enters and
@@ -365,7 +370,7 @@ func (h *handshakes) arrive(c conn.Conn) *pending {
 	p := &pending{c: c}
 	victim, drop, ok := h.t.Arrive(source(c.Info().Remote), p)
 	if drop {
-		victim.drop()
+		victim.drop(errDropped)
 	}
 	if !ok {
 		c.Close()

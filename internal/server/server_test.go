@@ -96,8 +96,9 @@ func (c fromHost) Info() conn.Info {
 // TestFloodSparesOtherHosts starts the real sender's handshake (the
 // Server has sent its hello) and then floods the Server from another host
 // with peers that never answer theirs, four times as many as it
-// handshakes with at once: the flood recycles its own host's slots, and
-// the real sender, answering only now, still gets through.
+// handshakes with at once: the flood recycles its own host's slots (each
+// dropped one is logged as such), and the real sender, answering only
+// now, still gets through.
 func TestFloodSparesOtherHosts(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -105,10 +106,10 @@ func TestFloodSparesOtherHosts(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	cfg := pipe.Config{Key: key, Timeout: time.Minute, HandshakeTimeout: time.Minute}
 	l := &memListener{conns: make(chan conn.Conn)}
-	var out testutil.Buffer
+	var out, log testutil.Buffer
 	done := make(chan error, 1)
 	go func() {
-		srv := Server{Listener: l, Out: &out, Config: cfg, Log: io.Discard}
+		srv := Server{Listener: l, Out: &out, Config: cfg, Log: &log, Prog: "rdmatest"}
 		_, err := srv.Serve(ctx)
 		done <- err
 	}()
@@ -131,6 +132,9 @@ func TestFloodSparesOtherHosts(t *testing.T) {
 	}
 	if err := <-done; err != nil || out.String() != "the real stream" {
 		t.Fatalf("receiver: %v, wrote %q", err, out.String())
+	}
+	if want := "rdmatest: refused a connection: handshake: dropped for a newer connection"; !strings.Contains(log.String(), want) {
+		t.Errorf("logged %q, want %q in it", log.String(), want)
 	}
 }
 
