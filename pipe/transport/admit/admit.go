@@ -14,12 +14,13 @@ type Policy struct {
 	// slots only, and each lasts as long as the source takes to open
 	// PerSource more.
 	PerSource int
-	// Start and Full (1 <= Start <= Full) bound all the handshakes in progress, progressed
-	// ones included. From Start, a newcomer from a source that already
-	// holds a fresh handshake is refused with probability Rate, rising
-	// linearly to 1 at Full. At Full, a newcomer takes the place of the
-	// oldest fresh handshake of the source that holds the most of them
-	// (counting the newcomer); with none fresh, the newcomer is refused.
+	// Start and Full (1 <= Start <= Full) bound all the handshakes in
+	// progress, progressed ones included. From Start, a newcomer from a
+	// source that already holds a fresh handshake is refused with
+	// probability Rate, rising linearly to 1 at Full. At Full, a newcomer
+	// takes the place of the oldest fresh handshake of the source that
+	// holds the most of them (counting the newcomer); with none fresh, the
+	// newcomer is refused.
 	Start, Full int
 	// Rate is the probability of refusal at Start, from 0 to 1.
 	Rate float64
