@@ -15,3 +15,15 @@ func wrap(k conn.Kind, op string, err error) error {
 	}
 	return &conn.Error{Kind: k, Op: op, Err: err}
 }
+
+// Retryable says whether a Send that returned st and err may be tried
+// again with the same input: it failed before reading any of it
+// (Stats.Began), refused, reset, closed or busy, which another attempt may
+// mend, not for a wrong key or bad parameters.
+func Retryable(st Stats, err error) bool {
+	switch conn.KindOf(err) {
+	case conn.KindSetup, conn.KindAborted, conn.KindBusy:
+		return !st.Began
+	}
+	return false
+}

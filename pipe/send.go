@@ -62,6 +62,7 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, err
 	} else {
 		st.Lost = s.lostDown
 	}
+	st.Began = s.began.Load()
 	defer last.release()
 	last.failed(err)
 	return st, err
@@ -103,6 +104,7 @@ type sender struct {
 	sum      uint64        // the stream's checksum (without a key); set with ended
 	tag      []byte        // the stream's tag (with a key); set with ended
 	probe    bool          // only the handshake (Probe)
+	began    atomic.Bool   // the input was opened (Stats.Began)
 	// receivers is how many receivers confirmed the whole stream: the
 	// receiver and every one down its chain, counted hop by hop.
 	receivers int
@@ -161,7 +163,10 @@ func (s *sender) run(ctx context.Context) (Stats, error) {
 	if err := s.handshake(ctx); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
-	open := func(b source.Buffers) source.Source { return source.New(s.r, b) }
+	open := func(b source.Buffers) source.Source {
+		s.began.Store(true)
+		return source.New(s.r, b)
+	}
 	if !s.cfg.Repair && len(s.cfg.Fallback) == 0 {
 		return s.stream(ctx, open)
 	}

@@ -198,7 +198,11 @@ type Stats struct {
 	// "aes-256-gcm" (encrypted and authenticated).
 	Integrity string
 	Elapsed   time.Duration // from the end of the handshake to the end of the stream
-	Info      conn.Info     // the connection's description
+	// Began is, for a sender, whether it began to read its input (after
+	// the handshake): a Send that failed with Began false read nothing,
+	// so the same input may be sent again.
+	Began bool
+	Info  conn.Info // the connection's description
 	// Receivers is, for a sender, how many receivers confirmed that they
 	// wrote the whole stream: the one it sent to and every one down its
 	// chain, counted hop by hop (and authenticated with a key).

@@ -281,7 +281,7 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cf
 	deadline := time.Now().Add(dialWait)
 	for {
 		st, err := streamOnce(ctx, d, addr, p, in, o, cfg, time.Until(deadline))
-		if err == nil || !beforeStream(st, err) || ctx.Err() != nil || time.Now().After(deadline) {
+		if err == nil || !pipe.Retryable(st, err) || ctx.Err() != nil || time.Now().After(deadline) {
 			return st, err
 		}
 		if o.Verbose {
@@ -295,17 +295,6 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cf
 			return st, err
 		}
 	}
-}
-
-// beforeStream says whether a stream failed with err before it started
-// (its handshake never finished, so Elapsed is zero), in a way that
-// another attempt may mend: not for a wrong key or bad parameters.
-func beforeStream(st pipe.Stats, err error) bool {
-	switch conn.KindOf(err) {
-	case conn.KindSetup, conn.KindAborted, conn.KindBusy:
-		return st.Elapsed == 0
-	}
-	return false
 }
 
 // streamOnce is one attempt of stream, connecting with d within wait.

@@ -155,11 +155,13 @@ func receivers(c *cli.Context) ([]string, error) {
 }
 
 // sendWithRetry connects to addr and sends r, retrying for up to wait while
-// the receiver (or one down its chain) is not up yet or busy with another
-// stream. Retrying is safe:
-// nothing is read from r before the receiver has welcomed the sender.
-// It also returns the remote address of the last connection to addr,
-// by which pipe.Stats.Lost names the receiver there.
+// the receiver (or one down its chain) is not up yet, busy with another
+// stream, or drops the connection before the stream began (as it may
+// under a flood of other connections). Retrying is safe: nothing is read
+// from r before the receiver has welcomed the sender (pipe.Stats.Began),
+// and nothing is retried after. It also returns the remote address of the
+// last connection to addr, by which pipe.Stats.Lost names the receiver
+// there.
 func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, string, error) {
 	deadline := time.Now().Add(wait)
 	remote := ""
@@ -168,8 +170,7 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 		c, err := d.Dial(attempt, addr, p)
 		cancel()
 		var st pipe.Stats
-		dialed := err == nil
-		if dialed {
+		if err == nil {
 			remote = c.Info().Remote
 			st, err = pipe.Send(ctx, c, r, cfg)
 			pipe.Release(c, err)
@@ -177,10 +178,7 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 				return st, remote, nil
 			}
 		}
-		k := conn.KindOf(err)
-		// A set-up failure before the welcome (Elapsed is zero) may be
-		// a receiver down the chain that is not up yet.
-		retry := ctx.Err() == nil && (k == conn.KindBusy || k == conn.KindSetup && (!dialed || st.Elapsed == 0))
+		retry := ctx.Err() == nil && pipe.Retryable(st, err)
 		if !retry || time.Now().After(deadline) {
 			if wait > 0 && retry {
 				return st, remote, fmt.Errorf("gave up after waiting %v (--wait): %w", wait, err)

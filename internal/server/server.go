@@ -10,18 +10,31 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
+	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/admit"
 )
 
-// MaxHandshakes is how many connections a Server handshakes with at once.
-// A connection that says nothing cannot lock the real sender out: the two
-// handshake side by side, the real one claims the receiver, and when more
-// connect, the one waiting longest is dropped.
+// handshakePolicy returns the policy for the connections a Server handshakes
+// with at once (see admit.Policy). A connection that says nothing cannot lock
+// the real sender out: the two handshake side by side, and the real one
+// progresses, proving the key and claiming the receiver, which no
+// newcomer can undo. A flood from one host recycles that host's 32
+// slots, oldest first, so each of its connections lasts as long as it
+// takes to open 32 more; beyond 64 in all, a host that already holds one
+// is refused at random, more often as the 128 fill.
+func handshakePolicy() admit.Policy {
+	return admit.Policy{PerSource: 32, Start: 64, Full: 128, Rate: 0.3}
+}
+
+// MaxHandshakes is how many connections that arrive while a stream with
+// Rejoin is served wait for it (see Server.Rejoin).
 const MaxHandshakes = 8
 
 // Server serves the senders that connect to Listener. Its zero value but
@@ -181,7 +194,7 @@ type Hooks struct {
 // pending is a connection in its handshake, or the claimed one.
 type pending struct {
 	c      conn.Conn
-	cancel context.CancelFunc
+	cancel context.CancelCauseFunc
 	state  atomic.Int32 // handshaking, claimed or dropped
 }
 
@@ -215,7 +228,7 @@ type served struct {
 // is in progress; no claim within Wait is a conn.KindSetup error, and ctx
 // ending before any a conn.KindAborted one that wraps its cause.
 func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
-	l := &loop{s: s, ctx: ctx, results: make(chan served), asks: make(chan *handover), refused: Refusals{W: s.Log, Prog: s.Prog}}
+	l := &loop{s: s, ctx: ctx, results: make(chan served), asks: make(chan *handover), refused: Refusals{W: s.Log, Prog: s.Prog}, waiting: newHandshakes()}
 	accepted, acceptErrs := make(chan conn.Conn), make(chan error)
 	actx, stopAccepting := context.WithCancel(ctx)
 	loopDone := make(chan struct{})
@@ -278,7 +291,7 @@ type loop struct {
 	serving  atomic.Bool // a sender has claimed the receiver
 	streams  atomic.Int64
 	refused  Refusals
-	waiting  []*pending  // handshaking, oldest first
+	waiting  *handshakes // handshaking or claimed
 	inFlight int         // connections whose result is still to come
 	asked    *handover   // a claimed stream's wait for a replacement sender
 	lobby    []conn.Conn // connections that came while the stream was served, oldest first
@@ -289,8 +302,8 @@ type loop struct {
 // close gives up the connections still handshaking or waiting, and waits
 // for every result.
 func (l *loop) close() {
-	for _, p := range l.waiting {
-		p.drop()
+	for _, p := range l.waiting.values() {
+		p.drop(nil)
 	}
 	for ; l.inFlight > 0; l.inFlight-- {
 		<-l.results
@@ -313,7 +326,7 @@ func (l *loop) ask(h *handover) {
 
 // accept takes a new connection: to a stream waiting for a replacement
 // sender, to the lobby while a stream with Rejoin is served, or to a
-// handshake of its own, the oldest dropped when MaxHandshakes are.
+// handshake of its own, as handshakePolicy admits it.
 func (l *loop) accept(c conn.Conn) {
 	if l.asked != nil {
 		taken := l.asked.give(c)
@@ -330,19 +343,22 @@ func (l *loop) accept(c conn.Conn) {
 		}
 		return
 	}
-	if len(l.waiting) == MaxHandshakes {
-		l.waiting[0].drop()
-		l.waiting = l.waiting[1:]
+	l.handshake(c)
+}
+
+// handshake starts c's handshake, if handshakePolicy admits it.
+func (l *loop) handshake(c conn.Conn) {
+	if p := l.waiting.arrive(c); p != nil {
+		l.start(p)
+		l.inFlight++
 	}
-	l.waiting = append(l.waiting, l.start(c))
-	l.inFlight++
 }
 
 // ended takes a connection's result and reports whether it was a claimed
 // stream; one that was not is logged (a refusal) or told to Probed.
 func (l *loop) ended(r served) bool {
 	l.inFlight--
-	l.waiting = remove(l.waiting, r.p)
+	l.waiting.leave(r.p)
 	if r.p.state.Load() == claimed {
 		return true
 	}
@@ -373,8 +389,7 @@ func (l *loop) served(r served) bool {
 		return false
 	}
 	for _, c := range l.lobby { // the next senders, perhaps
-		l.waiting = append(l.waiting, l.start(c))
-		l.inFlight++
+		l.handshake(c)
 	}
 	l.lobby = nil
 	if err != nil {
@@ -419,14 +434,14 @@ func (t tally) result() error {
 	return fmt.Errorf("%d of %d streams failed, the last: %w", t.failed, t.streams, t.last)
 }
 
-// start handshakes with the sender on c in a goroutine and, if it claims
-// the receiver, streams it to its output (Out, or what Open gives); the
-// outcome goes to l.results, and a wait for a replacement sender (with
-// Rejoin) to l.asks.
-func (l *loop) start(c conn.Conn) *pending {
-	s := l.s
-	hctx, cancel := context.WithCancel(l.ctx)
-	p := &pending{c: c, cancel: cancel}
+// start handshakes with the sender of p in a goroutine and, if it claims
+// the receiver (progressing in l.waiting), streams it to its output (Out,
+// or what Open gives); the outcome goes to l.results, and a wait for a
+// replacement sender (with Rejoin) to l.asks.
+func (l *loop) start(p *pending) {
+	s, c := l.s, p.c
+	hctx, cancel := context.WithCancelCause(l.ctx)
+	p.cancel = cancel
 	cfg := s.Config
 	if s.Rejoin {
 		cfg.Rejoin = rejoin(l.asks)
@@ -448,6 +463,7 @@ func (l *loop) start(c conn.Conn) *pending {
 			return false
 		}
 		s.Listener.SetBusy(true)
+		l.waiting.progress(p)
 		if h.Claimed != nil {
 			h.Claimed()
 		}
@@ -462,7 +478,7 @@ func (l *loop) start(c conn.Conn) *pending {
 		p.state.Store(handshaking)
 	}
 	go func() {
-		defer cancel()
+		defer cancel(nil)
 		st, err := pipe.Receive(hctx, c, s.Out, cfg)
 		stuck := pipe.Release(c, err)
 		err = out.end(err)
@@ -471,22 +487,71 @@ func (l *loop) start(c conn.Conn) *pending {
 		}
 		l.results <- served{p: p, n: out.n, st: st, err: err}
 	}()
+}
+
+// drop gives up a connection still in its handshake (a claimed one
+// stays), for cause, which its handshake fails with (nil: interrupted).
+func (p *pending) drop(cause error) {
+	if p.state.CompareAndSwap(handshaking, dropped) {
+		p.cancel(cause)
+	}
+}
+
+// errDropped is why a Server drops a connection in its handshake for a
+// newer one (see handshakePolicy); the sender, told so, may retry.
+var errDropped = conn.Errorf(conn.KindBusy, "handshake", "dropped for a newer connection: too many connections in their handshake")
+
+// handshakes are a Server's connections in their handshake, and the
+// claimed one, under its handshakePolicy. Serve's loop enters and
+// removes them; a claim, in its handshake's goroutine, progresses one.
+type handshakes struct {
+	mu sync.Mutex
+	t  *admit.Table[*pending]
+}
+
+func newHandshakes() *handshakes {
+	return &handshakes{t: admit.NewTable[*pending](handshakePolicy(), rand.Float64)}
+}
+
+// arrive returns the pending handshake of c, dropping the one the policy
+// drops for it, or nil, having closed c, when the policy refuses it.
+func (h *handshakes) arrive(c conn.Conn) *pending {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	p := &pending{c: c}
+	victim, drop, ok := h.t.Arrive(source(c.Info().Remote), p)
+	if drop {
+		victim.drop(errDropped)
+	}
+	if !ok {
+		c.Close()
+		return nil
+	}
 	return p
 }
 
-// drop gives up a connection still in its handshake (a claimed one stays).
-func (p *pending) drop() {
-	if p.state.CompareAndSwap(handshaking, dropped) {
-		p.cancel()
-	}
+func (h *handshakes) progress(p *pending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t.Progress(p)
 }
 
-// remove returns ps without p.
-func remove(ps []*pending, p *pending) []*pending {
-	for i, q := range ps {
-		if q == p {
-			return append(ps[:i], ps[i+1:]...)
-		}
+func (h *handshakes) leave(p *pending) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.t.Leave(p)
+}
+
+func (h *handshakes) values() []*pending {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.t.Values()
+}
+
+// source names the host of a peer address, for the handshakePolicy.
+func source(remote string) string {
+	if host, _, err := net.SplitHostPort(remote); err == nil {
+		return host
 	}
-	return ps
+	return remote
 }

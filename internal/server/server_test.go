@@ -42,7 +42,7 @@ func (m *memListener) Close() error { return nil }
 // handshake) before the real sender: however many there are, the real
 // sender gets through, since the oldest handshake is dropped to make room.
 func TestFloodDropsOldest(t *testing.T) {
-	for _, silent := range []int{0, MaxHandshakes - 1, MaxHandshakes, 4 * MaxHandshakes} {
+	for _, silent := range []int{0, handshakePolicy().PerSource - 1, handshakePolicy().PerSource, 4 * handshakePolicy().Full} {
 		t.Run(fmt.Sprintf("%d silent", silent), func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 			defer cancel()
@@ -78,6 +78,64 @@ func TestFloodDropsOldest(t *testing.T) {
 				t.Fatalf("receiver: %v, wrote %q", err, out.String())
 			}
 		})
+	}
+}
+
+// fromHost is the receiver end of an in-memory pair that says it comes
+// from host.
+type fromHost struct {
+	*memconn.Conn
+	host string
+}
+
+func (c fromHost) Info() conn.Info {
+	i := c.Conn.Info()
+	i.Remote = c.host + ":40000"
+	return i
+}
+
+// TestFloodSparesOtherHosts starts the real sender's handshake (the
+// Server has sent its hello) and then floods the Server from another host
+// with peers that never answer theirs, four times as many as it
+// handshakes with at once: the flood recycles its own host's slots (each
+// dropped one is logged as such), and the real sender, answering only
+// now, still gets through.
+func TestFloodSparesOtherHosts(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	key := bytes.Repeat([]byte{7}, 32)
+	p := conn.NewParams(4096, 4)
+	cfg := pipe.Config{Key: key, Timeout: time.Minute, HandshakeTimeout: time.Minute}
+	l := &memListener{conns: make(chan conn.Conn)}
+	var out, log testutil.Buffer
+	done := make(chan error, 1)
+	go func() {
+		srv := Server{Listener: l, Out: &out, Config: cfg, Log: &log, Prog: "rdmatest"}
+		_, err := srv.Serve(ctx)
+		done <- err
+	}()
+	s, r, err := memconn.Pair(p, p, memconn.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l.conns <- fromHost{r, "10.0.0.2"}
+	for range 4 * handshakePolicy().Full {
+		fs, fr, err := memconn.Pair(p, p, memconn.Faults{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer fs.Close()
+		l.conns <- fromHost{fr, "10.0.0.1"}
+	}
+	if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), cfg); err != nil {
+		t.Fatalf("the real sender after the flood: %v", err)
+	}
+	if err := <-done; err != nil || out.String() != "the real stream" {
+		t.Fatalf("receiver: %v, wrote %q", err, out.String())
+	}
+	if want := "rdmatest: refused a connection: handshake: dropped for a newer connection"; !strings.Contains(log.String(), want) {
+		t.Errorf("logged %q, want %q in it", log.String(), want)
 	}
 }
 

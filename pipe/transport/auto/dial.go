@@ -38,8 +38,10 @@ type Dialer struct {
 	once sync.Once
 }
 
-// Dial connects to addr with proposal. Failures that TCP cannot cure (a
-// wrong key, a busy receiver) end it without trying TCP.
+// Dial connects to addr with proposal. A wrong key ends it without trying
+// TCP; a busy answer on RDMA does not, since it may come from RDMA's
+// set-up slots alone (a receiver busy with a stream answers busy on TCP
+// too).
 func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (conn.Conn, error) {
 	err := rdma.Available()
 	if err == nil {
@@ -57,7 +59,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (c
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		if k := conn.KindOf(err); k == conn.KindAuth || k == conn.KindBusy {
+		if conn.KindOf(err) == conn.KindAuth {
 			return nil, err
 		}
 		if actx.Err() != nil {
@@ -65,7 +67,11 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (c
 		}
 	}
 	d.once.Do(func() {
-		if d.Notice != nil {
+		switch {
+		case d.Notice == nil:
+		case conn.KindOf(err) == conn.KindBusy:
+			fmt.Fprintf(d.Notice, "%s: RDMA busy at %s (%v); trying TCP\n", d.Name, addr, err)
+		default:
 			fmt.Fprintf(d.Notice, "%s: no RDMA path to %s (%v); using TCP\n", d.Name, addr, err)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net"
 	"net/netip"
 	"sync"
@@ -17,14 +18,25 @@ import (
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/admit"
 )
 
 // backlog is the rdma_listen backlog of connect requests.
 const backlog = 16
 
-// maxSetups bounds the connect requests a Listener sets up at once; beyond
-// it, requests are refused as busy without allocating anything.
-const maxSetups = 8
+// setups returns the policy for the connect requests a Listener sets up
+// at once (see admit.Policy): every request carries a valid proposal, and
+// a setup has progressed once its peer completed the connection, so that
+// no newcomer evicts it. Connect requests that never complete, from one
+// host, recycle that host's 4 slots, oldest first; beyond 8 in all, a host
+// that already holds one is refused at random, more often as the 16 fill.
+// A refused request is answered as busy, before anything is allocated.
+func setups() admit.Policy {
+	return admit.Policy{PerSource: 4, Start: 8, Full: 16, Rate: 0.3}
+}
+
+// errDropped ends a setup that the setups policy dropped for a newer one.
+var errDropped = errors.New("dropped for a newer connect request: too many connections in set-up")
 
 // establishTimeout bounds how long a Listener waits for a peer to complete
 // a connection it accepted (the RTU of IB/RoCE, the last step of iWARP's
@@ -36,8 +48,8 @@ const establishTimeout = 5 * time.Second
 // conn.Listener.
 //
 // One goroutine reads the listening ids' connect requests. It refuses bad
-// proposals and, while the listener is busy or maxSetups setups are in
-// progress, refuses requests as busy, before anything is allocated; every
+// proposals and, while the listener is busy or the setups policy refuses
+// them, refuses requests as busy, before anything is allocated; every
 // other request is set up in a goroutine of its own, so that a peer that
 // never completes its connection holds up no one else. Accept returns the
 // established connections and the setup failures.
@@ -58,16 +70,20 @@ type Listener struct {
 
 	done     context.Context // ended by Close
 	stop     context.CancelFunc
-	results  chan accepted  // from setups to Accept, unbuffered
-	refused  chan error     // refusals of bad proposals, for Accept; dropped when full
-	slots    chan struct{}  // one token per setup in progress
-	loopDone chan struct{}  // closed when the request loop ends
-	loopErr  error          // why the loop ended, unless Close
-	wg       sync.WaitGroup // the request loop and the setups
+	results  chan accepted // from setups to Accept, unbuffered
+	refused  chan error    // refusals of bad proposals, for Accept; dropped when full
+	mu       sync.Mutex
+	pending  *admit.Table[*setup] // the setups in progress
+	loopDone chan struct{}        // closed when the request loop ends
+	loopErr  error                // why the loop ended, unless Close
+	wg       sync.WaitGroup       // the request loop and the setups
 
 	// acceptWaits counts the Accepts that began to wait. Tests read it to
 	// know that an Accept is blocked.
 	acceptWaits atomic.Uint64
+	// established counts the setups whose peer completed the connection.
+	// Tests read it to know that a setup has progressed.
+	established atomic.Uint64
 
 	joinMu sync.Mutex
 	joins  map[uint64]chan *event // setups waiting for lanes, by token (lanes.go)
@@ -129,7 +145,7 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 	l.done, l.stop = context.WithCancel(context.Background())
 	l.results = make(chan accepted)
 	l.refused = make(chan error, backlog)
-	l.slots = make(chan struct{}, maxSetups)
+	l.pending = admit.NewTable[*setup](setups(), rand.Float64)
 	l.loopDone = make(chan struct{})
 	l.wg.Add(1)
 	go l.serve()
@@ -301,15 +317,15 @@ func (l *Listener) request(req *event) {
 		l.reject(id, l.busyParams())
 		return
 	}
-	select {
-	case l.slots <- struct{}{}:
-	default:
+	su := l.admit(peerAddr(id))
+	if su == nil {
 		l.reject(id, l.busyParams())
 		return
 	}
 	l.wg.Add(1)
 	go func() {
 		defer l.wg.Done()
+		defer su.cancel(nil)
 		lanes, nics := wantsRing(privateData(req)), wantsNICs(privateData(req))
 		if l.opt.QPs > 0 {
 			lanes = min(lanes, l.opt.QPs)
@@ -317,7 +333,7 @@ func (l *Listener) request(req *event) {
 		if l.opt.SendOnly || C.rp_is_iwarp(id) != 0 {
 			lanes = 0
 		}
-		c, err := l.setup(req, p, proposal, op, lanes, nics)
+		c, err := l.setup(su, req, p, proposal, op, lanes, nics)
 		select {
 		case l.results <- accepted{c, err}:
 		case <-l.done.Done():
@@ -325,8 +341,53 @@ func (l *Listener) request(req *event) {
 				c.Close()
 			}
 		}
-		<-l.slots
+		l.leave(su)
 	}()
+}
+
+// setup is one connect request in set-up: its context ends when the
+// listener closes or the setups policy drops it.
+type setup struct {
+	ctx    context.Context
+	cancel context.CancelCauseFunc
+}
+
+// admit enters a setup for a connect request from peer (host:port) among
+// those in progress, dropping the one the policy drops for it, or returns
+// nil when the policy refuses it.
+func (l *Listener) admit(peer string) *setup {
+	source := peer
+	if ap, err := netip.ParseAddrPort(peer); err == nil {
+		source = ap.Addr().String()
+	}
+	su := &setup{}
+	su.ctx, su.cancel = context.WithCancelCause(l.done)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	victim, drop, ok := l.pending.Arrive(source, su)
+	if drop {
+		victim.cancel(errDropped)
+	}
+	if !ok {
+		su.cancel(nil)
+		return nil
+	}
+	return su
+}
+
+// progressed marks su, whose peer completed the connection, as progressed.
+func (l *Listener) progressed(su *setup) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending.Progress(su)
+	l.established.Add(1)
+}
+
+// leave removes su, whose setup ended, from those in progress.
+func (l *Listener) leave(su *setup) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending.Leave(su)
 }
 
 // busyParams is the private data of a busy refusal.
@@ -386,8 +447,9 @@ func (l *Listener) report(err error) {
 // sender to write into over that many queue pairs, see ring.go and
 // lanes.go; with nics, the addresses of this host's other devices for
 // them, see nics.go), accepts, and waits for the peer to complete the
-// connection and its other lanes, at most l.establish.
-func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes int, nics bool) (*Conn, error) {
+// connection and its other lanes, at most l.establish, unless su ends
+// first.
+func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op string, lanes int, nics bool) (*Conn, error) {
 	id := req.id
 	c := newConn(nil, id, peerAddr(id), l.opt)
 	reject := func(err error) (*Conn, error) {
@@ -444,11 +506,14 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 			}
 		}
 	}
+	if su.ctx.Err() != nil { // dropped or closed before its answer: never accepted
+		return reject(context.Cause(su.ctx))
+	}
 	if rc := C.rp_accept(id, unsafe.Pointer(&ans[0]), C.int(len(ans)), resp, init); rc != 0 {
 		c.free()
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
 	}
-	ctx, cancel := context.WithTimeout(l.done, l.establish)
+	ctx, cancel := context.WithTimeout(su.ctx, l.establish)
 	defer cancel()
 	_, err = c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	if err == nil && lanes > 1 {
@@ -456,11 +521,15 @@ func (l *Listener) setup(req *event, p, proposal conn.Params, op string, lanes i
 	}
 	if err != nil {
 		c.free()
-		if errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case errors.Is(context.Cause(su.ctx), errDropped):
+			err = errDropped
+		case errors.Is(err, context.DeadlineExceeded):
 			err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
 		}
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
+	l.progressed(su)
 	c.start(p)
 	return c, nil
 }

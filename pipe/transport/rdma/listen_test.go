@@ -113,7 +113,7 @@ func TestBusy(t *testing.T) {
 
 // TestStalledPeer checks that a peer that never completes its connection
 // holds up nobody: other senders connect while its setup waits, the wait is
-// bounded, and beyond maxSetups setups requests are refused as busy.
+// bounded, and a flood of them from one host recycles that host's slots.
 func TestStalledPeer(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	t.Run("others connect", func(t *testing.T) {
@@ -132,7 +132,7 @@ func TestStalledPeer(t *testing.T) {
 			}
 		}
 		// The last setup releases its slot just after Accept took its Conn.
-		testutil.WaitFor(t, 30*time.Second, "only the 2 stalled setups to be in progress", func() bool { return len(l.slots) == 2 })
+		testutil.WaitFor(t, 30*time.Second, "only the 2 stalled setups to be in progress", func() bool { return l.inSetup() == 2 })
 	})
 	t.Run("bounded wait", func(t *testing.T) {
 		l := listenFor(t, 300*time.Millisecond)
@@ -143,7 +143,7 @@ func TestStalledPeer(t *testing.T) {
 			t.Fatalf("Accept = %v, want a KindSetup error about the stalled peer", a.err)
 		}
 		t.Logf("Accept: %v", a.err)
-		testutil.WaitFor(t, 30*time.Second, "the stalled setup to release its slot", func() bool { return len(l.slots) == 0 })
+		testutil.WaitFor(t, 30*time.Second, "the stalled setup to release its slot", func() bool { return l.inSetup() == 0 })
 		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if err != nil {
 			t.Fatal(err)
@@ -153,18 +153,71 @@ func TestStalledPeer(t *testing.T) {
 			t.Fatal(a.err)
 		}
 	})
-	t.Run("at most maxSetups", func(t *testing.T) {
+	t.Run("a flood of them", func(t *testing.T) {
 		l := listenFor(t, time.Minute)
-		for range maxSetups {
+		results := acceptAll(t, l)
+		full := setups().Full
+		for range 2 * full {
 			stall(t, l.Addr())
 		}
-		testutil.WaitFor(t, 30*time.Second, "every setup slot to be taken", func() bool { return len(l.slots) == maxSetups })
-		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
-		if conn.KindOf(err) != conn.KindBusy {
-			t.Fatalf("Dial with %d setups in progress = %v (kind %v), want kind %v", maxSetups, err, conn.KindOf(err), conn.KindBusy)
+		// From one host, they recycle that host's slots.
+		testutil.WaitFor(t, 30*time.Second, "the flood's setups to be in progress", func() bool { return l.inSetup() == setups().PerSource })
+		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		if err != nil {
+			t.Fatalf("Dial behind %d stalled connect requests: %v", 2*full, err)
 		}
-		t.Logf("Dial: %v", err)
+		c.Close()
+		for {
+			a := next(t, results)
+			if a.err == nil {
+				break
+			}
+			if !errors.Is(a.err, errDropped) {
+				t.Fatalf("Accept = %v, want the sender, or stalled setups dropped", a.err)
+			}
+		}
 	})
+}
+
+// TestFloodSparesEstablished checks that a connection its sender
+// completed, waiting for Accept, is never dropped for the connect requests
+// that arrive after it, however many.
+func TestFloodSparesEstablished(t *testing.T) {
+	if iwarp() {
+		t.Skip("iWARP connections are established by the kernel: a dialer cannot stall its setup")
+	}
+	p := conn.NewParams(4096, 4)
+	l := listenFor(t, time.Minute)
+	c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	testutil.WaitFor(t, 30*time.Second, "the listener to see the connection completed", func() bool { return l.established.Load() == 1 })
+	for range 2 * setups().Full {
+		stall(t, l.Addr())
+	}
+	testutil.WaitFor(t, 30*time.Second, "the flood's setups to be in progress", func() bool { return l.inSetup() == 1+setups().PerSource })
+	results := acceptAll(t, l)
+	for {
+		a := next(t, results)
+		if a.err == nil {
+			if a.c.Info().Remote != c.Info().Local {
+				t.Fatalf("accepted %s, want the sender %s", a.c.Info().Remote, c.Info().Local)
+			}
+			return
+		}
+		if !errors.Is(a.err, errDropped) {
+			t.Fatalf("Accept = %v, want the sender, or stalled setups dropped", a.err)
+		}
+	}
+}
+
+// inSetup returns the number of setups in progress.
+func (l *Listener) inSetup() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending.Len()
 }
 
 // openFDs counts this process's open file descriptors.
@@ -197,7 +250,7 @@ func TestListenerCloseDuringSetup(t *testing.T) {
 		t.Run("stall", func(t *testing.T) {
 			stall(t, addr)
 			stall(t, addr)
-			testutil.WaitFor(t, 30*time.Second, "both setups to start", func() bool { return len(l.slots) == 2 })
+			testutil.WaitFor(t, 30*time.Second, "both setups to start", func() bool { return l.inSetup() == 2 })
 			accErr := make(chan error, 1)
 			go func() {
 				_, err := l.Accept(context.Background())
@@ -216,7 +269,7 @@ func TestListenerCloseDuringSetup(t *testing.T) {
 			if err := <-accErr; !errors.Is(err, net.ErrClosed) {
 				t.Fatalf("Accept = %v, want net.ErrClosed", err)
 			}
-			if n := len(l.slots); n != 0 {
+			if n := l.inSetup(); n != 0 {
 				t.Fatalf("%d setups still in progress after Close", n)
 			}
 		})

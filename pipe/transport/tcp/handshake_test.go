@@ -183,40 +183,85 @@ func TestHandshakeTimeout(t *testing.T) {
 			defer c.Close()
 			tt.talk(c)
 			assertClosed(t, c)
-			testutil.WaitFor(t, 10*time.Second, "the handshake to end", func() bool { return len(l.slots) == 0 })
+			testutil.WaitFor(t, 10*time.Second, "the handshake to end", func() bool { return l.inProgress() == 0 })
 		})
 	}
 }
 
-// TestHandshakeLimit checks that a listener with maxHandshakes handshakes
-// in progress drops the oldest for a newcomer, so that silent connections
-// cannot lock a real sender out.
-func TestHandshakeLimit(t *testing.T) {
+// TestHandshakeFlood floods a listener with silent connections from one
+// host (127.0.0.1) while two senders are in their handshake: one from the
+// same host that sent its proposal and waits for Accept (progressed), and
+// one from another host (127.0.0.2) that has sent half its proposal. The
+// flood recycles its own host's slots, oldest first; neither sender is
+// evicted, and both are accepted.
+func TestHandshakeFlood(t *testing.T) {
 	l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	strangers := make([]net.Conn, maxHandshakes)
-	for i := range strangers {
-		if strangers[i], err = net.Dial("tcp", l.Addr()); err != nil {
+	d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.IPv4(127, 0, 0, 2)}}
+	slow, err := d.DialContext(t.Context(), "tcp", l.Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer slow.Close()
+	b, _ := proposal.MarshalBinary()
+	if _, err := slow.Write(b[:len(b)/2]); err != nil {
+		t.Fatal(err)
+	}
+	testutil.WaitFor(t, 10*time.Second, "the slow sender's handshake to start", func() bool { return l.inProgress() == 1 })
+	progressed, err := Dial(t.Context(), l.Addr(), proposal)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer progressed.Close()
+	flood := make([]net.Conn, 4*handshakes().Full)
+	for i := range flood {
+		if flood[i], err = net.Dial("tcp", l.Addr()); err != nil {
 			t.Fatal(err)
 		}
-		defer strangers[i].Close()
-		testutil.WaitFor(t, 10*time.Second, "the stranger's handshake to start", func() bool { return len(l.slots) == i+1 })
+		defer flood[i].Close()
+		if i < handshakes().PerSource {
+			testutil.WaitFor(t, 10*time.Second, "the flood's handshake to start", func() bool { return l.inProgress() == 3+i })
+		} else {
+			assertClosed(t, flood[i-handshakes().PerSource]) // its place taken by flood[i]
+		}
 	}
-	// Every slot is taken by a silent stranger: a real sender still gets
-	// in, and the stranger that waited longest is dropped for it.
-	s, r, err := dialAccept(t, l, l.Addr(), proposal)
-	if err != nil {
-		t.Fatalf("dial beyond the limit: %v", err)
+	if n := l.inProgress(); n != 2+handshakes().PerSource {
+		t.Errorf("%d handshakes in progress, want the 2 senders' and %d of the flood's", n, handshakes().PerSource)
 	}
-	_ = s.Close()
-	_ = r.Close()
-	assertClosed(t, strangers[0])
-	if n := len(l.slots); n > maxHandshakes {
-		t.Errorf("%d handshakes in progress, limit %d", n, maxHandshakes)
+	if _, err := slow.Write(b[len(b)/2:]); err != nil {
+		t.Fatal(err)
 	}
+	_ = slow.SetReadDeadline(time.Now().Add(10 * time.Second))
+	answer := make([]byte, conn.ParamsLen)
+	var p conn.Params
+	if _, err := io.ReadFull(slow, answer); err != nil {
+		t.Fatalf("the slow sender's answer: %v", err)
+	}
+	if err := p.UnmarshalBinary(answer); err != nil || p.Busy {
+		t.Fatalf("the slow sender's answer %+v (%v), want the negotiated parameters", p, err)
+	}
+	want := map[string]bool{slow.LocalAddr().String(): true, progressed.Info().Local: true}
+	for range 2 {
+		r, err := l.Accept(t.Context())
+		if err != nil {
+			t.Fatalf("accept: %v", err)
+		}
+		if !want[r.Info().Remote] {
+			t.Errorf("accepted %s, want the two senders %v", r.Info().Remote, want)
+		}
+		delete(want, r.Info().Remote)
+		_ = r.Close()
+	}
+}
+
+// inProgress returns the number of handshakes in progress.
+func (l *Listener) inProgress() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.pending.Len()
 }
 
 // TestListenerBusy checks that a busy listener answers a valid proposal
@@ -454,7 +499,7 @@ func TestAcceptEnds(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer stranger.Close()
-	testutil.WaitFor(t, 10*time.Second, "the stranger's handshake to start", func() bool { return len(l.slots) == 1 })
+	testutil.WaitFor(t, 10*time.Second, "the stranger's handshake to start", func() bool { return l.inProgress() == 1 })
 	accepted := make(chan error, 1)
 	go func() {
 		_, err := l.Accept(t.Context())
@@ -463,7 +508,7 @@ func TestAcceptEnds(t *testing.T) {
 	if err := l.Close(); err != nil {
 		t.Errorf("close: %v", err)
 	}
-	if n := len(l.slots); n != 0 {
+	if n := l.inProgress(); n != 0 {
 		t.Errorf("close returned with %d handshakes in progress", n)
 	}
 	assertClosed(t, stranger)

@@ -3,12 +3,14 @@ package tcp
 import (
 	"context"
 	"io"
+	"math/rand/v2"
 	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/admit"
 )
 
 // DefaultListenHandshake is how long a listener waits by default for a new
@@ -16,11 +18,15 @@ import (
 // nothing holds only its own handshake, and only that long.
 const DefaultListenHandshake = 5 * time.Second
 
-// maxHandshakes bounds the handshakes a listener has in progress, including
-// finished ones that wait for Accept. When a connection arrives beyond it,
-// the one that has waited longest in its handshake is dropped, so that a
-// flood of silent connections cannot lock a real sender out.
-const maxHandshakes = 64
+// handshakes returns the policy for the handshakes a listener has in
+// progress, finished ones that wait for Accept included (see
+// admit.Policy). A connection has progressed once it sent a valid
+// proposal: no newcomer evicts it. A flood of silent connections from one
+// host recycles that host's 16 slots; beyond 32 in all, a host that
+// already holds one is refused at random, more often as the 64 fill.
+func handshakes() admit.Policy {
+	return admit.Policy{PerSource: 16, Start: 32, Full: 64, Rate: 0.3}
+}
 
 // ListenConfig holds the options for listening. Its zero value uses the
 // defaults.
@@ -42,13 +48,12 @@ type Listener struct {
 	local   conn.Params
 	timeout time.Duration // see ListenConfig.HandshakeTimeout
 
-	ready  chan accepted // finished handshakes, for Accept
-	slots  chan struct{} // one token per handshake in progress
-	mu     sync.Mutex
-	oldest []net.Conn      // connections still in their handshake, oldest first
-	closed context.Context // ends when Close is called
-	close  context.CancelFunc
-	wg     sync.WaitGroup // the accepting goroutine and the handshakes
+	ready   chan accepted // finished handshakes, for Accept
+	mu      sync.Mutex
+	pending *admit.Table[net.Conn] // the handshakes in progress
+	closed  context.Context        // ends when Close is called
+	close   context.CancelFunc
+	wg      sync.WaitGroup // the accepting goroutine and the handshakes
 }
 
 // accepted is one result for Accept: a connection whose handshake
@@ -106,7 +111,7 @@ func newListener(local conn.Params, timeout time.Duration) *Listener {
 	}
 	closed, cancel := context.WithCancel(context.Background())
 	return &Listener{local: local, timeout: timeout, ready: make(chan accepted),
-		slots: make(chan struct{}, maxHandshakes), closed: closed, close: cancel}
+		pending: admit.NewTable[net.Conn](handshakes(), rand.Float64), closed: closed, close: cancel}
 }
 
 // SetBusy says whether the receiver is serving a stream; while it is,
@@ -157,7 +162,7 @@ func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 }
 
 // acceptLoop accepts TCP connections until Close and starts a handshake
-// for each, or closes it at once when maxHandshakes are in progress.
+// for each that the handshakes policy admits.
 func (l *Listener) acceptLoop() {
 	defer l.wg.Done()
 	for {
@@ -173,61 +178,54 @@ func (l *Listener) acceptLoop() {
 			l.deliver(accepted{err: &conn.Error{Kind: conn.KindSetup, Op: "accept on " + l.addr, Err: err}})
 			continue
 		}
-		if !l.take() {
+		if !l.admit(nc) {
 			_ = nc.Close()
-			return
+			continue
 		}
-		l.track(nc, true)
 		l.wg.Add(1)
 		go func() {
 			defer l.wg.Done()
-			defer func() { <-l.slots }()
 			a, ok := l.handshake(nc)
-			l.track(nc, false)
 			if ok {
 				l.deliver(a)
 			}
+			l.leave(nc)
 		}()
 	}
 }
 
-// take takes a handshake slot, dropping the connection that has waited
-// longest in its handshake when none is free. It returns false when the
-// listener closes first.
-func (l *Listener) take() bool {
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	default:
-	}
-	l.mu.Lock()
-	if len(l.oldest) > 0 {
-		_ = l.oldest[0].Close() // its handshake fails and frees its slot
-		l.oldest = l.oldest[1:]
-	}
-	l.mu.Unlock()
-	select {
-	case l.slots <- struct{}{}:
-		return true
-	case <-l.closed.Done():
-		return false
-	}
-}
-
-// track adds nc to the connections in their handshake, or removes it.
-func (l *Listener) track(nc net.Conn, add bool) {
+// admit enters nc among the handshakes in progress, ending the one the
+// policy drops for it, or reports that nc is refused.
+func (l *Listener) admit(nc net.Conn) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if add {
-		l.oldest = append(l.oldest, nc)
-		return
+	victim, drop, ok := l.pending.Arrive(source(nc), nc)
+	if drop {
+		_ = victim.Close() // its handshake fails and leaves
 	}
-	for i, c := range l.oldest {
-		if c == nc {
-			l.oldest = append(l.oldest[:i], l.oldest[i+1:]...)
-			return
-		}
+	return ok
+}
+
+// progressed marks nc, which sent a valid proposal, as progressed.
+func (l *Listener) progressed(nc net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending.Progress(nc)
+}
+
+// leave removes nc, whose handshake ended, from those in progress.
+func (l *Listener) leave(nc net.Conn) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.pending.Leave(nc)
+}
+
+// source names the host nc comes from, for the handshakes policy.
+func source(nc net.Conn) string {
+	if a, ok := nc.RemoteAddr().(*net.TCPAddr); ok {
+		return a.IP.String()
 	}
+	return nc.RemoteAddr().String()
 }
 
 // deliver hands a to Accept, or drops it (closing its connection) when the
@@ -250,6 +248,9 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 	op := "accept from " + nc.RemoteAddr().String()
 	end := guard(l.closed, nc, l.timeout)
 	p, reply, refused, err := l.answer(nc)
+	if err == nil && refused == nil {
+		l.progressed(nc)
+	}
 	if err == nil {
 		_, err = nc.Write(reply)
 	}
