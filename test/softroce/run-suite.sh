@@ -47,10 +47,12 @@ quick)
   # engine's, above the transport: the host runs them over TCP.
   E2E_SKIP='^TestKeys$/^(wrong_key|sender_without_key|receiver_without_key|receiver_requires_encryption)$'
   SIW_RUN=${SIW_RUN:-'^(TestBigStream|TestKeys|TestCheckReceiver)$'}
-  # A file up (TestCopyFile) and a file and a tree down (TestDownload): the other
-  # downloads differ in their plans, which the host runs over TCP.
-  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock)$'}
-  CP_SKIP='^TestDownload$/^(file_to_a_new_name,_-p|empty_file|unencrypted|tree_to_a_new_name|several_sources)$'
+  # A file up (TestCopyFile) and a file and a tree down (TestDownload), a window
+  # under a memlock limit (TestUnderMemlock), and a lying remote side's stream
+  # (TestHostileRemote, TestHostileOffer): the other downloads differ in their
+  # plans, which the host runs over TCP.
+  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock|TestHostileRemote|TestHostileOffer)$'}
+  CP_SKIP='^TestDownload$/^(file_to_a_new_name,_-p|empty_file|unencrypted|tree_to_a_new_name|several_sources|tree_as_dir|several_files_without_-r)'
   SIW_CP_RUN=${SIW_CP_RUN:-'^TestTransport$'}
   BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} ;;
 full)
