@@ -513,25 +513,33 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 		c.free()
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
 	}
-	ctx, cancel := context.WithTimeout(su.ctx, l.establish)
-	defer cancel()
-	_, err = c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
-	if err == nil && lanes > 1 {
-		err = l.acceptLanes(ctx, c, lanes, joins, proposal)
-	}
-	if err != nil {
+	if err := l.complete(su, c, lanes, joins, proposal); err != nil {
 		c.free()
-		switch {
-		case errors.Is(context.Cause(su.ctx), errDropped):
-			err = errDropped
-		case errors.Is(err, context.DeadlineExceeded):
-			err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
-		}
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
 	l.progressed(su)
 	c.start(p)
 	return c, nil
+}
+
+// complete waits, once c's answer went out, for the peer to complete the
+// connection and its other lanes, at most l.establish, unless su ends
+// first.
+func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, proposal conn.Params) error {
+	ctx, cancel := context.WithTimeout(su.ctx, l.establish)
+	defer cancel()
+	_, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	if err == nil && lanes > 1 {
+		err = l.acceptLanes(ctx, c, lanes, joins, proposal)
+	}
+	switch {
+	case err == nil:
+	case errors.Is(context.Cause(su.ctx), errDropped):
+		err = errDropped
+	case errors.Is(err, context.DeadlineExceeded):
+		err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
+	}
+	return err
 }
 
 // Close stops listening, unblocks Accept, ends the setups in progress and
