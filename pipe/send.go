@@ -572,8 +572,8 @@ func (s *sender) confirmed(msg []byte) error {
 // the chain, against down, the names of those after the receiver as far
 // as the sender knows them (all of them when whole): the receivers it
 // counts and the names of those given up (lost) must cover the receiver
-// and every one of down; with the whole chain known, each lost name must
-// be one of down's, each at most once.
+// and every one of down, and with the whole chain known no more; each
+// lost name must then be one of down's, each at most once.
 func checkConfirmation(receivers uint32, lost, down []string, whole bool) error {
 	if whole {
 		left := append([]string(nil), down...)
@@ -585,7 +585,8 @@ func checkConfirmation(receivers uint32, lost, down []string, whole bool) error 
 			left = slices.Delete(left, i, i+1)
 		}
 	}
-	if want := 1 + len(down); int64(receivers)+int64(len(lost)) < int64(want) {
+	want, got := int64(1+len(down)), int64(receivers)+int64(len(lost))
+	if got < want || whole && got > want {
 		return fmt.Errorf("counts %d receivers and %d lost, of the %d from it to the end of the chain", receivers, len(lost), want)
 	}
 	return nil
