@@ -254,7 +254,7 @@ func checkParents(root *os.Root, name string, seen map[string]bool) error {
 			return fmt.Errorf("archive entry %q: %w", name, err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("archive entry %q: %s is not a directory here (a link is not followed)", name, d)
+			return fmt.Errorf("archive entry %q: %q is not a directory here (a link is not followed)", name, d)
 		}
 		seen[d] = true
 	}
@@ -271,7 +271,21 @@ func makeDir(root *os.Root, name string) error {
 	if fi, lerr := root.Lstat(name); lerr == nil && fi.IsDir() {
 		return nil
 	}
-	return fmt.Errorf("make directory: %w", err)
+	return entryErr("make directory", name, err)
+}
+
+// entryErr describes a failed op on archive entry name, the name quoted
+// once (the remote side chose it: it may hold what a terminal acts on).
+func entryErr(op, name string, err error) error {
+	var pe *fs.PathError
+	var le *os.LinkError
+	switch {
+	case errors.As(err, &pe):
+		err = pe.Err
+	case errors.As(err, &le):
+		err = le.Err
+	}
+	return fmt.Errorf("%s %q: %w", op, name, err)
 }
 
 // fileMeta is what an archive says of a regular file besides its data.
@@ -296,7 +310,7 @@ func writeFile(root *os.Root, name string, data func(*os.File, int64) error, met
 	}
 	if err := f.Truncate(0); err != nil {
 		f.Close()
-		return fmt.Errorf("write %s: %w", name, err)
+		return entryErr("write", name, err)
 	}
 	return finishFile(root, f, partial, name, data(f, 0), meta, sparse)
 }
@@ -325,7 +339,7 @@ func finishFile(root *os.Root, f *os.File, partial, name string, err error, meta
 		if drop || serr != nil || fi.Size() == 0 {
 			root.Remove(partial)
 		}
-		return fmt.Errorf("write %s: %w", name, err)
+		return entryErr("write", name, err)
 	}
 	dropPartials(root, name, "")
 	return nil
@@ -347,11 +361,11 @@ func makeLink(root *os.Root, name, target string) error {
 		return err
 	}
 	if err := root.Symlink(target, tmp); err != nil {
-		return fmt.Errorf("make link: %w", err)
+		return entryErr("make link", name, err)
 	}
 	if err := root.Rename(tmp, name); err != nil {
 		root.Remove(tmp)
-		return fmt.Errorf("make link: %w", err)
+		return entryErr("make link", name, err)
 	}
 	return nil
 }
@@ -375,9 +389,9 @@ func replaceable(name string, fi fs.FileInfo, err error) error {
 	case err != nil:
 		return err
 	case fi.IsDir():
-		return fmt.Errorf("%s is a directory: not replaced with a file or link", name)
+		return fmt.Errorf("%q is a directory: not replaced with a file or link", name)
 	case !fi.Mode().IsRegular() && fi.Mode()&fs.ModeSymlink == 0:
-		return fmt.Errorf("%s is a %s: not replaced with a file or link", name, special(fi.Mode()))
+		return fmt.Errorf("%q is a %s: not replaced with a file or link", name, special(fi.Mode()))
 	}
 	return nil
 }

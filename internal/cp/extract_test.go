@@ -182,9 +182,9 @@ func TestExtractThroughLinkInside(t *testing.T) {
 		entries []entry
 		fail    string // in the error; "" for success
 	}{
-		{"the top", "dir", []entry{{name: "dir/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "dir is not a directory here"},
-		{"below a real directory", "dir/sub", []entry{{name: "dir/", typ: tar.TypeDir}, {name: "dir/sub/authorized_keys", typ: tar.TypeReg, body: "evil"}}, "sub is not a directory here"},
-		{"a directory below it", "dir", []entry{{name: "dir/x/", typ: tar.TypeDir}}, "dir is not a directory here"},
+		{"the top", "dir", []entry{{name: "dir/authorized_keys", typ: tar.TypeReg, body: "evil"}}, `"dir" is not a directory here`},
+		{"below a real directory", "dir/sub", []entry{{name: "dir/", typ: tar.TypeDir}, {name: "dir/sub/authorized_keys", typ: tar.TypeReg, body: "evil"}}, `"dir/sub" is not a directory here`},
+		{"a directory below it", "dir", []entry{{name: "dir/x/", typ: tar.TypeDir}}, `"dir" is not a directory here`},
 		{"a real directory", "", []entry{{name: "dir/sub/f", typ: tar.TypeReg, body: "ok"}}, ""},
 	}
 	for _, tc := range cases {
@@ -214,6 +214,33 @@ func TestExtractThroughLinkInside(t *testing.T) {
 			}
 			if b, _ := os.ReadFile(filepath.Join(dst, ".ssh", "authorized_keys")); string(b) != "mine" {
 				t.Errorf("authorized_keys holds %q", b)
+			}
+		})
+	}
+}
+
+// TestExtractQuotesNames: an extraction error names the remote's entry
+// quoted, so that a name cannot act on the terminal (scp's CVE-2019-6109
+// class).
+func TestExtractQuotesNames(t *testing.T) {
+	evil := "dir/\x1b[2J\rdone"
+	cases := []struct {
+		name    string
+		entries []entry
+	}{
+		{"a directory in the way of a file", []entry{{name: "dir/", typ: tar.TypeDir}, {name: evil + "/", typ: tar.TypeDir}, {name: evil, typ: tar.TypeReg, body: "x"}}},
+		{"a file in the way of a directory", []entry{{name: "dir/", typ: tar.TypeDir}, {name: evil, typ: tar.TypeReg, body: "x"}, {name: evil + "/sub", typ: tar.TypeReg, body: "x"}}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			root, err := os.OpenRoot(t.TempDir())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			if err == nil || strings.ContainsAny(err.Error(), "\x1b\r") || !strings.Contains(err.Error(), `\x1b[2J\rdone`) {
+				t.Fatalf("got %q, want an error naming the entry quoted", err)
 			}
 		})
 	}

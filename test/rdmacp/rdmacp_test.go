@@ -425,7 +425,7 @@ func TestCopyErrors(t *testing.T) {
 		{"missing source", []string{filepath.Join(src, "missing"), "target:/tmp/"}, 2, "no such file"},
 		{"directory without -r", []string{src, "target:/tmp/"}, 2, "use -r"},
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
-		{"destination is a device", []string{file, "target:/dev/null"}, 3, "/dev/null is a device: not replaced"},
+		{"destination is a device", []string{file, "target:/dev/null"}, 3, `/dev/null\" is a device: not replaced`},
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
 		{"chunk size not a size", []string{"--chunk-size", "lots", file, "target:/tmp/"}, 2, `--chunk-size: "lots" is not a size`},
 		{"depth out of range", []string{"--depth", "2", file, "target:/tmp/"}, 2, "depth 2 out of range"},

@@ -156,7 +156,7 @@ func TestCopySparseErrors(t *testing.T) {
 		says string
 	}{
 		{"remote directory missing", "/nonexistent/dir/f", 3, "destination directory /nonexistent/dir does not exist"},
-		{"destination is a device", "/dev/null", 3, "/dev/null is a device: not replaced"},
+		{"destination is a device", "/dev/null", 3, `/dev/null\" is a device: not replaced`},
 		{"a directory in the way", dir + "/", 3, "is a directory: not replaced"},
 	}
 	for _, tc := range cases {
