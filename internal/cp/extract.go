@@ -73,7 +73,9 @@ func (c *counter) Read(p []byte) (int, error) {
 // the extraction and stays. Existing directories are kept and merged into;
 // a link on an entry's way, even to inside, fails it (see checkParents).
 // Directory modes and times are set at the end, deepest first, so that
-// read-only directories can still be filled.
+// read-only directories can still be filled: those of the directories it
+// made, and of existing ones only with -p or on a resume (as scp, which
+// leaves an existing directory's mode alone without -p).
 //
 // A regular file is written under its partial name (see partialName),
 // which a failed extraction keeps, cut to what arrived, for a resume. An
@@ -103,11 +105,14 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
-			if err := makeDir(root, name); err != nil {
+			made, err := makeDir(root, name)
+			if err != nil {
 				return err
 			}
 			seen[name] = true
-			dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+			if made || ms.preserve || rr != nil {
+				dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+			}
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
 			meta := fileMeta{mode: ms.of(mode, false), atime: h.AccessTime, mtime: h.ModTime, version: Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
@@ -262,16 +267,16 @@ func checkParents(root *os.Root, name string, seen map[string]bool) error {
 }
 
 // makeDir makes directory name, or keeps it if it exists (as a real
-// directory, not a link to one).
-func makeDir(root *os.Root, name string) error {
+// directory, not a link to one); it reports whether it made it.
+func makeDir(root *os.Root, name string) (bool, error) {
 	err := root.Mkdir(name, 0o700)
 	if err == nil {
-		return nil
+		return true, nil
 	}
 	if fi, lerr := root.Lstat(name); lerr == nil && fi.IsDir() {
-		return nil
+		return false, nil
 	}
-	return entryErr("make directory", name, err)
+	return false, entryErr("make directory", name, err)
 }
 
 // entryErr describes a failed op on archive entry name, the name quoted

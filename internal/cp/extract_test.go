@@ -6,6 +6,8 @@ import (
 	"cmp"
 	"context"
 	"errors"
+	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -241,6 +243,44 @@ func TestExtractQuotesNames(t *testing.T) {
 			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
 			if err == nil || strings.ContainsAny(err.Error(), "\x1b\r") || !strings.Contains(err.Error(), `\x1b[2J\rdone`) {
 				t.Fatalf("got %q, want an error naming the entry quoted", err)
+			}
+		})
+	}
+}
+
+// TestExtractKeepsExistingDirs: a directory the archive names that exists
+// already keeps its mode, unless -p asks for the archive's (the
+// CVE-2018-20685 class: an archive cannot open up the user's directory);
+// one it makes gets the archive's mode.
+func TestExtractKeepsExistingDirs(t *testing.T) {
+	for _, preserve := range []bool{false, true} {
+		t.Run(fmt.Sprintf("preserve=%v", preserve), func(t *testing.T) {
+			dst := t.TempDir()
+			existing := filepath.Join(dst, "dir")
+			if err := os.Mkdir(existing, 0o700); err != nil {
+				t.Fatal(err)
+			}
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			entries := []entry{{name: "dir/", typ: tar.TypeDir, mode: 0o777}, {name: "dir/new/", typ: tar.TypeDir, mode: 0o750}}
+			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"dir"}, "", modes{preserve: preserve}, nil); err != nil {
+				t.Fatal(err)
+			}
+			want := fs.FileMode(0o700)
+			if preserve {
+				want = 0o777
+			}
+			for dir, want := range map[string]fs.FileMode{existing: want, filepath.Join(existing, "new"): 0o750} {
+				fi, err := os.Stat(dir)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if fi.Mode().Perm() != want {
+					t.Errorf("%s: mode %v, want %v", dir, fi.Mode().Perm(), want)
+				}
 			}
 		})
 	}
