@@ -136,15 +136,16 @@ func TestCopyFile(t *testing.T) {
 		{name: "empty", size: 0},
 		{name: "one byte", size: 1, preserve: true},
 		{name: "random 3 MiB", size: 3<<20 + 17, preserve: true},
-		{name: "sparse 1 GiB", size: 1 << 30, sparse: true, big: true},
+		{name: "sparse, big", size: 1 << 30, sparse: true, big: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			size := tc.size
 			if tc.big && testing.Short() {
-				t.Skip("-short: no 1 GiB copy")
+				size = 64 << 20 // the VM's writable filesystem is in its RAM
 			}
 			name := filepath.Join(src, strings.ReplaceAll(tc.name, " ", "_"))
-			makeFile(t, name, tc.size, tc.sparse)
+			makeFile(t, name, size, tc.sparse)
 			if err := os.Chmod(name, 0o640); err != nil {
 				t.Fatal(err)
 			}
