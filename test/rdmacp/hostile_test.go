@@ -301,7 +301,10 @@ func TestHostileRemote(t *testing.T) {
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
 		{"a resume that names .ssh", "resume-ssh", []string{"-C", "-r"}, "dir", `".ssh"`, ""},
 		{"a resume through a link", "resume-link", []string{"-C", "-r"}, "dir", `"dir/authorized_keys"`, ""},
-		{"an entry through a link", "archive-link", []string{"-r"}, "dir", `"dir" is not a directory here (a link is not followed)`, ""},
+		// The failure reaches us as our own error or as the remote side's
+		// quote of it (which escapes the quotes around "dir"), whichever
+		// comes first.
+		{"an entry through a link", "archive-link", []string{"-r"}, "dir", `is not a directory here (a link is not followed)`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
