@@ -33,7 +33,7 @@ EXAMPLES:
    rdmasend --wait 30s --key-file ~/.rdmapipe.key 10.0.0.2:18801 < weights.bin
    rdmasend --transport tcp -v node2 < file    # force TCP; print a summary
    rdmasend --bench node2                      # node2 runs: rdmarecv --bench
-   rdmasend --to node2,node3,node4 < weights.bin  # each runs: rdmarecv > weights.bin
+   rdmasend --to node2,node3,node4 < weights.bin  # each runs: rdmarecv --relay-allow 10.0.0.0/8 > weights.bin
    rdmasend --to-file hosts.txt < image.tar    # one host per line
 
 ` + exitCodesHelp,
