@@ -91,6 +91,7 @@ dist: build
 	tar -czf $(DIST)/rdmapipe_$(VERSION)_linux_$(GOARCH).tar.gz -C $(DIST)/stage/usr bin
 	rm -rf $(DIST)/stage
 	@ls -l $(DIST)
+	$(if $(LICENSE),,@echo "dist: warning: the project has no LICENSE file: the packages ship no licence" >&2)
 
 # test-dist installs the packages into scratch roots (dpkg --root, rpm
 # --root) and runs the installed rdmasend --version and --check against the
