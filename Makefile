@@ -98,7 +98,7 @@ dist: build
 # installed rdmarecv (scripts/dist-test.sh); it needs rpm to install the .rpm.
 test-dist: dist
 	@./scripts/deps.sh rpm
-	./scripts/dist-test.sh $(DIST)
+	./scripts/dist-test.sh $(DIST) $(LICENSE)
 
 # Every test run from here fails, rather than skips, where a precondition it
 # needs (root, a tool, a device) is missing (internal/testutil/skip.go).

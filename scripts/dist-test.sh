@@ -4,9 +4,11 @@
 # the binaries, man pages and completions landed, and runs the installed
 # commands: rdmasend --version, and rdmasend --check against the installed
 # rdmarecv on loopback. The tarball's binaries run --version too.
-# Usage: scripts/dist-test.sh [DIST]   (default: dist)
+# Usage: scripts/dist-test.sh [DIST [LICENSE]]   (default: dist; LICENSE: the
+# licence file the packages must ship, if the project has one)
 set -euo pipefail
 dist=${1:-dist}
+license=${2:-}
 fail() { echo "dist-test: $*" >&2; exit 1; }
 one() { # the one file matching $1
   local m=( $1 )
@@ -35,6 +37,9 @@ installed() {
     [ -x "$root/usr/bin/$n" ] || fail "$root: /usr/bin/$n not executable"
     zcat "$root/usr/share/man/man1/$n.1.gz" | grep -q "^\.TH $n 1" || fail "$root: $n.1.gz is not $n's man page"
   done
+  if [ -n "$license" ]; then
+    cmp -s "$license" "$root/usr/share/doc/rdmapipe/${license##*/}" || fail "$root: the licence ${license##*/} is missing or differs"
+  fi
 }
 
 # version ROOT: the installed rdmasend says who it is.

@@ -81,7 +81,11 @@ func info(format, stage, version, arch, license string) *nfpm.Info {
 		{Source: filepath.Join(stage, "usr"), Destination: "/usr", Type: files.TypeTree},
 	}
 	if license != "" {
-		contents = append(contents, &files.Content{Source: license, Destination: "/usr/share/doc/rdmapipe/" + filepath.Base(license), Type: files.TypeRPMLicense})
+		kind := files.TypeFile
+		if format == "rpm" {
+			kind = files.TypeRPMLicense // %license: kept by rpm --excludedocs too
+		}
+		contents = append(contents, &files.Content{Source: license, Destination: "/usr/share/doc/rdmapipe/" + filepath.Base(license), Type: kind})
 	}
 	return nfpm.WithDefaults(&nfpm.Info{
 		Name:          "rdmapipe",
