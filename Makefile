@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency bench-flood clean
+.PHONY: help deps build install dist test-dist test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency bench-flood clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -24,6 +24,8 @@ help:
 	@echo "make demo-rdma  the same demo over real verbs (rxe) inside the SoftRoCE VM (needs root)"
 	@echo "make build      build every command (./cmd/...) into bin/"
 	@echo "make install    build, then install the commands, their man pages and bash/zsh/fish completions under PREFIX (default /usr/local)"
+	@echo "make dist       a .deb, an .rpm (binaries, man pages, completions) and a tarball of the binaries in dist/ (VERSION)"
+	@echo "make test-dist  make dist, then install the .deb and the .rpm into scratch roots and run the installed commands (part of make test)"
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
 	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
@@ -68,11 +70,41 @@ install: build
 		rm -f $(BIN)/$$n.1.tmp; \
 	done
 
+# dist packages what `make install PREFIX=/usr` installs (the binaries, man
+# pages, bash/zsh/fish completions) as a .deb and an .rpm, and the binaries
+# as a tarball, in DIST. The packages are made by scripts/dist, a module of
+# its own around the packaging library nfpm (github.com/goreleaser/nfpm/v2),
+# so that nfpm and its dependencies stay out of go.mod and never link into
+# the commands. The packages ship LICENSE when the project has one.
+DIST       ?= dist
+VERSION    ?= 0.0.0+git$(shell git log -1 --format=%cd.%h --date=format:%Y%m%d)
+GOARCH     := $(shell $(GO) env GOARCH)
+LICENSE    ?= $(firstword $(wildcard LICENSE LICENSE.md LICENSE.txt COPYING))
+MAINTAINER ?= rdmapipe developers
+dist: build
+	rm -rf $(DIST)
+	mkdir -p $(DIST)
+	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DIST)/stage PREFIX=/usr
+	gzip -9n $(DIST)/stage/usr/share/man/man1/*.1
+	cd scripts/dist && $(GO) run . -stage $(CURDIR)/$(DIST)/stage -version '$(VERSION)' -arch $(GOARCH) \
+		-out $(CURDIR)/$(DIST) -maintainer '$(MAINTAINER)' $(if $(LICENSE),-license $(CURDIR)/$(LICENSE))
+	tar -czf $(DIST)/rdmapipe_$(VERSION)_linux_$(GOARCH).tar.gz -C $(DIST)/stage/usr bin
+	rm -rf $(DIST)/stage
+	@ls -l $(DIST)
+	$(if $(LICENSE),,@echo "dist: warning: the project has no LICENSE file: the packages ship no licence" >&2)
+
+# test-dist installs the packages into scratch roots (dpkg --root, rpm
+# --root) and runs the installed rdmasend --version and --check against the
+# installed rdmarecv (scripts/dist-test.sh); it needs rpm to install the .rpm.
+test-dist: dist
+	@./scripts/deps.sh rpm
+	./scripts/dist-test.sh $(DIST) $(LICENSE)
+
 # Every test run from here fails, rather than skips, where a precondition it
 # needs (root, a tool, a device) is missing (internal/testutil/skip.go).
 export RDMAPIPE_STRICT := 1
 
-test: test-unit test-fuzz test-rdma
+test: test-unit test-fuzz test-dist test-rdma
 
 # not run by CI: resolve an issue that touches the engine or a transport only
 # after it passes too
@@ -139,4 +171,4 @@ demo-rdma: build
 	test/softroce/vm-run.sh bash -c 'HOST=$$RXE_IP TRANSPORT=rdma SIZE=$${SIZE:-64M} ./scripts/demo.sh'
 
 clean:
-	rm -rf $(BIN) .cache
+	rm -rf $(BIN) $(DIST) .cache

@@ -6,15 +6,15 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// TestSkipFlagActions runs an app through Run with flags set on the
-// command line, by the environment and not at all: what the action sees
-// (values, IsSet) is what urfave/cli alone gives, and a flag's Action
-// still runs when the flag is set, and only then.
-func TestSkipFlagActions(t *testing.T) {
+// TestRunFlags runs an app through Run with flags set on the command line,
+// by the environment and not at all: what the action sees (values, IsSet)
+// is what urfave/cli gives, and a flag's Action runs when the flag is set,
+// and only then.
+func TestRunFlags(t *testing.T) {
 	tests := []struct {
 		name       string
 		args       []string
-		env        string // value of SKIP_TEST_NUM, "" unset
+		env        string // value of RUN_TEST_NUM, "" unset
 		wantSet    map[string]bool
 		wantName   string
 		wantNum    int
@@ -27,7 +27,7 @@ func TestSkipFlagActions(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			if tt.env != "" {
-				t.Setenv("SKIP_TEST_NUM", tt.env)
+				t.Setenv("RUN_TEST_NUM", tt.env)
 			}
 			actions := 0
 			var gotSet map[string]bool
@@ -37,7 +37,7 @@ func TestSkipFlagActions(t *testing.T) {
 				Name: "app",
 				Flags: []cli.Flag{
 					&cli.StringFlag{Name: "name", Aliases: []string{"n"}, Value: "dflt"},
-					&cli.IntFlag{Name: "num", Value: 7, EnvVars: []string{"SKIP_TEST_NUM"}},
+					&cli.IntFlag{Name: "num", Value: 7, EnvVars: []string{"RUN_TEST_NUM"}},
 					&cli.BoolFlag{Name: "act", Action: func(*cli.Context, bool) error { actions++; return nil }},
 				},
 				Action: func(c *cli.Context) error {

@@ -79,10 +79,13 @@ func (p *progress) stop() {
 	p.finish()
 }
 
-// finish draws the final line and its newline; p.mu is held.
+// finish draws the final line and its newline; p.mu is held. Like set, it
+// measures the current rate over no interval shorter than progressEvery.
 func (p *progress) finish() {
 	now := p.now()
-	p.sample(now)
+	if now.Sub(p.at) >= progressEvery {
+		p.sample(now)
+	}
 	p.draw(now)
 	fmt.Fprintln(p.w)
 }

@@ -73,6 +73,16 @@ func TestProgress(t *testing.T) {
 			notLast: []string{"65.5", "65536"},
 		},
 		{
+			name:    "a stream that ends within progressEvery of the last line has no rate measured over a moment",
+			size:    -1,
+			desc:    "receiving",
+			steps:   []step{{time.Millisecond, 64 << 10}, {time.Millisecond, -1}},
+			endAt:   64 << 20,
+			draws:   2,
+			last:    []string{"receiving (average 33554.4 MB/s) 64.0 MiB, - MB/s", "\n"},
+			notLast: []string{"67108.9"},
+		},
+		{
 			name:  "throttled",
 			size:  -1,
 			desc:  "receiving",

@@ -25,8 +25,8 @@ func Recv(args []string) int {
 		UsageText: "rdmarecv [flags] > output",
 		Description: fmt.Sprintf(`Listens for one rdmasend (or, with -k, one after another) and writes the
 stream to standard output (or, with --output or --exec, each stream to its own file or
-process). Exits 0 only when the whole stream arrived, its length and checksum (xxHash64)
-matched, and every byte was written. A truncated or damaged stream always exits non-zero:
+process). Exits 0 only when the whole stream arrived, its length and checksum (xxHash64; with
+a key, a MAC: the AES-GCM tag of every chunk, chained) matched, and every byte was written. A truncated or damaged stream always exits non-zero:
 with -k, at once when the streams share standard output; with --output or --exec, when a
 signal ends rdmarecv (the failed stream is reported on stderr, and the next sender served).
 Default port: %d.
@@ -51,7 +51,7 @@ EXAMPLES:
 			&cli.StringFlag{Category: catCommon, Name: "output", Aliases: []string{"o"}, Usage: "write each stream to a file of its own, named by `TEMPLATE`, in which %n is the stream's number (from 1), %t the UTC time it began (20261127T201045Z) and %% a % (with -k the name must hold %n): the stream is written to .NAME.part-* beside it and linked to NAME once whole and verified, before the sender is told; a failed stream leaves no file (but for the part file of a receiver killed with SIGKILL), and an existing file is never overwritten: that stream fails"},
 			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, so that a cut stream never looks whole to CMD"},
 			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
-			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (stdout must be a file)"},
+			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (standard output must be a file or a device; or each --output file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,

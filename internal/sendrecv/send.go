@@ -24,8 +24,8 @@ func Send(args []string) int {
 		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
 		UsageText: "rdmasend [flags] HOST[:PORT] < input\n   rdmasend [flags] --to HOST[:PORT],HOST[:PORT],... < input",
 		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
-after the receiver has verified the length and checksum (xxHash64) of the whole stream and
-written every byte to its output.
+after the receiver has verified the length and checksum of the whole stream (xxHash64; with
+a key, a MAC: the AES-GCM tag of every chunk, chained) and written every byte to its output.
 
 EXAMPLES:
    rdmasend node2 < backup.tar                 # node2 runs: rdmarecv > backup.tar
@@ -33,7 +33,7 @@ EXAMPLES:
    rdmasend --wait 30s --key-file ~/.rdmapipe.key 10.0.0.2:18801 < weights.bin
    rdmasend --transport tcp -v node2 < file    # force TCP; print a summary
    rdmasend --bench node2                      # node2 runs: rdmarecv --bench
-   rdmasend --to node2,node3,node4 < weights.bin  # each runs: rdmarecv > weights.bin
+   rdmasend --to node2,node3,node4 < weights.bin  # each runs: rdmarecv --relay-allow 10.0.0.0/8 > weights.bin
    rdmasend --to-file hosts.txt < image.tar    # one host per line
 
 ` + exitCodesHelp,

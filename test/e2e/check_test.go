@@ -45,7 +45,7 @@ func runCheck(t *testing.T, prefix []string, bin string, args ...string) (int, s
 
 // checkFailed is the exit code --check promises when a stream would not
 // work with the suite's --transport: 3, or 7 with --transport rdma (see
-// README.md, "Checking a host").
+// docs/usage.md, "Checking a host").
 func checkFailed() int {
 	if suite.transport == "rdma" {
 		return 7

@@ -73,7 +73,7 @@ func redirector(t *testing.T, to func(n int) string) string {
 func sharedKey(t *testing.T) string {
 	t.Helper()
 	key := filepath.Join(t.TempDir(), "key")
-	if err := os.WriteFile(key, []byte("one key for the whole cluster, as in the README"), 0o600); err != nil {
+	if err := os.WriteFile(key, []byte("one key for the whole cluster, as in docs/broadcast.md"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	return key
