@@ -59,6 +59,7 @@ func memoryFacts(w window.Window, o rdma.Options, receiver bool) doctor.Memory {
 	return doctor.Memory{
 		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: h.CapIPCLock,
 		Window: w.Short(), Locks: locks(w, pins), FullWindow: full.Short(), FullLocks: locks(full, pins),
+		HugePages: int64(o.HugePages(w.Params(), receiver)), FullHugePages: int64(o.HugePages(full.Params(), receiver)),
 		TooLittle: window.TooLittle(h, window.For("rdma", o)),
 	}
 }

@@ -117,24 +117,51 @@ func windowSize(window, dataSize int) int { return window * roundUp(dataSize, bu
 // length mapRegion would map it now (on huge pages only while the host has
 // enough free). A connection striped over n devices registers it n times.
 func (o Options) Pinned(p conn.Params, receiver bool) int64 {
+	most := 0
+	for _, sizes := range o.regionSizes(p, receiver) {
+		r, n := newRegions(), 0
+		for _, size := range sizes {
+			n += r.length(size)
+		}
+		most = max(most, n)
+	}
+	return int64(most)
+}
+
+// HugePages returns how many 2 MiB huge pages the regions Pinned counts
+// take at most when the host has them free; regions under 2 MiB take none.
+func (o Options) HugePages(p conn.Params, receiver bool) int {
+	most := 0
+	for _, sizes := range o.regionSizes(p, receiver) {
+		n := 0
+		for _, size := range sizes {
+			if m := mappings(size, bufAlign); len(m) > 1 {
+				n += m[0].length / hugePage
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// regionSizes returns, for each data path o allows, the sizes of the
+// regions one side of a connection with parameters p maps, in order.
+func (o Options) regionSizes(p conn.Params, receiver bool) [][]int {
 	if !receiver {
 		l := conn.SenderLayout(p)
-		r := newRegions()
-		return int64(r.length(buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)))
+		return [][]int{{buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)}}
 	}
 	l := conn.ReceiverLayout(p)
 	spares, window := l.RecvBufs-p.Credits(), windowSize(p.Credits(), l.RecvSize)
-	r := newRegions()
-	most := r.length(buffersSize(0, 0, spares, l.RecvSize, 0)) + r.length(window)
+	sets := [][]int{{buffersSize(0, 0, spares, l.RecvSize, 0), window}}
 	if !o.SendOnly {
 		lanes := maxLanes
 		if o.QPs > 0 {
 			lanes = min(o.QPs, maxLanes)
 		}
-		r := newRegions()
-		most = max(most, r.length(buffersSize(0, 0, spares, conn.MaxControl, lanes*(l.RecvBufs+noteSlack)))+r.length(window))
+		sets = append(sets, []int{buffersSize(0, 0, spares, conn.MaxControl, lanes*(l.RecvBufs+noteSlack)), window})
 	}
-	return int64(most)
+	return sets
 }
 
 // regions follows the lengths mapRegion maps, one region after another,
