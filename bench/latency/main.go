@@ -117,8 +117,40 @@ type arrival struct {
 	data []byte
 }
 
+// run starts the receiver and then the sender, measures what t.mode asks
+// for, and checks that the stream arrived whole and both sides exited 0.
 func (t *trial) run(ctx context.Context, recvArgs, sendArgs []string) (err error) {
-	t.recv = exec.Command(recvArgs[0], recvArgs[1:]...)
+	if err := t.startReceiver(recvArgs); err != nil {
+		return err
+	}
+	defer func() {
+		if err != nil {
+			t.kill()
+			err = fmt.Errorf("%w; receiver said: %q; sender said: %q", err, tail(&t.recvErr), tail(&t.sendErr))
+		}
+	}()
+	if err := waitListen(ctx, t.port); err != nil {
+		return err
+	}
+	// The stream's first line is in the pipe before the sender starts.
+	var expect bytes.Buffer
+	expect.WriteString("start\n")
+	pw, t0, err := t.startSender(sendArgs, expect.String())
+	if err != nil {
+		return err
+	}
+	got := new(bytes.Buffer)
+	if err := t.measure(ctx, pw, t0, got, &expect); err != nil {
+		return err
+	}
+	pw.Close()
+	return t.finish(ctx, got, expect.Bytes())
+}
+
+// startReceiver starts the receiver and the goroutine that reads its
+// stdout.
+func (t *trial) startReceiver(args []string) error {
+	t.recv = exec.Command(args[0], args[1:]...)
 	t.recv.Stderr = &t.recvErr
 	out, err := t.recv.StdoutPipe()
 	if err != nil {
@@ -127,41 +159,39 @@ func (t *trial) run(ctx context.Context, recvArgs, sendArgs []string) (err error
 	if err := t.recv.Start(); err != nil {
 		return fmt.Errorf("receiver: %w", err)
 	}
-	defer func() {
-		if err != nil {
-			t.kill()
-			err = fmt.Errorf("%w; receiver said: %q; sender said: %q", err, tail(&t.recvErr), tail(&t.sendErr))
-		}
-	}()
 	t.arrivals = make(chan arrival, 1024)
 	t.recvReadDone = make(chan error, 1)
 	go t.read(out)
-	if err := waitListen(ctx, t.port); err != nil {
-		return err
-	}
+	return nil
+}
 
-	t.send = exec.Command(sendArgs[0], sendArgs[1:]...)
+// startSender starts the sender with first already in its stdin, and
+// returns the pipe to write the rest into and when the sender started.
+func (t *trial) startSender(args []string, first string) (*os.File, time.Time, error) {
+	t.send = exec.Command(args[0], args[1:]...)
 	t.send.Stderr = &t.sendErr
 	t.send.Stdout = io.Discard
 	pr, pw, err := os.Pipe()
 	if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
+	defer pr.Close()
 	t.send.Stdin = pr
-	var expect bytes.Buffer
-	// The stream's first line is in the pipe before the sender starts.
-	first := "start\n"
 	if _, err := pw.WriteString(first); err != nil {
-		return err
+		pw.Close()
+		return nil, time.Time{}, err
 	}
-	expect.WriteString(first)
 	t0 := time.Now()
 	if err := t.send.Start(); err != nil {
-		return fmt.Errorf("sender: %w", err)
+		pw.Close()
+		return nil, time.Time{}, fmt.Errorf("sender: %w", err)
 	}
-	pr.Close()
-	got := new(bytes.Buffer)
+	return pw, t0, nil
+}
 
+// measure prints the first byte's latency from t0, or writes t.lines lines
+// into pw and prints each one's, adding them to expect.
+func (t *trial) measure(ctx context.Context, pw *os.File, t0 time.Time, got, expect *bytes.Buffer) error {
 	switch t.mode {
 	case "first":
 		a, err := t.next(ctx, got)
@@ -191,9 +221,12 @@ func (t *trial) run(ctx context.Context, recvArgs, sendArgs []string) (err error
 			fmt.Printf("line %d %.3f\n", i, ms(r.Sub(w)))
 		}
 	}
+	return nil
+}
 
-	// The end of the stream: both sides must exit 0 and every byte arrive.
-	pw.Close()
+// finish reads the rest of the stream, which must equal expect, and waits
+// for both sides, which must exit 0.
+func (t *trial) finish(ctx context.Context, got *bytes.Buffer, expect []byte) error {
 	for {
 		_, err := t.next(ctx, got)
 		if errors.Is(err, io.EOF) {
@@ -203,8 +236,8 @@ func (t *trial) run(ctx context.Context, recvArgs, sendArgs []string) (err error
 			return fmt.Errorf("at the end of the stream: %w", err)
 		}
 	}
-	if !bytes.Equal(got.Bytes(), expect.Bytes()) {
-		return fmt.Errorf("the receiver wrote %q, expected %q", got.Bytes(), expect.Bytes())
+	if !bytes.Equal(got.Bytes(), expect) {
+		return fmt.Errorf("the receiver wrote %q, expected %q", got.Bytes(), expect)
 	}
 	if err := waitCmd(ctx, t.send); err != nil {
 		return fmt.Errorf("sender: %w", err)

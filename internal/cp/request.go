@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
-	"reflect"
 	"strings"
 	"time"
 
@@ -64,6 +63,13 @@ type Contents struct {
 	// a partial copy holds.
 	Size    int64 `json:"size,omitempty"`
 	Changed int64 `json:"changed,omitempty"`
+}
+
+// isZero reports whether c describes nothing: a request that says no
+// contents at all (a present but empty Names says something).
+func (c Contents) isZero() bool {
+	return c.Mode == "" && c.Name == "" && c.Perm == 0 && c.ATime == 0 && c.MTime == 0 &&
+		!c.Single && c.Names == nil && c.Size == 0 && c.Changed == 0
 }
 
 // validate checks contents described by the peer.
@@ -285,7 +291,7 @@ func (r Request) download() bool { return len(r.Send) > 0 }
 // validateDownload checks the fields of a download's request: the
 // sources and where to connect, and nothing of an upload's.
 func (r Request) validateDownload() error {
-	if r.Dest != "" || !reflect.ValueOf(r.Contents).IsZero() || r.Listen != "" {
+	if r.Dest != "" || !r.Contents.isZero() || r.Listen != "" {
 		return errors.New("a download's request describes a destination")
 	}
 	if len(r.Send) > maxSources {

@@ -46,7 +46,10 @@ type Memory struct {
 	Locks      int64  // bytes this side registers at most with Window
 	FullWindow string // the window used where memory is not limited
 	FullLocks  int64  // bytes that window registers on this side
-	TooLittle  bool   // the limit is below what the smallest window needs
+	// HugePages and FullHugePages are the 2 MiB huge pages the buffers
+	// of Window and of FullWindow take on this side when the host has them.
+	HugePages, FullHugePages int64
+	TooLittle                bool // the limit is below what the smallest window needs
 }
 
 // Facts are what Gather found.

@@ -268,10 +268,9 @@ func (f Facts) judgeMemory(r *Report, sev Status) {
 // Without them the buffers use normal pages, which works: never a warning.
 func (f Facts) judgeHugePages(r *Report) {
 	h := f.HugePages
-	const huge = 2 << 20
-	need := (f.Memory.Locks + huge - 1) / huge
+	need := f.Memory.HugePages
 	if f.Memory.Unlimited || f.Memory.CapIPCLock {
-		need = (f.Memory.FullLocks + huge - 1) / huge
+		need = f.Memory.FullHugePages
 	}
 	switch {
 	case h.Err != nil:

@@ -99,6 +99,18 @@ func TestJudge(t *testing.T) {
 			f.Memory = Memory{Soft: 8 << 20, Hard: 8 << 20, Window: "1 MiB x 6", Locks: 6 << 20, FullWindow: "4 MiB x 8", FullLocks: 32 << 20}
 			return f
 		}, true, "rdma", []string{"WARN locked memory"}, []string{"soft 8 MiB, hard 8 MiB, no CAP_IPC_LOCK: the default window shrinks to 1 MiB x 6", "fix: ulimit -l unlimited"}},
+		{"huge pages: the full window's count where memory is unlimited", func() Facts {
+			f := rxeFacts("auto")
+			f.Memory.HugePages, f.Memory.FullHugePages = 4, 17
+			f.HugePages = HugePages{Total: 20, Free: 10}
+			return f
+		}, true, "rdma", []string{"OK huge pages"}, []string{"10 of 20 2 MiB huge pages free, the buffers would take 17", "vm.nr_hugepages=27"}},
+		{"huge pages: the shrunk window's count under a limit", func() Facts {
+			f := rxeFacts("auto")
+			f.Memory = Memory{Soft: 8 << 20, Hard: 8 << 20, Window: "1 MiB x 6", Locks: 6 << 20, HugePages: 4, FullWindow: "4 MiB x 8", FullLocks: 32 << 20, FullHugePages: 17}
+			f.HugePages = HugePages{Total: 20, Free: 10}
+			return f
+		}, true, "rdma", []string{"OK huge pages"}, []string{"10 of 20 2 MiB huge pages free; this side's buffers take 4"}},
 		{"receiver with too little memlock", func() Facts {
 			f := rxeFacts("rdma")
 			f.Peer, f.Listen, f.Route = "", ":18800", nil

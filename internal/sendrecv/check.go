@@ -55,9 +55,11 @@ func memoryFacts(w window.Window, o rdma.Options, receiver bool) doctor.Memory {
 	}
 	h := window.ThisHost()
 	full := window.Window{Chunk: window.BigChunk, Depth: window.BigDepth}
+	pins := window.Side("rdma", o, receiver)
 	return doctor.Memory{
 		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: h.CapIPCLock,
-		Window: w.Short(), Locks: locks(w, receiver), FullWindow: full.Short(), FullLocks: locks(full, receiver),
+		Window: w.Short(), Locks: locks(w, pins), FullWindow: full.Short(), FullLocks: locks(full, pins),
+		HugePages: int64(o.HugePages(w.Params(), receiver)), FullHugePages: int64(o.HugePages(full.Params(), receiver)),
 		TooLittle: window.TooLittle(h, window.For("rdma", o)),
 	}
 }

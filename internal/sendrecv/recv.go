@@ -178,7 +178,7 @@ func recvAction(c *cli.Context) error {
 	}
 	defer l.Close()
 	if o.verbose {
-		fmt.Fprintln(os.Stderr, describe(o.window, "rdmarecv", true))
+		fmt.Fprintln(os.Stderr, describe(o, "rdmarecv", true))
 		fmt.Fprintf(os.Stderr, "rdmarecv: listening on %s\n", l.Addr())
 	}
 	_, err = receiver(l, o, out, open, keep, os.Stderr).Serve(ctx)

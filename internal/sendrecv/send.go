@@ -80,7 +80,7 @@ func sendAction(c *cli.Context) error {
 		o.rdma.qps = 0 // the port's rate chooses (rdma.Options.QPs)
 	}
 	if o.verbose {
-		fmt.Fprintln(os.Stderr, describe(o.window, "rdmasend", false))
+		fmt.Fprintln(os.Stderr, describe(o, "rdmasend", false))
 	}
 	size, err := inputSize(c.String("size"), os.Stdin)
 	if err != nil {

@@ -5,26 +5,26 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/internal/window"
-	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// describe is the -v line that says which window this side asks for and
-// how much memory that locks here at most (the peer's answer may be
-// smaller, and the RDMA write data path needs less on the receiver).
-func describe(w window.Window, name string, receiver bool) string {
-	return fmt.Sprintf("%s: chunk %s x depth %d (%s): buffers of up to %s on this side", name, units.Size(int64(w.Chunk)), w.Depth, w.Why, formatMiB(locks(w, receiver)))
+// describe is the -v line that says which window o asks for and how much
+// memory the transport locks for it at most on this side, a receiver's if
+// receiver (the peer's answer may make it smaller).
+func describe(o options, name string, receiver bool) string {
+	w, pins := o.window, window.Side(o.transport, o.rdmaOpts(), receiver)
+	locked := "locks no memory"
+	if pins != nil {
+		locked = "locks up to " + formatMiB(locks(w, pins))
+	}
+	return fmt.Sprintf("%s: chunk %s x depth %d (%s): this side %s", name, units.Size(int64(w.Chunk)), w.Depth, w.Why, locked)
 }
 
-// locks is how much buffer memory the window registers at most on the
-// sender's or the receiver's side.
-func locks(w window.Window, receiver bool) int64 {
-	p := w.Params()
-	if receiver {
-		l := conn.ReceiverLayout(p)
-		return int64(l.RecvBufs * l.RecvSize)
+// locks is how much memory the window w locks with pins (nil: none).
+func locks(w window.Window, pins window.Pins) int64 {
+	if pins == nil {
+		return 0
 	}
-	l := conn.SenderLayout(p)
-	return int64(l.SendBufs * l.SendSize)
+	return int64(pins(w.Chunk, w.Depth))
 }
 
 // formatMiB prints a byte count in MiB with one decimal.

@@ -112,18 +112,27 @@ func FlagsOf(c *cli.Context) (Flags, error) {
 // chunk x depth.
 type Pins func(chunk, depth int) uint64
 
-// For returns the Pins of a transport ("auto", "rdma" or "tcp") with the
-// RDMA options o: nil for TCP, whose buffers are Go memory and lock
-// nothing; else, as auto may use RDMA, the larger of what an RDMA sender
-// and receiver register (see rdma.Options.Pinned), as a process is either.
-func For(transport string, o rdma.Options) Pins {
+// Side returns the Pins of one side, a receiver's if receiver, of a
+// transport ("auto", "rdma" or "tcp") with the RDMA options o: what the
+// RDMA transport registers (rdma.Options.Pinned), or nil for TCP, whose
+// buffers are not locked.
+func Side(transport string, o rdma.Options, receiver bool) Pins {
 	if transport == "tcp" {
 		return nil
 	}
 	return func(chunk, depth int) uint64 {
-		p := conn.NewParams(chunk, depth)
-		return uint64(max(o.Pinned(p, false), o.Pinned(p, true)))
+		return uint64(o.Pinned(conn.NewParams(chunk, depth), receiver))
 	}
+}
+
+// For returns the Pins of a process that is either side (see Side): the
+// larger of what a sender and a receiver lock.
+func For(transport string, o rdma.Options) Pins {
+	snd, rcv := Side(transport, o, false), Side(transport, o, true)
+	if snd == nil {
+		return nil
+	}
+	return func(chunk, depth int) uint64 { return max(snd(chunk, depth), rcv(chunk, depth)) }
 }
 
 // ForRelay is For for a relay, which holds a receiver's connection and a
@@ -131,13 +140,11 @@ func For(transport string, o rdma.Options) Pins {
 // also register its receive buffers for the sender to send from, but
 // copies instead where it cannot.)
 func ForRelay(transport string, o rdma.Options) Pins {
-	if transport == "tcp" {
+	snd, rcv := Side(transport, o, false), Side(transport, o, true)
+	if snd == nil {
 		return nil
 	}
-	return func(chunk, depth int) uint64 {
-		p := conn.NewParams(chunk, depth)
-		return uint64(o.Pinned(p, false) + o.Pinned(p, true))
-	}
+	return func(chunk, depth int) uint64 { return snd(chunk, depth) + rcv(chunk, depth) }
 }
 
 // Choose returns the window a side proposes on host h, with the user's

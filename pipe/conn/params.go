@@ -9,8 +9,8 @@ import (
 // each other at connect time.
 const Version = 9
 
-// Default stream parameters. They are the flags' defaults; see README.md for
-// the measurements behind them.
+// Default stream parameters: what a side proposes when nothing chose a
+// window, such as a command that cannot read its locked-memory limit.
 const (
 	DefaultChunk = 1 << 20
 	DefaultDepth = 4

@@ -65,7 +65,7 @@ func TestVerboseAndProgress(t *testing.T) {
 	// unless limited); the receiver's flags make the negotiated one smaller.
 	expect(t, "rdmasend", code, stderr, 0, "3145728 bytes in", "over "+suite.transport, "chunk 1 MiB x 5", "rdmasend: chunk ")
 	code, stderr = r.wait(30 * time.Second)
-	expect(t, "rdmarecv", code, stderr, 0, "3145728 bytes in", "listening on", "rdmarecv: chunk 1 MiB x depth 5 (--depth): buffers of up to 6.0 MiB on this side")
+	expect(t, "rdmarecv", code, stderr, 0, "3145728 bytes in", "listening on", "rdmarecv: chunk 1 MiB x depth 5 (--depth): this side lock")
 	if got, n := fileSum(t, out); got != want {
 		t.Fatalf("stdout carried %d bytes that differ from the input", n)
 	}

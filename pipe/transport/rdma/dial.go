@@ -85,10 +85,10 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 	}
 	var offers []netip.Addr
 	if err == nil && !d.SendOnly {
-		c.ring, offers, err = parseGrant(priv[conn.ParamsLen:], c.asked)
+		c.ring, offers, err = parseGrant(priv[conn.ParamsLen:], c.lanes.asked)
 	}
 	if c.ring == nil || !c.ring.split {
-		c.split = 0
+		c.split.size = 0
 	}
 	if err == nil && c.ring != nil && c.ring.lanes > 1 {
 		err = d.dialLanes(ctx, c, c.ring.lanes, c.ring.token, proposal, d.destinations(ctx, ap, offers))
@@ -161,7 +161,7 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 		return fail(conn.KindSetup, local(fmt.Errorf("ibv_query_device: %w", errno(rc))))
 	}
 	priv, _ := proposal.MarshalBinary()
-	priv = append(priv, ringRequest(!d.SendOnly, d.manyDevices(), lanes, c.split)...)
+	priv = append(priv, ringRequest(!d.SendOnly, d.manyDevices(), lanes, c.split.size)...)
 	if rc := C.rp_connect(id, unsafe.Pointer(&priv[0]), C.int(len(priv)), C.int(min(1, resp, init))); rc != 0 {
 		if err := errno(rc); errors.Is(err, syscall.ECONNREFUSED) {
 			// iWARP connects a TCP socket here, synchronously.
@@ -180,14 +180,14 @@ func (d Dialer) connect(ctx context.Context, ap netip.AddrPort, proposal conn.Pa
 func (d Dialer) choose(c *Conn) int {
 	t := portTuning(SysfsRoot, deviceName(c.id), int(c.id.port_num))
 	if t.fast() && (d.QPs == 0 || d.MaxWrite == 0) {
-		c.tuned = t.String()
+		c.split.why = t.String()
 	}
-	c.split = t.write
+	c.split.size = t.write
 	if d.MaxWrite > 0 {
-		c.split = pieceSize(d.MaxWrite)
+		c.split.size = pieceSize(d.MaxWrite)
 	}
-	c.asked = d.lanes(t)
-	return c.asked
+	c.lanes.asked = d.lanes(t)
+	return c.lanes.asked
 }
 
 // lanes returns how many queue pairs the dialer asks for, on a port of

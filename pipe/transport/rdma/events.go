@@ -13,11 +13,11 @@ import (
 // monitor fails the connection when rdma_cm reports that it ended, so that
 // Poll returns promptly even when no work request is outstanding.
 func (c *Conn) monitor() {
-	defer close(c.monDone)
+	defer close(c.life.monDone)
 	for {
 		ev, err := c.cm.next(context.Background())
 		if err != nil {
-			if !c.closing.Load() {
+			if !c.life.closing.Load() {
 				c.fail(err.Error())
 			}
 			return

@@ -21,7 +21,7 @@ import (
 type adopted struct {
 	up      conn.Conn
 	mrs     []*C.struct_ibv_mr
-	lkeys   [][]C.uint32_t // per adopted buffer, per device as c.lkeys
+	lkeys   [][]C.uint32_t // per adopted buffer, per device as c.devs.lkeys
 	sendLen []atomic.Int32 // bytes posted per adopted buffer, for OpForward
 }
 
@@ -39,10 +39,10 @@ type mappedBuffers interface {
 // mem.go), so that another connection may adopt them: the window's too
 // once it is open.
 func (c *Conn) MappedRegions() [][]byte {
-	if c.winOpen.Load() {
-		return [][]byte{c.mem, c.winMem}
+	if c.win.open.Load() {
+		return [][]byte{c.bufs.mem, c.win.mem}
 	}
-	return [][]byte{c.mem}
+	return [][]byte{c.bufs.mem}
 }
 
 // Adopt registers the mapped regions that hold up's receive buffers with
@@ -65,9 +65,9 @@ func (c *Conn) Adopt(up conn.Conn) error {
 	if len(in) == 0 {
 		return fmt.Errorf("adopt: no receive buffers")
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if err := c.life.stopped(); err != nil {
 		return err
 	}
 	if c.fwd.Load() != nil {
@@ -75,7 +75,7 @@ func (c *Conn) Adopt(up conn.Conn) error {
 	}
 	f := &adopted{up: up, lkeys: make([][]C.uint32_t, len(in)), sendLen: make([]atomic.Int32, len(in))}
 	pds := []*C.struct_ibv_pd{c.pd}
-	for _, n := range c.nics {
+	for _, n := range c.devs.nics {
 		pds = append(pds, n.pd)
 	}
 	keys := make(map[int][]C.uint32_t) // per region, per device
@@ -123,15 +123,15 @@ func (c *Conn) PostForward(i, n int) error {
 	if err := c.fits(n); err != nil {
 		return conn.Errorf(conn.KindInternal, "post forward to "+c.peer, "%v", err)
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if err := c.life.stopped(); err != nil {
 		return err
 	}
 	f.sendLen[i].Store(int32(n))
-	c.sendsOut.Add(1)
+	c.posts.sendsOut.Add(1)
 	if rc := c.postData(wrFwd|uint64(i), unsafe.Pointer(unsafe.SliceData(f.up.RecvBuf(i))), n, f.lkeys[i]); rc != 0 {
-		c.sendsOut.Add(-1)
+		c.posts.sendsOut.Add(-1)
 		return &conn.Error{Kind: conn.KindAborted, Op: "post forward to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil

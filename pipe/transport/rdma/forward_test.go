@@ -83,7 +83,7 @@ func TestFailedPostNotCounted(t *testing.T) {
 	if conn.KindOf(err) != conn.KindAborted || !strings.Contains(err.Error(), "ibv_post_send") {
 		t.Errorf("failed forward: %v, want a KindAborted ibv_post_send error", err)
 	}
-	if got := c.writes.Load(); got != uint64(posted) {
+	if got := c.posts.writes.Load(); got != uint64(posted) {
 		t.Errorf("%d writes counted after %d posted and one failed", got, posted)
 	}
 }

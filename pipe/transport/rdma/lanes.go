@@ -39,6 +39,16 @@ import (
 // are spread over several devices, see nics.go). The setup ends when
 // every lane is established, all within the listener's establish timeout.
 
+// laneSet are the queue pairs of a striped connection, qps[0] being the
+// connection's qp; ids are the rdma_cm ids of qps[1:], sendWR and recvWR
+// size each lane's queues, and asked is how many lanes a dialer asked for.
+type laneSet struct {
+	qps            []*C.struct_ibv_qp
+	ids            []*C.struct_rdma_cm_id
+	sendWR, recvWR int
+	asked          int
+}
+
 // maxLanes bounds the queue pairs of one connection.
 const maxLanes = 16
 
@@ -85,21 +95,21 @@ func newToken() (uint64, error) {
 // device (see nics.go), and posts its notification receives (a ring's
 // receiver).
 func (c *Conn) addLane(id *C.struct_rdma_cm_id, lanes int) error {
-	c.laneIDs = append(c.laneIDs, id)
+	c.lanes.ids = append(c.lanes.ids, id)
 	k, err := c.nicFor(id.verbs, lanes)
 	if err != nil {
-		return fmt.Errorf("lane %d: %w", len(c.qps), err)
+		return fmt.Errorf("lane %d: %w", len(c.lanes.qps), err)
 	}
 	pd, cq := c.pd, c.cq
 	if k > 0 {
-		pd, cq = c.nics[k-1].pd, c.nics[k-1].cq
+		pd, cq = c.devs.nics[k-1].pd, c.devs.nics[k-1].cq
 	}
-	if rc := C.rp_create_qp(id, pd, cq, C.int(c.sendWR), C.int(c.recvWR), C.int(c.inline)); rc < 0 {
-		return fmt.Errorf("create queue pair of lane %d: %w", len(c.qps), errno(rc))
+	if rc := C.rp_create_qp(id, pd, cq, C.int(c.lanes.sendWR), C.int(c.lanes.recvWR), C.int(c.inline)); rc < 0 {
+		return fmt.Errorf("create queue pair of lane %d: %w", len(c.lanes.qps), errno(rc))
 	}
-	c.qps = append(c.qps, id.qp)
-	c.laneNIC = append(c.laneNIC, k)
-	return c.postNotes(len(c.qps) - 1)
+	c.lanes.qps = append(c.lanes.qps, id.qp)
+	c.devs.laneNIC = append(c.devs.laneNIC, k)
+	return c.postNotes(len(c.lanes.qps) - 1)
 }
 
 // dialLanes connects lanes 1 to lanes-1 of c, lane k to dests[k mod

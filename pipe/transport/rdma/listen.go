@@ -475,7 +475,7 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 		return reject(local(err))
 	}
 	if lanes > 0 {
-		c.split = wantsSplit(privateData(req))
+		c.split.size = wantsSplit(privateData(req))
 	}
 
 	// Grant at most what the dialer asked for and the device allows.
@@ -488,7 +488,7 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 	ans, _ := p.MarshalBinary()
 	var joins chan *event
 	if lanes > 0 {
-		r := ring{lanes: lanes, split: c.split > 0}
+		r := ring{lanes: lanes, split: c.split.size > 0}
 		if lanes > 1 {
 			if r.token, err = newToken(); err != nil {
 				return reject(local(err))

@@ -11,6 +11,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -30,17 +31,28 @@ const (
 	hugePage = 2 << 20
 )
 
+// buffers are a connection's region, registered for local access only,
+// and the buffers carved from it; a receiver's window buffers,
+// recv[:win.count], are carved from a region of their own (see OpenWindow).
+type buffers struct {
+	mem              []byte // the mapped region
+	mr               *C.struct_ibv_mr
+	lkey             C.uint32_t
+	send, recv, ctrl [][]byte
+	pinned           atomic.Int64 // bytes registered, for Info
+}
+
 // mapBuffers maps one region for the buffers of l, but for a receiver's
 // window (see OpenWindow), plus the control ring, and registers it for
 // local access only: nothing in it is the peer's to write. A receiver
-// offering a ring (c.slots > 0) gives its spares conn.MaxControl bytes
+// offering a ring (c.recvRing.slots > 0) gives its spares conn.MaxControl bytes
 // each and has notes buffers of that size for its receive work requests.
 // On the SEND data path a receiver's spares are as large as its data
 // buffers: a receive queue is first in, first out, so once the window is
 // open a data message may land in a spare posted before it.
 func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
-	spares, spareSize := l.RecvBufs-c.window, l.RecvSize
-	if c.slots > 0 {
+	spares, spareSize := l.RecvBufs-c.win.count, l.RecvSize
+	if c.recvRing.slots > 0 {
 		spareSize = conn.MaxControl
 	} else {
 		notes = 0
@@ -51,7 +63,7 @@ func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
 	if err != nil {
 		return fmt.Errorf("map %d bytes of buffers: %w", size, err)
 	}
-	c.mem, c.dataSize = mem, l.RecvSize
+	c.bufs.mem, c.win.dataSize = mem, l.RecvSize
 	off := 0
 	carve := func(n, size, align int) [][]byte {
 		bufs := make([][]byte, n)
@@ -61,16 +73,16 @@ func (c *Conn) mapBuffers(l conn.Layout, notes int) error {
 		}
 		return bufs
 	}
-	c.send = carve(l.SendBufs, l.SendSize, bufAlign)
-	c.recv = append(make([][]byte, c.window), carve(spares, spareSize, spareAlign)...)
+	c.bufs.send = carve(l.SendBufs, l.SendSize, bufAlign)
+	c.bufs.recv = append(make([][]byte, c.win.count), carve(spares, spareSize, spareAlign)...)
 	off = roundUp(off, bufAlign)
-	c.notes = carve(notes, conn.MaxControl, ctrlAlign)
-	c.ctrl = carve(ctrlSlots, conn.MaxControl, ctrlAlign)
-	if c.mr, err = register(c.pd, mem, false); err != nil {
+	c.recvRing.notes = carve(notes, conn.MaxControl, ctrlAlign)
+	c.bufs.ctrl = carve(ctrlSlots, conn.MaxControl, ctrlAlign)
+	if c.bufs.mr, err = register(c.pd, mem, false); err != nil {
 		return err
 	}
-	c.lkey = c.mr.lkey
-	c.pinned.Store(int64(len(mem)))
+	c.bufs.lkey = c.bufs.mr.lkey
+	c.bufs.pinned.Store(int64(len(mem)))
 	return nil
 }
 
@@ -105,24 +117,51 @@ func windowSize(window, dataSize int) int { return window * roundUp(dataSize, bu
 // length mapRegion would map it now (on huge pages only while the host has
 // enough free). A connection striped over n devices registers it n times.
 func (o Options) Pinned(p conn.Params, receiver bool) int64 {
+	most := 0
+	for _, sizes := range o.regionSizes(p, receiver) {
+		r, n := newRegions(), 0
+		for _, size := range sizes {
+			n += r.length(size)
+		}
+		most = max(most, n)
+	}
+	return int64(most)
+}
+
+// HugePages returns how many 2 MiB huge pages the regions Pinned counts
+// take at most when the host has them free; regions under 2 MiB take none.
+func (o Options) HugePages(p conn.Params, receiver bool) int {
+	most := 0
+	for _, sizes := range o.regionSizes(p, receiver) {
+		n := 0
+		for _, size := range sizes {
+			if m := mappings(size, bufAlign); len(m) > 1 {
+				n += m[0].length / hugePage
+			}
+		}
+		most = max(most, n)
+	}
+	return most
+}
+
+// regionSizes returns, for each data path o allows, the sizes of the
+// regions one side of a connection with parameters p maps, in order.
+func (o Options) regionSizes(p conn.Params, receiver bool) [][]int {
 	if !receiver {
 		l := conn.SenderLayout(p)
-		r := newRegions()
-		return int64(r.length(buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)))
+		return [][]int{{buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)}}
 	}
 	l := conn.ReceiverLayout(p)
 	spares, window := l.RecvBufs-p.Credits(), windowSize(p.Credits(), l.RecvSize)
-	r := newRegions()
-	most := r.length(buffersSize(0, 0, spares, l.RecvSize, 0)) + r.length(window)
+	sets := [][]int{{buffersSize(0, 0, spares, l.RecvSize, 0), window}}
 	if !o.SendOnly {
 		lanes := maxLanes
 		if o.QPs > 0 {
 			lanes = min(o.QPs, maxLanes)
 		}
-		r := newRegions()
-		most = max(most, r.length(buffersSize(0, 0, spares, conn.MaxControl, lanes*(l.RecvBufs+noteSlack)))+r.length(window))
+		sets = append(sets, []int{buffersSize(0, 0, spares, conn.MaxControl, lanes*(l.RecvBufs+noteSlack)), window})
 	}
-	return int64(most)
+	return sets
 }
 
 // regions follows the lengths mapRegion maps, one region after another,
@@ -154,70 +193,6 @@ func freeHugePages() int {
 		return 0
 	}
 	return n
-}
-
-// OpenWindow maps and registers a receiver's data receive buffers, its
-// window, in a region of their own, and posts them. With a ring it is the
-// only memory the peer may write into, registered for remote writes only
-// now that the engine has authenticated the sender and the receiver is
-// claimed; it returns the ring's description, which the sender's Conn
-// needs (see SetWindow). On the SEND data path the buffers are posted
-// behind the spares and the description is nil. Only the first call does
-// anything.
-func (c *Conn) OpenWindow() ([]byte, error) {
-	c.windowOnce.Do(func() { c.windowErr = c.openWindow() })
-	if c.windowErr != nil || c.slots == 0 {
-		return nil, c.windowErr
-	}
-	return c.offer().marshal(), nil
-}
-
-// openWindow does the work of OpenWindow.
-func (c *Conn) openWindow() error {
-	op := "open the receive window for " + c.peer
-	if c.window == 0 {
-		return conn.Errorf(conn.KindInternal, op, "a sender's connection has no window")
-	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
-		return err
-	}
-	stride, size := roundUp(c.dataSize, bufAlign), windowSize(c.window, c.dataSize)
-	mem, err := mapRegion(size)
-	if err != nil {
-		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("map %d bytes of buffers: %w", size, err))}
-	}
-	c.winMem = mem
-	if c.winMR, err = register(c.pd, mem, c.slots > 0); err != nil {
-		return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(err)}
-	}
-	c.winLkey = c.winMR.lkey
-	for _, n := range c.nics {
-		if n.winMR, err = register(n.pd, mem, c.slots > 0); err != nil {
-			return &conn.Error{Kind: conn.KindSetup, Op: op, Err: local(fmt.Errorf("%s: %w", n.name(), err))}
-		}
-	}
-	c.pinned.Add(int64(len(mem)))
-	for i := range c.window {
-		c.recv[i] = mem[i*stride : i*stride+c.dataSize : i*stride+c.dataSize]
-	}
-	c.winOpen.Store(true)
-	if c.slots > 0 {
-		c.ringMu.Lock()
-		c.rs.Open()
-		c.ringMu.Unlock()
-		return nil
-	}
-	for i := range c.window {
-		c.recvPosted[i].Store(true)
-		if rc := c.postRecv(i); rc != 0 {
-			err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
-			c.fail(err.Error())
-			return &conn.Error{Kind: conn.KindAborted, Op: op, Err: err}
-		}
-	}
-	return nil
 }
 
 // register registers mem with pd for local writes, and for remote writes

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"golang.org/x/sys/unix"
 )
 
@@ -116,5 +117,24 @@ func TestRegionsLength(t *testing.T) {
 		if got := r.length(tc.size); got != tc.want || r.huge != tc.left {
 			t.Errorf("length(%d) = %d with %d huge pages left, want %d with %d", tc.size, got, r.huge, tc.want, tc.left)
 		}
+	}
+}
+
+// TestHugePages checks the huge pages a side's regions take: none for
+// regions under 2 MiB, each region rounded up to whole huge pages, and a
+// receiver's window counted.
+func TestHugePages(t *testing.T) {
+	small := conn.NewParams(64<<10, 4)
+	if n := (Options{SendOnly: true}).HugePages(small, false); n != 0 {
+		t.Errorf("a 64 KiB x 4 sender takes %d huge pages, want 0", n)
+	}
+	big := conn.NewParams(4<<20, 8)
+	l := conn.SenderLayout(big)
+	size := buffersSize(l.SendBufs, l.SendSize, l.RecvBufs, l.RecvSize, 0)
+	if n, want := DefaultOptions().HugePages(big, false), (size+hugePage-1)/hugePage; n != want {
+		t.Errorf("a 4 MiB x 8 sender takes %d huge pages, want %d", n, want)
+	}
+	if n, least := DefaultOptions().HugePages(big, true), big.Credits()*(4<<20)/hugePage; n < least {
+		t.Errorf("a 4 MiB x 8 receiver takes %d huge pages, want at least its window's %d", n, least)
 	}
 }

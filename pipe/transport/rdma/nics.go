@@ -44,6 +44,15 @@ import (
 // instance. A receiver registers its ring on each device and describes it
 // with a key per lane (see ring.go). Control messages stay on lane 0.
 
+// devices are the devices lanes use: nics those beyond lane 0's, laneNIC
+// each lane's device as an index into lkeys, which holds the key of the
+// connection's region on each device (bufs.lkey first).
+type devices struct {
+	nics    []*nic
+	laneNIC []int
+	lkeys   []C.uint32_t
+}
+
 // opNICs, beside opWrite in a connect request, asks a listener for its
 // addresses on its other devices.
 const opNICs = 2
@@ -89,27 +98,27 @@ type nic struct {
 	pd      *C.struct_ibv_pd
 	cc      *C.struct_ibv_comp_channel
 	cq      *C.struct_ibv_cq
-	mr      *C.struct_ibv_mr // c.mem
-	winMR   *C.struct_ibv_mr // c.winMem, once the window is open
+	mr      *C.struct_ibv_mr // c.bufs.mem
+	winMR   *C.struct_ibv_mr // c.win.mem, once the window is open
 	unacked int              // CQ events not yet acknowledged
 }
 
 // name returns the device's name.
 func (n *nic) name() string { return C.GoString(C.ibv_get_device_name(n.verbs.device)) }
 
-// nicFor returns the index in c.lkeys of the device verbs (0 for lane 0's),
+// nicFor returns the index in c.devs.lkeys of the device verbs (0 for lane 0's),
 // setting it up for c first if it is new: sized for lanes queue pairs.
 func (c *Conn) nicFor(verbs *C.struct_ibv_context, lanes int) (int, error) {
 	if verbs == c.id.verbs {
 		return 0, nil
 	}
-	for k, n := range c.nics {
+	for k, n := range c.devs.nics {
 		if n.verbs == verbs {
 			return k + 1, nil
 		}
 	}
 	n := &nic{verbs: verbs}
-	c.nics = append(c.nics, n) // so that free frees what follows, however far it gets
+	c.devs.nics = append(c.devs.nics, n) // so that free frees what follows, however far it gets
 	var err error
 	if n.pd, err = C.ibv_alloc_pd(verbs); n.pd == nil {
 		return 0, fmt.Errorf("%s: ibv_alloc_pd: %w", n.name(), err)
@@ -117,19 +126,19 @@ func (c *Conn) nicFor(verbs *C.struct_ibv_context, lanes int) (int, error) {
 	if n.cc, err = C.ibv_create_comp_channel(verbs); n.cc == nil {
 		return 0, fmt.Errorf("%s: ibv_create_comp_channel: %w", n.name(), err)
 	}
-	cqe := lanes * (c.sendWR + c.recvWR)
+	cqe := lanes * (c.lanes.sendWR + c.lanes.recvWR)
 	if n.cq, err = C.ibv_create_cq(verbs, C.int(cqe), nil, n.cc, 0); n.cq == nil {
 		return 0, fmt.Errorf("%s: ibv_create_cq (%d entries): %w", n.name(), cqe, err)
 	}
-	if n.mr, err = register(n.pd, c.mem, false); err != nil {
+	if n.mr, err = register(n.pd, c.bufs.mem, false); err != nil {
 		return 0, fmt.Errorf("%s: %w", n.name(), err)
 	}
 	if err := c.watchCC(n.cc); err != nil {
 		return 0, err
 	}
-	c.lkeys = append(c.lkeys, n.mr.lkey)
-	c.cqs = append(c.cqs, n.cq)
-	return len(c.nics), nil
+	c.devs.lkeys = append(c.devs.lkeys, n.mr.lkey)
+	c.poll.cqs = append(c.poll.cqs, n.cq)
+	return len(c.devs.nics), nil
 }
 
 // watchCC makes Poll's waiter wake for the completion channel cc as well:
@@ -145,7 +154,7 @@ func (c *Conn) watchCC(cc *C.struct_ibv_comp_channel) error {
 		}
 		return nil
 	}
-	if len(c.nics) > 1 {
+	if len(c.devs.nics) > 1 {
 		var err error
 		if cerr := c.cqW.rc.Control(func(ep uintptr) { err = add(int(ep), cc.fd) }); cerr != nil {
 			return cerr
@@ -201,7 +210,7 @@ func (n *nic) free(check func(string, C.int, error)) {
 // deviceNames names the devices c's lanes use, lane 0's first.
 func (c *Conn) deviceNames() string {
 	names := []string{deviceName(c.id)}
-	for _, n := range c.nics {
+	for _, n := range c.devs.nics {
 		names = append(names, n.name())
 	}
 	return strings.Join(names, ",")

@@ -13,6 +13,8 @@ import (
 	"context"
 	"fmt"
 	"runtime"
+	"sync"
+	"sync/atomic"
 	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -28,6 +30,22 @@ const (
 	busyCheck = 64
 )
 
+// poller holds the completions of every device's completion queue: cqs[0]
+// is the connection's cq, and Poll starts at cqs[turn].
+type poller struct {
+	mu      sync.Mutex
+	wcs     []C.struct_rp_wc
+	pending []conn.Completion // taken from the CQ by SendControl or Close
+	unacked int               // CQ events not yet acknowledged (Poll and Close only)
+	cqs     []*C.struct_ibv_cq
+	turn    int
+
+	// waits counts the times Poll found nothing to report and began to
+	// wait (BusyPoll: every busyCheck empty polls). Tests read it to know
+	// that a Poll is blocked.
+	waits atomic.Uint64
+}
+
 // Poll waits for completions and stores up to len(cs) of them. Control
 // message completions are handled internally and never reported. A failed
 // work request fails the connection: completions before it are still
@@ -37,9 +55,9 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, conn.Errorf(conn.KindInternal, "poll connection to "+c.peer, "no room for completions")
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.closing.Load() {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if c.life.closing.Load() {
 		return 0, conn.ErrClosed
 	}
 	for spin := 0; ; spin++ {
@@ -48,8 +66,8 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 		}
 		if c.opt.BusyPoll {
 			if spin%busyCheck == 0 {
-				c.pollWaits.Add(1)
-				if err := c.stopped(); err != nil {
+				c.poll.waits.Add(1)
+				if err := c.life.stopped(); err != nil {
 					return c.last(cs, err)
 				}
 				if err := ctx.Err(); err != nil {
@@ -59,7 +77,7 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 			}
 			continue
 		}
-		if err := c.stopped(); err != nil {
+		if err := c.life.stopped(); err != nil {
 			return c.last(cs, err)
 		}
 		// Arm the channels, then poll once more: a completion that arrived
@@ -70,8 +88,8 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 		if n := c.reap(cs); n > 0 {
 			return n, nil
 		}
-		c.pollWaits.Add(1)
-		if err := c.cqW.wait(ctx, c.stopped, c.cqEvent); err != nil {
+		c.poll.waits.Add(1)
+		if err := c.cqW.wait(ctx, c.life.stopped, c.cqEvent); err != nil {
 			if ctx.Err() != nil {
 				return 0, err
 			}
@@ -94,7 +112,7 @@ func (c *Conn) last(cs []conn.Completion, err error) (int, error) {
 // arm requests a completion event for the next completion on every
 // completion queue; a failure fails the connection.
 func (c *Conn) arm() bool {
-	for _, cq := range c.cqs {
+	for _, cq := range c.poll.cqs {
 		if rc := C.rp_arm(cq); rc != 0 {
 			c.fail(fmt.Sprintf("ibv_req_notify_cq: %v", errno(rc)))
 			return false
@@ -106,8 +124,8 @@ func (c *Conn) arm() bool {
 // cqEvent takes one event from each completion channel that has one, and
 // reports whether there was any.
 func (c *Conn) cqEvent() bool {
-	got := c.cqEventOf(c.cc, c.cq, &c.unacked)
-	for _, n := range c.nics {
+	got := c.cqEventOf(c.cc, c.cq, &c.poll.unacked)
+	for _, n := range c.devs.nics {
 		got = c.cqEventOf(n.cc, n.cq, &n.unacked) || got
 	}
 	return got
@@ -134,13 +152,13 @@ func (c *Conn) cqEventOf(cc *C.struct_ibv_comp_channel, cq *C.struct_ibv_cq, una
 
 // reap fills cs with kept and new completions.
 func (c *Conn) reap(cs []conn.Completion) int {
-	c.cqMu.Lock()
-	defer c.cqMu.Unlock()
-	n := c.take(cs)
+	c.poll.mu.Lock()
+	defer c.poll.mu.Unlock()
+	n := c.poll.take(cs)
 	for n < len(cs) {
-		want := min(len(c.wcs), len(cs)-n)
+		want := min(len(c.poll.wcs), len(cs)-n)
 		k, ok := c.pollCQ(want)
-		n += c.take(cs[n:])
+		n += c.poll.take(cs[n:])
 		if !ok || k < want {
 			break
 		}
@@ -149,18 +167,18 @@ func (c *Conn) reap(cs []conn.Completion) int {
 }
 
 // pollCQ takes up to want completions from the CQs and accounts for them
-// (cqMu held), starting with a different CQ each time when there are
+// (poll.mu held), starting with a different CQ each time when there are
 // several (see nics.go), so that none waits behind a busy one. It returns
 // how many it took, and false if ibv_poll_cq failed, which fails the
 // connection: the completions taken before the failure are still
 // accounted for.
 func (c *Conn) pollCQ(want int) (int, bool) {
 	got := 0
-	for j := range c.cqs {
+	for j := range c.poll.cqs {
 		var rc, eno C.int
-		k := int(C.rp_poll(c.cqs[(c.cqTurn+j)%len(c.cqs)], &c.wcs[0], C.int(want-got), &rc, &eno))
+		k := int(C.rp_poll(c.poll.cqs[(c.poll.turn+j)%len(c.poll.cqs)], &c.poll.wcs[0], C.int(want-got), &rc, &eno))
 		for i := range k {
-			c.complete(&c.wcs[i])
+			c.complete(&c.poll.wcs[i])
 		}
 		got += k
 		if rc < 0 {
@@ -171,8 +189,8 @@ func (c *Conn) pollCQ(want int) (int, bool) {
 			break
 		}
 	}
-	if len(c.cqs) > 1 {
-		c.cqTurn = (c.cqTurn + 1) % len(c.cqs)
+	if len(c.poll.cqs) > 1 {
+		c.poll.turn = (c.poll.turn + 1) % len(c.poll.cqs)
 	}
 	return got, true
 }
@@ -187,23 +205,23 @@ func pollError(rc int, eno syscall.Errno) string {
 }
 
 // take moves kept completions into cs and returns how many.
-func (c *Conn) take(cs []conn.Completion) int {
-	n := copy(cs, c.pending)
-	c.pending = c.pending[n:]
+func (p *poller) take(cs []conn.Completion) int {
+	n := copy(cs, p.pending)
+	p.pending = p.pending[n:]
 	return n
 }
 
 // drain takes completions from the CQ for SendControl and Close, keeping
 // those Poll must report. It returns how many it took.
 func (c *Conn) drain() int {
-	c.cqMu.Lock()
-	defer c.cqMu.Unlock()
-	k, _ := c.pollCQ(len(c.wcs))
+	c.poll.mu.Lock()
+	defer c.poll.mu.Unlock()
+	k, _ := c.pollCQ(len(c.poll.wcs))
 	return k
 }
 
-// complete accounts for one work completion and keeps in c.pending what
-// Poll is to report (cqMu held).
+// complete accounts for one work completion and keeps in c.poll.pending what
+// Poll is to report (poll.mu held).
 func (c *Conn) complete(wc *C.struct_rp_wc) {
 	id := uint64(wc.wr_id)
 	i := int(id & wrBufMax)
@@ -213,22 +231,22 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 	}
 	switch id & wrKind {
 	case wrData:
-		c.sendPosted[i].Store(false)
-		c.sendsOut.Add(-1)
+		c.posts.send[i].Store(false)
+		c.posts.sendsOut.Add(-1)
 		if ok {
-			c.pending = append(c.pending, conn.Completion{Op: conn.OpSend, Buf: i, Len: int(c.sendLen[i].Load())})
+			c.poll.pending = append(c.poll.pending, conn.Completion{Op: conn.OpSend, Buf: i, Len: int(c.posts.sendLen[i].Load())})
 		}
 	case wrFwd:
-		c.sendsOut.Add(-1)
+		c.posts.sendsOut.Add(-1)
 		if ok {
-			c.pending = append(c.pending, conn.Completion{Op: conn.OpForward, Buf: i, Len: int(c.fwd.Load().sendLen[i].Load())})
+			c.poll.pending = append(c.poll.pending, conn.Completion{Op: conn.OpForward, Buf: i, Len: int(c.fwd.Load().sendLen[i].Load())})
 		}
 	case wrCtrl:
-		c.freeSlot(i)
+		c.posts.freeSlot(i)
 	case wrRecv:
-		c.recvPosted[i].Store(false)
+		c.posts.recv[i].Store(false)
 		if ok {
-			c.pending = append(c.pending, conn.Completion{Op: conn.OpRecv, Buf: i, Len: int(wc.byte_len)})
+			c.poll.pending = append(c.poll.pending, conn.Completion{Op: conn.OpRecv, Buf: i, Len: int(wc.byte_len)})
 		}
 	case wrNote:
 		if ok {
@@ -239,25 +257,25 @@ func (c *Conn) complete(wc *C.struct_rp_wc) {
 
 // noted handles the completion of note receive k of a receiver's ring and
 // re-posts it: a write into the ring slot its immediate names, or a control
-// message, copied into the spare the ring's books give it. c.rs checks both
+// message, copied into the spare the ring's books give it. c.recvRing.rs checks both
 // and says which completions are due.
 func (c *Conn) noted(k int, wc *C.struct_rp_wc) {
 	n := int(wc.byte_len)
 	var err error
-	c.ringMu.Lock()
+	c.recvRing.mu.Lock()
 	if wc.write != 0 {
 		slot := int(wc.imm)
-		if c.split > 0 {
-			slot, n = splitLen(uint32(wc.imm), n, c.split)
+		if c.split.size > 0 {
+			slot, n = splitLen(uint32(wc.imm), n, c.split.size)
 		}
-		c.pending, err = c.rs.Write(c.pending, slot, n)
+		c.poll.pending, err = c.recvRing.rs.Write(c.poll.pending, slot, n)
 	} else {
 		var j int
-		if j, c.pending, err = c.rs.Control(c.pending, n, wc.has_imm != 0, uint32(wc.imm)); err == nil {
-			copy(c.recv[j], c.notes[k][:n])
+		if j, c.poll.pending, err = c.recvRing.rs.Control(c.poll.pending, n, wc.has_imm != 0, uint32(wc.imm)); err == nil {
+			copy(c.bufs.recv[j], c.recvRing.notes[k][:n])
 		}
 	}
-	c.ringMu.Unlock()
+	c.recvRing.mu.Unlock()
 	if err != nil {
 		c.violated(err.Error())
 	}

@@ -8,6 +8,8 @@ import "C"
 import (
 	"context"
 	"fmt"
+	"sync"
+	"sync/atomic"
 	"time"
 	"unsafe"
 
@@ -18,31 +20,54 @@ import (
 // buffer.
 const ctrlWaitMax = 10 * time.Millisecond
 
+// posts are the books of what is posted and not yet completed.
+type posts struct {
+	sendLen  []atomic.Int32 // bytes posted per send buffer, for OpSend
+	sendsOut atomic.Int32   // data sends posted and not completed
+	send     []atomic.Bool  // per send buffer: posted, not yet completed
+	recv     []atomic.Bool  // per receive buffer: posted, not yet completed (SEND data path)
+	writes   atomic.Uint64  // a sender's data messages posted
+
+	ctrlMu   sync.Mutex
+	ctrlFree []int // control buffers not in flight
+}
+
+// init sizes the books for sends send buffers, none posted, and makes
+// every control buffer free.
+func (p *posts) init(sends int) {
+	p.sendLen = make([]atomic.Int32, sends)
+	p.send = make([]atomic.Bool, sends)
+	p.ctrlFree = make([]int, ctrlSlots)
+	for i := range p.ctrlFree {
+		p.ctrlFree[i] = i
+	}
+}
+
 // PostSend posts the first n bytes of send buffer i as one signaled SEND,
 // or, when the receiver offered a ring, as one RDMA WRITE with immediate
 // into its next slot (see ring.go). The buffer must not be posted again
 // until its completion is taken from the completion queue. Data messages
 // are posted from one goroutine at a time.
 func (c *Conn) PostSend(i, n int) error {
-	if i < 0 || i >= len(c.send) || n < 0 || n > len(c.send[i]) {
+	if i < 0 || i >= len(c.bufs.send) || n < 0 || n > len(c.bufs.send[i]) {
 		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "buffer %d, %d bytes: out of range", i, n)
 	}
 	if err := c.fits(n); err != nil {
 		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "%v", err)
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if err := c.life.stopped(); err != nil {
 		return err
 	}
-	if !c.sendPosted[i].CompareAndSwap(false, true) {
+	if !c.posts.send[i].CompareAndSwap(false, true) {
 		return conn.Errorf(conn.KindInternal, "post send to "+c.peer, "send buffer %d is already posted", i)
 	}
-	c.sendLen[i].Store(int32(n))
-	c.sendsOut.Add(1)
-	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.send[i][0]), n, c.lkeys); rc != 0 {
-		c.sendsOut.Add(-1)
-		c.sendPosted[i].Store(false)
+	c.posts.sendLen[i].Store(int32(n))
+	c.posts.sendsOut.Add(1)
+	if rc := c.postData(wrData|uint64(i), unsafe.Pointer(&c.bufs.send[i][0]), n, c.devs.lkeys); rc != 0 {
+		c.posts.sendsOut.Add(-1)
+		c.posts.send[i].Store(false)
 		return &conn.Error{Kind: conn.KindAborted, Op: "post send to " + c.peer, Err: fmt.Errorf("ibv_post_send: %w", errno(rc))}
 	}
 	return nil
@@ -64,10 +89,10 @@ func (c *Conn) fits(n int) error {
 }
 
 // postData posts n bytes at addr (in the memory region whose key on each
-// device lkeys holds, indexed like c.lkeys) as the next data message, with
+// device lkeys holds, indexed like c.devs.lkeys) as the next data message, with
 // work request id wr: an RDMA WRITE with immediate into the receiver's
 // next ring slot, over the next lane, or a SEND. A write counts in
-// c.writes only once it is posted: a control message says how many went
+// c.posts.writes only once it is posted: a control message says how many went
 // before it (lanes.go), and the receiver waits for that many. Data
 // messages are posted from one goroutine at a time.
 func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkeys []C.uint32_t) C.int {
@@ -75,19 +100,19 @@ func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkeys []C.uint32_
 	if r == nil {
 		return C.rp_post_send(c.qp, C.uint64_t(wr), addr, C.uint32_t(n), lkeys[0], 0, 0, 0)
 	}
-	k := c.writes.Load()
+	k := c.posts.writes.Load()
 	slot := k % uint64(r.slots)
-	lane := k % uint64(len(c.qps))
+	lane := k % uint64(len(c.lanes.qps))
 	var rc C.int
-	if c.split > 0 && n > c.split {
-		rc = C.rp_post_write_split(c.qps[lane], C.uint64_t(wr), C.uint64_t(wrPiece), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
-			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(splitImm(uint32(slot), n, c.split)), C.uint32_t(c.split))
+	if c.split.size > 0 && n > c.split.size {
+		rc = C.rp_post_write_split(c.lanes.qps[lane], C.uint64_t(wr), C.uint64_t(wrPiece), addr, C.uint32_t(n), lkeys[c.devs.laneNIC[lane]],
+			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(splitImm(uint32(slot), n, c.split.size)), C.uint32_t(c.split.size))
 	} else {
-		rc = C.rp_post_write_imm(c.qps[lane], C.uint64_t(wr), addr, C.uint32_t(n), lkeys[c.laneNIC[lane]],
+		rc = C.rp_post_write_imm(c.lanes.qps[lane], C.uint64_t(wr), addr, C.uint32_t(n), lkeys[c.devs.laneNIC[lane]],
 			C.uint64_t(r.addr+slot*uint64(r.stride)), C.uint32_t(r.rkeys[lane]), C.uint32_t(slot))
 	}
 	if rc == 0 {
-		c.writes.Add(1)
+		c.posts.writes.Add(1)
 	}
 	return rc
 }
@@ -96,25 +121,25 @@ func (c *Conn) postData(wr uint64, addr unsafe.Pointer, n int, lkeys []C.uint32_
 // buffer must not be posted again until its completion is taken from the
 // completion queue.
 func (c *Conn) PostRecv(i int) error {
-	if i < 0 || i >= len(c.recv) {
+	if i < 0 || i >= len(c.bufs.recv) {
 		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "buffer %d out of range", i)
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if err := c.life.stopped(); err != nil {
 		return err
 	}
-	if i < c.window && !c.winOpen.Load() {
+	if i < c.win.count && !c.win.open.Load() {
 		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "receive buffer %d is in the window, which is not open", i)
 	}
-	if c.slots > 0 {
+	if c.recvRing.slots > 0 {
 		return c.repostRing(i)
 	}
-	if !c.recvPosted[i].CompareAndSwap(false, true) {
+	if !c.posts.recv[i].CompareAndSwap(false, true) {
 		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "receive buffer %d is already posted", i)
 	}
 	if rc := c.postRecv(i); rc != 0 {
-		c.recvPosted[i].Store(false)
+		c.posts.recv[i].Store(false)
 		err := fmt.Errorf("ibv_post_recv: %w", errno(rc))
 		c.fail(err.Error())
 		return &conn.Error{Kind: conn.KindAborted, Op: "post receive from " + c.peer, Err: err}
@@ -128,10 +153,7 @@ func (c *Conn) PostRecv(i int) error {
 // slot would stay unposted, and the sender's next write into it would be
 // blamed on the sender.
 func (c *Conn) repostRing(i int) error {
-	c.ringMu.Lock()
-	err := c.rs.Repost(i)
-	c.ringMu.Unlock()
-	if err != nil {
+	if err := c.recvRing.repost(i); err != nil {
 		c.fail("re-post refused: " + err.Error())
 		return conn.Errorf(conn.KindInternal, "post receive from "+c.peer, "%v", err)
 	}
@@ -140,16 +162,16 @@ func (c *Conn) repostRing(i int) error {
 
 // postNote posts the receive work request of note buffer k on its lane.
 func (c *Conn) postNote(k int) C.int {
-	b, lane := c.notes[k], k/c.notesPerLane
-	return C.rp_post_recv(c.qps[lane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.lkeys[c.laneNIC[lane]])
+	b, lane := c.recvRing.notes[k], k/c.recvRing.notesPerLane
+	return C.rp_post_recv(c.lanes.qps[lane], C.uint64_t(wrNote|uint64(k)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), c.devs.lkeys[c.devs.laneNIC[lane]])
 }
 
 // postRecv posts receive buffer i, which is in the window's region if
-// i < c.window.
+// i < c.win.count.
 func (c *Conn) postRecv(i int) C.int {
-	b, lkey := c.recv[i], c.lkey
-	if i < c.window {
-		lkey = c.winLkey
+	b, lkey := c.bufs.recv[i], c.bufs.lkey
+	if i < c.win.count {
+		lkey = c.win.lkey
 	}
 	return C.rp_post_recv(c.qp, C.uint64_t(wrRecv|uint64(i)), unsafe.Pointer(&b[0]), C.uint32_t(len(b)), lkey)
 }
@@ -164,16 +186,16 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	if len(p) > conn.MaxControl {
 		return conn.Errorf(conn.KindInternal, "send control message to "+c.peer, "%d bytes exceed the limit of %d", len(p), conn.MaxControl)
 	}
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if err := c.stopped(); err != nil {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if err := c.life.stopped(); err != nil {
 		return err
 	}
 	slot, err := c.takeSlot(ctx)
 	if err != nil {
 		return err
 	}
-	b := c.ctrl[slot]
+	b := c.bufs.ctrl[slot]
 	copy(b, p)
 	inl := C.int(0)
 	if len(p) <= c.inline {
@@ -182,12 +204,12 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	// On a striped connection a control message says how many data
 	// messages went before it, so that it cannot overtake them (lanes.go).
 	striped := C.int(0)
-	if len(c.qps) > 1 {
+	if len(c.lanes.qps) > 1 {
 		striped = 1
 	}
-	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.lkey, inl,
-		striped, C.uint32_t(c.writes.Load())); rc != 0 {
-		c.freeSlot(slot)
+	if rc := C.rp_post_send(c.qp, C.uint64_t(wrCtrl|uint64(slot)), unsafe.Pointer(&b[0]), C.uint32_t(len(p)), c.bufs.lkey, inl,
+		striped, C.uint32_t(c.posts.writes.Load())); rc != 0 {
+		c.posts.freeSlot(slot)
 		err := fmt.Errorf("ibv_post_send: %w", errno(rc))
 		c.fail(err.Error())
 		return &conn.Error{Kind: conn.KindAborted, Op: "send control message to " + c.peer, Err: err}
@@ -199,15 +221,10 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 // is, until ctx ends or the connection stops.
 func (c *Conn) takeSlot(ctx context.Context) (int, error) {
 	for wait := time.Microsecond; ; wait = min(2*wait, ctrlWaitMax) {
-		c.ctrlMu.Lock()
-		if n := len(c.ctrlFree); n > 0 {
-			slot := c.ctrlFree[n-1]
-			c.ctrlFree = c.ctrlFree[:n-1]
-			c.ctrlMu.Unlock()
+		if slot, ok := c.posts.popSlot(); ok {
 			return slot, nil
 		}
-		c.ctrlMu.Unlock()
-		if err := c.stopped(); err != nil {
+		if err := c.life.stopped(); err != nil {
 			return 0, err
 		}
 		if err := ctx.Err(); err != nil {
@@ -222,15 +239,29 @@ func (c *Conn) takeSlot(ctx context.Context) (int, error) {
 	}
 }
 
-func (c *Conn) freeSlot(slot int) {
-	c.ctrlMu.Lock()
-	c.ctrlFree = append(c.ctrlFree, slot)
-	c.ctrlMu.Unlock()
+// popSlot takes a free control buffer, if there is one.
+func (p *posts) popSlot() (int, bool) {
+	p.ctrlMu.Lock()
+	defer p.ctrlMu.Unlock()
+	n := len(p.ctrlFree)
+	if n == 0 {
+		return 0, false
+	}
+	slot := p.ctrlFree[n-1]
+	p.ctrlFree = p.ctrlFree[:n-1]
+	return slot, true
+}
+
+// freeSlot gives control buffer slot back.
+func (p *posts) freeSlot(slot int) {
+	p.ctrlMu.Lock()
+	p.ctrlFree = append(p.ctrlFree, slot)
+	p.ctrlMu.Unlock()
 }
 
 // ctrlBusy reports whether a control message is in flight.
-func (c *Conn) ctrlBusy() bool {
-	c.ctrlMu.Lock()
-	defer c.ctrlMu.Unlock()
-	return len(c.ctrlFree) < ctrlSlots
+func (p *posts) ctrlBusy() bool {
+	p.ctrlMu.Lock()
+	defer p.ctrlMu.Unlock()
+	return len(p.ctrlFree) < ctrlSlots
 }

@@ -6,25 +6,28 @@
 //
 // Connection setup: the dialer resolves the address and route with rdma_cm,
 // creates its queue pair and buffers, posts all of its receives and connects
-// with the encoded proposal (conn.Params, 16 bytes) as CM private data. The
-// listener decodes the proposal from the connect request, negotiates
-// (conn.Negotiate), creates its queue pair and buffers, posts all of its
+// with the encoded proposal (conn.Params, conn.ParamsLen bytes) as CM
+// private data. The listener decodes the proposal from the connect
+// request, negotiates (conn.Negotiate), creates its queue pair and buffers, posts all of its
 // receives and accepts with the encoded answer as private data; the dialer
 // reads the answer from the ESTABLISHED event. A refused negotiation is
 // rejected with the listener's own parameters as private data, so that the
 // dialer can say why; a busy listener (conn.Listener.SetBusy, or too many
 // setups in progress) rejects with Params.Busy set, before it allocates
 // anything. The listener sets up each request in a goroutine of its own,
-// so a peer that never completes its connection delays no one. A byte
-// after the proposal asks for the RDMA WRITE data path, and the answer then
-// carries the receiver's ring after the Params (see ring.go). 17 bytes of
-// request, 40 of answer and 16 of refusal fit every transport's private
-// data limit (56 bytes in an IB/RoCE REQ, 196 in a REP, 148 in a REJ, 512
-// for iWARP).
+// so a peer that never completes its connection delays no one. Up to three
+// bytes after the proposal ask for the RDMA WRITE data path, its lanes and
+// split writes, and the answer then carries the ring's grant and the
+// listener's other addresses (see ring.go and nics.go); the ring's place
+// travels later, in the engine's welcome (see OpenWindow). Requests of at
+// most 19 bytes, answers of at most 165 and refusals of 16 fit every
+// transport's private data limit (56 bytes in an IB/RoCE REQ, 196 in a
+// REP, 148 in a REJ, 512 for iWARP).
 //
 // Each side maps one anonymous memory region outside the Go heap (2 MiB
 // huge pages when available), carves it into its conn.Layout's buffers plus
-// a small ring of control-message buffers, and registers it once. Completions are
+// a small ring of control-message buffers, and registers it; a receiver's
+// window gets a region of its own (see OpenWindow). Completions are
 // event-driven through a completion channel by default; Options.BusyPoll
 // spins on the completion queue instead.
 package rdma

@@ -117,13 +117,13 @@ func poll(t testing.TB, c conn.Conn) conn.Completion {
 func blockedPoll(t *testing.T, ctx context.Context, c conn.Conn) <-chan error {
 	t.Helper()
 	rc := c.(*Conn)
-	before := rc.pollWaits.Load()
+	before := rc.poll.waits.Load()
 	done := make(chan error, 1)
 	go func() {
 		_, err := c.Poll(ctx, make([]conn.Completion, 4))
 		done <- err
 	}()
-	testutil.WaitFor(t, 30*time.Second, "Poll to wait for completions", func() bool { return rc.pollWaits.Load() > before })
+	testutil.WaitFor(t, 30*time.Second, "Poll to wait for completions", func() bool { return rc.poll.waits.Load() > before })
 	return done
 }
 
@@ -936,8 +936,8 @@ func TestPinned(t *testing.T) {
 				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 			}
 			t.Cleanup(func() { s.Close(); r.Close() })
-			if tc.ring && len(r.(*Conn).qps) != maxLanes {
-				t.Fatalf("the receiver has %d lanes, want %d", len(r.(*Conn).qps), maxLanes)
+			if tc.ring && len(r.(*Conn).lanes.qps) != maxLanes {
+				t.Fatalf("the receiver has %d lanes, want %d", len(r.(*Conn).lanes.qps), maxLanes)
 			}
 			if got := s.Info().Pinned; got != snd {
 				t.Errorf("the sender pins %d bytes, Pinned says %d", got, snd)

@@ -5,9 +5,11 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma/ringstate"
 )
 
 // The RDMA WRITE data path. By default a receiver offers the sender a ring:
@@ -113,6 +115,33 @@ type ring struct {
 	token  uint64 // names the connection in the joins of lanes 1 and up
 }
 
+// recvRing is a receiver's ring, if it offers one: bufs.recv[:slots] are
+// the ring, bufs.recv[slots:] the spares, and rs keeps their books; notes
+// are the buffers of the posted receive work requests, notesPerLane for
+// each queue pair.
+type recvRing struct {
+	slots        int
+	notes        [][]byte
+	notesPerLane int
+	mu           sync.Mutex
+	rs           *ringstate.Ring // under mu
+}
+
+// open opens the ring's books to data messages, once the window is open.
+func (r *recvRing) open() {
+	r.mu.Lock()
+	r.rs.Open()
+	r.mu.Unlock()
+}
+
+// repost puts ring slot or spare i back in the books, which refuse one
+// that is not the peer's to fill again.
+func (r *recvRing) repost(i int) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.rs.Repost(i)
+}
+
 // marshalGrant encodes r's lanes and token for the accept's private data.
 func (r ring) marshalGrant() []byte {
 	b := make([]byte, grantLen)
@@ -189,16 +218,16 @@ func parseRing(b []byte, p conn.Params, lanes int) (ring, error) {
 // offer returns where the ring of this receiver is, once its window is
 // open.
 func (c *Conn) offer() ring {
-	stride := len(c.recv[0])
-	if c.slots > 1 {
-		stride = int(uintptr(unsafe.Pointer(&c.recv[1][0])) - uintptr(unsafe.Pointer(&c.recv[0][0])))
+	stride := len(c.bufs.recv[0])
+	if c.recvRing.slots > 1 {
+		stride = int(uintptr(unsafe.Pointer(&c.bufs.recv[1][0])) - uintptr(unsafe.Pointer(&c.bufs.recv[0][0])))
 	}
-	r := ring{addr: uint64(uintptr(unsafe.Pointer(&c.recv[0][0]))), rkey: uint32(c.winMR.rkey),
-		stride: uint32(stride), slots: uint32(c.slots), rkeys: make([]uint32, len(c.qps))}
-	for lane, k := range c.laneNIC {
+	r := ring{addr: uint64(uintptr(unsafe.Pointer(&c.bufs.recv[0][0]))), rkey: uint32(c.win.mr.rkey),
+		stride: uint32(stride), slots: uint32(c.recvRing.slots), rkeys: make([]uint32, len(c.lanes.qps))}
+	for lane, k := range c.devs.laneNIC {
 		r.rkeys[lane] = r.rkey
 		if k > 0 {
-			r.rkeys[lane] = uint32(c.nics[k-1].winMR.rkey)
+			r.rkeys[lane] = uint32(c.devs.nics[k-1].winMR.rkey)
 		}
 	}
 	return r

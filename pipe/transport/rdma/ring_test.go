@@ -163,7 +163,7 @@ func TestRingProtocol(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	t.Run("write out of turn", func(t *testing.T) {
 		snd, rcv := pair(t, p, p, DefaultOptions())
-		snd.(*Conn).writes.Add(1) // the next write skips slot 0
+		snd.(*Conn).posts.writes.Add(1) // the next write skips slot 0
 		if err := snd.PostSend(0, 100); err != nil {
 			t.Fatal(err)
 		}

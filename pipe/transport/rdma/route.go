@@ -96,9 +96,9 @@ func resolveOne(ctx context.Context, ap netip.AddrPort, opt Options) (Route, err
 // sends from, as the device reports it, or -1 when its path carries no
 // global route header (InfiniBand within a subnet, iWARP).
 func (c *Conn) SourceGIDIndex() (int, error) {
-	c.life.RLock()
-	defer c.life.RUnlock()
-	if c.qp == nil || c.closing.Load() {
+	c.life.mu.RLock()
+	defer c.life.mu.RUnlock()
+	if c.qp == nil || c.life.closing.Load() {
 		return -1, fmt.Errorf("query the queue pair of %s: connection closed", c.peer)
 	}
 	var idx C.int

@@ -16,6 +16,15 @@ import (
 // several queue pairs, so that a single one is not the limit either: 4,
 // and 8 from 400 Gb/s.
 
+// splitWrites is, for a sender, the most bytes of one RDMA WRITE (size 0:
+// a data message per WRITE), and for a receiver the piece size the lengths
+// of split messages count in (see postData); why says why, when the
+// port's rate chose it.
+type splitWrites struct {
+	size int
+	why  string
+}
+
 const (
 	// fastLink is the rate, in Gb/s, from which the defaults change.
 	fastLink = 200

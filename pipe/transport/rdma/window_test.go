@@ -40,7 +40,7 @@ func TestWindow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again, err := rcv.OpenWindow(); err != nil || !bytes.Equal(again, desc) || rcv.Info().Pinned != before+int64(len(rcv.winMem)) {
+	if again, err := rcv.OpenWindow(); err != nil || !bytes.Equal(again, desc) || rcv.Info().Pinned != before+int64(len(rcv.win.mem)) {
 		t.Errorf("a second OpenWindow: %x, %v, pinned %d; want the same description and nothing new", again, err, rcv.Info().Pinned)
 	}
 	if got := rcv.Info().Pinned - before; got < window {
@@ -56,7 +56,7 @@ func TestWindow(t *testing.T) {
 		stream(t, snd, rcv, 3*p.Depth, func(i int) int { return 1 + i*4099 })
 		return
 	}
-	if snd.ring.rkey == uint32(rcv.mr.rkey) {
+	if snd.ring.rkey == uint32(rcv.bufs.mr.rkey) {
 		t.Error("the ring shares the key of the receiver's other buffers")
 	}
 	stream(t, snd, rcv, 3*p.Depth, func(i int) int { return 1 + i*4099 })
@@ -76,17 +76,17 @@ func TestWindowKeys(t *testing.T) {
 		key  func(snd, rcv *Conn) uint32
 	}{
 		{"the ring's key", func(snd, rcv *Conn) uint32 { return snd.ring.rkey }},
-		{"the other buffers' key", func(snd, rcv *Conn) uint32 { return uint32(rcv.mr.rkey) }},
+		{"the other buffers' key", func(snd, rcv *Conn) uint32 { return uint32(rcv.bufs.mr.rkey) }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s, r := pair(t, p, p, DefaultOptions())
 			snd, rcv := s.(*Conn), r.(*Conn)
-			spare := rcv.recv[p.Credits()]
+			spare := rcv.bufs.recv[p.Credits()]
 			copy(spare, "spare")
 			key := tc.key(snd, rcv)
 			snd.ring = &ring{addr: uint64(uintptr(unsafe.Pointer(&spare[0]))), rkey: key, rkeys: []uint32{key},
 				stride: 4096, slots: 1, lanes: 1}
-			copy(snd.send[0], "overwritten")
+			copy(snd.bufs.send[0], "overwritten")
 			if err := snd.PostSend(0, 11); err != nil {
 				t.Fatal(err)
 			}

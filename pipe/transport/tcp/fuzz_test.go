@@ -251,7 +251,7 @@ func FuzzFrames(f *testing.F) {
 					t.Fatalf("stream %q: message %d is one too many", stream, got)
 				}
 				want := frames[got]
-				if x.Op != conn.OpRecv || (x.Buf >= c.spareFrom) != want.ctrl || !bytes.Equal(c.RecvBuf(x.Buf)[:x.Len], want.body) {
+				if x.Op != conn.OpRecv || (x.Buf >= c.bufs.spareFrom) != want.ctrl || !bytes.Equal(c.RecvBuf(x.Buf)[:x.Len], want.body) {
 					t.Fatalf("stream %q: message %d arrived as %+v holding %q, want %q (control %v)", stream, got, x, c.RecvBuf(x.Buf)[:x.Len], want.body, want.ctrl)
 				}
 				got++

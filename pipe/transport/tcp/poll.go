@@ -15,7 +15,7 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 	if len(cs) == 0 {
 		return 0, fmt.Errorf("poll %s: no room for completions", c.remote)
 	}
-	if c.closed.Load() {
+	if c.life.closed.Load() {
 		return 0, conn.ErrClosed
 	}
 	select {
@@ -25,14 +25,14 @@ func (c *Conn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 		case cs[0] = <-c.comps:
 		case <-ctx.Done():
 			return 0, ctx.Err()
-		case <-c.done:
+		case <-c.life.done:
 			select {
 			case cs[0] = <-c.comps:
 			default:
-				if c.closed.Load() {
+				if c.life.closed.Load() {
 					return 0, conn.ErrClosed
 				}
-				return 0, c.err
+				return 0, c.life.err
 			}
 		}
 	}
@@ -54,9 +54,9 @@ func (c *Conn) release(cs []conn.Completion) int {
 	for _, x := range cs {
 		switch x.Op {
 		case conn.OpSend:
-			c.sendBusy[x.Buf].Store(false)
+			c.bufs.sendBusy[x.Buf].Store(false)
 		case conn.OpRecv:
-			c.recvBusy[x.Buf].Store(false)
+			c.bufs.recvBusy[x.Buf].Store(false)
 		}
 	}
 	return len(cs)

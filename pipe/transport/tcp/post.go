@@ -10,13 +10,13 @@ import (
 // PostSend sends the first n bytes of send buffer i as one message. The
 // buffer must not be posted again until Poll has reported it.
 func (c *Conn) PostSend(i, n int) error {
-	if err := c.usable(); err != nil {
+	if err := c.life.usable(); err != nil {
 		return err
 	}
-	if i < 0 || i >= len(c.sendBufs) || n < 0 || n > len(c.sendBufs[i]) {
-		return fmt.Errorf("post send to %s: no room for %d bytes in send buffer %d of %d", c.remote, n, i, len(c.sendBufs))
+	if i < 0 || i >= len(c.bufs.send) || n < 0 || n > len(c.bufs.send[i]) {
+		return fmt.Errorf("post send to %s: no room for %d bytes in send buffer %d of %d", c.remote, n, i, len(c.bufs.send))
 	}
-	if !c.sendBusy[i].CompareAndSwap(false, true) {
+	if !c.bufs.sendBusy[i].CompareAndSwap(false, true) {
 		return fmt.Errorf("post send to %s: send buffer %d is already posted", c.remote, i)
 	}
 	c.post(work{buf: i, n: n})
@@ -33,7 +33,7 @@ func (c *Conn) Adopt(up conn.Conn) error {
 // PostForward queues the first n bytes of the adopted connection's receive
 // buffer i as one message, written from there.
 func (c *Conn) PostForward(i, n int) error {
-	if err := c.usable(); err != nil {
+	if err := c.life.usable(); err != nil {
 		return err
 	}
 	up := c.adopted.Load()
@@ -48,7 +48,7 @@ func (c *Conn) PostForward(i, n int) error {
 // message. It waits only while as many control messages as the peer has
 // receive buffers are still unwritten, that is while the peer is not reading.
 func (c *Conn) SendControl(ctx context.Context, p []byte) error {
-	if err := c.usable(); err != nil {
+	if err := c.life.usable(); err != nil {
 		return err
 	}
 	if len(p) > conn.MaxControl {
@@ -57,12 +57,12 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 	var slot int
 	select {
 	case slot = <-c.ctrlFree:
-	case <-c.done:
-		return c.usable()
+	case <-c.life.done:
+		return c.life.usable()
 	case <-ctx.Done():
 		return &conn.Error{Kind: conn.KindAborted, Op: "send control to " + c.remote, Err: ctx.Err()}
 	}
-	n := copy(c.ctrlBufs[slot], p)
+	n := copy(c.bufs.ctrl[slot], p)
 	c.post(work{buf: slot, n: n, ctrl: true})
 	return nil
 }
@@ -70,35 +70,22 @@ func (c *Conn) SendControl(ctx context.Context, p []byte) error {
 // PostRecv makes receive buffer i available for the next message. The
 // buffer must not be posted again until Poll has reported it.
 func (c *Conn) PostRecv(i int) error {
-	if err := c.usable(); err != nil {
+	if err := c.life.usable(); err != nil {
 		return err
 	}
-	if i < 0 || i >= len(c.recvBufs) {
-		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.remote, i, len(c.recvBufs))
+	if i < 0 || i >= len(c.bufs.recv) {
+		return fmt.Errorf("post receive from %s: no receive buffer %d of %d", c.remote, i, len(c.bufs.recv))
 	}
-	if c.recvBufs[i] == nil {
+	if c.bufs.recv[i] == nil {
 		return fmt.Errorf("post receive from %s: receive buffer %d is in the window, which is not open", c.remote, i)
 	}
-	if !c.recvBusy[i].CompareAndSwap(false, true) {
+	if !c.bufs.recvBusy[i].CompareAndSwap(false, true) {
 		return fmt.Errorf("post receive from %s: receive buffer %d is already posted", c.remote, i)
 	}
-	if i >= c.spareFrom {
+	if i >= c.bufs.spareFrom {
 		c.postedCtrl <- i
 	} else {
 		c.postedData <- i
 	}
 	return nil
-}
-
-// usable returns nil while work may be posted, else why not.
-func (c *Conn) usable() error {
-	if c.closed.Load() {
-		return conn.ErrClosed
-	}
-	select {
-	case <-c.done:
-		return c.err
-	default:
-		return nil
-	}
 }

@@ -1,6 +1,7 @@
 package tcp
 
 import (
+	"bufio"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -11,19 +12,28 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
+// reader is the reader goroutine's state.
+type reader struct {
+	br      *bufio.Reader
+	arrived atomic.Int64         // bytes read from the socket, see Progress
+	hdr     [frameHeaderLen]byte // the frame header
+	pulsed  time.Time            // when the reader last asked for a pulse
+	pulses  chan<- struct{}      // where it asks the writer for one
+}
+
 // readLoop reads messages into posted receive buffers, oldest first, and
 // reports each as an OpRecv completion, until the connection fails.
 func (c *Conn) readLoop() {
-	defer c.wg.Done()
+	defer c.life.wg.Done()
 	for {
-		if _, err := io.ReadFull(c.br, c.hdr[:]); err != nil {
+		if _, err := io.ReadFull(c.in.br, c.in.hdr[:]); err != nil {
 			c.fail(c.readError(err, "peer closed the connection"))
 			return
 		}
-		if binary.LittleEndian.Uint32(c.hdr[:]) == pulseFrame {
+		if binary.LittleEndian.Uint32(c.in.hdr[:]) == pulseFrame {
 			continue // counted as arrived: see Progress
 		}
-		n, ctrl, err := frameLen(c.hdr, c.dataSize, c.ctrlSize)
+		n, ctrl, err := frameLen(c.in.hdr, c.bufs.dataSize, c.bufs.ctrlSize)
 		if err != nil {
 			c.fail(&conn.Error{Kind: conn.KindIntegrity, Op: "read from " + c.remote, Err: err})
 			return
@@ -40,7 +50,7 @@ func (c *Conn) readLoop() {
 				Err: fmt.Errorf("the peer sent a %d-byte %s message with no receive buffer posted for it: it does not keep to the protocol's credits", n, kind)})
 			return
 		}
-		if err := c.readBody(c.recvBufs[i][:n]); err != nil {
+		if err := c.in.readBody(c.bufs.recv[i][:n]); err != nil {
 			c.fail(c.readError(err, "peer closed the connection in the middle of a message"))
 			return
 		}
@@ -58,16 +68,16 @@ const pulseInterval = 200 * time.Millisecond
 
 // readBody reads a message's body into p, asking the writer for a pulse
 // whenever pulseInterval has passed since the last one while it arrives.
-func (c *Conn) readBody(p []byte) error {
+func (r *reader) readBody(p []byte) error {
 	for len(p) > 0 {
-		k, err := io.ReadFull(c.br, p[:min(len(p), pulseStep)])
+		k, err := io.ReadFull(r.br, p[:min(len(p), pulseStep)])
 		if err != nil {
 			return err
 		}
-		if p = p[k:]; len(p) > 0 && time.Since(c.pulsed) >= pulseInterval {
-			c.pulsed = time.Now()
+		if p = p[k:]; len(p) > 0 && time.Since(r.pulsed) >= pulseInterval {
+			r.pulsed = time.Now()
 			select {
-			case c.pulses <- struct{}{}:
+			case r.pulses <- struct{}{}:
 			default: // one is due already
 			}
 		}
@@ -135,4 +145,4 @@ func (cr countingReader) Read(p []byte) (int, error) {
 // say that it reads ours: on a slow link one large message can take longer
 // than the engine's idle timeout in either direction (see
 // conn.ProgressCounter).
-func (c *Conn) Progress() int64 { return c.arrived.Load() }
+func (c *Conn) Progress() int64 { return c.in.arrived.Load() }

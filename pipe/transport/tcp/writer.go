@@ -2,14 +2,9 @@ package tcp
 
 import (
 	"encoding/binary"
-	"errors"
 	"net"
-	"os"
-	"syscall"
-	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"golang.org/x/sys/unix"
 )
 
 // maxBatchBytes is where the writer stops adding queued messages to one
@@ -17,114 +12,11 @@ import (
 // sent as soon as it is written rather than after its successors.
 const maxBatchBytes = 64 << 10
 
-// Messages reach the socket in one of two ways. post writes a message
-// itself when the writer goroutine is idle and nothing is queued (the
-// common case of a message now and then: a line typed into a stream, a
-// handshake message), which saves waking the writer; it never blocks: what
-// the socket does not take at once is left in rest for the writer, which
-// finishes it before anything else. Otherwise the message is queued for
-// writeLoop, which batches. wmu is held by whoever writes to the socket.
-
-// post sends w: directly if it can (see tryWrite), else through the queue.
-func (c *Conn) post(w work) {
-	if !c.tryWrite(w) {
-		c.queued.Add(1)
-		c.queue <- w
-	}
-}
-
-// tryWrite writes w's frame at once, without blocking, when the writer is
-// idle and nothing is queued or left unfinished; it reports whether it
-// took w. Bytes the socket does not take are left in rest, and a resume
-// marker is queued so that the writer finishes them.
-func (c *Conn) tryWrite(w work) bool {
-	if c.raw == nil || c.queued.Load() != 0 || !c.wmu.TryLock() {
-		return false
-	}
-	defer c.wmu.Unlock()
-	if c.queued.Load() != 0 || c.rest != nil {
-		return false
-	}
-	frameHeader(c.directHdr[:], w.n, w.ctrl)
-	bufs := [2][]byte{c.directHdr[:], c.payload(w)}
-	for k, b := range bufs {
-		c.iov[k] = unix.Iovec{}
-		c.iov[k].SetLen(len(b))
-		if len(b) > 0 {
-			c.iov[k].Base = &b[0]
-		}
-	}
-	c.wn, c.werr = 0, nil
-	err := c.raw.Write(c.writev)
-	if err == nil {
-		err = c.werr
-	}
-	n := c.wn
-	if errors.Is(err, syscall.EAGAIN) || errors.Is(err, syscall.EINTR) {
-		n, err = 0, nil
-	}
-	if err != nil {
-		// worded as the writer's net.Buffers.WriteTo words it
-		err = &net.OpError{Op: "writev", Net: "tcp", Source: c.nc.LocalAddr(), Addr: c.nc.RemoteAddr(), Err: os.NewSyscallError("writev", err)}
-		c.failSoon(&conn.Error{Kind: conn.KindAborted, Op: "write to " + c.remote, Err: err})
-		return true
-	}
-	if n == frameHeaderLen+w.n {
-		c.complete(w)
-		return true
-	}
-	c.rest, c.restWork = skip(net.Buffers{bufs[0], bufs[1]}, n), w
-	c.queued.Add(1)
-	c.queue <- work{resume: true} // w holds no slot of the queue, and one is spare: there is room
-	return true
-}
-
-// writevIov is the function tryWrite hands the socket's RawConn: one
-// writev of c.iov, whatever the socket takes, never a wait for it to
-// drain. It is made once (newConn), so that a write allocates nothing.
-func (c *Conn) writevIov(fd uintptr) bool {
-	n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&c.iov[0])), uintptr(len(c.iov)))
-	if e != 0 {
-		c.werr = e
-	} else {
-		c.wn = int(n)
-	}
-	return true
-}
-
-// skip returns b without its first n bytes.
-func skip(b net.Buffers, n int) net.Buffers {
-	for len(b) > 0 && n >= len(b[0]) {
-		n -= len(b[0])
-		b = b[1:]
-	}
-	if len(b) > 0 {
-		b[0] = b[0][n:]
-	}
-	return b
-}
-
-// finishRest writes what tryWrite left, blocking, and reports that message
-// sent; wmu is held. It returns false if the connection failed.
-func (c *Conn) finishRest() bool {
-	if c.rest == nil {
-		return true
-	}
-	rest := c.rest
-	c.rest = nil
-	if _, err := rest.WriteTo(c.nc); err != nil {
-		c.failSoon(&conn.Error{Kind: conn.KindAborted, Op: "write to " + c.remote, Err: err})
-		return false
-	}
-	c.complete(c.restWork)
-	return true
-}
-
 // writeLoop writes queued messages in order until the connection fails, or
 // until Close, after writing what was queued before it.
 func (c *Conn) writeLoop() {
-	defer c.wg.Done()
-	defer close(c.written)
+	defer c.life.wg.Done()
+	defer close(c.life.written)
 	for {
 		select {
 		case w := <-c.queue:
@@ -135,7 +27,7 @@ func (c *Conn) writeLoop() {
 			if !c.pulse() {
 				return
 			}
-		case <-c.closing:
+		case <-c.life.closing:
 			for {
 				select {
 				case w := <-c.queue:
@@ -146,10 +38,48 @@ func (c *Conn) writeLoop() {
 					return
 				}
 			}
-		case <-c.done:
+		case <-c.life.done:
 			return
 		}
 	}
+}
+
+// batcher is the writer goroutine's gather list: the frames of the
+// messages one writev sends.
+type batcher struct {
+	vec   net.Buffers // headers and payloads, in order
+	nb    net.Buffers // what writev consumes; a field so that it does not escape per call
+	hdrs  []byte      // the frame headers
+	works []work      // the messages in vec
+	bytes int         // their payload bytes
+}
+
+// newBatcher returns a batcher for up to n messages.
+func newBatcher(n int) batcher {
+	return batcher{vec: make(net.Buffers, 0, 2*n), hdrs: make([]byte, frameHeaderLen*n), works: make([]work, 0, n)}
+}
+
+// reset empties b.
+func (b *batcher) reset() { b.vec, b.works, b.bytes = b.vec[:0], b.works[:0], 0 }
+
+// full reports whether b takes no more messages.
+func (b *batcher) full() bool { return b.bytes >= maxBatchBytes || len(b.works) == cap(b.works) }
+
+// add appends message w, whose payload is p.
+func (b *batcher) add(w work, p []byte) {
+	k := len(b.works)
+	h := b.hdrs[k*frameHeaderLen : (k+1)*frameHeaderLen]
+	frameHeader(h, w.n, w.ctrl)
+	b.vec = append(b.vec, h, p)
+	b.works = append(b.works, w)
+	b.bytes += w.n
+}
+
+// writeTo writes the frames to nc.
+func (b *batcher) writeTo(nc net.Conn) error {
+	b.nb = b.vec
+	_, err := b.nb.WriteTo(nc)
+	return err
 }
 
 // write writes first and whatever else is queued, up to maxBatchBytes, in
@@ -163,39 +93,31 @@ func (c *Conn) write(first work) bool {
 	if !c.finishRest() {
 		return false
 	}
-	batch := c.batch[:0]
-	bytes := 0
+	b := &c.batch
+	b.reset()
 	if !first.resume {
-		batch, bytes = append(batch, first), first.n
+		b.add(first, c.payload(first))
 	}
 fill:
-	for bytes < maxBatchBytes && len(batch) < cap(batch) {
+	for !b.full() {
 		select {
 		case w := <-c.queue:
 			taken++
 			if !w.resume {
-				batch = append(batch, w)
-				bytes += w.n
+				b.add(w, c.payload(w))
 			}
 		default:
 			break fill
 		}
 	}
-	if len(batch) == 0 {
+	if len(b.works) == 0 {
 		return true
 	}
-	vec := c.vec[:0]
-	for k, w := range batch {
-		h := c.hdrs[k*frameHeaderLen : (k+1)*frameHeaderLen]
-		frameHeader(h, w.n, w.ctrl)
-		vec = append(vec, h, c.payload(w))
-	}
-	c.nb = vec
-	if _, err := c.nb.WriteTo(c.nc); err != nil {
+	if err := b.writeTo(c.nc); err != nil {
 		c.failSoon(&conn.Error{Kind: conn.KindAborted, Op: "write to " + c.remote, Err: err})
 		return false
 	}
-	for _, w := range batch {
+	for _, w := range b.works {
 		c.complete(w)
 	}
 	return true
@@ -235,9 +157,9 @@ func (c *Conn) pulse() bool {
 func (c *Conn) payload(w work) []byte {
 	switch {
 	case w.ctrl:
-		return c.ctrlBufs[w.buf][:w.n]
+		return c.bufs.ctrl[w.buf][:w.n]
 	case w.fwd:
 		return (*c.adopted.Load()).RecvBuf(w.buf)[:w.n]
 	}
-	return c.sendBufs[w.buf][:w.n]
+	return c.bufs.send[w.buf][:w.n]
 }
