@@ -45,7 +45,10 @@ in an existing directory. A file or link in the way is replaced, never written t
 a directory or device in the way is refused and kept. The holes of sparse files (found
 with SEEK_DATA/SEEK_HOLE) are not sent, and stay holes at the destination. A download's
 sources are all on one host; as in scp, an argument with a slash before its first colon
-is a local path.
+is a local path. A source missing among several is left out, named, and the others are
+copied (exit 1). A download's source whose last part has a wildcard (HOST:dir/*.txt,
+quoted from the local shell) is expanded by the remote rdmacp itself (Go's filepath.Glob,
+no shell; * does not match a leading dot), and this side takes only names it matches.
 
 The data connection goes straight between the hosts (to the HostName of an ssh alias),
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
@@ -72,6 +75,7 @@ EXAMPLES:
    rdmacp -r a b c.txt node2:/scratch/in/      # several sources into a directory
    rdmacp node2:/data/weights.bin .            # download a file into this directory
    rdmacp -r node2:/scratch/run1 node2:log .   # download a tree and a file
+   rdmacp 'node2:logs/*.txt' .                 # the remote side expands the pattern
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
@@ -81,8 +85,9 @@ EXAMPLES:
 
 EXIT CODES:
    0  success: every byte was delivered and written, and the copy is in place
-   1  internal error
-   2  usage error (bad flags or arguments, a source missing)
+   1  some of several sources (or of a pattern's matches) were not copied, each named:
+      missing, or a directory without -r; the others were copied. Or an internal error
+   2  usage error (bad flags or arguments, the only source missing)
    3  setup failure: ssh or the remote side could not start (or is another version),
       DST missing or not writable, cannot connect
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed

@@ -81,7 +81,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive)
+	p, in, err := openSources(paths, o.Recursive, false)
 	if err != nil {
 		return err
 	}
@@ -153,7 +153,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return nil
+	return p.leftErr()
 }
 
 // resumeUpload compares the remote side's offer with in, the source,

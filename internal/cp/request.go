@@ -64,6 +64,13 @@ type Contents struct {
 	// a partial copy holds.
 	Size    int64 `json:"size,omitempty"`
 	Changed int64 `json:"changed,omitempty"`
+	// Counts are, in a download's plan of an archive of several sources
+	// (or a pattern), how many of Names each source asked for gave, in
+	// order (0: it was left out); nil: one each.
+	Counts []int `json:"counts,omitempty"`
+	// Left is, in such a plan, how many paths the sending side left out
+	// (missing, or not to be copied without -r): the copy then fails.
+	Left int `json:"left,omitempty"`
 }
 
 // validate checks contents described by the peer.
@@ -90,6 +97,9 @@ func (c Contents) validate() error {
 		if err := checkName(n); err != nil {
 			return err
 		}
+	}
+	if len(c.Counts) > maxSources || c.Left < 0 || c.Left > maxSources {
+		return fmt.Errorf("%d counts, %d left out: more than %d or negative", len(c.Counts), c.Left, maxSources)
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -174,18 +175,14 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if err != nil {
 		return 0, err
 	}
-	paths := make([]string, len(req.Send))
-	for i, p := range req.Send {
-		paths[i] = expandHome(p)
-	}
-	p, in, err := openSources(paths, req.Recursive)
+	p, in, c, err := planSend(req, stderr)
 	if err != nil {
 		return 0, err
 	}
 	if in != nil {
 		defer in.Close()
 	}
-	if err := writePlan(stdout, p.contents(req.Preserve)); err != nil {
+	if err := writePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
 	if in != nil && req.Resume {
@@ -204,6 +201,30 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
 	st, err := stream(ctx, req.Connect, p, in, o, o.config(req.keyBytes()), nil)
 	return st.Bytes, err
+}
+
+// planSend plans a download's copy of req.Send, patterns expanded (see
+// expand), and opens its file in file mode; c is the plan to report, with
+// how many names each source gave, unless one each, and how many paths
+// were left out (each named on stderr).
+func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, err error) {
+	paths, from, err := expand(req.Send)
+	if err != nil {
+		return plan{}, nil, Contents{}, err
+	}
+	several := len(req.Send) > 1 || slices.ContainsFunc(req.Send, isPattern)
+	if p, in, err = openSources(paths, req.Recursive, several); err != nil {
+		return plan{}, nil, Contents{}, err
+	}
+	c = p.contents(req.Preserve)
+	if counts := p.counts(from, len(req.Send)); p.several && slices.ContainsFunc(counts, func(n int) bool { return n != 1 }) {
+		c.Counts = counts // else none, as before patterns: an older local side takes the plan
+	}
+	c.Left = len(p.left)
+	for _, err := range p.left {
+		fmt.Fprintf(stderr, "rdmacp: %v: not sent\n", err)
+	}
+	return p, in, c, nil
 }
 
 // resumeSource is a download's resume on the remote side: it reads the

@@ -1,0 +1,85 @@
+package rdmacp
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestMissingAmongSeveral copies several sources, one of them missing,
+// either way: the others arrive exact, and rdmacp exits 1 naming the
+// missing one (as scp does).
+func TestMissingAmongSeveral(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 100<<10, false)
+	tree := filepath.Join(src, "tree")
+	makeTree(t, tree)
+	missing := filepath.Join(src, "missing")
+	cases := []struct {
+		name string
+		args func(dst string) []string
+		tree bool
+	}{
+		{"upload", func(dst string) []string { return []string{file, missing, "target:" + dst} }, false},
+		{"upload with -r", func(dst string) []string { return []string{"-r", "-p", missing, tree, file, "target:" + dst} }, true},
+		{"download", func(dst string) []string { return []string{"target:" + file, "target:" + missing, dst} }, false},
+		{"download with -r", func(dst string) []string {
+			return []string{"-r", "-p", "target:" + missing, "target:" + tree, "target:" + file, dst}
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			r := s.rdmacp(t, tc.args(dst)...)
+			if r.code != 1 || !strings.Contains(r.stderr, missing) {
+				t.Fatalf("exit %d, want 1 naming %s; stderr:\n%s", r.code, missing, r.stderr)
+			}
+			if hashFile(t, file) != hashFile(t, filepath.Join(dst, "f")) {
+				t.Fatalf("f: content differs")
+			}
+			if tc.tree {
+				sameTree(t, tree, filepath.Join(dst, "tree"), func(m os.FileMode) os.FileMode { return m })
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestRemotePattern downloads HOST:dir/*.txt: the remote side expands it
+// (no shell: a name with shell metacharacters is just a name) and exactly
+// the names it matches arrive, not those it does not, nor dot files; a
+// pattern that matches nothing fails with exit 1 naming it.
+func TestRemotePattern(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	for _, n := range []string{"a.txt", "b;touch x.txt", ".hidden.txt", "c.log"} {
+		writeFile(t, filepath.Join(src, n), n)
+	}
+	dst := t.TempDir()
+	r := s.rdmacp(t, "target:"+src+"/*.txt", dst)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	got, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range got {
+		b, err := os.ReadFile(filepath.Join(dst, e.Name()))
+		if err != nil || string(b) != e.Name() {
+			t.Errorf("%s: %q, %v", e.Name(), b, err)
+		}
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "a.txt,b;touch x.txt" {
+		t.Errorf("got %q, want a.txt and b;touch x.txt", names)
+	}
+	r = s.rdmacp(t, "target:"+src+"/*.none", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, src+"/*.none") {
+		t.Fatalf("no match: exit %d, want 1 naming the pattern; stderr:\n%s", r.code, r.stderr)
+	}
+}
