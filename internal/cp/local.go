@@ -135,7 +135,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	stats, err := stream(ctx, addr, p, in, o, o.config(key), r.waited)
 	if err != nil {
 		r.close()
-		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
+		return streamFailed(err, r)
 	}
 	st, err = r.next(ctx, statusWait)
 	if ctx.Err() != nil {
@@ -154,6 +154,18 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return p.leftErr()
+}
+
+// streamFailed returns err, the failure of an upload's stream to r, with
+// the remote side's last words, and of the remote side's kind when that
+// is a setup failure (it could not write DST: exit code 3, not 4).
+func streamFailed(err error, r *remote) error {
+	words := r.lastWords()
+	err = fmt.Errorf("%w (remote side: %s)", err, words)
+	if r.failed.kind == "fail" && kindOfCode(int(r.failed.n)) == conn.KindSetup {
+		return &conn.Error{Kind: conn.KindSetup, Err: err}
+	}
+	return err
 }
 
 // resumeUpload compares the remote side's offer with in, the source,

@@ -3,10 +3,13 @@ package cp
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
 	"slices"
+	"syscall"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -308,12 +311,23 @@ func receive(ctx context.Context, srv server.Server, s sink, confirm func(pipe.S
 	}
 	if err != nil {
 		s.Abort(st.Bytes)
-		return st, err
+		return st, notWritable(err, dest)
 	}
 	if err := s.Finish(); err != nil {
 		return st, &conn.Error{Kind: conn.KindAborted, Op: "finish " + dest, Err: err}
 	}
 	return st, nil
+}
+
+// notWritable returns err, a failure to receive into dest, as a setup
+// failure (exit code 3, DST not writable) when writing the output was
+// refused for want of permission or by a read-only file system.
+func notWritable(err error, dest string) error {
+	var ce *conn.Error
+	if errors.As(err, &ce) && ce.Op == "write output" && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		return &conn.Error{Kind: conn.KindSetup, Op: dest + " is not writable", Err: err}
+	}
+	return err
 }
 
 // lineWithin reads one JSON line from br into v, waiting at most wait for

@@ -33,7 +33,8 @@ type remote struct {
 	end    sync.Once
 	errc   chan error // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
-	err    error // ssh's exit, once waited is closed
+	err    error  // ssh's exit, once waited is closed
+	failed status // the remote side's failure, once result has read it
 }
 
 // startRemote runs the command line that o.remoteArgv gives for t and
@@ -149,7 +150,7 @@ func (r *remote) result() (ok int64, words string) {
 		case "ok":
 			ok = st.n
 		case "fail":
-			words = strconv.Quote(st.msg)
+			words, r.failed = strconv.Quote(st.msg), st
 		}
 	}
 	if words == "" {
