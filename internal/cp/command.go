@@ -45,7 +45,10 @@ in an existing directory. A file or link in the way is replaced, never written t
 a directory or device in the way is refused and kept. The holes of sparse files (found
 with SEEK_DATA/SEEK_HOLE) are not sent, and stay holes at the destination. A download's
 sources are all on one host; as in scp, an argument with a slash before its first colon
-is a local path. A source missing among several is left out, named, and the others are
+is a local path. HOST:PATH may also be written scp://[user@]HOST[:PORT][/PATH], as
+OpenSSH's scp takes it (the user and PATH %-encoded; PATH after the slash, so that
+scp://h//tmp/f is /tmp/f and scp://h/f is f in the home directory), whose PORT goes to
+ssh (before -P's). A source missing among several is left out, named, and the others are
 copied (exit 1). A download's source whose last part has a wildcard (HOST:dir/*.txt,
 quoted from the local shell) is expanded by the remote rdmacp itself (Go's filepath.Glob,
 no shell; * does not match a leading dot), and this side takes only names it matches.
@@ -76,6 +79,7 @@ EXAMPLES:
    rdmacp node2:/data/weights.bin .            # download a file into this directory
    rdmacp -r node2:/scratch/run1 node2:log .   # download a tree and a file
    rdmacp 'node2:logs/*.txt' .                 # the remote side expands the pattern
+   rdmacp f scp://alice@node2:2222//data/      # a URI, with ssh's port
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
@@ -269,7 +273,7 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 		case err != nil:
 			return nil, command.Usagef("%q: to copy from a host, every source must be [user@]HOST:SRC", a)
 		}
-		if len(ts) > 0 && t.SSHDest() != ts[0].SSHDest() {
+		if len(ts) > 0 && !t.sameHost(ts[0]) {
 			return nil, command.Usagef("the sources %s:... and %s:... are on different hosts: copy from one host at a time", ts[0].SSHDest(), t.SSHDest())
 		}
 		ts = append(ts, t)
@@ -351,6 +355,9 @@ func launchable(ts []Target) error {
 	for _, t := range ts {
 		if t.User != "" {
 			return command.Usagef("%s: a launcher starts the remote side as its own user: name the host alone", t.SSHDest())
+		}
+		if t.Port != 0 {
+			return command.Usagef("%s: a launcher does not take an ssh port (scp://HOST:%d)", t.Host, t.Port)
 		}
 	}
 	return nil

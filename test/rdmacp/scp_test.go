@@ -1,6 +1,7 @@
 package rdmacp
 
 import (
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -82,4 +83,32 @@ func TestRemotePattern(t *testing.T) {
 	if r.code != 1 || !strings.Contains(r.stderr, src+"/*.none") {
 		t.Fatalf("no match: exit %d, want 1 naming the pattern; stderr:\n%s", r.code, r.stderr)
 	}
+}
+
+// TestURI copies to and from scp://target:PORT//PATH with -P naming a
+// port nothing listens on: the URI's port is the one ssh uses. A URI
+// whose port has no sshd fails to start the remote side (exit 3).
+func TestURI(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 1<<20, false)
+	up := t.TempDir()
+	uri := fmt.Sprintf("scp://target:%d/", s.port)
+	if r := s.rdmacp(t, "-P", "1", file, uri+up); r.code != 0 {
+		t.Fatalf("upload: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	down := t.TempDir()
+	if r := s.rdmacp(t, "-P", "1", uri+file, down); r.code != 0 {
+		t.Fatalf("download: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, got := range []string{filepath.Join(up, "f"), filepath.Join(down, "f")} {
+		if hashFile(t, got) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", got)
+		}
+	}
+	if r := s.rdmacp(t, file, "scp://target:1/"+up); r.code != 3 || !strings.Contains(r.stderr, "start the remote side on target") {
+		t.Fatalf("port 1: exit %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	noStrays(t)
 }
