@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
@@ -130,6 +131,7 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
 			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
+			&cli.StringFlag{Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s; scp -l counts Kbit/s), either way: a download's remote side is told; -v says it"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
 			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
@@ -208,6 +210,9 @@ func copyAction(c *cli.Context) error {
 		Fanout:    c.Int("fanout"),
 		Stats:     c.String("stats-json"),
 	}
+	if o.LimitRate, err = limitRate(c); err != nil {
+		return err
+	}
 	if o.Fanout < 1 {
 		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
 	}
@@ -245,6 +250,22 @@ func copyAction(c *cli.Context) error {
 		return Fetch(ctx, from, last, o)
 	}
 	return Copy(ctx, srcs, t, o)
+}
+
+// limitRate returns --limit-rate's bytes per second, 0 without it, and
+// says it with -v.
+func limitRate(c *cli.Context) (int64, error) {
+	if !c.IsSet("limit-rate") {
+		return 0, nil
+	}
+	rate, err := ratelimit.Parse(c.String("limit-rate"))
+	if err != nil {
+		return 0, command.Usagef("--limit-rate: %v", err)
+	}
+	if c.Bool("verbose") && rate > 0 {
+		fmt.Fprintf(os.Stderr, "rdmacp: sending at most %s (--limit-rate)\n", ratelimit.Describe(rate))
+	}
+	return rate, nil
 }
 
 // userWindow returns the chunk size and depth this side proposes when

@@ -36,7 +36,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	defer l.Close()
 	key := newKey()
 	req := o.request(key)
-	req.Recursive, req.Connect = o.Recursive, addr
+	req.Recursive, req.Connect, req.LimitRate = o.Recursive, addr, o.LimitRate
 	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -41,6 +42,7 @@ type Options struct {
 	Transport string        // "auto", "rdma" or "tcp"
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
+	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
 	Stderr    io.Writer
 	// Launcher, if set, starts the remote side instead of ssh: its words,
 	// with %h replaced by the host (else the host after them), then the
@@ -319,26 +321,35 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	}
 	var st pipe.Stats
 	if p.mode == modeFile {
-		st, err = pipe.Send(ctx, c, in, cfg)
+		st, err = pipe.Send(ctx, c, o.limit(ctx, in), cfg)
 	} else {
-		st, err = sendTar(ctx, c, p, cfg, o.Stderr)
+		st, err = sendTar(ctx, c, p, cfg, o)
 	}
 	pipe.Release(c, err)
 	return st, err
 }
 
-// sendTar streams p's sources to c as a tar archive.
-func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
+// sendTar streams p's sources to c as a tar archive, paced to o's rate.
+func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, warn, p.rs))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs))
 	}()
-	st, err := pipe.Send(ctx, c, pr, cfg)
+	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))
 	<-done
 	return st, err
+}
+
+// limit returns r paced to o.LimitRate, or r itself without a limit (an
+// *os.File stays one, for the engine to see).
+func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
+	if o.LimitRate <= 0 {
+		return r
+	}
+	return &ratelimit.Reader{Ctx: ctx, R: r, B: ratelimit.NewBucket(o.LimitRate, ratelimit.System{})}
 }
 
 // newDialer returns the dialer for o.Transport; auto mode says once on

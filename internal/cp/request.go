@@ -138,7 +138,10 @@ type Request struct {
 	Listen string `json:"listen,omitempty"`
 	// Relay says, in an upload to several hosts (--to), that a forward
 	// line follows the port: where this host passes the stream on.
-	Relay     bool          `json:"relay,omitempty"`
+	Relay bool `json:"relay,omitempty"`
+	// LimitRate is, in a download, the most bytes per second the remote
+	// side sends (--limit-rate); 0: no limit.
+	LimitRate int64         `json:"limit_rate,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -217,8 +220,8 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.Recursive {
-		return errors.New("an upload's request names where to connect, or recursion")
+	if r.Connect != "" || r.Recursive || r.LimitRate != 0 {
+		return errors.New("an upload's request names where to connect, recursion or a rate")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")
@@ -300,6 +303,9 @@ func (r Request) validateDownload() error {
 	}
 	if len(r.Send) > maxSources {
 		return fmt.Errorf("%d sources: more than %d", len(r.Send), maxSources)
+	}
+	if r.LimitRate < 0 {
+		return fmt.Errorf("rate %d: negative", r.LimitRate)
 	}
 	for _, p := range r.Send {
 		if err := checkPath("source", p); err != nil {

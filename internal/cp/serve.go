@@ -201,7 +201,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
-	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
+	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
 	st, err := stream(ctx, req.Connect, p, in, o, o.config(req.keyBytes()), nil)
 	return st.Bytes, err
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestMissingAmongSeveral copies several sources, one of them missing,
@@ -111,4 +112,33 @@ func TestURI(t *testing.T) {
 		t.Fatalf("port 1: exit %d, want 3; stderr:\n%s", r.code, r.stderr)
 	}
 	noStrays(t)
+}
+
+// TestLimitRate copies 3 MiB at --limit-rate 1M up and down (where the
+// remote side sends): exact, -v says the limit, and each takes at least
+// what the rate allows (a tenth of a second's burst aside). Only the lower
+// bound is checked: a loaded machine is slower, never faster.
+func TestLimitRate(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	makeFile(t, file, 3<<20, false)
+	for _, dir := range []string{"up", "down"} {
+		dst := t.TempDir()
+		args := []string{"-v", "--limit-rate", "1M", file, "target:" + dst}
+		if dir == "down" {
+			args = []string{"-v", "--limit-rate", "1M", "target:" + file, dst}
+		}
+		start := time.Now()
+		r := s.rdmacp(t, args...)
+		took := time.Since(start)
+		if r.code != 0 || !strings.Contains(r.stderr, "sending at most 1 MiB/s (8 Mbit/s) (--limit-rate)") {
+			t.Fatalf("%s: exit %d, want 0 saying the limit; stderr:\n%s", dir, r.code, r.stderr)
+		}
+		if hashFile(t, filepath.Join(dst, "f")) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", dir)
+		}
+		if least := 29 * time.Second / 10; took < least {
+			t.Fatalf("%s: 3 MiB at 1 MiB/s took %v, less than %v", dir, took, least)
+		}
+	}
 }
