@@ -28,7 +28,8 @@ connection (or TCP where there is no RDMA path) instead of inside ssh. rdmacp lo
 with the system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
 "rdmacp --remote-receive" (an upload) or "rdmacp --remote-send" (a download) there,
 which must be installed on HOST. Over the ssh channel it passes a one-time random key
-(never on a command line). The receiving side listens on a port of the system's choice:
+(never on a command line). The receiving side listens on a port of the system's choice
+(or the first free one of --data-ports, for a firewall):
 for an upload HOST, on the address the ssh connection arrived on (or --data-host's);
 for a download this host, on its address toward HOST (or toward --data-host). The
 sending side connects to it (trying again for up to 15 s if refused or reset before the
@@ -131,6 +132,7 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
 			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
+			&cli.StringFlag{Name: "data-ports", Usage: "the receiving side (HOST for an upload, this host for a download) listens for the stream on the first free port of `LO-HI` (or one port), e.g. one a firewall lets through, instead of one of the system's choice"},
 			&cli.StringFlag{Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s; scp -l counts Kbit/s), either way: a download's remote side is told; -v says it"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
@@ -212,6 +214,11 @@ func copyAction(c *cli.Context) error {
 	}
 	if o.LimitRate, err = limitRate(c); err != nil {
 		return err
+	}
+	if c.IsSet("data-ports") {
+		if o.DataPorts, err = parsePorts(c.String("data-ports")); err != nil {
+			return command.Usagef("--data-ports: %v", err)
+		}
 	}
 	if o.Fanout < 1 {
 		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)

@@ -110,7 +110,7 @@ func (m *member) start(ctx context.Context, p plan, o Options) {
 		return
 	}
 	req := o.request(m.key)
-	req.Dest, req.Contents, req.Listen, req.Relay = m.t.Path, p.contents(o.Preserve), listen, true
+	req.Dest, req.Contents, req.Listen, req.Relay, req.DataPorts = m.t.Path, p.contents(o.Preserve), listen, true, o.DataPorts.String()
 	r, st, err := begin(ctx, m.t, o, remoteReceive, req)
 	if err != nil {
 		m.err = err

@@ -102,7 +102,7 @@ func (o Options) fetchListener(ctx context.Context, t Target) (conn.Listener, st
 	if err != nil {
 		return nil, "", err
 	}
-	l, port, err := listenAnyPort(ctx, o.Transport, local, o.params(), notices(o.Verbose, o.Stderr))
+	l, port, err := listenAnyPort(ctx, o.Transport, local, o.DataPorts, o.params(), notices(o.Verbose, o.Stderr))
 	if err != nil {
 		return nil, "", err
 	}

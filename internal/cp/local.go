@@ -43,6 +43,7 @@ type Options struct {
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
 	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
+	DataPorts portRange     // the ports the receiving side may listen on; zero: any
 	Stderr    io.Writer
 	// Launcher, if set, starts the remote side instead of ssh: its words,
 	// with %h replaced by the host (else the host after them), then the
@@ -96,7 +97,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	req := o.request(key)
-	req.Dest, req.Contents, req.Listen = t.Path, p.contents(o.Preserve), listen
+	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.contents(o.Preserve), listen, o.DataPorts.String()
 	r, st, err := begin(ctx, t, o, remoteReceive, req)
 	if err != nil {
 		return err

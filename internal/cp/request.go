@@ -139,6 +139,9 @@ type Request struct {
 	// Relay says, in an upload to several hosts (--to), that a forward
 	// line follows the port: where this host passes the stream on.
 	Relay bool `json:"relay,omitempty"`
+	// DataPorts is, in an upload, the ports the remote side may listen
+	// on, LO-HI (--data-ports); empty: one of the system's choice.
+	DataPorts string `json:"data_ports,omitempty"`
 	// LimitRate is, in a download, the most bytes per second the remote
 	// side sends (--limit-rate); 0: no limit.
 	LimitRate int64         `json:"limit_rate,omitempty"`
@@ -232,6 +235,11 @@ func (r Request) validate() error {
 	if err := r.Contents.validate(); err != nil {
 		return err
 	}
+	if r.DataPorts != "" {
+		if _, err := parsePorts(r.DataPorts); err != nil {
+			return err
+		}
+	}
 	if r.Listen != "" {
 		if _, err := netip.ParseAddr(r.Listen); err != nil {
 			return fmt.Errorf("listen address %.64q: %v", r.Listen, err)
@@ -303,6 +311,9 @@ func (r Request) validateDownload() error {
 	}
 	if len(r.Send) > maxSources {
 		return fmt.Errorf("%d sources: more than %d", len(r.Send), maxSources)
+	}
+	if r.DataPorts != "" {
+		return errors.New("a download's request names ports to listen on")
 	}
 	if r.LimitRate < 0 {
 		return fmt.Errorf("rate %d: negative", r.LimitRate)

@@ -81,7 +81,8 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		}
 	}
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
-	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
+	ports, _ := parsePorts(req.DataPorts) // validated; zero if none
+	l, port, err := listenAnyPort(ctx, req.Transport, host, ports, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
 	if err != nil {
 		s.Abort(0)
 		return 0, err

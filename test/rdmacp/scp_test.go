@@ -2,11 +2,15 @@ package rdmacp
 
 import (
 	"fmt"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestMissingAmongSeveral copies several sources, one of them missing,
@@ -141,4 +145,41 @@ func TestLimitRate(t *testing.T) {
 			t.Fatalf("%s: 3 MiB at 1 MiB/s took %v, less than %v", dir, took, least)
 		}
 	}
+}
+
+// TestDataPorts: --data-ports makes the receiving side listen on its
+// range: a download's (this host) with every port of it taken fails with
+// exit 3 naming the range; one free port works, up (the remote side
+// listens) and down.
+func TestDataPorts(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	makeFile(t, file, 1<<20, false)
+	lo := testutil.FreePort(t)
+	for port := lo; port <= lo+2; port++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
+			defer l.Close()
+		}
+	}
+	ports := fmt.Sprintf("%d-%d", lo, lo+2)
+	r := s.rdmacp(t, "--data-ports", ports, "target:"+file, t.TempDir())
+	if r.code != 3 || !strings.Contains(r.stderr, "no free port in "+ports+" (--data-ports)") {
+		t.Fatalf("ports taken: exit %d, want 3 naming %s; stderr:\n%s", r.code, ports, r.stderr)
+	}
+	for _, dir := range []string{"up", "down"} {
+		port := testutil.FreePort(t)
+		dst := t.TempDir()
+		args := []string{"-v", "--data-ports", strconv.Itoa(port), file, "target:" + dst}
+		if dir == "down" {
+			args = []string{"-v", "--data-ports", strconv.Itoa(port), "target:" + file, dst}
+		}
+		r := s.rdmacp(t, args...)
+		if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf(":%d (", port)) {
+			t.Fatalf("%s: exit %d, want 0 listening on port %d; stderr:\n%s", dir, r.code, port, r.stderr)
+		}
+		if hashFile(t, filepath.Join(dst, "f")) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", dir)
+		}
+	}
+	noStrays(t)
 }
