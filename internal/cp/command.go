@@ -193,44 +193,22 @@ func copyAction(c *cli.Context) error {
 	}
 	t, upErr := ParseTarget(last)
 	var from []Target
-	if upErr != nil && hosts == nil {
+	switch {
+	case upErr != nil && hosts == nil:
 		if from, err = remoteSources(srcs, last); err != nil {
 			return err
 		}
-	}
-	o := Options{
-		Recursive: c.Bool("recursive"),
-		Preserve:  c.Bool("preserve"),
-		Encrypt:   !c.Bool("no-encrypt"),
-		Resume:    c.Bool("resume"),
-		RemoteCmd: c.String("remote-cmd"),
-		DataHost:  c.String("data-host"),
-		Transport: c.String("transport"),
-		Timeout:   c.Duration("timeout"),
-		Verbose:   c.Bool("verbose"),
-		Stderr:    os.Stderr,
-		Fanout:    c.Int("fanout"),
-		Stats:     c.String("stats-json"),
-	}
-	if o.LimitRate, err = limitRate(c); err != nil {
-		return err
-	}
-	if c.IsSet("data-ports") {
-		if o.DataPorts, err = parsePorts(c.String("data-ports")); err != nil {
-			return command.Usagef("--data-ports: %v", err)
+	case hosts == nil:
+		if err := localSources(srcs, last); err != nil {
+			return err
 		}
 	}
-	if o.Fanout < 1 {
-		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
-	}
-	if o.Window, err = userWindow(c, o.Transport); err != nil {
+	o, err := optionsOf(c)
+	if err != nil {
 		return err
 	}
 	if o.Stats != "" && hosts == nil {
 		return command.Usagef("--stats-json goes with --to or --to-file")
-	}
-	if err := checkSettings(o.Transport, o.Timeout); err != nil {
-		return command.Usagef("--%v", err)
 	}
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err
@@ -257,6 +235,44 @@ func copyAction(c *cli.Context) error {
 		return Fetch(ctx, from, last, o)
 	}
 	return Copy(ctx, srcs, t, o)
+}
+
+// optionsOf returns the local side's settings that c's flags give, but
+// for the ssh command and the launcher.
+func optionsOf(c *cli.Context) (Options, error) {
+	o := Options{
+		Recursive: c.Bool("recursive"),
+		Preserve:  c.Bool("preserve"),
+		Encrypt:   !c.Bool("no-encrypt"),
+		Resume:    c.Bool("resume"),
+		RemoteCmd: c.String("remote-cmd"),
+		DataHost:  c.String("data-host"),
+		Transport: c.String("transport"),
+		Timeout:   c.Duration("timeout"),
+		Verbose:   c.Bool("verbose"),
+		Stderr:    os.Stderr,
+		Fanout:    c.Int("fanout"),
+		Stats:     c.String("stats-json"),
+	}
+	var err error
+	if o.LimitRate, err = limitRate(c); err != nil {
+		return o, err
+	}
+	if c.IsSet("data-ports") {
+		if o.DataPorts, err = parsePorts(c.String("data-ports")); err != nil {
+			return o, command.Usagef("--data-ports: %v", err)
+		}
+	}
+	if o.Fanout < 1 {
+		return o, command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
+	}
+	if o.Window, err = userWindow(c, o.Transport); err != nil {
+		return o, err
+	}
+	if err := checkSettings(o.Transport, o.Timeout); err != nil {
+		return o, command.Usagef("--%v", err)
+	}
+	return o, nil
 }
 
 // limitRate returns --limit-rate's bytes per second, 0 without it, and
@@ -307,6 +323,17 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 		ts = append(ts, t)
 	}
 	return ts, nil
+}
+
+// localSources checks that an upload's sources to dst name no host: a
+// copy between two remote hosts (scp -3's form) is not supported.
+func localSources(srcs []string, dst string) error {
+	for _, s := range srcs {
+		if t, err := ParseTarget(s); err == nil {
+			return command.Usagef("%s to %s: a copy between two remote hosts is not supported: copy to this host first, or run rdmacp on %s (write ./%s for a local file)", s, dst, t.Host, s)
+		}
+	}
+	return nil
 }
 
 // toHosts returns the hosts of --to and --to-file, each with dst as its
