@@ -255,7 +255,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 		Stats:     c.String("stats-json"),
 	}
 	var err error
-	if o.LimitRate, err = limitRate(c); err != nil {
+	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {
 		return o, err
 	}
 	if c.IsSet("data-ports") {
@@ -273,22 +273,6 @@ func optionsOf(c *cli.Context) (Options, error) {
 		return o, command.Usagef("--%v", err)
 	}
 	return o, nil
-}
-
-// limitRate returns --limit-rate's bytes per second, 0 without it, and
-// says it with -v.
-func limitRate(c *cli.Context) (int64, error) {
-	if !c.IsSet("limit-rate") {
-		return 0, nil
-	}
-	rate, err := ratelimit.Parse(c.String("limit-rate"))
-	if err != nil {
-		return 0, command.Usagef("--limit-rate: %v", err)
-	}
-	if c.Bool("verbose") && rate > 0 {
-		fmt.Fprintf(os.Stderr, "rdmacp: sending at most %s (--limit-rate)\n", ratelimit.Describe(rate))
-	}
-	return rate, nil
 }
 
 // userWindow returns the chunk size and depth this side proposes when

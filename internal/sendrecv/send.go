@@ -88,12 +88,9 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rate, err := limitRate(c)
+	rate, err := ratelimit.FlagOf(c, "rdmasend", os.Stderr)
 	if err != nil {
 		return err
-	}
-	if o.verbose && rate > 0 {
-		fmt.Fprintf(os.Stderr, "rdmasend: sending at most %s (--limit-rate)\n", ratelimit.Describe(rate))
 	}
 	addr := hostPort(hosts[0], o.port)
 	ctx, stop := command.SignalContext()
@@ -204,18 +201,6 @@ func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Param
 			return st, remote, err
 		}
 	}
-}
-
-// limitRate returns --limit-rate's bytes per second, 0 without it.
-func limitRate(c *cli.Context) (int64, error) {
-	if !c.IsSet("limit-rate") {
-		return 0, nil
-	}
-	rate, err := ratelimit.Parse(c.String("limit-rate"))
-	if err != nil {
-		return 0, command.Usagef("--limit-rate: %v", err)
-	}
-	return rate, nil
 }
 
 // inputSize returns the stream size for the progress bar: --size if given,
