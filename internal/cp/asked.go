@@ -46,40 +46,95 @@ func askedName(src string) string {
 
 // check checks the remote side's plan c against what a asked for: one
 // regular file, asked for alone, under its own name (or, if it has holes,
-// as an archive of that one file); an archive only with -r or several
-// sources, whose top-level names are the sources' names in order. A name
-// only the remote side knows (see askedName) is taken only when newName
-// says that DST itself is the name it gets here (a single source to a new
-// name). It returns the names, as the archive has them, that the
-// extraction takes.
+// as an archive of that one file); an archive only with -r, several
+// sources or a pattern, whose top-level names are, in order, those each
+// source gave (c.Counts; one each if nil): its name, or for a pattern,
+// names the pattern matches (see globMatch), or none for a source left
+// out. A name only the remote side knows (see askedName) is taken only
+// when newName says that DST itself is the name it gets here (a single
+// source to a new name). It returns the names, as the archive has them,
+// that the extraction takes.
 func (a asked) check(c Contents, newName bool) ([]string, error) {
 	if c.Mode == modeFile || c.Mode == modeSparse {
 		return nil, a.checkFile(c)
 	}
+	archive := "an archive of " + strings.Join(c.Names, ", ")
+	single := len(a.srcs) == 1 && !isPattern(a.srcs[0])
 	switch {
-	case len(a.srcs) == 1 && !a.recursive:
-		return nil, &unasked{"an archive of " + strings.Join(c.Names, ", "), fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
-	case len(c.Names) != len(a.srcs) || c.Single != (len(a.srcs) == 1):
-		return nil, &unasked{"an archive of " + strings.Join(c.Names, ", "), fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+	case single && !a.recursive:
+		return nil, &unasked{archive, fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
+	case c.Single != single:
+		return nil, &unasked{archive, fmt.Sprintf("%d sources were asked for", len(a.srcs))}
 	}
-	for i, src := range a.srcs {
-		want := askedName(src)
-		switch {
-		case want == "" && !newName:
-			return nil, &unasked{c.Names[i], fmt.Sprintf("%s names no name here; name the copy (rdmacp -r HOST:%s NEWNAME) or its path", src, src)}
-		case want != "" && c.Names[i] != want:
-			return nil, &unasked{c.Names[i], fmt.Sprintf("%s was asked for", src)}
+	counts, err := a.counts(c)
+	if err != nil {
+		return nil, err
+	}
+	i := 0
+	for k, src := range a.srcs {
+		for _, name := range c.Names[i : i+counts[k]] {
+			if err := a.checkName(src, name, newName); err != nil {
+				return nil, err
+			}
 		}
+		i += counts[k]
 	}
 	return c.Names, nil
 }
 
-// checkFile checks a plan for one regular file.
+// counts returns how many of c.Names each source gave: c.Counts, which
+// must add up to them and give a source that is not a pattern at most
+// one, or one each.
+func (a asked) counts(c Contents) ([]int, error) {
+	archive := "an archive of " + strings.Join(c.Names, ", ")
+	if c.Counts == nil && len(c.Names) == len(a.srcs) {
+		counts := make([]int, len(a.srcs))
+		for i := range counts {
+			counts[i] = 1
+		}
+		return counts, nil
+	}
+	if len(c.Counts) != len(a.srcs) {
+		return nil, &unasked{archive, fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+	}
+	sum := 0
+	for k, n := range c.Counts {
+		if n < 0 || n > 1 && !isPattern(a.srcs[k]) || n > len(c.Names)-sum {
+			return nil, &unasked{archive, fmt.Sprintf("%d names for %s", n, a.srcs[k])}
+		}
+		sum += n
+	}
+	if sum != len(c.Names) {
+		return nil, &unasked{archive, fmt.Sprintf("%d names counted for the sources", sum)}
+	}
+	return c.Counts, nil
+}
+
+// checkName checks name, a top-level name of the archive that src gave.
+func (a asked) checkName(src, name string, newName bool) error {
+	if isPattern(src) {
+		if !globMatch(path.Base(src), name) {
+			return &unasked{name, fmt.Sprintf("not a name that %s matches", src)}
+		}
+		return nil
+	}
+	want := askedName(src)
+	switch {
+	case want == "" && !newName:
+		return &unasked{name, fmt.Sprintf("%s names no name here; name the copy (rdmacp -r HOST:%s NEWNAME) or its path", src, src)}
+	case want != "" && name != want:
+		return &unasked{name, fmt.Sprintf("%s was asked for", src)}
+	}
+	return nil
+}
+
+// checkFile checks a plan for one regular file, which only a single
+// source that is not a pattern gives.
 func (a asked) checkFile(c Contents) error {
 	if len(a.srcs) != 1 {
 		return &unasked{c.Name, fmt.Sprintf("one file, where %d sources were asked for", len(a.srcs))}
 	}
-	if want := askedName(a.srcs[0]); c.Name != want {
+	if want := askedName(a.srcs[0]); c.Name != want || isPattern(a.srcs[0]) {
 		return &unasked{c.Name, fmt.Sprintf("%s was asked for", a.srcs[0])}
 	}
 	return nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"slices"
 	"testing"
 )
 
@@ -49,6 +50,22 @@ func TestAskedCheck(t *testing.T) {
 		{"dot into a directory", asked{srcs: []string{"."}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
 		{"home into a directory", asked{srcs: []string{"~"}, recursive: true}, tarOf(true, "alice"), false, "alice"},
 		{"dot among several", asked{srcs: []string{".", "b"}, recursive: true}, tarOf(false, ".ssh", "b"), true, ".ssh"},
+		// a source left out, and patterns (see glob.go)
+		{"one of two left out", asked{srcs: []string{"a", "b"}}, counted(tarOf(false, "b"), 0, 1), false, ""},
+		{"left out, not counted", asked{srcs: []string{"a", "b"}}, tarOf(false, "b"), false, "an archive of b"},
+		{"two names for a file", asked{srcs: []string{"a", "b"}}, counted(tarOf(false, "a", "a"), 2, 0), false, "an archive of a, a"},
+		{"counts past the names", asked{srcs: []string{"*", "b"}}, counted(tarOf(false, "a"), 1, 1), false, "an archive of a"},
+		{"counts short of the names", asked{srcs: []string{"*", "b"}}, counted(tarOf(false, "a", "b", "c"), 1, 1), false, "an archive of a, b, c"},
+		{"negative count", asked{srcs: []string{"*", "b"}}, counted(tarOf(false, "a", "b"), 2, -1), false, "an archive of a, b"},
+		{"pattern", asked{srcs: []string{"d/*.txt"}}, counted(tarOf(false, "a.txt", "b.txt"), 2), false, ""},
+		{"pattern of one", asked{srcs: []string{"d/*.txt"}}, tarOf(false, "a.txt"), false, ""},
+		{"pattern and a file", asked{srcs: []string{"d/*.txt", "e/x"}}, counted(tarOf(false, "a.txt", "b.txt", "x"), 2, 1), false, ""},
+		{"pattern, a name it does not match", asked{srcs: []string{"d/*.txt"}}, counted(tarOf(false, "a.txt", ".bashrc"), 2), false, ".bashrc"},
+		{"pattern, a dot file", asked{srcs: []string{"d/*"}}, tarOf(false, ".ssh"), false, ".ssh"},
+		{"dot pattern, a dot file", asked{srcs: []string{"d/.*rc"}}, tarOf(false, ".bashrc"), false, ""},
+		{"pattern, a name counted for the file", asked{srcs: []string{"*.txt", "x"}}, counted(tarOf(false, "a.txt", "y"), 1, 1), false, "y"},
+		{"pattern said single", asked{srcs: []string{"*.txt"}}, tarOf(true, "a.txt"), false, "an archive of a.txt"},
+		{"pattern as a file", asked{srcs: []string{"*.txt"}}, file("a.txt"), false, "a.txt"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -63,6 +80,55 @@ func TestAskedCheck(t *testing.T) {
 				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
 			}
 		})
+	}
+}
+
+// counted is c with counts.
+func counted(c Contents, counts ...int) Contents {
+	c.Counts = counts
+	return c
+}
+
+// TestGlobMatch: a pattern matches as path.Match, but a leading dot only
+// by a leading dot.
+func TestGlobMatch(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"*.txt", "a.txt", true}, {"*.txt", "a.log", false}, {"*", ".ssh", false}, {".*", ".ssh", true},
+		{"?", "a", true}, {"[ab]", "b", true}, {"[", "[", false}, {"*", "a;b", true},
+	} {
+		if got := globMatch(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("globMatch(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestExpand: patterns are expanded on this side, with what each source
+// gave; a pattern that matches nothing stays, and is missing.
+func TestExpand(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"a.txt", "b.txt", ".c.txt", "d.log"} {
+		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	srcs := []string{dir + "/*.txt", dir + "/d.log", dir + "/*.none"}
+	paths, from, err := expand(srcs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []string{dir + "/a.txt", dir + "/b.txt", dir + "/d.log", dir + "/*.none"}
+	if !slices.Equal(paths, want) || !slices.Equal(from, []int{0, 0, 1, 2}) {
+		t.Fatalf("got %q from %v, want %q from [0 0 1 2]", paths, from, want)
+	}
+	p, err := planCopy(paths, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := p.counts(from, len(srcs)); !slices.Equal(c, []int{2, 1, 0}) || len(p.left) != 1 || p.mode != modeTar {
+		t.Fatalf("counts %v, left %v, mode %s; want [2 1 0], one left, tar", c, p.left, p.mode)
 	}
 }
 

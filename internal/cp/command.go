@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
@@ -27,7 +28,8 @@ connection (or TCP where there is no RDMA path) instead of inside ssh. rdmacp lo
 with the system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
 "rdmacp --remote-receive" (an upload) or "rdmacp --remote-send" (a download) there,
 which must be installed on HOST. Over the ssh channel it passes a one-time random key
-(never on a command line). The receiving side listens on a port of the system's choice:
+(never on a command line). The receiving side listens on a port of the system's choice
+(or the first free one of --data-ports, for a firewall):
 for an upload HOST, on the address the ssh connection arrived on (or --data-host's);
 for a download this host, on its address toward HOST (or toward --data-host). The
 sending side connects to it (trying again for up to 15 s if refused or reset before the
@@ -45,7 +47,13 @@ in an existing directory. A file or link in the way is replaced, never written t
 a directory or device in the way is refused and kept. The holes of sparse files (found
 with SEEK_DATA/SEEK_HOLE) are not sent, and stay holes at the destination. A download's
 sources are all on one host; as in scp, an argument with a slash before its first colon
-is a local path.
+is a local path. HOST:PATH may also be written scp://[user@]HOST[:PORT][/PATH], as
+OpenSSH's scp takes it (the user and PATH %-encoded; PATH after the slash, so that
+scp://h//tmp/f is /tmp/f and scp://h/f is f in the home directory), whose PORT goes to
+ssh (before -P's). A source missing among several is left out, named, and the others are
+copied (exit 1). A download's source whose last part has a wildcard (HOST:dir/*.txt,
+quoted from the local shell) is expanded by the remote rdmacp itself (Go's filepath.Glob,
+no shell; * does not match a leading dot), and this side takes only names it matches.
 
 The data connection goes straight between the hosts (to the HostName of an ssh alias),
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
@@ -72,6 +80,8 @@ EXAMPLES:
    rdmacp -r a b c.txt node2:/scratch/in/      # several sources into a directory
    rdmacp node2:/data/weights.bin .            # download a file into this directory
    rdmacp -r node2:/scratch/run1 node2:log .   # download a tree and a file
+   rdmacp 'node2:logs/*.txt' .                 # the remote side expands the pattern
+   rdmacp f scp://alice@node2:2222//data/      # a URI, with ssh's port
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
@@ -81,8 +91,9 @@ EXAMPLES:
 
 EXIT CODES:
    0  success: every byte was delivered and written, and the copy is in place
-   1  internal error
-   2  usage error (bad flags or arguments, a source missing)
+   1  some of several sources (or of a pattern's matches) were not copied, each named:
+      missing, or a directory without -r; the others were copied. Or an internal error
+   2  usage error (bad flags or arguments, the only source missing)
    3  setup failure: ssh or the remote side could not start (or is another version),
       DST missing or not writable, cannot connect
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed
@@ -121,6 +132,8 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
 			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
+			&cli.StringFlag{Name: "data-ports", Usage: "the receiving side (HOST for an upload, this host for a download) listens for the stream on the first free port of `LO-HI` (or one port), e.g. one a firewall lets through, instead of one of the system's choice"},
+			&cli.StringFlag{Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s; scp -l counts Kbit/s), either way: a download's remote side is told; -v says it"},
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
 			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
@@ -180,36 +193,22 @@ func copyAction(c *cli.Context) error {
 	}
 	t, upErr := ParseTarget(last)
 	var from []Target
-	if upErr != nil && hosts == nil {
+	switch {
+	case upErr != nil && hosts == nil:
 		if from, err = remoteSources(srcs, last); err != nil {
 			return err
 		}
+	case hosts == nil:
+		if err := localSources(srcs, last); err != nil {
+			return err
+		}
 	}
-	o := Options{
-		Recursive: c.Bool("recursive"),
-		Preserve:  c.Bool("preserve"),
-		Encrypt:   !c.Bool("no-encrypt"),
-		Resume:    c.Bool("resume"),
-		RemoteCmd: c.String("remote-cmd"),
-		DataHost:  c.String("data-host"),
-		Transport: c.String("transport"),
-		Timeout:   c.Duration("timeout"),
-		Verbose:   c.Bool("verbose"),
-		Stderr:    os.Stderr,
-		Fanout:    c.Int("fanout"),
-		Stats:     c.String("stats-json"),
-	}
-	if o.Fanout < 1 {
-		return command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
-	}
-	if o.Window, err = userWindow(c, o.Transport); err != nil {
+	o, err := optionsOf(c)
+	if err != nil {
 		return err
 	}
 	if o.Stats != "" && hosts == nil {
 		return command.Usagef("--stats-json goes with --to or --to-file")
-	}
-	if err := checkSettings(o.Transport, o.Timeout); err != nil {
-		return command.Usagef("--%v", err)
 	}
 	if o.SSH, err = sshCommand(c); err != nil {
 		return err
@@ -238,6 +237,44 @@ func copyAction(c *cli.Context) error {
 	return Copy(ctx, srcs, t, o)
 }
 
+// optionsOf returns the local side's settings that c's flags give, but
+// for the ssh command and the launcher.
+func optionsOf(c *cli.Context) (Options, error) {
+	o := Options{
+		Recursive: c.Bool("recursive"),
+		Preserve:  c.Bool("preserve"),
+		Encrypt:   !c.Bool("no-encrypt"),
+		Resume:    c.Bool("resume"),
+		RemoteCmd: c.String("remote-cmd"),
+		DataHost:  c.String("data-host"),
+		Transport: c.String("transport"),
+		Timeout:   c.Duration("timeout"),
+		Verbose:   c.Bool("verbose"),
+		Stderr:    os.Stderr,
+		Fanout:    c.Int("fanout"),
+		Stats:     c.String("stats-json"),
+	}
+	var err error
+	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {
+		return o, err
+	}
+	if c.IsSet("data-ports") {
+		if o.DataPorts, err = parsePorts(c.String("data-ports")); err != nil {
+			return o, command.Usagef("--data-ports: %v", err)
+		}
+	}
+	if o.Fanout < 1 {
+		return o, command.Usagef("--fanout %d: must be 1 or more", o.Fanout)
+	}
+	if o.Window, err = userWindow(c, o.Transport); err != nil {
+		return o, err
+	}
+	if err := checkSettings(o.Transport, o.Timeout); err != nil {
+		return o, command.Usagef("--%v", err)
+	}
+	return o, nil
+}
+
 // userWindow returns the chunk size and depth this side proposes when
 // --chunk-size or --depth is given (see window.Choose), or zero Params
 // when neither is.
@@ -264,12 +301,23 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 		case err != nil:
 			return nil, command.Usagef("%q: to copy from a host, every source must be [user@]HOST:SRC", a)
 		}
-		if len(ts) > 0 && t.SSHDest() != ts[0].SSHDest() {
+		if len(ts) > 0 && !t.sameHost(ts[0]) {
 			return nil, command.Usagef("the sources %s:... and %s:... are on different hosts: copy from one host at a time", ts[0].SSHDest(), t.SSHDest())
 		}
 		ts = append(ts, t)
 	}
 	return ts, nil
+}
+
+// localSources checks that an upload's sources to dst name no host: a
+// copy between two remote hosts (scp -3's form) is not supported.
+func localSources(srcs []string, dst string) error {
+	for _, s := range srcs {
+		if t, err := ParseTarget(s); err == nil {
+			return command.Usagef("%s to %s: a copy between two remote hosts is not supported: copy to this host first, or run rdmacp on %s (write ./%s for a local file)", s, dst, t.Host, s)
+		}
+	}
+	return nil
 }
 
 // toHosts returns the hosts of --to and --to-file, each with dst as its
@@ -346,6 +394,9 @@ func launchable(ts []Target) error {
 	for _, t := range ts {
 		if t.User != "" {
 			return command.Usagef("%s: a launcher starts the remote side as its own user: name the host alone", t.SSHDest())
+		}
+		if t.Port != 0 {
+			return command.Usagef("%s: a launcher does not take an ssh port (scp://HOST:%d)", t.Host, t.Port)
 		}
 	}
 	return nil

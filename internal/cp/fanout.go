@@ -47,7 +47,7 @@ type member struct {
 // *command.Partial when some have, else the first host's failure; -v and
 // o.Stats report each host's result.
 func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive)
+	p, in, err := openSources(paths, o.Recursive, false)
 	if err != nil {
 		return err
 	}
@@ -76,7 +76,10 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 	if len(live) > 0 {
 		stats = relayAll(ctx, live, p, in, o)
 	}
-	return finishAll(ms, stats, o)
+	if err := finishAll(ms, stats, o); err != nil {
+		return err
+	}
+	return p.leftErr()
 }
 
 // startAll starts the remote side of every member, o.Fanout at a time,
@@ -107,7 +110,7 @@ func (m *member) start(ctx context.Context, p plan, o Options) {
 		return
 	}
 	req := o.request(m.key)
-	req.Dest, req.Contents, req.Listen, req.Relay = m.t.Path, p.contents(o.Preserve), listen, true
+	req.Dest, req.Contents, req.Listen, req.Relay, req.DataPorts = m.t.Path, p.contents(o.Preserve), listen, true, o.DataPorts.String()
 	r, st, err := begin(ctx, m.t, o, remoteReceive, req)
 	if err != nil {
 		m.err = err

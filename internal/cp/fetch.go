@@ -36,7 +36,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	defer l.Close()
 	key := newKey()
 	req := o.request(key)
-	req.Recursive, req.Connect = o.Recursive, addr
+	req.Recursive, req.Connect, req.LimitRate = o.Recursive, addr, o.LimitRate
 	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)
@@ -71,7 +71,23 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return nil
+	return leftOn(t.Host, a.srcs, st.contents)
+}
+
+// leftOn returns the failure of a download from host whose plan c left
+// out some of what srcs asked for (the remote side's messages say why),
+// or nil.
+func leftOn(host string, srcs []string, c Contents) error {
+	if c.Left == 0 {
+		return nil
+	}
+	var why []error
+	for k, n := range c.Counts {
+		if n == 0 {
+			why = append(why, fmt.Errorf("%s:%s", host, srcs[k]))
+		}
+	}
+	return &leftOut{why: append(why, fmt.Errorf("%d paths on %s in all, as its messages say", c.Left, host))}
 }
 
 // fetchListener listens, for a download from t, on the local address that
@@ -86,7 +102,7 @@ func (o Options) fetchListener(ctx context.Context, t Target) (conn.Listener, st
 	if err != nil {
 		return nil, "", err
 	}
-	l, port, err := listenAnyPort(ctx, o.Transport, local, o.params(), notices(o.Verbose, o.Stderr))
+	l, port, err := listenAnyPort(ctx, o.Transport, local, o.DataPorts, o.params(), notices(o.Verbose, o.Stderr))
 	if err != nil {
 		return nil, "", err
 	}

@@ -212,7 +212,7 @@ func globEscape(s string) string {
 func openPartial(name string, perm fs.FileMode) (*os.File, error) {
 	f, err := os.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, perm)
 	if err != nil {
-		return nil, setupf("open %s: %v", name, err)
+		return nil, setupf("%v", err) // an *fs.PathError: "open NAME: why"
 	}
 	return lockPartial(f)
 }

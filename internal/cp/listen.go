@@ -40,23 +40,43 @@ func listenHost(req Request, sshConnection string) (host, why string) {
 	return fields[2], "the address the ssh connection arrived on"
 }
 
-// listenAnyPort listens on a port of the system's choice on host (every
-// address if host is empty) with transport ("auto": RDMA and TCP on the
-// same port) and returns the listener and its port. notice is told when
-// auto mode listens on TCP only.
-func listenAnyPort(ctx context.Context, transport, host string, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
-	switch transport {
-	case "tcp":
-		l, err := tcp.Listen(ctx, net.JoinHostPort(host, "0"), p)
-		if err != nil {
-			return nil, 0, err
-		}
-		return portOf(l)
-	case "rdma":
-		if err := rdma.Available(); err != nil {
-			return nil, 0, err
-		}
-		l, err := rdma.Listen(ctx, net.JoinHostPort(host, "0"), p, rdma.Options{GIDIndex: -1})
+// portRange is the ports a listener may take (--data-ports), Lo to Hi;
+// zero: any of the system's choice.
+type portRange struct{ Lo, Hi int }
+
+// parsePorts parses a port range, LO-HI or one port.
+func parsePorts(s string) (portRange, error) {
+	lo, hi, ok := strings.Cut(s, "-")
+	if !ok {
+		hi = lo
+	}
+	l, err1 := strconv.Atoi(lo)
+	h, err2 := strconv.Atoi(hi)
+	if err1 != nil || err2 != nil || l < 1 || h > 65535 || l > h {
+		return portRange{}, fmt.Errorf("ports %.32q: want LO-HI (or one port), 1 <= LO <= HI <= 65535", s)
+	}
+	return portRange{l, h}, nil
+}
+
+// String is r as parsePorts takes it.
+func (r portRange) String() string {
+	if r == (portRange{}) {
+		return ""
+	}
+	return fmt.Sprintf("%d-%d", r.Lo, r.Hi)
+}
+
+// listenAnyPort listens on host (every address if host is empty) with
+// transport ("auto": RDMA and TCP on the same port) on the first free port
+// of ports, or one of the system's choice if ports is zero, and returns
+// the listener and its port. notice is told when auto mode listens on TCP
+// only.
+func listenAnyPort(ctx context.Context, transport, host string, ports portRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
+	if ports != (portRange{}) {
+		return listenInRange(ctx, transport, host, ports, p, notice)
+	}
+	if transport != "auto" {
+		l, err := listenPort(ctx, transport, host, 0, p, notice)
 		if err != nil {
 			return nil, 0, err
 		}
@@ -69,8 +89,7 @@ func listenAnyPort(ctx context.Context, transport, host string, p conn.Params, n
 			return nil, 0, conn.Errorf(conn.KindSetup, "listen", "find a free port: %v", err)
 		}
 		var l conn.Listener
-		l, err = auto.Listen(ctx, net.JoinHostPort(host, strconv.Itoa(port)), p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
-		if err == nil {
+		if l, err = listenPort(ctx, transport, host, port, p, notice); err == nil {
 			return l, port, nil
 		}
 		if !errors.Is(err, syscall.EADDRINUSE) {
@@ -78,6 +97,41 @@ func listenAnyPort(ctx context.Context, transport, host string, p conn.Params, n
 		}
 	}
 	return nil, 0, err
+}
+
+// listenInRange listens as listenAnyPort does on the first port of ports
+// that is free, trying each in turn.
+func listenInRange(ctx context.Context, transport, host string, ports portRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
+	for port := ports.Lo; port <= ports.Hi; port++ {
+		l, err := listenPort(ctx, transport, host, port, p, notice)
+		if err == nil {
+			return l, port, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, 0, err
+		}
+	}
+	where := host
+	if where == "" {
+		where = "every address"
+	}
+	return nil, 0, conn.Errorf(conn.KindSetup, "listen on "+where, "no free port in %v (--data-ports): every one is in use", ports)
+}
+
+// listenPort listens on host:port (port 0: one of the system's choice)
+// with transport.
+func listenPort(ctx context.Context, transport, host string, port int, p conn.Params, notice io.Writer) (conn.Listener, error) {
+	addr := net.JoinHostPort(host, strconv.Itoa(port))
+	switch transport {
+	case "tcp":
+		return tcp.Listen(ctx, addr, p)
+	case "rdma":
+		if err := rdma.Available(); err != nil {
+			return nil, err
+		}
+		return rdma.Listen(ctx, addr, p, rdma.Options{GIDIndex: -1})
+	}
+	return auto.Listen(ctx, addr, p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
 }
 
 // freeTCPPort returns a TCP port on host that was free a moment ago: auto

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -41,6 +42,8 @@ type Options struct {
 	Transport string        // "auto", "rdma" or "tcp"
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
+	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
+	DataPorts portRange     // the ports the receiving side may listen on; zero: any
 	Stderr    io.Writer
 	// Launcher, if set, starts the remote side instead of ssh: its words,
 	// with %h replaced by the host (else the host after them), then the
@@ -81,7 +84,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive)
+	p, in, err := openSources(paths, o.Recursive, false)
 	if err != nil {
 		return err
 	}
@@ -94,7 +97,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	req := o.request(key)
-	req.Dest, req.Contents, req.Listen = t.Path, p.contents(o.Preserve), listen
+	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.contents(o.Preserve), listen, o.DataPorts.String()
 	r, st, err := begin(ctx, t, o, remoteReceive, req)
 	if err != nil {
 		return err
@@ -135,7 +138,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	stats, err := stream(ctx, addr, p, in, o, o.config(key), r.waited)
 	if err != nil {
 		r.close()
-		return fmt.Errorf("%w (remote side: %s)", err, r.lastWords())
+		return streamFailed(err, r)
 	}
 	st, err = r.next(ctx, statusWait)
 	if ctx.Err() != nil {
@@ -153,7 +156,19 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return nil
+	return p.leftErr()
+}
+
+// streamFailed returns err, the failure of an upload's stream to r, with
+// the remote side's last words, and of the remote side's kind when that
+// is a setup failure (it could not write DST: exit code 3, not 4).
+func streamFailed(err error, r *remote) error {
+	words := r.lastWords()
+	err = fmt.Errorf("%w (remote side: %s)", err, words)
+	if r.failed.kind == "fail" && kindOfCode(int(r.failed.n)) == conn.KindSetup {
+		return &conn.Error{Kind: conn.KindSetup, Err: err}
+	}
+	return err
 }
 
 // resumeUpload compares the remote side's offer with in, the source,
@@ -307,26 +322,35 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	}
 	var st pipe.Stats
 	if p.mode == modeFile {
-		st, err = pipe.Send(ctx, c, in, cfg)
+		st, err = pipe.Send(ctx, c, o.limit(ctx, in), cfg)
 	} else {
-		st, err = sendTar(ctx, c, p, cfg, o.Stderr)
+		st, err = sendTar(ctx, c, p, cfg, o)
 	}
 	pipe.Release(c, err)
 	return st, err
 }
 
-// sendTar streams p's sources to c as a tar archive.
-func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, warn io.Writer) (pipe.Stats, error) {
+// sendTar streams p's sources to c as a tar archive, paced to o's rate.
+func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, warn, p.rs))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs))
 	}()
-	st, err := pipe.Send(ctx, c, pr, cfg)
+	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))
 	<-done
 	return st, err
+}
+
+// limit returns r paced to o.LimitRate, or r itself without a limit (an
+// *os.File stays one, for the engine to see).
+func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
+	if o.LimitRate <= 0 {
+		return r
+	}
+	return &ratelimit.Reader{Ctx: ctx, R: r, B: ratelimit.NewBucket(o.LimitRate, ratelimit.System{})}
 }
 
 // newDialer returns the dialer for o.Transport; auto mode says once on

@@ -63,6 +63,13 @@ type Contents struct {
 	// a partial copy holds.
 	Size    int64 `json:"size,omitempty"`
 	Changed int64 `json:"changed,omitempty"`
+	// Counts are, in a download's plan of an archive of several sources
+	// (or a pattern), how many of Names each source asked for gave, in
+	// order (0: it was left out); nil: one each.
+	Counts []int `json:"counts,omitempty"`
+	// Left is, in such a plan, how many paths the sending side left out
+	// (missing, or not to be copied without -r): the copy then fails.
+	Left int `json:"left,omitempty"`
 }
 
 // isZero reports whether c describes nothing: a request that says no
@@ -96,6 +103,9 @@ func (c Contents) validate() error {
 		if err := checkName(n); err != nil {
 			return err
 		}
+	}
+	if len(c.Counts) > maxSources || c.Left < 0 || c.Left > maxSources {
+		return fmt.Errorf("%d counts, %d left out: more than %d or negative", len(c.Counts), c.Left, maxSources)
 	}
 	return nil
 }
@@ -134,7 +144,13 @@ type Request struct {
 	Listen string `json:"listen,omitempty"`
 	// Relay says, in an upload to several hosts (--to), that a forward
 	// line follows the port: where this host passes the stream on.
-	Relay     bool          `json:"relay,omitempty"`
+	Relay bool `json:"relay,omitempty"`
+	// DataPorts is, in an upload, the ports the remote side may listen
+	// on, LO-HI (--data-ports); empty: one of the system's choice.
+	DataPorts string `json:"data_ports,omitempty"`
+	// LimitRate is, in a download, the most bytes per second the remote
+	// side sends (--limit-rate); 0: no limit.
+	LimitRate int64         `json:"limit_rate,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -213,8 +229,8 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.Recursive {
-		return errors.New("an upload's request names where to connect, or recursion")
+	if r.Connect != "" || r.Recursive || r.LimitRate != 0 {
+		return errors.New("an upload's request names where to connect, recursion or a rate")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")
@@ -224,6 +240,11 @@ func (r Request) validate() error {
 	}
 	if err := r.Contents.validate(); err != nil {
 		return err
+	}
+	if r.DataPorts != "" {
+		if _, err := parsePorts(r.DataPorts); err != nil {
+			return err
+		}
 	}
 	if r.Listen != "" {
 		if _, err := netip.ParseAddr(r.Listen); err != nil {
@@ -296,6 +317,12 @@ func (r Request) validateDownload() error {
 	}
 	if len(r.Send) > maxSources {
 		return fmt.Errorf("%d sources: more than %d", len(r.Send), maxSources)
+	}
+	if r.DataPorts != "" {
+		return errors.New("a download's request names ports to listen on")
+	}
+	if r.LimitRate < 0 {
+		return fmt.Errorf("rate %d: negative", r.LimitRate)
 	}
 	for _, p := range r.Send {
 		if err := checkPath("source", p); err != nil {

@@ -3,9 +3,13 @@ package cp
 import (
 	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"os"
+	"slices"
+	"syscall"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -77,7 +81,8 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		}
 	}
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
-	l, port, err := listenAnyPort(ctx, req.Transport, host, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
+	ports, _ := parsePorts(req.DataPorts) // validated; zero if none
+	l, port, err := listenAnyPort(ctx, req.Transport, host, ports, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
 	if err != nil {
 		s.Abort(0)
 		return 0, err
@@ -174,18 +179,14 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if err != nil {
 		return 0, err
 	}
-	paths := make([]string, len(req.Send))
-	for i, p := range req.Send {
-		paths[i] = expandHome(p)
-	}
-	p, in, err := openSources(paths, req.Recursive)
+	p, in, c, err := planSend(req, stderr)
 	if err != nil {
 		return 0, err
 	}
 	if in != nil {
 		defer in.Close()
 	}
-	if err := writePlan(stdout, p.contents(req.Preserve)); err != nil {
+	if err := writePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
 	if in != nil && req.Resume {
@@ -201,9 +202,33 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
-	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr}
+	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
 	st, err := stream(ctx, req.Connect, p, in, o, o.config(req.keyBytes()), nil)
 	return st.Bytes, err
+}
+
+// planSend plans a download's copy of req.Send, patterns expanded (see
+// expand), and opens its file in file mode; c is the plan to report, with
+// how many names each source gave, unless one each, and how many paths
+// were left out (each named on stderr).
+func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, err error) {
+	paths, from, err := expand(req.Send)
+	if err != nil {
+		return plan{}, nil, Contents{}, err
+	}
+	several := len(req.Send) > 1 || slices.ContainsFunc(req.Send, isPattern)
+	if p, in, err = openSources(paths, req.Recursive, several); err != nil {
+		return plan{}, nil, Contents{}, err
+	}
+	c = p.contents(req.Preserve)
+	if counts := p.counts(from, len(req.Send)); p.several && slices.ContainsFunc(counts, func(n int) bool { return n != 1 }) {
+		c.Counts = counts // else none, as before patterns: an older local side takes the plan
+	}
+	c.Left = len(p.left)
+	for _, err := range p.left {
+		fmt.Fprintf(stderr, "rdmacp: %v: not sent\n", err)
+	}
+	return p, in, c, nil
 }
 
 // resumeSource is a download's resume on the remote side: it reads the
@@ -287,12 +312,23 @@ func receive(ctx context.Context, srv server.Server, s sink, confirm func(pipe.S
 	}
 	if err != nil {
 		s.Abort(st.Bytes)
-		return st, err
+		return st, notWritable(err, dest)
 	}
 	if err := s.Finish(); err != nil {
 		return st, &conn.Error{Kind: conn.KindAborted, Op: "finish " + dest, Err: err}
 	}
 	return st, nil
+}
+
+// notWritable returns err, a failure to receive into dest, as a setup
+// failure (exit code 3, DST not writable) when writing the output was
+// refused for want of permission or by a read-only file system.
+func notWritable(err error, dest string) error {
+	var ce *conn.Error
+	if errors.As(err, &ce) && ce.Op == "write output" && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+		return &conn.Error{Kind: conn.KindSetup, Op: dest + " is not writable", Err: err}
+	}
+	return err
 }
 
 // lineWithin reads one JSON line from br into v, waiting at most wait for

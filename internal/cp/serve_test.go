@@ -4,12 +4,16 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"net"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // TestListenAddress runs the remote side with SSH_CONNECTION set as sshd
@@ -91,4 +95,27 @@ func readPort(t *testing.T, r io.Reader) string {
 	}
 	t.Fatalf("no port from the remote side: %v", sc.Err())
 	return ""
+}
+
+// TestNotWritable: an output refused for want of permission or by a
+// read-only file system is a setup failure (DST not writable, exit 3);
+// other output failures stay aborts.
+func TestNotWritable(t *testing.T) {
+	out := func(err error) error {
+		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("extract: %w", err)}
+	}
+	for _, tc := range []struct {
+		err  error
+		want conn.Kind
+	}{
+		{out(syscall.EACCES), conn.KindSetup},
+		{out(syscall.EPERM), conn.KindSetup},
+		{out(syscall.EROFS), conn.KindSetup},
+		{out(syscall.ENOSPC), conn.KindAborted},
+		{&conn.Error{Kind: conn.KindAuth, Op: "handshake", Err: syscall.EPERM}, conn.KindAuth},
+	} {
+		if got := conn.KindOf(notWritable(tc.err, "/d")); got != tc.want {
+			t.Errorf("%v: kind %v, want %v", tc.err, got, tc.want)
+		}
+	}
 }

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -11,6 +12,7 @@ import (
 
 // source is one SRC argument.
 type source struct {
+	arg  int         // its place among the paths planCopy was given
 	path string      // as given
 	name string      // its name at the destination (base name)
 	info os.FileInfo // of what path leads to (links on the command line are followed)
@@ -20,43 +22,85 @@ type source struct {
 type plan struct {
 	mode string // modeFile, modeSparse or modeTar
 	srcs []source
-	rs   *resumption // in tar mode, what the receiving side has of it, when resuming
+	// several says that more than one source was asked for (or a
+	// pattern): the copy is an archive, even of one, and DST a directory.
+	several bool
+	left    []error     // why each source that several left out was left out
+	rs      *resumption // in tar mode, what the receiving side has of it, when resuming
 }
 
 // planCopy checks the sources: one regular file is streamed as is (or, if
 // it has holes, as a tar archive of one sparse entry); several sources, or
-// a directory (only with recursive), as a tar archive.
-func planCopy(paths []string, recursive bool) (plan, error) {
-	var p plan
-	for _, path := range paths {
-		fi, err := os.Stat(path)
-		if err != nil {
-			return plan{}, command.Usagef("%v", err)
-		}
-		if fi.IsDir() && !recursive {
-			return plan{}, command.Usagef("%s is a directory: use -r to copy directories", path)
-		}
-		if !fi.IsDir() && !fi.Mode().IsRegular() {
-			return plan{}, command.Usagef("%s: not a regular file or a directory", path)
-		}
-		name, err := destName(path)
-		if err != nil {
+// a directory (only with recursive), as a tar archive. With several (see
+// plan.several), a source that cannot be copied is left out (p.left says
+// why) unless none can.
+func planCopy(paths []string, recursive, several bool) (plan, error) {
+	p := plan{several: several || len(paths) > 1}
+	for i, path := range paths {
+		s, err := planSource(path, recursive)
+		switch {
+		case err != nil && !p.several:
 			return plan{}, err
+		case err != nil:
+			p.left = append(p.left, err)
+			continue
 		}
-		p.srcs = append(p.srcs, source{path: path, name: name, info: fi})
+		s.arg = i
+		p.srcs = append(p.srcs, s)
+	}
+	if len(p.srcs) == 0 {
+		return plan{}, &leftOut{why: p.left, none: true}
 	}
 	p.mode = modeTar
-	if len(p.srcs) == 1 && p.srcs[0].info.Mode().IsRegular() {
+	if !p.several && p.srcs[0].info.Mode().IsRegular() {
 		p.mode = singleMode(p.srcs[0].path)
 	}
 	return p, nil
 }
 
+// planSource checks one source of a copy.
+func planSource(path string, recursive bool) (source, error) {
+	fi, err := os.Stat(path)
+	if err != nil {
+		return source{}, command.Usagef("%v", err)
+	}
+	if fi.IsDir() && !recursive {
+		return source{}, command.Usagef("%s is a directory: use -r to copy directories", path)
+	}
+	if !fi.IsDir() && !fi.Mode().IsRegular() {
+		return source{}, command.Usagef("%s: not a regular file or a directory", path)
+	}
+	name, err := destName(path)
+	if err != nil {
+		return source{}, err
+	}
+	return source{path: path, name: name, info: fi}, nil
+}
+
+// leftOut is the failure of a copy of several sources some of which were
+// left out, each for its reason (the others were copied): exit code 1, as
+// scp's.
+type leftOut struct {
+	why  []error
+	none bool // no source could be copied
+}
+
+func (e *leftOut) Error() string {
+	s := make([]string, len(e.why))
+	for i, err := range e.why {
+		s[i] = err.Error()
+	}
+	if e.none {
+		return "nothing copied: " + strings.Join(s, "; ")
+	}
+	return fmt.Sprintf("not copied (the other sources were): %s", strings.Join(s, "; "))
+}
+
 // openSources plans the copy of paths (see planCopy) and, in file mode,
 // opens the file, the stream's input (nil in tar mode, whose input is
 // made while it streams).
-func openSources(paths []string, recursive bool) (plan, *os.File, error) {
-	p, err := planCopy(paths, recursive)
+func openSources(paths []string, recursive, several bool) (plan, *os.File, error) {
+	p, err := planCopy(paths, recursive, several)
 	if err != nil || p.mode != modeFile {
 		return p, nil, err
 	}
@@ -72,7 +116,7 @@ func openSources(paths []string, recursive bool) (plan, *os.File, error) {
 // its times with preserve.
 func (p plan) contents(preserve bool) Contents {
 	if p.mode == modeTar {
-		c := Contents{Mode: modeTar, Single: len(p.srcs) == 1}
+		c := Contents{Mode: modeTar, Single: !p.several}
 		for _, s := range p.srcs {
 			c.Names = append(c.Names, s.name)
 		}
@@ -99,6 +143,15 @@ func destName(path string) (string, error) {
 		return "", command.Usagef("%s: cannot copy the root directory; copy what is in it", path)
 	}
 	return name, nil
+}
+
+// leftErr returns the failure of a copy of p for the sources it left
+// out, nil if none.
+func (p plan) leftErr() error {
+	if len(p.left) == 0 {
+		return nil
+	}
+	return &leftOut{why: p.left}
 }
 
 // describe names the sources for messages.

@@ -33,7 +33,8 @@ type remote struct {
 	end    sync.Once
 	errc   chan error // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
-	err    error // ssh's exit, once waited is closed
+	err    error  // ssh's exit, once waited is closed
+	failed status // the remote side's failure, once result has read it
 }
 
 // startRemote runs the command line that o.remoteArgv gives for t and
@@ -149,7 +150,7 @@ func (r *remote) result() (ok int64, words string) {
 		case "ok":
 			ok = st.n
 		case "fail":
-			words = strconv.Quote(st.msg)
+			words, r.failed = strconv.Quote(st.msg), st
 		}
 	}
 	if words == "" {
@@ -173,12 +174,17 @@ func (r *remote) close() {
 }
 
 // remoteArgv is the command line that starts the remote side on t:
-// `ssh OPTIONS -- [user@]HOST "REMOTECMD FLAG"`, or with a launcher, its
+// `ssh [-p PORT] OPTIONS -- [user@]HOST "REMOTECMD FLAG"`, or with a launcher, its
 // words with %h replaced by HOST (or HOST after them, if none has %h),
 // then REMOTECMD's words and FLAG.
 func (o Options) remoteArgv(t Target, flag string) []string {
 	if o.Launcher == nil {
-		return append(append(append(append([]string{}, o.SSH...), sshOptions...), "--", t.SSHDest()), o.RemoteCmd+" "+flag)
+		argv := []string{o.SSH[0]}
+		if t.Port != 0 {
+			argv = append(argv, "-p", strconv.Itoa(t.Port)) // before -P's: ssh takes the first
+		}
+		argv = append(append(argv, o.SSH[1:]...), sshOptions...)
+		return append(argv, "--", t.SSHDest(), o.RemoteCmd+" "+flag)
 	}
 	var argv []string
 	named := false

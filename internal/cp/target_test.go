@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"strings"
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -25,6 +26,22 @@ func TestParseTarget(t *testing.T) {
 		{arg: "@node2:/tmp", bad: true},
 		{arg: "-oProxyCommand=x:/tmp", bad: true},
 		{arg: "[::1/tmp", bad: true},
+		// scp://[user@]HOST[:PORT][/PATH], as OpenSSH's scp takes it
+		{arg: "scp://node2/data/f", want: Target{Host: "node2", Path: "data/f"}},
+		{arg: "scp://alice@node2:2222//data/", want: Target{User: "alice", Host: "node2", Port: 2222, Path: "/data/"}},
+		{arg: "scp://node2", want: Target{Host: "node2", Path: "."}},
+		{arg: "scp://node2:22/", want: Target{Host: "node2", Port: 22, Path: "."}},
+		{arg: "scp://a%40b;fingerprint=x@[fe80::1]:22/my%20file", want: Target{User: "a@b", Host: "fe80::1", Port: 22, Path: "my file"}},
+		{arg: "scp://[::1]/x", want: Target{Host: "::1", Path: "x"}},
+		{arg: "scp://node2:0/x", bad: true},
+		{arg: "scp://node2:65536/x", bad: true},
+		{arg: "scp://node2:ssh/x", bad: true},
+		{arg: "scp://@node2/x", bad: true},
+		{arg: "scp:///x", bad: true},
+		{arg: "scp://-oProxyCommand=x/y", bad: true},
+		{arg: "scp://node2/a%00b", bad: true},
+		{arg: "scp://node2/a%zz", bad: true},
+		{arg: "scp://a:b:c/x", bad: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.arg, func(t *testing.T) {
@@ -39,5 +56,18 @@ func TestParseTarget(t *testing.T) {
 				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestRemoteArgvPort: a URI's port goes to ssh first, before -P's (ssh
+// takes the first -p).
+func TestRemoteArgvPort(t *testing.T) {
+	o := Options{SSH: []string{"ssh", "-F", "cfg", "-p", "22"}, RemoteCmd: "rdmacp"}
+	argv := o.remoteArgv(Target{Host: "h", Port: 2222}, remoteReceive)
+	if strings.Join(argv[:7], " ") != "ssh -p 2222 -F cfg -p 22" || strings.Join(argv[len(argv)-3:], " ") != "-- h rdmacp --remote-receive" {
+		t.Fatalf("argv %q", argv)
+	}
+	if argv := o.remoteArgv(Target{Host: "h"}, remoteReceive); strings.Join(argv[:5], " ") != "ssh -F cfg -p 22" {
+		t.Fatalf("without a port: argv %q", argv)
 	}
 }

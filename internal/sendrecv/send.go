@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -42,6 +43,7 @@ EXAMPLES:
 			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`, one per line (# starts a comment), after those of --to"},
 			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free), and with --to every receiver down the chain"},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 (200 Gb/s) to 8 (400 Gb/s) on fast links", Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
+			&cli.StringFlag{Category: catCommon, Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s), as scp -l (which counts Kbit/s), rsync --bwlimit or pv -L; -v says it"},
 			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
 			&cli.DurationFlag{Category: catTuning, Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
@@ -86,6 +88,10 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
+	rate, err := ratelimit.FlagOf(c, "rdmasend", os.Stderr)
+	if err != nil {
+		return err
+	}
 	addr := hostPort(hosts[0], o.port)
 	ctx, stop := command.SignalContext()
 	defer stop()
@@ -117,7 +123,11 @@ func sendAction(c *cli.Context) error {
 		o.cfg.Gauges = &pipe.Gauges{}
 	}
 	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.cfg.Gauges)
-	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), os.Stdin, o.cfg)
+	var in io.Reader = os.Stdin
+	if rate > 0 {
+		in = &ratelimit.Reader{Ctx: ctx, R: os.Stdin, B: ratelimit.NewBucket(rate, ratelimit.System{})}
+	}
+	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), in, o.cfg)
 	stopStats()
 	if bar != nil {
 		bar.end(st.Bytes)

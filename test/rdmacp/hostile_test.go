@@ -58,6 +58,8 @@ var lies = map[string]struct {
 	"file-bashrc": {plan: `{"mode":"file","name":".bashrc","perm":420,"size":5}`, stream: []byte("evil\n")},
 	// An archive for one file asked for without -r, planting a key.
 	"archive-keys": {plan: `{"mode":"tar","single":true,"names":["report.txt"]}`, stream: keys},
+	// A pattern answered with a name it does not match.
+	"glob-bashrc": {plan: `{"mode":"tar","names":["a.txt",".bashrc"],"counts":[2]}`, stream: hostileArchive(hostileEntry{name: "a.txt", body: "ok"}, hostileEntry{name: ".bashrc", body: "evil\n"})},
 	// An archive whose top-level name is not the one asked for.
 	"archive-ssh": {plan: `{"mode":"tar","single":true,"names":[".ssh"]}`, stream: keys},
 	// The name asked for in the plan, an entry outside it in the archive.
@@ -278,7 +280,7 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 
 // TestHostileRemote downloads from a hostile remote rdmacp (see
 // hostileMain) into a home directory: a file under another name, an
-// archive without -r, an archive of another name or with an entry outside
+// archive without -r, a name that the pattern asked for does not match, an archive of another name or with an entry outside
 // the name asked for, a resume that names .ssh or goes through a link.
 // Each is refused with exit 9 quoting the remote side's claim, nothing in
 // the home directory is written or changed, and a resume offers nothing.
@@ -298,6 +300,7 @@ func TestHostileRemote(t *testing.T) {
 		{"an archive without -r", "archive-keys", nil, "report.txt", `"an archive of report.txt"`, ""},
 		{"an archive of another name", "archive-ssh", []string{"-r"}, "dir", `".ssh"`, ""},
 		{"an archive of another name for .", "archive-ssh", []string{"-r"}, ".", `".ssh"`, ""},
+		{"a name the pattern does not match", "glob-bashrc", nil, "dir/*.txt", `".bashrc"`, ""},
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
 		{"a resume that names .ssh", "resume-ssh", []string{"-C", "-r"}, "dir", `".ssh"`, ""},
 		{"a resume through a link", "resume-link", []string{"-C", "-r"}, "dir", `"dir/authorized_keys"`, ""},

@@ -426,6 +426,10 @@ func TestCopyErrors(t *testing.T) {
 		{"missing source", []string{filepath.Join(src, "missing"), "target:/tmp/"}, 2, "no such file"},
 		{"directory without -r", []string{src, "target:/tmp/"}, 2, "use -r"},
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
+		{"between two hosts", []string{"target:" + file, "down:/tmp/"}, 2, "target:" + file + " to down:/tmp/: a copy between two remote hosts is not supported"},
+		// (sysfs refuses new files and directories, even root's)
+		{"remote directory not writable", []string{file, "target:/sys/"}, 3, "\"open /sys/.f.rdmacp-"},
+		{"remote tree directory not writable", []string{"-r", src, "target:/sys/"}, 3, "/sys/ is not writable"},
 		{"destination is a device", []string{file, "target:/dev/null"}, 3, `/dev/null\" is a device: not replaced`},
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
 		{"chunk size not a size", []string{"--chunk-size", "lots", file, "target:/tmp/"}, 2, `--chunk-size: "lots" is not a size`},
@@ -436,6 +440,7 @@ func TestCopyErrors(t *testing.T) {
 		{"local directory missing", []string{"target:" + file, "/nonexistent/dir/f"}, 3, "destination directory /nonexistent/dir does not exist"},
 		// (sysfs refuses new files, even root's)
 		{"local directory not writable", []string{"target:" + file, "/sys/"}, 3, "permission denied"},
+		{"local tree directory not writable", []string{"-r", "target:" + src, "/sys/"}, 3, "/sys/ is not writable"},
 		{"sources on two hosts", []string{"target:" + file, "down:" + file, t.TempDir()}, 2, "different hosts"},
 		{"source here and there", []string{"target:" + file, file, t.TempDir()}, 2, "every source must be [user@]HOST:SRC"},
 		{"no host at all", []string{file, t.TempDir()}, 2, "names a host"},
@@ -446,6 +451,9 @@ func TestCopyErrors(t *testing.T) {
 			r := s.rdmacp(t, tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
 				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			if strings.Contains(r.stderr, ".part: open ") {
+				t.Fatalf("a path said twice; stderr:\n%s", r.stderr)
 			}
 			noStrays(t)
 		})

@@ -22,6 +22,7 @@ import (
 // on loopback).
 type sshd struct {
 	addr   string // the address sshd (and the remote side) can be reached at
+	port   int    // sshd's port
 	config string // an ssh client config: hosts "target" (this sshd) and "down" (nothing listening)
 	netns  string // the network namespace sshd runs in, empty on loopback
 }
@@ -47,7 +48,7 @@ func startSSHD(t *testing.T) *sshd {
 		s.netns, addr = ns, a
 		wrap = []string{"ip", "netns", "exec", ns}
 	}
-	s.addr = addr
+	s.addr, s.port = addr, port
 	s.config = filepath.Join(dir, "ssh_config")
 	writeFile(t, s.config, fmt.Sprintf(`Host target
   HostName %s

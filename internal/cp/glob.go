@@ -1,0 +1,72 @@
+package cp
+
+import (
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
+)
+
+// A download's source whose last element has a wildcard (h0:dir/*.txt) is
+// a pattern: the remote side expands it itself, with filepath.Glob and
+// never through a shell, and the local side takes only names that the
+// pattern matches (see asked.check).
+
+// isPattern says whether src, a download's source as the user wrote it,
+// is a pattern: its last element has *, ? or [.
+func isPattern(src string) bool {
+	return strings.ContainsAny(path.Base(src), "*?[")
+}
+
+// globMatch says whether name, a base name, matches pattern, a pattern's
+// last element, as path.Match says, except that a leading dot is matched
+// only by a leading dot, as in a shell (dir/* leaves dir/.ssh out).
+func globMatch(pattern, name string) bool {
+	if strings.HasPrefix(name, ".") && !strings.HasPrefix(pattern, ".") {
+		return false
+	}
+	ok, err := path.Match(pattern, name)
+	return err == nil && ok
+}
+
+// expand returns the local paths that srcs, a download's sources as the
+// user wrote them, name on this side: each as is, or for a pattern, what it
+// matches, in order (a pattern that matches nothing stays as it is, and is
+// missing). from holds the index in srcs of each path's source.
+func expand(srcs []string) (paths []string, from []int, err error) {
+	for i, src := range srcs {
+		p := expandHome(src)
+		if !isPattern(src) {
+			paths, from = append(paths, p), append(from, i)
+			continue
+		}
+		matches, err := filepath.Glob(p)
+		if err != nil {
+			return nil, nil, command.Usagef("%s: %v", src, err)
+		}
+		n := 0
+		for _, m := range matches {
+			if globMatch(path.Base(src), filepath.Base(m)) {
+				paths, from, n = append(paths, m), append(from, i), n+1
+			}
+		}
+		if n == 0 {
+			paths, from = append(paths, p), append(from, i)
+		}
+		if len(paths) > maxSources {
+			return nil, nil, command.Usagef("%s: more than %d sources with what it matches", src, maxSources)
+		}
+	}
+	return paths, from, nil
+}
+
+// counts returns, for a download's plan p of the paths that expand made
+// from n sources, how many top-level names each source gave.
+func (p plan) counts(from []int, n int) []int {
+	c := make([]int, n)
+	for _, s := range p.srcs {
+		c[from[s.arg]]++
+	}
+	return c
+}

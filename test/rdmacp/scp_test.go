@@ -1,0 +1,185 @@
+package rdmacp
+
+import (
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+)
+
+// TestMissingAmongSeveral copies several sources, one of them missing,
+// either way: the others arrive exact, and rdmacp exits 1 naming the
+// missing one (as scp does).
+func TestMissingAmongSeveral(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 100<<10, false)
+	tree := filepath.Join(src, "tree")
+	makeTree(t, tree)
+	missing := filepath.Join(src, "missing")
+	cases := []struct {
+		name string
+		args func(dst string) []string
+		tree bool
+	}{
+		{"upload", func(dst string) []string { return []string{file, missing, "target:" + dst} }, false},
+		{"upload with -r", func(dst string) []string { return []string{"-r", "-p", missing, tree, file, "target:" + dst} }, true},
+		{"download", func(dst string) []string { return []string{"target:" + file, "target:" + missing, dst} }, false},
+		{"download with -r", func(dst string) []string {
+			return []string{"-r", "-p", "target:" + missing, "target:" + tree, "target:" + file, dst}
+		}, true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			r := s.rdmacp(t, tc.args(dst)...)
+			if r.code != 1 || !strings.Contains(r.stderr, missing) {
+				t.Fatalf("exit %d, want 1 naming %s; stderr:\n%s", r.code, missing, r.stderr)
+			}
+			if hashFile(t, file) != hashFile(t, filepath.Join(dst, "f")) {
+				t.Fatalf("f: content differs")
+			}
+			if tc.tree {
+				sameTree(t, tree, filepath.Join(dst, "tree"), func(m os.FileMode) os.FileMode { return m })
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestRemotePattern downloads HOST:dir/*.txt: the remote side expands it
+// (no shell: a name with shell metacharacters is just a name) and exactly
+// the names it matches arrive, not those it does not, nor dot files; a
+// pattern that matches nothing fails with exit 1 naming it.
+func TestRemotePattern(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	for _, n := range []string{"a.txt", "b;touch x.txt", ".hidden.txt", "c.log"} {
+		writeFile(t, filepath.Join(src, n), n)
+	}
+	dst := t.TempDir()
+	r := s.rdmacp(t, "target:"+src+"/*.txt", dst)
+	if r.code != 0 {
+		t.Fatalf("exit %d, want 0; stderr:\n%s", r.code, r.stderr)
+	}
+	got, err := os.ReadDir(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range got {
+		b, err := os.ReadFile(filepath.Join(dst, e.Name()))
+		if err != nil || string(b) != e.Name() {
+			t.Errorf("%s: %q, %v", e.Name(), b, err)
+		}
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, ",") != "a.txt,b;touch x.txt" {
+		t.Errorf("got %q, want a.txt and b;touch x.txt", names)
+	}
+	r = s.rdmacp(t, "target:"+src+"/*.none", t.TempDir())
+	if r.code != 1 || !strings.Contains(r.stderr, src+"/*.none") {
+		t.Fatalf("no match: exit %d, want 1 naming the pattern; stderr:\n%s", r.code, r.stderr)
+	}
+}
+
+// TestURI copies to and from scp://target:PORT//PATH with -P naming a
+// port nothing listens on: the URI's port is the one ssh uses. A URI
+// whose port has no sshd fails to start the remote side (exit 3).
+func TestURI(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	file := filepath.Join(src, "f")
+	makeFile(t, file, 1<<20, false)
+	up := t.TempDir()
+	uri := fmt.Sprintf("scp://target:%d/", s.port)
+	if r := s.rdmacp(t, "-P", "1", file, uri+up); r.code != 0 {
+		t.Fatalf("upload: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	down := t.TempDir()
+	if r := s.rdmacp(t, "-P", "1", uri+file, down); r.code != 0 {
+		t.Fatalf("download: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	for _, got := range []string{filepath.Join(up, "f"), filepath.Join(down, "f")} {
+		if hashFile(t, got) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", got)
+		}
+	}
+	if r := s.rdmacp(t, file, "scp://target:1/"+up); r.code != 3 || !strings.Contains(r.stderr, "start the remote side on target") {
+		t.Fatalf("port 1: exit %d, want 3; stderr:\n%s", r.code, r.stderr)
+	}
+	noStrays(t)
+}
+
+// TestLimitRate copies 3 MiB at --limit-rate 1M up and down (where the
+// remote side sends): exact, -v says the limit, and each takes at least
+// what the rate allows (a tenth of a second's burst aside). Only the lower
+// bound is checked: a loaded machine is slower, never faster.
+func TestLimitRate(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	makeFile(t, file, 3<<20, false)
+	for _, dir := range []string{"up", "down"} {
+		dst := t.TempDir()
+		args := []string{"-v", "--limit-rate", "1M", file, "target:" + dst}
+		if dir == "down" {
+			args = []string{"-v", "--limit-rate", "1M", "target:" + file, dst}
+		}
+		start := time.Now()
+		r := s.rdmacp(t, args...)
+		took := time.Since(start)
+		if r.code != 0 || !strings.Contains(r.stderr, "sending at most 1 MiB/s (8 Mbit/s) (--limit-rate)") {
+			t.Fatalf("%s: exit %d, want 0 saying the limit; stderr:\n%s", dir, r.code, r.stderr)
+		}
+		if hashFile(t, filepath.Join(dst, "f")) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", dir)
+		}
+		if least := 29 * time.Second / 10; took < least {
+			t.Fatalf("%s: 3 MiB at 1 MiB/s took %v, less than %v", dir, took, least)
+		}
+	}
+}
+
+// TestDataPorts: --data-ports makes the receiving side listen on its
+// range: a download's (this host) with every port of it taken fails with
+// exit 3 naming the range; one free port works, up (the remote side
+// listens) and down.
+func TestDataPorts(t *testing.T) {
+	s := startSSHD(t)
+	file := filepath.Join(t.TempDir(), "f")
+	makeFile(t, file, 1<<20, false)
+	lo := testutil.FreePort(t)
+	for port := lo; port <= lo+2; port++ {
+		if l, err := net.Listen("tcp", fmt.Sprintf(":%d", port)); err == nil {
+			defer l.Close()
+		}
+	}
+	ports := fmt.Sprintf("%d-%d", lo, lo+2)
+	r := s.rdmacp(t, "--data-ports", ports, "target:"+file, t.TempDir())
+	if r.code != 3 || !strings.Contains(r.stderr, "no free port in "+ports+" (--data-ports)") {
+		t.Fatalf("ports taken: exit %d, want 3 naming %s; stderr:\n%s", r.code, ports, r.stderr)
+	}
+	for _, dir := range []string{"up", "down"} {
+		port := testutil.FreePort(t)
+		dst := t.TempDir()
+		args := []string{"-v", "--data-ports", strconv.Itoa(port), file, "target:" + dst}
+		if dir == "down" {
+			args = []string{"-v", "--data-ports", strconv.Itoa(port), "target:" + file, dst}
+		}
+		r := s.rdmacp(t, args...)
+		if r.code != 0 || !strings.Contains(r.stderr, fmt.Sprintf(":%d (", port)) {
+			t.Fatalf("%s: exit %d, want 0 listening on port %d; stderr:\n%s", dir, r.code, port, r.stderr)
+		}
+		if hashFile(t, filepath.Join(dst, "f")) != hashFile(t, file) {
+			t.Fatalf("%s: content differs", dir)
+		}
+	}
+	noStrays(t)
+}
