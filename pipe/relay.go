@@ -42,10 +42,10 @@ type payload struct {
 	p   []byte
 }
 
-// nextHop returns the address this receiver is to relay to: ForwardTo,
+// relayAddr returns the address this receiver is to relay to: ForwardTo,
 // or the first receiver of the sender's chain if Relay allows it, or ""
 // when there is no chain.
-func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) {
+func (r *receiver) relayAddr(ctx context.Context, chain []string) (string, error) {
 	switch {
 	case r.cfg.ForwardTo != "" || len(chain) == 0:
 		return r.cfg.ForwardTo, nil
@@ -144,11 +144,14 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
 		key = r.cfg.ForwardKey
 	}
-	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest, Repair: repair}
-	s := newSender(c, cfg, "next receiver "+name)
-	s.id, s.place = r.id, r.place+1
-	s.setDown(rest, r.cfg.ForwardTo == "", r.cfg.Fallback)
-	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
+	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, Chain: rest, Repair: repair}
+	s := newSender(c, cfg, r.timeouts, "next receiver "+name)
+	s.pos.id, s.pos.place = r.id, r.place+1
+	s.pos.setDown(rest, r.cfg.ForwardTo == "", r.cfg.Fallback)
+	if err := guard(func() error {
+		_, err := s.handshake(ctx, chainProposal(rest, repair))
+		return err
+	}); err != nil {
 		s.failed(err)
 		s.release()
 		c.Close()
@@ -157,7 +160,6 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	r.relay = &relay{s: s, name: name}
 	r.relay.src = &relaySource{rl: r.relay}
 	r.relay.resize(r.c.RecvBufs())
-	s.onForward = r.relay.free
 	switch {
 	case r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0):
 		r.relay.link = newLink(r.cfg, s, r.cfg.ForwardTo, true)
@@ -215,7 +217,7 @@ func (rl *relay) adopt(up conn.Conn) {
 		return // a repairing relay keeps a copy of what it sends
 	}
 	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
-		rl.s.forward, rl.s.forwardFrom = fw, up
+		rl.s.fwd = &forwarding{Forwarder: fw, from: up, done: rl.free}
 	}
 }
 
@@ -313,7 +315,7 @@ func (rl *relay) free(buf int) { rl.freed[buf] <- struct{}{} }
 // wait waits until the relay is done with receive buffer buf.
 func (rl *relay) wait(ctx context.Context, buf int) error {
 	tokens := 1
-	if rl.s.forward != nil {
+	if rl.s.fwd != nil {
 		tokens = 2
 	}
 	for range tokens {
@@ -357,7 +359,7 @@ func (rl *relay) confirmed(ctx context.Context) (int, []string, error) {
 		if rl.link != nil {
 			return rl.link.s.receivers, rl.link.confirmedLost(), err
 		}
-		return rl.s.receivers, rl.s.lostDown, err
+		return rl.s.receivers, rl.s.lostHosts.names, err
 	case <-ctx.Done():
 		return 0, nil, context.Cause(ctx)
 	}
@@ -394,7 +396,7 @@ func (rs *relaySource) Next(ctx context.Context) (int, int, bool, error) {
 				i, err := rs.b.Take(ctx)
 				return i, 0, err == nil, err
 			}
-			if rs.rl.s.forward != nil {
+			if rs.rl.s.fwd != nil {
 				return p.buf, len(p.p), false, nil
 			}
 			rs.rest, rs.buf, rs.holding = p.p, p.buf, true
@@ -420,7 +422,7 @@ func (rs *relaySource) Describe() string { return rs.rl.describe() }
 
 // describe says where the stream goes on, and how (Stats.IO).
 func (rl *relay) describe() string {
-	if rl.s.forward != nil {
+	if rl.s.fwd != nil {
 		return "relay to " + rl.name + ", zero-copy"
 	}
 	return "relay to " + rl.name + ", one copy"

@@ -3,7 +3,6 @@ package pipe
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -149,7 +148,7 @@ func checkRepair(cfg Config) error {
 // it owns if owned, to the receiver called name.
 func newLink(cfg Config, s *sender, name string, owned bool) *link {
 	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.Fallback)))}
-	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback, hist: hist, id: s.id, place: s.place + 1, whole: s.whole}
+	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback, hist: hist, id: s.pos.id, place: s.pos.place + 1, whole: s.pos.whole}
 }
 
 // run streams what open returns reads (called once per receiver, with
@@ -194,16 +193,16 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 	for len(l.hops) > 0 {
 		h, place := l.hops[0], l.place
 		l.hops, l.place = l.hops[1:], l.place+1
-		s, err := l.rejoin(ctx, h, place)
+		s, written, err := l.rejoin(ctx, h, place)
 		switch {
-		case err == nil && s.written > sent:
-			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", s.written, sent)
+		case err == nil && written > sent:
+			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", written, sent)
 			s.failed(err)
 			s.release()
 			s.c.Close()
 			return err
-		case err == nil && s.written < l.hist.start():
-			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", s.written, l.hist.start())
+		case err == nil && written < l.hist.start():
+			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", written, l.hist.start())
 			s.failed(err)
 			s.release()
 			s.c.Close()
@@ -215,7 +214,7 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 			l.lost = append(l.lost, shortName(h.Addr))
 			continue
 		}
-		s.sent.Store(s.written)
+		s.sent.Store(written)
 		l.s, l.name, l.owned = s, h.Addr, true
 		return nil
 	}
@@ -232,20 +231,16 @@ const busyPause = 50 * time.Millisecond
 // may first have waited that long for a rejoin of its own (see
 // Config.Rejoin) and told h so, or have hung until h gave it up after a
 // Timeout. The hops after h are those its confirmation must account for.
-func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, error) {
+func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64, error) {
 	name := shortName(h.Addr)
 	key := h.Key
 	if key == nil {
 		key = l.cfg.Key
 	}
-	d := l.cfg.HandshakeTimeout
-	if d <= 0 {
-		d = DefaultHandshakeTimeout
-	}
-	// No Timeout until h takes the rejoin: it is silent until then, and
-	// the handshake's bound is the only one.
-	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, HandshakeTimeout: 2 * (d + l.cfg.Timeout)}
-	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
+	// No silence timeout until h takes the rejoin: it is silent until
+	// then, and the handshake's bound is the only one.
+	d := 2 * (l.s.timeouts.handshake + l.cfg.Timeout)
+	hctx, cancel := context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", d))
 	defer cancel()
 	c, err := l.cfg.Forward(hctx, h.Addr)
 	for conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil {
@@ -258,43 +253,29 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, error)
 		c, err = l.cfg.Forward(hctx, h.Addr)
 	}
 	if err != nil {
-		return nil, wrap(conn.KindSetup, "take over at "+name, err)
+		return nil, 0, wrap(conn.KindSetup, "take over at "+name, err)
 	}
-	s := newSender(c, cfg, "receiver "+name)
-	s.rejoin, s.id, s.place, s.whole = true, l.id, place, l.whole
+	s := newSender(c, Config{Key: key, Encrypt: l.s.cfg.Encrypt}, timeouts{handshake: d}, "receiver "+name)
+	s.pos = position{id: l.id, place: place, whole: l.whole}
 	for _, after := range l.hops {
-		s.down = append(s.down, after.Addr)
+		s.pos.down = append(s.pos.down, after.Addr)
 	}
-	if err := guard(func() error { return s.handshake(hctx) }); err != nil {
+	var written int64
+	if err := guard(func() (err error) {
+		written, err = s.handshake(hctx, proposal{flags: wire.FlagRejoin})
+		return err
+	}); err != nil {
 		s.failed(err)
 		s.release()
 		c.Close()
-		return nil, wrap(conn.KindOf(err), "take over at "+name, err)
+		return nil, 0, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
-	s.cfg.Timeout = l.cfg.Timeout
-	return s, nil
+	s.timeouts.silence = l.cfg.Timeout
+	return s, written, nil
 }
 
 // confirmedLost is what the stream's last sender learned of the hosts
 // lost down the chain, after those the link gave up itself.
 func (l *link) confirmedLost() []string {
-	return append(append([]string(nil), l.lost...), l.s.lostDown...)
-}
-
-// lostNames splits the names of lost hosts a confirmation carried.
-func lostNames(text []byte) []string {
-	if len(text) == 0 {
-		return nil
-	}
-	return strings.Split(string(text), "\n")
-}
-
-// lostText joins the names of lost hosts for a confirmation, at most
-// wire.MaxLost bytes of them.
-func lostText(names []string) []byte {
-	text := strings.Join(names, "\n")
-	if len(text) > wire.MaxLost {
-		text = text[:wire.MaxLost]
-	}
-	return []byte(text)
+	return append(append([]string(nil), l.lost...), l.s.lostHosts.names...)
 }

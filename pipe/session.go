@@ -171,17 +171,26 @@ type Hop struct {
 // DefaultHandshakeTimeout is the handshake bound when Config sets none.
 const DefaultHandshakeTimeout = 10 * time.Second
 
-// handshakeContext returns ctx bounded by the handshake timeout, times
-// the given factor (a sender naming a chain waits for its own handshake
-// and the set-up down the chain, bounded by one timeout more), ending
-// with a setup error that says what was not heard in time.
+// handshakeContext returns ctx bounded by factor handshake timeouts,
+// ending with a setup error that says what was not heard in time.
 func (s *session) handshakeContext(ctx context.Context, what string, factor int) (context.Context, context.CancelFunc) {
-	d := s.cfg.HandshakeTimeout
-	if d <= 0 {
-		d = DefaultHandshakeTimeout
-	}
-	d *= time.Duration(max(1, factor))
+	d := s.timeouts.handshake * time.Duration(max(1, factor))
 	return context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "handshake", "%s within %v", what, d))
+}
+
+// timeouts are a session's bounds, defaults resolved: silence is
+// Config.Timeout (0: none), handshake Config.HandshakeTimeout.
+type timeouts struct {
+	silence, handshake time.Duration
+}
+
+// timeouts resolves the configuration's timeouts.
+func (cfg Config) timeouts() timeouts {
+	t := timeouts{silence: cfg.Timeout, handshake: cfg.HandshakeTimeout}
+	if t.handshake <= 0 {
+		t.handshake = DefaultHandshakeTimeout
+	}
+	return t
 }
 
 // Stats describe a finished (or failed) stream.
@@ -229,12 +238,12 @@ func streamID(receiverNonce, senderNonce []byte) []byte {
 const pollBatch = 64
 
 // session is what a sender and a receiver share: the connection, the
-// configuration, and the bookkeeping for the idle timeout.
+// timeouts, and the bookkeeping for the idle timeout.
 type session struct {
-	c    conn.Conn
-	cfg  Config
-	peer string // "sender" or "receiver": the other side, for messages
-	cs   []conn.Completion
+	c        conn.Conn
+	timeouts timeouts
+	peer     string // "sender" or "receiver": the other side, for messages
+	cs       []conn.Completion
 	// heard is when the peer was last heard from (UnixNano); the sender's
 	// heartbeat goroutine reads it.
 	heard atomic.Int64
@@ -261,8 +270,8 @@ type session struct {
 	silent bool
 }
 
-func newSession(c conn.Conn, cfg Config, peer string) *session {
-	s := &session{c: c, cfg: cfg, peer: peer, cs: make([]conn.Completion, pollBatch)}
+func newSession(c conn.Conn, t timeouts, peer string) *session {
+	s := &session{c: c, timeouts: t, peer: peer, cs: make([]conn.Completion, pollBatch)}
 	s.heardFrom()
 	return s
 }
@@ -290,9 +299,9 @@ func (s *session) poll(ctx context.Context) ([]conn.Completion, error) {
 			s.peerGaveUp = true
 			return nil, s.lost(err)
 		case s.progressing():
-		case time.Since(s.lastHeard()) >= s.cfg.Timeout:
+		case time.Since(s.lastHeard()) >= s.timeouts.silence:
 			s.silent = true
-			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.cfg.Timeout)
+			return nil, conn.Errorf(conn.KindAborted, "wait for "+s.peer, "no word from the %s for %v: giving up", s.peer, s.timeouts.silence)
 		}
 		s.idle = nil // the peer was heard since the deadline was set: renew it
 	}
@@ -368,16 +377,16 @@ func (s *session) repost(i int) {
 // counts from at most that long after it happened, so that a peer that
 // stops is given up within Timeout and one interval.
 func (s *session) idleContext(ctx context.Context) context.Context {
-	if s.cfg.Timeout <= 0 {
+	if s.timeouts.silence <= 0 {
 		return ctx
 	}
 	if s.idle == nil || s.idleParent != ctx {
 		if s.stopIdle != nil {
 			s.stopIdle()
 		}
-		deadline := s.lastHeard().Add(s.cfg.Timeout)
+		deadline := s.lastHeard().Add(s.timeouts.silence)
 		if _, ok := s.c.(conn.ProgressCounter); ok {
-			if ask := time.Now().Add(beatInterval(s.cfg.Timeout)); ask.Before(deadline) {
+			if ask := time.Now().Add(beatInterval(s.timeouts.silence)); ask.Before(deadline) {
 				deadline = ask
 			}
 		}

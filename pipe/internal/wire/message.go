@@ -32,7 +32,7 @@
 //	'C' chain: more u8, hosts           'L' lost: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
-//	'N' next: (no body)
+//	'N' more lost: (no body)
 //
 // Every auth names the stream, by an identity its first sender chose at
 // random, and the place in the chain of the receiver it is sent to (the
@@ -49,7 +49,7 @@
 // naming a chain sets FlagRepair to have its relays repair it too. Before
 // its confirmation a receiver names the hosts down its chain that were
 // given up in lost messages, one at a time: each waits for the sender's
-// next message (under a control credit), and the confirmation's MAC
+// more-lost message (under a control credit), and the confirmation's MAC
 // covers them all.
 //
 // The bracketed fields are there only with a shared key (see packages auth
@@ -70,17 +70,17 @@ import (
 
 // Message types.
 const (
-	MsgData    byte = 'D'
-	MsgEnd     byte = 'E'
-	MsgAbort   byte = 'A'
-	MsgAuth    byte = 'K'
-	MsgBeat    byte = 'B'
-	MsgHello   byte = 'H'
-	MsgWelcome byte = 'W'
-	MsgDone    byte = 'F'
-	MsgChain   byte = 'C'
-	MsgLost    byte = 'L'
-	MsgNext    byte = 'N'
+	MsgData     byte = 'D'
+	MsgEnd      byte = 'E'
+	MsgAbort    byte = 'A'
+	MsgAuth     byte = 'K'
+	MsgBeat     byte = 'B'
+	MsgHello    byte = 'H'
+	MsgWelcome  byte = 'W'
+	MsgDone     byte = 'F'
+	MsgChain    byte = 'C'
+	MsgLost     byte = 'L'
+	MsgMoreLost byte = 'N' // asks for the next lost message
 )
 
 // CtrlReturn, in a single-byte message from the receiver, returns one
