@@ -133,9 +133,9 @@ func (s *sender) postMessage(ctx context.Context, m *message) (end bool, err err
 	}
 	sent := s.sent.Add(int64(m.n))
 	s.messages.Add(1)
-	s.cfg.Gauges.setBytes(sent)
-	if s.cfg.Progress != nil {
-		s.cfg.Progress(sent)
+	s.cfg.gauges.setBytes(sent)
+	if s.cfg.progress != nil {
+		s.cfg.progress(sent)
 	}
 	if m.rerr != nil {
 		return false, conn.Errorf(conn.KindAborted, "read input", "%v (after %d bytes)", m.rerr, sent)

@@ -18,8 +18,8 @@ var ErrProbe = errors.New("the sender only checked the connection")
 // included, if cfg has a key) and sends no data. It returns c's
 // description, or why the receiver would not take a stream. Probe does not
 // close c; closing it ends the receiver's side of the probe.
-func Probe(ctx context.Context, c conn.Conn, cfg Config) (conn.Info, error) {
-	s := newSender(c, cfg, cfg.timeouts(), "receiver")
+func Probe(ctx context.Context, c conn.Conn, cfg SendConfig) (conn.Info, error) {
+	s := newSender(c, cfg.stream(), cfg.timeouts(), "receiver")
 	defer s.release()
 	err := guard(func() error {
 		_, err := s.handshake(ctx, proposal{flags: wire.FlagProbe})

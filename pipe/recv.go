@@ -17,18 +17,12 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/work"
 )
 
-// Receive writes the stream arriving on c to w, verifies its length and
-// checksum, and confirms it to the sender. It returns nil only when every
-// byte the sender read arrived intact and was written to w. On failure it
-// tells the sender why (unless the sender is the one that gave up) and
-// returns a *conn.Error. Receive does not close c; it closes the
-// connections Config.Rejoin returns.
-//
-// As buffers arrive, workers on every core check them (and decrypt them),
-// and a writer goroutine writes buffer k to w while buffer k+1 arrives and
-// is checked; it then re-posts the buffer and returns its credit with a
-// single-byte message.
-func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, error) {
+// Receive writes the stream arriving on c to w, verifies it and confirms
+// it to the sender: it returns nil only when every byte the sender read
+// arrived intact and was written. On failure it tells the sender why
+// (unless the sender gave up) and returns a *conn.Error. Receive does not
+// close c; it closes the connections ReceiveConfig.Rejoin returns.
+func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg ReceiveConfig) (Stats, error) {
 	r := &receiver{session: newSession(c, cfg.timeouts(), "sender"), cfg: cfg, w: w, lostAsks: make(chan struct{}, 1)}
 	defer func() { r.release() }()
 	var st Stats
@@ -48,7 +42,7 @@ func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg Config) (Stats, 
 	return st, err
 }
 
-// SparseOutput says why w cannot take a stream with Config.Sparse, or
+// SparseOutput says why w cannot take a stream with ReceiveConfig.Sparse, or
 // returns nil if it can: w must be an *os.File of a regular file, at an
 // offset, not in append mode.
 func SparseOutput(w io.Writer) error {
@@ -56,10 +50,10 @@ func SparseOutput(w io.Writer) error {
 }
 
 // receiver receives one stream (Receive): from its first sender and
-// from those that take it over (Config.Rejoin).
+// from those that take it over (ReceiveConfig.Rejoin).
 type receiver struct {
 	*session
-	cfg      Config
+	cfg      ReceiveConfig
 	w        io.Writer
 	written  atomic.Int64 // bytes written to w
 	messages atomic.Int64 // data messages written
@@ -69,11 +63,11 @@ type receiver struct {
 	probe    bool         // the sender only checks the connection (Probe)
 	batch    int          // credits returned in one message at most
 	pending  int          // credits held back for the next message
-	relay    *relay       // towards the next receiver (Config.Forward)
-	// drain is set when the sender was lost and Config.Rejoin may bring
+	relay    *relay       // towards the next receiver (RelayConfig)
+	// drain is set when the sender was lost and ReceiveConfig.Rejoin may bring
 	// another: the writer then writes what arrived and stops.
 	drain atomic.Bool
-	// rejoined is set once a sender from Config.Rejoin took over: the
+	// rejoined is set once a sender from ReceiveConfig.Rejoin took over: the
 	// connection is then Receive's to close.
 	rejoined bool
 	// lostAsks has a token for each request for more lost hosts from the
@@ -103,10 +97,7 @@ type arrival struct {
 
 func (r *receiver) run(parent context.Context) (Stats, error) {
 	st := Stats{Info: r.c.Info()}
-	if r.cfg.Rejoin != nil && len(r.cfg.Key) == 0 {
-		return st, conn.Errorf(conn.KindUsage, "rejoin", "taking a stream over from another sender needs a shared key: without one, its senders cannot be told apart")
-	}
-	if err := checkRepair(r.cfg); err != nil {
+	if err := r.cfg.check(); err != nil {
 		return st, err
 	}
 	if err := r.handshake(parent, false); err != nil {
@@ -152,7 +143,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	return st, err
 }
 
-// output returns where the stream is written: w, or what Config.Output
+// output returns where the stream is written: w, or what ReceiveConfig.Output
 // gives.
 func (r *receiver) output() (io.Writer, error) {
 	if r.cfg.Output == nil {
@@ -167,7 +158,7 @@ func (r *receiver) output() (io.Writer, error) {
 
 // streamFrom receives the stream from the current sender and writes it
 // to out, until its end (nil) or a failure. When the sender is lost and
-// Config.Rejoin may bring another, the writer first writes what arrived
+// ReceiveConfig.Rejoin may bring another, the writer first writes what arrived
 // intact, and the failure is a rejoinError.
 func (r *receiver) streamFrom(parent context.Context, out sink.Sink) error {
 	ctx, cancel := context.WithCancelCause(parent)

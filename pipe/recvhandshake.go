@@ -123,8 +123,8 @@ func checkAuthFlags(flags byte, haveKey, encrypt, rejoin bool) error {
 
 // claim takes the stream and place the authenticated sender claims (see
 // takeClaim) and, unless it only probes or rejoins, claims this receiver
-// for it (Config.Claim) and sets up the relay to the next receiver, if
-// any (parent bounds that, ctx the wait for Config.Relay).
+// for it (ReceiveConfig.Claim) and sets up the relay to the next receiver, if
+// any (parent bounds that, ctx the wait for RelayConfig.Allow).
 func (r *receiver) claim(parent, ctx context.Context, a senderAuth, rejoin bool) error {
 	if err := r.takeClaim(a.id, a.place, rejoin); err != nil {
 		return err

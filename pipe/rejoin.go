@@ -10,7 +10,7 @@ import (
 )
 
 // rejoinError is the loss of the sender, which a sender from
-// Config.Rejoin may repair.
+// ReceiveConfig.Rejoin may repair.
 type rejoinError struct{ error }
 
 func (e rejoinError) Unwrap() error { return e.error }
@@ -32,7 +32,7 @@ func (r *receiver) takeClaim(id []byte, place uint32, rejoin bool) error {
 	return nil
 }
 
-// takeRejoin waits for a sender from Config.Rejoin to take the stream
+// takeRejoin waits for a sender from ReceiveConfig.Rejoin to take the stream
 // over after the sender was lost (lost says how), within one Timeout and
 // the handshake timeout: connections that fail the rejoin handshake are
 // refused, and the next one awaited.

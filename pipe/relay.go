@@ -10,15 +10,10 @@ import (
 )
 
 // relay sends what a receiver writes on to the next receiver (see
-// Config.Forward): the writer hands it each payload, in order; a sender
-// towards the next receiver streams it, with its own credits, checksum,
-// MAC and end of stream. Where the next connection can send straight from
-// this one's receive buffers (pipe.Forwarder) and takes chunks as large,
-// it does, with the trailer rewritten in place; else the payload is copied
-// into the next connection's send buffers. The receiver re-posts a buffer
-// only once the relay is done with it (copied, or its forwarded send
-// completed), and confirms its stream only once the next receiver has
-// confirmed its own.
+// RelayConfig) with a sender of its own, straight from the receive
+// buffers where it can (see adopt), else copied. The receiver re-posts a
+// buffer only once the relay is done with it, and confirms its stream
+// only once the next receiver has confirmed its own.
 type relay struct {
 	s        *sender      // towards the next receiver
 	name     string       // the next receiver, for messages
@@ -30,7 +25,7 @@ type relay struct {
 	freed   []chan struct{}
 	done    chan error // the next receiver's stream: nil once confirmed
 	started bool
-	// link, with Config.Repair, repairs the stream to the next receiver;
+	// link, with RelayConfig.Repair, repairs the stream to the next receiver;
 	// s is then its first sender, and the current one is link.s.
 	link *link
 	src  *relaySource // the input of every stream to a next receiver
@@ -42,17 +37,17 @@ type payload struct {
 	p   []byte
 }
 
-// relayAddr returns the address this receiver is to relay to: ForwardTo,
-// or the first receiver of the sender's chain if Relay allows it, or ""
+// relayAddr returns the address this receiver is to relay to: To, or
+// the first receiver of the sender's chain if Allow lets it, or ""
 // when there is no chain.
 func (r *receiver) relayAddr(ctx context.Context, chain []string) (string, error) {
 	switch {
-	case r.cfg.ForwardTo != "" || len(chain) == 0:
-		return r.cfg.ForwardTo, nil
-	case r.cfg.Relay == nil:
+	case r.cfg.Relay.To != "" || len(chain) == 0:
+		return r.cfg.Relay.To, nil
+	case r.cfg.Relay.Allow == nil:
 		return "", conn.Errorf(conn.KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
 	}
-	addr, err := r.cfg.Relay(ctx, chain[0])
+	addr, err := r.cfg.Relay.Allow(ctx, chain[0])
 	if err != nil {
 		public := "this receiver does not relay to " + shortName(chain[0])
 		return "", &relayError{public: public, err: conn.Errorf(conn.KindSetup, "", "%s: %v", public, err)}
@@ -118,14 +113,15 @@ func (r *receiver) senderGone(err error) error {
 }
 
 // connectForward connects to the next receiver at addr with
-// Config.Forward and completes the handshake with it, with this
-// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing
+// RelayConfig.Dial and completes the handshake with it, with this
+// receiver's key (RelayConfig.Key for To, if set) and timeouts, passing
 // the rest of the chain on, encrypted and repaired (see chainRepair) as
-// the sender's flags ask. Without ForwardTo, addr is where Relay allowed
-// the first of chain to be reached.
+// the sender's flags ask. Without To, addr is where Allow let the first
+// of chain be reached.
 func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, flags byte) error {
 	encrypt, repair := flags&wire.FlagEncrypt != 0, flags&wire.FlagRepair != 0
-	name, rest := r.cfg.ForwardTo, chain
+	rc := r.cfg.Relay
+	name, rest := rc.To, chain
 	if name == "" {
 		name, rest = chain[0], chain[1:]
 	}
@@ -133,21 +129,20 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	fail := func(err error) error {
 		return &relayError{public: "forward to " + name + ": " + setUpFailure(conn.KindOf(err)), err: wrap(conn.KindOf(err), "forward to "+name, err)}
 	}
-	if r.cfg.Forward == nil {
+	if rc.Dial == nil {
 		return fail(conn.Errorf(conn.KindSetup, "", "this receiver cannot connect to another"))
 	}
-	c, err := r.cfg.Forward(ctx, addr)
+	c, err := rc.Dial(ctx, addr)
 	if err != nil {
 		return fail(err)
 	}
 	key := r.cfg.Key
-	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
-		key = r.cfg.ForwardKey
+	if rc.To != "" && rc.Key != nil {
+		key = rc.Key
 	}
-	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, Chain: rest, Repair: repair}
-	s := newSender(c, cfg, r.timeouts, "next receiver "+name)
+	s := newSender(c, streamConfig{key: key, encrypt: encrypt}, r.timeouts, "next receiver "+name)
 	s.pos.id, s.pos.place = r.id, r.place+1
-	s.pos.setDown(rest, r.cfg.ForwardTo == "", r.cfg.Fallback)
+	s.pos.setDown(rest, rc.To == "", rc.Fallback)
 	if err := guard(func() error {
 		_, err := s.handshake(ctx, chainProposal(rest, repair))
 		return err
@@ -161,9 +156,9 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	r.relay.src = &relaySource{rl: r.relay}
 	r.relay.resize(r.c.RecvBufs())
 	switch {
-	case r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0):
-		r.relay.link = newLink(r.cfg, s, r.cfg.ForwardTo, true)
-	case r.cfg.ForwardTo == "" && repair:
+	case rc.To != "" && rc.repairs():
+		r.relay.link = newLink(repairConfig{key: r.cfg.Key, timeout: r.cfg.Timeout, hops: rc.Fallback, dial: rc.Dial}, s, rc.To, true)
+	case rc.To == "" && repair:
 		r.relay.link = newLink(r.chainRepair(rest), s, name, true)
 	}
 	return nil
@@ -173,20 +168,16 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 // named and asked to be repaired (rdmasend --to, every receiver with the
 // same key): the fallbacks are the receivers after the next one, rest,
 // with this receiver's key, and each is reached where Relay allows.
-func (r *receiver) chainRepair(rest []string) Config {
-	cfg := r.cfg
-	cfg.Fallback = nil
-	for _, h := range rest {
-		cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
-	}
-	cfg.Forward = func(ctx context.Context, name string) (conn.Conn, error) {
-		addr, err := r.cfg.Relay(ctx, name)
+func (r *receiver) chainRepair(rest []string) repairConfig {
+	rc := r.cfg.Relay
+	dial := func(ctx context.Context, name string) (conn.Conn, error) {
+		addr, err := rc.Allow(ctx, name)
 		if err != nil {
 			return nil, conn.Errorf(conn.KindSetup, "", "this receiver does not relay to %s: %v", shortName(name), err)
 		}
-		return r.cfg.Forward(ctx, addr)
+		return rc.Dial(ctx, addr)
 	}
-	return cfg
+	return repairConfig{key: r.cfg.Key, timeout: r.cfg.Timeout, hops: chainHops(rest), dial: dial}
 }
 
 // resize makes a token channel for each of n receive buffers, for a new
@@ -207,13 +198,12 @@ func (rl *relay) sender() *sender {
 }
 
 // adopt lets the relay send what arrives on up straight from its receive
-// buffers, where the connection to the next receiver can (pipe.Forwarder)
-// and takes chunks as large, and the stream is not encrypted; else it
-// copies. (Encrypted, the payload is decrypted in place for this
-// receiver's output, and the relay's sender encrypts its own copy under
-// the next receiver's key.) up's window must be open.
+// buffers, with the trailer rewritten in place, where the connection to
+// the next receiver can (conn.Forwarder) and takes chunks as large, and
+// the stream is neither encrypted (it is decrypted in place) nor
+// repaired. up's window must be open.
 func (rl *relay) adopt(up conn.Conn) {
-	if rl.s.cfg.Encrypt || rl.link != nil {
+	if rl.s.cfg.encrypt || rl.link != nil {
 		return // a repairing relay keeps a copy of what it sends
 	}
 	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
@@ -329,7 +319,7 @@ func (rl *relay) wait(ctx context.Context, buf int) error {
 }
 
 // alone takes what the writer hands over once no receiver is left to
-// send it to (see Config.Repair), until the end of the stream.
+// send it to (see RelayConfig.Repair), until the end of the stream.
 func (rl *relay) alone(ctx context.Context) error {
 	if rl.src.holding {
 		rl.src.holding = false

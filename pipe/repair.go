@@ -12,7 +12,7 @@ import (
 
 // historyWindows is how many windows (chunk x depth) of the first
 // connection a repairing sender or relay keeps of what it sent (see
-// Config.Repair) for each fallback, up to maxHistoryWindows: a fallback
+// SendConfig.Repair) for each fallback, up to maxHistoryWindows: a fallback
 // stands behind what was read by the windows of the hosts before it (the
 // bytes read ahead, those in flight and waiting in the next receiver's
 // window, and its relay's), about two each.
@@ -106,11 +106,11 @@ func (rs *replaySource) Close(int64) { rs.inner.Close(rs.handed) }
 
 func (rs *replaySource) Describe() string { return rs.inner.Describe() + ", resendable" }
 
-// link is a repairing stream to the next receiver (Config.Repair): the
-// sender towards the current next receiver, the fallbacks left, and the
-// history to resend from.
+// link is a repairing stream to the next receiver (SendConfig.Repair,
+// RelayConfig.Repair): the sender towards the current next receiver, the
+// fallbacks left, and the history to resend from.
 type link struct {
-	cfg  Config  // the stream's: Forward, Timeout, Fallback's default Key
+	cfg  repairConfig
 	s    *sender // towards the current next receiver
 	name string  // the current next receiver, for Stats.Lost
 	// owned says whether s's connection is the link's to close (not the
@@ -131,24 +131,11 @@ type link struct {
 // go on with was given up.
 var errNoneLeft = errors.New("no receiver left to go on with")
 
-// checkRepair checks what repairing a stream needs.
-func checkRepair(cfg Config) error {
-	switch {
-	case !cfg.Repair && len(cfg.Fallback) == 0:
-		return nil
-	case len(cfg.Key) == 0:
-		return conn.Errorf(conn.KindUsage, "repair", "repairing a chain needs a shared key: without one, what a receiver wrote from a dead upstream cannot be trusted")
-	case cfg.Forward == nil && (len(cfg.Fallback) > 0 || len(cfg.Chain) > 0):
-		return conn.Errorf(conn.KindUsage, "repair", "fallback receivers need a way to connect to them (Forward)")
-	}
-	return nil
-}
-
 // newLink returns a repairing link that streams with s, whose connection
 // it owns if owned, to the receiver called name.
-func newLink(cfg Config, s *sender, name string, owned bool) *link {
-	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.Fallback)))}
-	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback, hist: hist, id: s.pos.id, place: s.pos.place + 1, whole: s.pos.whole}
+func newLink(cfg repairConfig, s *sender, name string, owned bool) *link {
+	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.hops)))}
+	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.hops, hist: hist, id: s.pos.id, place: s.pos.place + 1, whole: s.pos.whole}
 }
 
 // run streams what open returns reads (called once per receiver, with
@@ -226,23 +213,21 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 const busyPause = 50 * time.Millisecond
 
 // rejoin connects to hop h, at place place of the chain, and completes a
-// rejoin handshake with it, within twice the handshake timeout and
-// Timeout: h takes a rejoin only once it has lost its own upstream, which
-// may first have waited that long for a rejoin of its own (see
-// Config.Rejoin) and told h so, or have hung until h gave it up after a
-// Timeout. The hops after h are those its confirmation must account for.
+// rejoin handshake with it within twice the handshake timeout and
+// Timeout: h takes it only once it has lost its own upstream, which may
+// take that long. It returns the taker-over and the bytes h has written.
 func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64, error) {
 	name := shortName(h.Addr)
 	key := h.Key
 	if key == nil {
-		key = l.cfg.Key
+		key = l.cfg.key
 	}
 	// No silence timeout until h takes the rejoin: it is silent until
 	// then, and the handshake's bound is the only one.
-	d := 2 * (l.s.timeouts.handshake + l.cfg.Timeout)
+	d := 2 * (l.s.timeouts.handshake + l.cfg.timeout)
 	hctx, cancel := context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", d))
 	defer cancel()
-	c, err := l.cfg.Forward(hctx, h.Addr)
+	c, err := l.cfg.dial(hctx, h.Addr)
 	for conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil {
 		// h has not noticed yet that it lost its upstream: its listener
 		// still refuses others as busy.
@@ -250,12 +235,12 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 		case <-time.After(busyPause):
 		case <-hctx.Done():
 		}
-		c, err = l.cfg.Forward(hctx, h.Addr)
+		c, err = l.cfg.dial(hctx, h.Addr)
 	}
 	if err != nil {
 		return nil, 0, wrap(conn.KindSetup, "take over at "+name, err)
 	}
-	s := newSender(c, Config{Key: key, Encrypt: l.s.cfg.Encrypt}, timeouts{handshake: d}, "receiver "+name)
+	s := newSender(c, streamConfig{key: key, encrypt: l.s.cfg.encrypt}, timeouts{handshake: d}, "receiver "+name)
 	s.pos = position{id: l.id, place: place, whole: l.whole}
 	for _, after := range l.hops {
 		s.pos.down = append(s.pos.down, after.Addr)
@@ -270,7 +255,7 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 		c.Close()
 		return nil, 0, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
-	s.timeouts.silence = l.cfg.Timeout
+	s.timeouts.silence = l.cfg.timeout
 	return s, written, nil
 }
 

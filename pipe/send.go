@@ -17,14 +17,14 @@ import (
 // On failure it tells the receiver why (unless the receiver is the one that
 // gave up) and returns a *conn.Error. Send does not close c.
 //
-// With Config.Repair, a receiver that fails mid-stream is given up and
-// the stream goes on with the first of Config.Fallback that takes it over
+// With SendConfig.Repair, a receiver that fails mid-stream is given up and
+// the stream goes on with the first of its Fallback that takes it over
 // (Send closes the connections it makes for that): Send then returns nil
 // when every receiver not given up confirmed the stream, with those given
 // up, here or down the chain, in Stats.Lost. When no receiver is left it
 // fails (KindAborted), naming them all.
-func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, error) {
-	o := &origin{s: newSender(c, cfg, cfg.timeouts(), "receiver"), r: r}
+func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg SendConfig) (Stats, error) {
+	o := &origin{s: newSender(c, cfg.stream(), cfg.timeouts(), "receiver"), cfg: cfg, r: r}
 	o.s.pos.setDown(cfg.Chain, len(cfg.Chain) > 0, cfg.Fallback)
 	var st Stats
 	err := guard(func() (err error) {
@@ -51,36 +51,35 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg Config) (Stats, err
 }
 
 // origin is a stream's first sender (Send): it reads the input, and
-// with Config.Repair streams it through a link.
+// with SendConfig.Repair streams it through a link.
 type origin struct {
 	s     *sender
+	cfg   SendConfig
 	r     io.Reader
 	began atomic.Bool // the input was opened (Stats.Began)
-	link  *link       // with Config.Repair
+	link  *link       // with SendConfig.Repair
 }
 
 func (o *origin) run(ctx context.Context) (Stats, error) {
-	s := o.s
-	if err := checkRepair(s.cfg); err != nil {
+	s, cfg := o.s, o.cfg
+	if err := cfg.checkRepair(); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
-	if _, err := s.handshake(ctx, chainProposal(s.cfg.Chain, s.cfg.Repair || len(s.cfg.Fallback) > 0)); err != nil {
+	if _, err := s.handshake(ctx, chainProposal(cfg.Chain, cfg.repairs())); err != nil {
 		return Stats{Info: s.c.Info()}, err
 	}
 	open := func(b source.Buffers) source.Source {
 		o.began.Store(true)
 		return source.New(o.r, b)
 	}
-	if !s.cfg.Repair && len(s.cfg.Fallback) == 0 {
+	if !cfg.repairs() {
 		return s.stream(ctx, open)
 	}
-	cfg := s.cfg
-	if len(cfg.Fallback) == 0 {
-		for _, h := range cfg.Chain {
-			cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
-		}
+	rc := repairConfig{key: cfg.Key, timeout: cfg.Timeout, hops: cfg.Fallback, dial: cfg.Dial}
+	if len(rc.hops) == 0 {
+		rc.hops = chainHops(cfg.Chain)
 	}
-	o.link = newLink(cfg, s, s.c.Info().Remote, false)
+	o.link = newLink(rc, s, s.c.Info().Remote, false)
 	return o.link.run(ctx, open)
 }
 

@@ -24,7 +24,7 @@ import (
 // the stream's goroutine handles completions and credits.
 type sender struct {
 	*session
-	cfg       Config
+	cfg       streamConfig
 	chunk     int
 	free      chan int          // send buffers ready to be filled
 	credits   chan struct{}     // one token per receive buffer the receiver has posted for us
@@ -74,7 +74,7 @@ func (p *position) setDown(chain []string, whole bool, fallback []Hop) {
 
 // newSender returns a sender towards peer on c, holding every control
 // credit.
-func newSender(c conn.Conn, cfg Config, t timeouts, peer string) *sender {
+func newSender(c conn.Conn, cfg streamConfig, t timeouts, peer string) *sender {
 	s := &sender{session: newSession(c, t, peer), cfg: cfg, ctrl: make(chan struct{}, conn.ControlCredits)}
 	for range conn.ControlCredits {
 		s.ctrl <- struct{}{}
@@ -187,7 +187,7 @@ func (s *sender) returned(b byte, k conn.Kind) error {
 	for range b &^ wire.CtrlReturn {
 		select {
 		case s.credits <- struct{}{}:
-			s.cfg.Gauges.addInFlight(-1)
+			s.cfg.gauges.addInFlight(-1)
 		default:
 			return conn.Errorf(k, "credit", "the receiver returned more credits than it granted: its messages were damaged or forged")
 		}
@@ -291,13 +291,13 @@ func (s *sender) credit(ctx context.Context) error {
 	select {
 	case <-s.credits:
 	default:
-		s.cfg.Gauges.stalled()
+		s.cfg.gauges.stalled()
 		select {
 		case <-s.credits:
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
 	}
-	s.cfg.Gauges.addInFlight(1)
+	s.cfg.gauges.addInFlight(1)
 	return nil
 }

@@ -58,7 +58,7 @@ func (s *sender) awaitHello(ctx context.Context) ([]byte, error) {
 	if err != nil {
 		return nil, err
 	}
-	haveKey := len(s.cfg.Key) > 0
+	haveKey := len(s.cfg.key) > 0
 	switch {
 	case hello[1]&wire.FlagKey != 0 && !haveKey:
 		return nil, conn.Errorf(conn.KindAuth, "authenticate", "the receiver requires a shared key")
@@ -87,8 +87,8 @@ func (s *sender) propose(ctx context.Context, hello []byte, p proposal) (flags b
 		}
 	}
 	flags = p.flags
-	if s.cfg.Encrypt {
-		if len(s.cfg.Key) == 0 {
+	if s.cfg.encrypt {
+		if len(s.cfg.key) == 0 {
 			return 0, nonce, nil, conn.Errorf(conn.KindUsage, "encrypt", "encryption needs a shared key")
 		}
 		flags |= wire.FlagEncrypt
@@ -97,10 +97,10 @@ func (s *sender) propose(ctx context.Context, hello []byte, p proposal) (flags b
 	copy(body[wire.AuthID:], s.pos.id)
 	binary.LittleEndian.PutUint32(body[wire.AuthPlace:], s.pos.place)
 	copy(body[wire.AuthNonce:], nonce[:])
-	if len(s.cfg.Key) > 0 {
+	if len(s.cfg.key) > 0 {
 		flags |= wire.FlagKey
 		t = auth.Transcript(s.c.Info(), hello[:2+auth.NonceLen], flags, nonce[:], s.pos.id, s.pos.place, p.chain)
-		copy(body[wire.AuthMAC:], auth.Proof(s.cfg.Key, auth.SenderProof, t))
+		copy(body[wire.AuthMAC:], auth.Proof(s.cfg.key, auth.SenderProof, t))
 	}
 	body[0] = flags
 	if err := s.handshakeControl(ctx, wire.AppendTrailer(body, wire.MsgAuth, 0)); err != nil {
@@ -129,11 +129,11 @@ func (s *sender) awaitWelcome(ctx context.Context, hello []byte, flags byte, non
 	written = welcome[2 : 2+len(written)]
 	proof := welcome[2+len(written) : 2+len(written)+auth.MACLen]
 	desc := welcome[2+len(written)+auth.MACLen:]
-	if len(s.cfg.Key) > 0 {
-		if !auth.ValidProof(s.cfg.Key, auth.ReceiverProof, t, proof, written, desc) {
+	if len(s.cfg.key) > 0 {
+		if !auth.ValidProof(s.cfg.key, auth.ReceiverProof, t, proof, written, desc) {
 			return 0, conn.Errorf(conn.KindAuth, "authenticate", "the receiver's key proof is wrong: it holds a different key, or the handshake was altered on the way")
 		}
-		s.seal = seal.NewKeyed(auth.StreamKey(s.cfg.Key, t), s.cfg.Encrypt)
+		s.seal = seal.NewKeyed(auth.StreamKey(s.cfg.key, t), s.cfg.encrypt)
 	} else {
 		s.seal = seal.New(streamID(hello[2:2+auth.NonceLen], nonce[:]))
 	}

@@ -15,7 +15,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"runtime/debug"
 	"sync/atomic"
 	"time"
@@ -25,172 +24,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
-// Config holds what both ends of a stream may set.
-type Config struct {
-	// Key is the shared secret both peers must hold; empty means none.
-	Key []byte
-	// Encrypt, for Send, encrypts the stream's data with a subkey of the
-	// handshake (AES-256-GCM, which also authenticates it); it needs a
-	// Key. For Receive it refuses a sender that does not encrypt. A
-	// receiver with a key decrypts whatever its sender encrypts, and a
-	// relay encrypts towards the next receiver what arrived encrypted.
-	Encrypt bool
-	// Timeout is how long a peer may stay silent before the stream is
-	// given up; 0 means wait forever. While a stream is open the sender
-	// sends a heartbeat whenever the receiver has been silent for a second
-	// (Timeout/4 if that is shorter) and its last heartbeat was answered,
-	// and the receiver answers each: so while data flows there are none,
-	// and only a dead or hung peer (or network) is silent for a Timeout,
-	// as long as the peer's Timeout is over a second too.
-	Timeout time.Duration
-	// HandshakeTimeout bounds the handshake (hello, key proofs, welcome)
-	// after the transport connected; 0 means DefaultHandshakeTimeout. A
-	// peer that is not rdmapipe, or that connects and says nothing, is
-	// given up after it.
-	HandshakeTimeout time.Duration
-	// Progress, if set, is called with the stream's byte count so far
-	// after each chunk.
-	Progress func(bytes int64)
-	// Sparse, for Receive, writes the blocks of zeros of a regular-file
-	// output as holes (those past the file's size when the stream
-	// begins; earlier ones are written, so that nothing of the old
-	// content shows through), and sets the file's length at the end, as
-	// cp --sparse=always does. Any other output (see SparseOutput) fails
-	// the stream with a usage error.
-	Sparse bool
-	// Gauges, if set, is kept up to date while the stream runs.
-	Gauges *Gauges
-	// Sync, if set, is called by Receive once the whole stream is written
-	// and verified, before it confirms the stream to the sender: with an
-	// fsync there, the sender's exit 0 means "on disk". An error fails
-	// the stream: a *conn.Error as it is, any other as one that says the
-	// stream may not be on disk.
-	Sync func() error
-	// Output, if set, is called by Receive once the sender has claimed
-	// the receiver and been welcomed, before the stream's first byte: the
-	// stream is written to the writer it returns instead of Receive's w.
-	// An error fails the stream.
-	Output func() (io.Writer, error)
-	// Claim, if set, is called by Receive once the sender has completed
-	// the handshake, before the receiver welcomes it: returning false
-	// refuses the sender as busy. A receiver that handshakes with several
-	// senders at once serves the first one it claims.
-	Claim func() bool
-	// Unclaim, if set, is called by Receive when it claimed the receiver
-	// but could not set up the relay to the next receiver: the stream
-	// fails before its welcome, and the receiver may serve another sender.
-	Unclaim func()
-	// Relay, if set, lets Receive relay to the chain of receivers its
-	// sender names (after the sender's key proof, if there is a key): it
-	// is given the first of them and returns the address to connect to
-	// with Forward, or why this receiver does not relay there; the sender
-	// is then told only that it does not. Without Relay a sender's chain
-	// is refused, and no connection is made. ForwardTo needs no Relay.
-	Relay func(ctx context.Context, next string) (string, error)
-	// Chain lists, for Send, the receivers after the one it connects to:
-	// each relays the stream to the next (see Forward), and Send succeeds
-	// only when every one of them wrote every byte.
-	Chain []string
-	// Forward connects a relay to the next receiver: when ForwardTo is set,
-	// or the sender names a chain of receivers that Relay allows, Receive
-	// connects to the next one with Forward (after the sender's key proof
-	// and the claim, before it welcomes the sender, all set-up down the
-	// chain within one handshake timeout) and sends it everything it
-	// writes to its own output, passing the rest of the chain on. It
-	// confirms the stream only when the next receiver has confirmed it
-	// too; a failure anywhere fails the stream on every side, naming the
-	// receiver (unless the chain is repaired, see Repair, for which Send
-	// and relays connect to fallbacks with Forward too). Until the next
-	// receiver has welcomed the relay, what it says is reported here but
-	// not passed to the sender. Probes are not relayed.
-	Forward func(ctx context.Context, addr string) (conn.Conn, error)
-	// ForwardTo is a next receiver Receive always relays to (before any
-	// chain the sender names).
-	ForwardTo string
-	// ForwardKey is the key the receiver at ForwardTo holds, when it is
-	// not Key: a chain whose every hop has its own one-time key (so that a
-	// receiver can relay only where the one who set the chain up said).
-	ForwardKey []byte
-	// Repair, for Send and for a relay (a Receive with ForwardTo), gives
-	// up a next receiver that fails mid-stream (its connection fails, it
-	// aborts, or it is silent past Timeout) instead of failing the
-	// stream: the sender or relay then connects with Forward to the first
-	// of Fallback that completes a rejoin handshake (see Rejoin) within
-	// twice the handshake timeout and Timeout (a fallback takes it only
-	// once it has lost its own upstream), which says how many bytes it
-	// has written, and resends from exactly there.
-	// A fallback that cannot be reached, refuses, or is further behind
-	// than the history (see below) is given up too, and the next one
-	// tried. With none left, a relay goes on writing its own output
-	// alone, and Send fails. Every host given up is named in Stats.Lost
-	// (as Fallback, ForwardTo or the Chain name it; Send's first receiver
-	// as its connection's Info().Remote), up the chain to the sender,
-	// whose stream still succeeds when every other receiver confirmed it:
-	// the caller decides what a loss means.
-	// Repair needs a Key: with one, each message's tag is checked before
-	// a byte of it is written, so what a receiver wrote from a dead
-	// upstream is authentic. What was sent is kept for a resend, in a
-	// history of the last windows (chunk x depth) of the first
-	// connection: two for the next receiver and two for each fallback,
-	// eight at most (a fallback further behind is given up); and a relay
-	// copies instead of forwarding from its receive buffers. A failure
-	// at set-up is not repaired.
-	//
-	// For Send with a Chain, the fallbacks are the chain itself unless
-	// Fallback says otherwise, and the sender asks the receivers down it
-	// to repair it too (under its key proof): each relay's fallbacks are
-	// then the receivers after its next one, reached where its Relay
-	// allows, with its own Key. So every receiver of such a chain holds
-	// the same key, and takes rejoins (see Rejoin).
-	Repair bool
-	// Fallback lists the receivers after the next one, in chain order,
-	// for Repair (which a Fallback sets).
-	Fallback []Hop
-	// Rejoin, for Receive, is where a replacement upstream comes from
-	// when the sender is lost mid-stream (its connection fails, it
-	// aborts, or it is silent past Timeout): instead of failing, the
-	// receiver writes what arrived intact, then takes connections from
-	// Rejoin until one completes a rejoin handshake (a sender holding
-	// the key that says it takes over this stream, at this receiver's
-	// place in its chain, see Repair: a stream's first sender chooses its
-	// identity, and each relay passes it on), tells it
-	// (under its key proof) how many bytes it has written, and goes on
-	// with the same output and the same relay. Other senders are refused.
-	// The wait is bounded by Timeout and the handshake timeout together:
-	// the upstream's own repair may take a Timeout to notice the loss.
-	// Rejoin needs a Key. Receive closes the connections it returns.
-	Rejoin func(ctx context.Context) (conn.Conn, error)
-}
-
-// Hop is a receiver further down a chain (see Config.Fallback).
-type Hop struct {
-	Addr string // where Forward connects to, and its name in Stats.Lost
-	Key  []byte // the key it holds; nil: Config.Key (ForwardKey is the next receiver's only)
-}
-
-// DefaultHandshakeTimeout is the handshake bound when Config sets none.
-const DefaultHandshakeTimeout = 10 * time.Second
-
 // handshakeContext returns ctx bounded by factor handshake timeouts,
 // ending with a setup error that says what was not heard in time.
 func (s *session) handshakeContext(ctx context.Context, what string, factor int) (context.Context, context.CancelFunc) {
 	d := s.timeouts.handshake * time.Duration(max(1, factor))
 	return context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "handshake", "%s within %v", what, d))
-}
-
-// timeouts are a session's bounds, defaults resolved: silence is
-// Config.Timeout (0: none), handshake Config.HandshakeTimeout.
-type timeouts struct {
-	silence, handshake time.Duration
-}
-
-// timeouts resolves the configuration's timeouts.
-func (cfg Config) timeouts() timeouts {
-	t := timeouts{silence: cfg.Timeout, handshake: cfg.HandshakeTimeout}
-	if t.handshake <= 0 {
-		t.handshake = DefaultHandshakeTimeout
-	}
-	return t
 }
 
 // Stats describe a finished (or failed) stream.
@@ -217,14 +55,14 @@ type Stats struct {
 	// chain, counted hop by hop (and authenticated with a key).
 	Receivers int
 	// Lost names, for a sender or relay, the receivers down its chain
-	// that were given up (see Config.Repair), in the order they were,
+	// that were given up (see SendConfig.Repair), in the order they were,
 	// with the receivers down the chain's own. The stream may still have
 	// succeeded: every other receiver confirmed it.
 	Lost []string
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" where the file was read around the cache,
-	// "pwrite sparse" with Config.Sparse.
+	// "pwrite sparse" with ReceiveConfig.Sparse.
 	IO string
 }
 

@@ -42,7 +42,7 @@
 // transcript (see auth.Transcript) binds them.
 //
 // A sender that takes over a stream from a receiver's lost upstream (see
-// pipe.Config.Fallback and Rejoin) sets FlagRejoin in its auth, and the
+// pipe.SendConfig.Fallback and Rejoin) sets FlagRejoin in its auth, and the
 // receiver's welcome then carries, after its flags, how many bytes it has
 // written (u64), under its key proof; the stream goes on from there with
 // sequence numbers from 1 and byte counts of the whole stream. A sender
@@ -91,16 +91,16 @@ const CtrlReturn byte = 0x80
 const (
 	FlagKey   byte = 1 // the side holds a shared key
 	FlagProbe byte = 2 // auth: the sender only checks the connection (pipe.Probe)
-	FlagChain byte = 4 // auth: chain messages follow (pipe.Config.Chain)
+	FlagChain byte = 4 // auth: chain messages follow (pipe.SendConfig.Chain)
 	// FlagEncrypt, in the auth message, says the sender encrypts the
-	// stream (pipe.Config.Encrypt); only with FlagKey.
+	// stream (pipe.SendConfig.Encrypt); only with FlagKey.
 	FlagEncrypt byte = 8
 	// FlagRejoin, in the auth message, says the sender takes over a
-	// stream the receiver has begun (pipe.Config.Rejoin); only with
+	// stream the receiver has begun (pipe.ReceiveConfig.Rejoin); only with
 	// FlagKey.
 	FlagRejoin byte = 16
 	// FlagRepair, in the auth message, asks the receivers of the chain
-	// it names to repair it (pipe.Config.Repair); only with FlagKey and
+	// it names to repair it (pipe.SendConfig.Repair); only with FlagKey and
 	// FlagChain.
 	FlagRepair byte = 32
 )
