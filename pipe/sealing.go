@@ -23,3 +23,9 @@ func newSealers(st *seal.Stream) chan *seal.Worker {
 	}
 	return ws
 }
+
+// streamID is the identity of an unkeyed stream that its checksum starts
+// with: the receiver's and the sender's nonces from the handshake.
+func streamID(receiverNonce, senderNonce []byte) []byte {
+	return append(append([]byte(nil), receiverNonce...), senderNonce...)
+}

@@ -1,14 +1,3 @@
-// Package pipe is the rdmapipe streaming engine: it moves a byte stream from
-// an io.Reader on one host to an io.Writer on another over a conn.Conn, a
-// small interface with the semantics of an RDMA reliable-connected queue
-// pair (package pipe/conn).
-//
-// Credits, framing, end-of-stream, abort, authentication and the stream
-// checksum live here, once. Transports (TCP, RDMA verbs, in-memory) only move
-// messages between buffers; see the sub-packages of pipe/transport. The
-// message encodings are in pipe/internal/wire, the key's proofs and MACs in
-// pipe/internal/auth, reading the input and writing the output in
-// pipe/internal/source and pipe/internal/sink.
 package pipe
 
 import (
@@ -29,47 +18,6 @@ import (
 func (s *session) handshakeContext(ctx context.Context, what string, factor int) (context.Context, context.CancelFunc) {
 	d := s.timeouts.handshake * time.Duration(max(1, factor))
 	return context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "handshake", "%s within %v", what, d))
-}
-
-// Stats describe a finished (or failed) stream.
-type Stats struct {
-	Bytes    int64 // payload bytes read (sender) or written (receiver)
-	Messages int64 // data messages
-	// Sum is, without a key, the stream's checksum: the xxHash64 of the
-	// stream's identity and of each data message's sequence number,
-	// length and xxHash64, in order. With a key it is 0 (the stream's tag
-	// authenticates it).
-	Sum uint64
-	// Integrity says how the data was protected: "xxhash64" (a checksum,
-	// without a key), "aes-gmac" (authenticated with the key) or
-	// "aes-256-gcm" (encrypted and authenticated).
-	Integrity string
-	Elapsed   time.Duration // from the end of the handshake to the end of the stream
-	// Began is, for a sender, whether it began to read its input (after
-	// the handshake): a Send that failed with Began false read nothing,
-	// so the same input may be sent again.
-	Began bool
-	Info  conn.Info // the connection's description
-	// Receivers is, for a sender, how many receivers confirmed that they
-	// wrote the whole stream: the one it sent to and every one down its
-	// chain, counted hop by hop (and authenticated with a key).
-	Receivers int
-	// Lost names, for a sender or relay, the receivers down its chain
-	// that were given up (see SendConfig.Repair), in the order they were,
-	// with the receivers down the chain's own. The stream may still have
-	// succeeded: every other receiver confirmed it.
-	Lost []string
-	// IO says how the input was read or the output written: "read" or
-	// "write" as it comes, "pread" or "pwrite" for a regular file (several
-	// at once), "pread O_DIRECT" where the file was read around the cache,
-	// "pwrite sparse" with ReceiveConfig.Sparse.
-	IO string
-}
-
-// streamID is the identity of an unkeyed stream that its checksum starts
-// with: the receiver's and the sender's nonces from the handshake.
-func streamID(receiverNonce, senderNonce []byte) []byte {
-	return append(append([]byte(nil), receiverNonce...), senderNonce...)
 }
 
 // pollBatch is how many completions one Poll may return.
@@ -292,49 +240,6 @@ func guard(f func() error) (err error) {
 	}()
 	return f()
 }
-
-// ErrStuck is joined to a stream's error when its input reader or output
-// writer is still blocked in a system call on the connection's buffers
-// after the stream failed. The caller must then not Close the connection
-// (that would unmap memory the kernel may still read or write) and should
-// exit the process instead.
-var ErrStuck = errors.New("input or output still blocked")
-
-// Release closes c after Send or Receive returned err, unless err says
-// that the stream's reader or writer may still be using c's buffers
-// (ErrStuck): c must then stay open, since closing it would unmap memory
-// the kernel may still read or write, and the process should exit soon.
-// It reports whether it left c open.
-func Release(c conn.Conn, err error) (stuck bool) {
-	if errors.Is(err, ErrStuck) {
-		return true
-	}
-	c.Close()
-	return false
-}
-
-// workerGrace is how long a failed stream waits for its reader or writer:
-// short, since a failure is reported only after it (a peer's silence is to
-// be reported within a second of the timeout), and a reader blocked on an
-// idle input never returns by itself.
-const workerGrace = 500 * time.Millisecond
-
-// settle waits (up to workerGrace) for a failed stream's reader or writer
-// to finish with the connection's buffers, and returns err, marked with
-// ErrStuck if it did not.
-func settle(err error, done <-chan struct{}) error {
-	select {
-	case <-done:
-		return err
-	case <-time.After(workerGrace):
-		return stuckError{err}
-	}
-}
-
-// stuckError is a stream error marked with ErrStuck; its text is err's.
-type stuckError struct{ error }
-
-func (e stuckError) Unwrap() []error { return []error{e.error, ErrStuck} }
 
 // lastWordsTimeout bounds how long a failing side waits to hand its abort
 // message to the transport: the peer may be the reason it fails.
