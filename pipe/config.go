@@ -141,10 +141,10 @@ type streamConfig struct {
 
 // repairConfig is what a link uses to repair a stream (see link).
 type repairConfig struct {
-	key     []byte // for the fallbacks whose Hop has none
-	timeout time.Duration
-	hops    []Hop
-	dial    func(ctx context.Context, addr string) (conn.Conn, error)
+	key      []byte // for the fallbacks whose Hop has none
+	timeouts timeouts
+	hops     []Hop
+	dial     func(ctx context.Context, addr string) (conn.Conn, error)
 }
 
 func (cfg SendConfig) timeouts() timeouts { return newTimeouts(cfg.Timeout, cfg.HandshakeTimeout) }

@@ -128,7 +128,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	r.relay.resize(r.c.RecvBufs())
 	switch {
 	case rc.To != "" && rc.repairs():
-		r.relay.link = newLink(repairConfig{key: r.cfg.Key, timeout: r.cfg.Timeout, hops: rc.Fallback, dial: rc.Dial}, s, rc.To, true)
+		r.relay.link = newLink(repairConfig{key: r.cfg.Key, timeouts: r.timeouts, hops: rc.Fallback, dial: rc.Dial}, s, rc.To, true)
 	case rc.To == "" && repair:
 		r.relay.link = newLink(r.chainRepair(rest), s, name, true)
 	}
@@ -148,7 +148,7 @@ func (r *receiver) chainRepair(rest []string) repairConfig {
 		}
 		return rc.Dial(ctx, addr)
 	}
-	return repairConfig{key: r.cfg.Key, timeout: r.cfg.Timeout, hops: chainHops(rest), dial: dial}
+	return repairConfig{key: r.cfg.Key, timeouts: r.timeouts, hops: chainHops(rest), dial: dial}
 }
 
 // setUpFailure says what a failure of kind k to set up the stream to the

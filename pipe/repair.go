@@ -128,7 +128,7 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 	}
 	// No silence timeout until h takes the rejoin: it is silent until
 	// then, and the handshake's bound is the only one.
-	d := 2 * (l.s.timeouts.handshake + l.cfg.timeout)
+	d := 2 * (l.cfg.timeouts.handshake + l.cfg.timeouts.silence)
 	hctx, cancel := context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", d))
 	defer cancel()
 	c, err := l.cfg.dial(hctx, h.Addr)
@@ -159,7 +159,7 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 		c.Close()
 		return nil, 0, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
-	s.timeouts.silence = l.cfg.timeout
+	s.timeouts.silence = l.cfg.timeouts.silence
 	return s, written, nil
 }
 

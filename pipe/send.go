@@ -75,7 +75,7 @@ func (o *origin) run(ctx context.Context) (Stats, error) {
 	if !cfg.repairs() {
 		return s.stream(ctx, open)
 	}
-	rc := repairConfig{key: cfg.Key, timeout: cfg.Timeout, hops: cfg.Fallback, dial: cfg.Dial}
+	rc := repairConfig{key: cfg.Key, timeouts: s.timeouts, hops: cfg.Fallback, dial: cfg.Dial}
 	if len(rc.hops) == 0 {
 		rc.hops = chainHops(cfg.Chain)
 	}
