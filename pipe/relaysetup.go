@@ -118,9 +118,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 		_, err := s.handshake(ctx, chainProposal(rest, repair))
 		return err
 	}); err != nil {
-		s.failed(err)
-		s.release()
-		c.Close()
+		s.drop(err)
 		return fail(err)
 	}
 	r.relay = &relay{s: s, name: name}

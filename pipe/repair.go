@@ -88,15 +88,11 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 		switch {
 		case err == nil && written > sent:
 			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", written, sent)
-			s.failed(err)
-			s.release()
-			s.c.Close()
+			s.drop(err)
 			return err
 		case err == nil && written < l.hist.start():
 			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", written, l.hist.start())
-			s.failed(err)
-			s.release()
-			s.c.Close()
+			s.drop(err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -154,9 +150,7 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 		written, err = s.handshake(hctx, proposal{flags: wire.FlagRejoin})
 		return err
 	}); err != nil {
-		s.failed(err)
-		s.release()
-		c.Close()
+		s.drop(err)
 		return nil, 0, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
 	s.timeouts.silence = l.cfg.timeouts.silence

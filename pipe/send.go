@@ -9,7 +9,6 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
-	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // Send streams r to the receiver at the other end of c and returns when the
@@ -81,13 +80,4 @@ func (o *origin) run(ctx context.Context) (Stats, error) {
 	}
 	o.link = newLink(rc, s, s.c.Info().Remote, false)
 	return o.link.run(ctx, open)
-}
-
-// failed tells the receiver why the sender gave up, unless the receiver is
-// the one that did.
-func (s *sender) failed(err error) {
-	if err != nil && !s.peerGaveUp {
-		body := wire.AbortMessage(make([]byte, 0, conn.MaxControl), conn.KindOf(err), err.Error(), conn.TrailerLen)
-		lastWords(s.c, wire.AppendTrailer(body, wire.MsgAbort, 0))
-	}
 }

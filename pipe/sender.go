@@ -82,6 +82,23 @@ func newSender(c conn.Conn, cfg streamConfig, t timeouts, peer string) *sender {
 	return s
 }
 
+// failed tells the receiver why the sender gave up, unless the receiver is
+// the one that did.
+func (s *sender) failed(err error) {
+	if err != nil && !s.peerGaveUp {
+		body := wire.AbortMessage(make([]byte, 0, conn.MaxControl), conn.KindOf(err), err.Error(), conn.TrailerLen)
+		lastWords(s.c, wire.AppendTrailer(body, wire.MsgAbort, 0))
+	}
+}
+
+// drop gives up the receiver after err: it is told why, and the
+// connection, which the sender's maker owns, closed.
+func (s *sender) drop(err error) {
+	s.failed(err)
+	s.release()
+	s.c.Close()
+}
+
 // stream sends what the source open returns reads, after the handshake,
 // and waits for the receiver's confirmation.
 func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.Source) (Stats, error) {
