@@ -41,9 +41,14 @@ type ceilMode struct {
 // ceilModes are the rows of each side: a checksum, a MAC, encryption.
 var ceilModes = []ceilMode{{"unkeyed", nil, false}, {"keyed", ceilKey, false}, {"encrypted", ceilKey, true}}
 
-// config is the Config of both sides in mode m.
-func (m ceilMode) config() Config {
-	return Config{Key: m.key, Encrypt: m.encrypt, Timeout: ceilTimeout}
+// sendConfig is the sender's configuration in mode m.
+func (m ceilMode) sendConfig() SendConfig {
+	return SendConfig{Key: m.key, Encrypt: m.encrypt, Timeout: ceilTimeout}
+}
+
+// receiveConfig is the receiver's configuration in mode m.
+func (m ceilMode) receiveConfig() ReceiveConfig {
+	return ReceiveConfig{Key: m.key, Encrypt: m.encrypt, Timeout: ceilTimeout}
 }
 
 // integrity is what Stats.Integrity says of a stream in mode m.
@@ -185,7 +190,7 @@ func benchSender(b *testing.B, path string, m ceilMode) {
 	defer f.Close()
 	c := newFakeReceiver(b, m)
 	defer c.Close()
-	cfg := m.config()
+	cfg := m.sendConfig()
 	b.SetBytes(ceilStream)
 	cpu := cpuTime(b)
 	for b.Loop() {
@@ -400,7 +405,7 @@ func benchReceiver(b *testing.B, m ceilMode) {
 	defer out.Close()
 	c := newFakeSender(b, m)
 	defer c.Close()
-	cfg := m.config()
+	cfg := m.receiveConfig()
 	b.SetBytes(ceilStream)
 	cpu := cpuTime(b)
 	for b.Loop() {

@@ -13,8 +13,8 @@ import (
 // newlines, in as many chain messages as it takes, each under a control
 // credit (so no length of chain can overflow the receiver's spares); the
 // first byte of each says whether more follow.
-func (s *sender) sendChain(ctx context.Context) error {
-	text := strings.Join(s.cfg.Chain, "\n")
+func (s *sender) sendChain(ctx context.Context, chain []string) error {
+	text := strings.Join(chain, "\n")
 	for {
 		n := min(len(text), wire.ChainPiece)
 		more := byte(0)
@@ -36,7 +36,7 @@ func (s *sender) sendChain(ctx context.Context) error {
 func (r *receiver) receiveChain(ctx context.Context) ([]string, error) {
 	var text []byte
 	for {
-		msg, err := r.next(ctx)
+		msg, err := r.handshakeMessage(ctx)
 		if err != nil {
 			return nil, err
 		}

@@ -44,8 +44,8 @@ func scaleHops(n int) ([]hop, *firstByte) {
 }
 
 // TestChainScale streams a few MiB through a chain of 256 receivers over
-// memconn, each hop with its own key, relaying to the next by ForwardTo
-// and ForwardKey: every hop must write the exact input, and the sender
+// memconn, each hop with its own key, relaying to the next by RelayConfig.To
+// and Key: every hop must write the exact input, and the sender
 // count all of them. It logs the set-up time per host (the time to the
 // first byte at the last hop, over the hops) and the chain's rate against
 // one hop's for the same bytes: figures to report, not to assert.
@@ -56,7 +56,7 @@ func TestChainScale(t *testing.T) {
 	for range 5 {
 		one, only := scaleHops(1)
 		start := time.Now()
-		r := runChainWith(t, in, pipe.Config{Key: []byte(one[0].key)}, one, nil, true)
+		r := runChainWith(t, in, pipe.SendConfig{Key: []byte(one[0].key)}, one, nil, true)
 		oneHop = min(oneHop, time.Since(start))
 		if r.sendErr != nil || !bytes.Equal(only.Bytes(), in) {
 			t.Fatalf("one hop: %v", r.sendErr)
@@ -65,7 +65,7 @@ func TestChainScale(t *testing.T) {
 
 	hops, last := scaleHops(scaleHosts)
 	start := time.Now()
-	r := runChainWith(t, in, pipe.Config{Key: []byte(hops[0].key)}, hops, nil, true)
+	r := runChainWith(t, in, pipe.SendConfig{Key: []byte(hops[0].key)}, hops, nil, true)
 	chain := time.Since(start)
 	if r.sendErr != nil {
 		t.Fatalf("send: %v", r.sendErr)
@@ -100,7 +100,7 @@ func TestChainScaleRepair(t *testing.T) {
 	in := randomBytes(256<<10, 32)
 	// The host dies (its connections close): the Timeout only bounds
 	// silence, which 256 hosts on two loaded cores can reach for 5 s.
-	cfg := pipe.Config{Timeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
+	cfg := pipe.ReceiveConfig{Timeout: 20 * time.Second, HandshakeTimeout: 20 * time.Second}
 	faults := map[int]simFault{scaleHosts / 2: {at: 64 << 10}}
 	start := time.Now()
 	r := sim{hosts: scaleHosts, window: 2, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
@@ -119,7 +119,7 @@ func BenchmarkChainScale(b *testing.B) {
 	for b.Loop() {
 		hops, last := scaleHops(scaleHosts)
 		start := time.Now()
-		r := runChainWith(b, in, pipe.Config{Key: []byte(hops[0].key)}, hops, nil, true)
+		r := runChainWith(b, in, pipe.SendConfig{Key: []byte(hops[0].key)}, hops, nil, true)
 		if r.sendErr != nil || r.receivers != scaleHosts {
 			b.Fatalf("send: %v; %d receivers", r.sendErr, r.receivers)
 		}

@@ -32,8 +32,8 @@ type result struct {
 type stream struct {
 	proposal, local conn.Params
 	faults          memconn.Faults
-	sendCfg         pipe.Config
-	recvCfg         pipe.Config
+	sendCfg         pipe.SendConfig
+	recvCfg         pipe.ReceiveConfig
 	out             io.Writer // defaults to a testutil.Buffer
 }
 
@@ -117,8 +117,8 @@ func TestStreamSizes(t *testing.T) {
 		for _, m := range modes {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {
 				in := randomBytes(tc.size, uint64(tc.size))
-				cfg := pipe.Config{Key: []byte(m.key), Encrypt: m.encrypt}
-				s := stream{proposal: conn.NewParams(tc.chunk, 4), sendCfg: cfg, recvCfg: pipe.Config{Key: cfg.Key}}
+				cfg := pipe.SendConfig{Key: []byte(m.key), Encrypt: m.encrypt}
+				s := stream{proposal: conn.NewParams(tc.chunk, 4), sendCfg: cfg, recvCfg: pipe.ReceiveConfig{Key: cfg.Key}}
 				r := s.run(t, context.Background(), bytes.NewReader(in))
 				if r.sendErr != nil || r.recvErr != nil {
 					t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
@@ -149,7 +149,7 @@ func TestEncryptedOnTheWire(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := pipe.Config{Key: []byte("k3y"), Encrypt: true}
+	cfg := pipe.SendConfig{Key: []byte("k3y"), Encrypt: true}
 	sent := make(chan error, 1)
 	go func() {
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), cfg)
@@ -157,7 +157,7 @@ func TestEncryptedOnTheWire(t *testing.T) {
 	}()
 	spy := &spyConn{Conn: rc}
 	var out testutil.Buffer
-	if _, err := pipe.Receive(context.Background(), spy, &out, pipe.Config{Key: cfg.Key, Encrypt: true}); err != nil {
+	if _, err := pipe.Receive(context.Background(), spy, &out, pipe.ReceiveConfig{Key: cfg.Key, Encrypt: true}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-sent; err != nil {
@@ -177,13 +177,14 @@ func TestEncryptedOnTheWire(t *testing.T) {
 func TestEncryptionRefused(t *testing.T) {
 	cases := []struct {
 		name               string
-		send, recv         pipe.Config
+		send               pipe.SendConfig
+		recv               pipe.ReceiveConfig
 		sendKind, recvKind conn.Kind
 		sendSays, recvSays string
 	}{
-		{"encrypt without a key", pipe.Config{Encrypt: true}, pipe.Config{},
+		{"encrypt without a key", pipe.SendConfig{Encrypt: true}, pipe.ReceiveConfig{},
 			conn.KindUsage, conn.KindSetup, "encryption needs a shared key", ""},
-		{"receiver requires encryption", pipe.Config{Key: []byte("k")}, pipe.Config{Key: []byte("k"), Encrypt: true},
+		{"receiver requires encryption", pipe.SendConfig{Key: []byte("k")}, pipe.ReceiveConfig{Key: []byte("k"), Encrypt: true},
 			conn.KindAuth, conn.KindAuth, "accepts only encrypted streams", "accepts only encrypted streams"},
 	}
 	for _, tc := range cases {
@@ -264,7 +265,7 @@ func TestFaults(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			// The receiver gives up first, so that the sender hears why.
-			s := stream{faults: tc.faults, sendCfg: pipe.Config{Timeout: 1500 * time.Millisecond}, recvCfg: pipe.Config{Timeout: time.Second}}
+			s := stream{faults: tc.faults, sendCfg: pipe.SendConfig{Timeout: 1500 * time.Millisecond}, recvCfg: pipe.ReceiveConfig{Timeout: time.Second}}
 			r := s.run(t, context.Background(), bytes.NewReader(in))
 			checkErr(t, "sender", r.sendErr, tc.sendKind, tc.sendSays)
 			checkErr(t, "receiver", r.recvErr, tc.recvKind, tc.recvSays)
@@ -315,7 +316,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := stream{sendCfg: pipe.Config{Key: []byte(tc.sendKey)}, recvCfg: pipe.Config{Key: []byte(tc.recvKey)}}
+			s := stream{sendCfg: pipe.SendConfig{Key: []byte(tc.sendKey)}, recvCfg: pipe.ReceiveConfig{Key: []byte(tc.recvKey)}}
 			r := s.run(t, context.Background(), strings.NewReader("payload"))
 			checkErr(t, "sender", r.sendErr, tc.kind, tc.sendSays)
 			checkErr(t, "receiver", r.recvErr, tc.kind, tc.recvSays)
@@ -398,9 +399,9 @@ func TestCancel(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			res.recv, res.recvErr = pipe.Receive(context.Background(), rc, arrived, pipe.Config{})
+			res.recv, res.recvErr = pipe.Receive(context.Background(), rc, arrived, pipe.ReceiveConfig{})
 		}()
-		res.send, res.sendErr = pipe.Send(ctx, sc, inR, pipe.Config{})
+		res.send, res.sendErr = pipe.Send(ctx, sc, inR, pipe.SendConfig{})
 		wg.Wait()
 		done <- res
 	}()
@@ -433,12 +434,14 @@ func TestHeartbeats(t *testing.T) {
 				inW.Write([]byte(" after"))
 				inW.Close()
 			}()
-			cfg := pipe.Config{Timeout: 300 * time.Millisecond}
+			const timeout = 300 * time.Millisecond
 			var out testutil.Buffer
 			var recvErr error
 			var wg sync.WaitGroup
-			wg.Go(func() { _, recvErr = pipe.Receive(context.Background(), rc, &out, cfg) })
-			_, sendErr := pipe.Send(context.Background(), sc, inR, cfg)
+			wg.Go(func() {
+				_, recvErr = pipe.Receive(context.Background(), rc, &out, pipe.ReceiveConfig{Timeout: timeout})
+			})
+			_, sendErr := pipe.Send(context.Background(), sc, inR, pipe.SendConfig{Timeout: timeout})
 			wg.Wait()
 			if sendErr != nil || recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", sendErr, recvErr)
@@ -508,10 +511,10 @@ func TestCreditBatches(t *testing.T) {
 	g := &gatedWriter{rc: rc, window: 1 + p.Credits()/2, total: 1 + size/chunk + 1}
 	errs := make(chan error, 1)
 	go func() {
-		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{})
 		errs <- err
 	}()
-	if _, err := pipe.Receive(context.Background(), rc, g, pipe.Config{}); err != nil {
+	if _, err := pipe.Receive(context.Background(), rc, g, pipe.ReceiveConfig{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-errs; err != nil {
@@ -549,7 +552,7 @@ func TestGauges(t *testing.T) {
 		}
 		close(out.release)
 	}()
-	r := stream{out: out, sendCfg: pipe.Config{Gauges: sg}, recvCfg: pipe.Config{Gauges: rg}}.run(t, context.Background(), bytes.NewReader(in))
+	r := stream{out: out, sendCfg: pipe.SendConfig{Gauges: sg}, recvCfg: pipe.ReceiveConfig{Gauges: rg}}.run(t, context.Background(), bytes.NewReader(in))
 	if r.sendErr != nil || r.recvErr != nil {
 		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 	}
@@ -587,10 +590,10 @@ func TestProbe(t *testing.T) {
 			out := &testutil.Buffer{}
 			recvErr := make(chan error, 1)
 			go func() {
-				_, err := pipe.Receive(context.Background(), rc, out, pipe.Config{Key: []byte(tt.recvKey)})
+				_, err := pipe.Receive(context.Background(), rc, out, pipe.ReceiveConfig{Key: []byte(tt.recvKey)})
 				recvErr <- err
 			}()
-			_, err := pipe.Probe(context.Background(), sc, pipe.Config{Key: []byte(tt.sendKey)})
+			_, err := pipe.Probe(context.Background(), sc, pipe.SendConfig{Key: []byte(tt.sendKey)})
 			sc.Close()
 			rerr := <-recvErr
 			if tt.probeErr == "" {
@@ -637,8 +640,8 @@ func (c *pinningConn) Info() conn.Info {
 func TestStatsAfterWindow(t *testing.T) {
 	p := conn.NewParams(4096, 4)
 	sc, rc := memPair(t, p, p, memconn.Faults{})
-	go pipe.Send(context.Background(), sc, bytes.NewReader([]byte("data")), pipe.Config{})
-	st, err := pipe.Receive(context.Background(), &pinningConn{Conn: rc}, io.Discard, pipe.Config{})
+	go pipe.Send(context.Background(), sc, bytes.NewReader([]byte("data")), pipe.SendConfig{})
+	st, err := pipe.Receive(context.Background(), &pinningConn{Conn: rc}, io.Discard, pipe.ReceiveConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

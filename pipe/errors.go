@@ -27,3 +27,14 @@ func Retryable(st Stats, err error) bool {
 	}
 	return false
 }
+
+// shortName is a host's address as errors name it: at most 64 bytes, so
+// that what failed still fits in an abort message when the address is
+// long (up to maxChainHost bytes).
+func shortName(addr string) string {
+	const most = 64
+	if len(addr) <= most {
+		return addr
+	}
+	return addr[:most-3] + "..."
+}

@@ -4,7 +4,7 @@ import "sync/atomic"
 
 // Gauges are a stream's live counters, for reports while it runs (such as
 // rdmasend --stats-interval). Send and Receive update the Gauges given in
-// Config; any goroutine may read them. A nil *Gauges reads as zero.
+// their configuration; any goroutine may read them. A nil *Gauges reads as zero.
 type Gauges struct {
 	bytes    atomic.Int64
 	inFlight atomic.Int64

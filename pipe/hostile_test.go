@@ -28,7 +28,10 @@ import (
 const hostileBound = 30 * time.Second
 
 // hostileCfg bounds the honest end's handshake and silence.
-var hostileCfg = pipe.Config{Timeout: 2 * time.Second, HandshakeTimeout: 500 * time.Millisecond}
+var hostileCfg = pipe.ReceiveConfig{Timeout: 2 * time.Second, HandshakeTimeout: 500 * time.Millisecond}
+
+// hostileSendCfg is hostileCfg for the honest end that sends.
+var hostileSendCfg = pipe.SendConfig{Timeout: hostileCfg.Timeout, HandshakeTimeout: hostileCfg.HandshakeTimeout}
 
 // anyFailure in a case asks for an error of any kind.
 const anyFailure = conn.Kind(255)
@@ -288,7 +291,7 @@ func TestHostileReceiver(t *testing.T) {
 			go tc.script(&peer{t: t, c: rc, cs: make([]conn.Completion, 16)})
 			done := make(chan error, 1)
 			go func() {
-				_, err := pipe.Send(context.Background(), sc, bytes.NewReader(make([]byte, 10000)), hostileCfg)
+				_, err := pipe.Send(context.Background(), sc, bytes.NewReader(make([]byte, 10000)), hostileSendCfg)
 				done <- err
 			}()
 			select {
@@ -503,10 +506,10 @@ func TestKeyedStreamTampering(t *testing.T) {
 			t.Run(a.name+" key="+key, func(t *testing.T) {
 				p := conn.NewParams(4096, 4)
 				sc, rc := memPair(t, p, p, memconn.Faults{})
-				cfg := pipe.Config{Key: []byte(key), Timeout: 5 * time.Second}
+				cfg := pipe.ReceiveConfig{Key: []byte(key), Timeout: 5 * time.Second}
 				sent := make(chan error, 1)
 				go func() {
-					_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), cfg)
+					_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Key: cfg.Key, Timeout: cfg.Timeout})
 					sent <- err
 				}()
 				var out testutil.Buffer
@@ -544,8 +547,8 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 		t.Run(fmt.Sprintf("counts arrivals %v", counts), func(t *testing.T) {
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{Delay: 400 * time.Millisecond})
-			sendCfg := pipe.Config{Timeout: time.Minute}
-			recvCfg := pipe.Config{Timeout: 150 * time.Millisecond, HandshakeTimeout: 10 * time.Second}
+			sendCfg := pipe.SendConfig{Timeout: time.Minute}
+			recvCfg := pipe.ReceiveConfig{Timeout: 150 * time.Millisecond, HandshakeTimeout: 10 * time.Second}
 			go pipe.Send(context.Background(), sc, bytes.NewReader(in), sendCfg)
 			var recv conn.Conn = rc
 			if counts {
@@ -607,10 +610,10 @@ func TestDowngrade(t *testing.T) {
 	})
 	recvErr := make(chan error, 1)
 	go func() {
-		_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key})
+		_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{Key: key})
 		recvErr <- err
 	}()
-	_, err := pipe.Send(context.Background(), sc, strings.NewReader("data"), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
+	_, err := pipe.Send(context.Background(), sc, strings.NewReader("data"), pipe.SendConfig{Key: key, Chain: []string{"h2", "h3"}})
 	checkErr(t, "receiver", <-recvErr, conn.KindAuth, "the handshake was altered on the way")
 	checkErr(t, "sender", err, conn.KindAuth, "the handshake was altered on the way")
 }

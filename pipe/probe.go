@@ -5,6 +5,7 @@ import (
 	"errors"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // ErrProbe is what Receive returns when the sender only checked the
@@ -17,11 +18,13 @@ var ErrProbe = errors.New("the sender only checked the connection")
 // included, if cfg has a key) and sends no data. It returns c's
 // description, or why the receiver would not take a stream. Probe does not
 // close c; closing it ends the receiver's side of the probe.
-func Probe(ctx context.Context, c conn.Conn, cfg Config) (conn.Info, error) {
-	s := newSender(c, cfg, "receiver")
-	s.probe = true
+func Probe(ctx context.Context, c conn.Conn, cfg SendConfig) (conn.Info, error) {
+	s := newSender(c, cfg.stream(), cfg.timeouts(), "receiver")
 	defer s.release()
-	err := guard(func() error { return s.handshake(ctx) })
+	err := guard(func() error {
+		_, err := s.handshake(ctx, proposal{flags: wire.FlagProbe})
+		return err
+	})
 	s.failed(err)
 	return c.Info(), err
 }

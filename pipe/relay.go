@@ -6,19 +6,13 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/source"
-	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
 // relay sends what a receiver writes on to the next receiver (see
-// Config.Forward): the writer hands it each payload, in order; a sender
-// towards the next receiver streams it, with its own credits, checksum,
-// MAC and end of stream. Where the next connection can send straight from
-// this one's receive buffers (pipe.Forwarder) and takes chunks as large,
-// it does, with the trailer rewritten in place; else the payload is copied
-// into the next connection's send buffers. The receiver re-posts a buffer
-// only once the relay is done with it (copied, or its forwarded send
-// completed), and confirms its stream only once the next receiver has
-// confirmed its own.
+// RelayConfig) with a sender of its own, straight from the receive
+// buffers where it can (see adopt), else copied. The receiver re-posts a
+// buffer only once the relay is done with it, and confirms its stream
+// only once the next receiver has confirmed its own.
 type relay struct {
 	s        *sender      // towards the next receiver
 	name     string       // the next receiver, for messages
@@ -30,7 +24,7 @@ type relay struct {
 	freed   []chan struct{}
 	done    chan error // the next receiver's stream: nil once confirmed
 	started bool
-	// link, with Config.Repair, repairs the stream to the next receiver;
+	// link, with RelayConfig.Repair, repairs the stream to the next receiver;
 	// s is then its first sender, and the current one is link.s.
 	link *link
 	src  *relaySource // the input of every stream to a next receiver
@@ -40,151 +34,6 @@ type relay struct {
 type payload struct {
 	buf int
 	p   []byte
-}
-
-// nextHop returns the address this receiver is to relay to: ForwardTo,
-// or the first receiver of the sender's chain if Relay allows it, or ""
-// when there is no chain.
-func (r *receiver) nextHop(ctx context.Context, chain []string) (string, error) {
-	switch {
-	case r.cfg.ForwardTo != "" || len(chain) == 0:
-		return r.cfg.ForwardTo, nil
-	case r.cfg.Relay == nil:
-		return "", conn.Errorf(conn.KindSetup, "", "the sender names receivers to relay to, and this receiver does not relay")
-	}
-	addr, err := r.cfg.Relay(ctx, chain[0])
-	if err != nil {
-		public := "this receiver does not relay to " + shortName(chain[0])
-		return "", &relayError{public: public, err: conn.Errorf(conn.KindSetup, "", "%s: %v", public, err)}
-	}
-	return addr, nil
-}
-
-// setUpRelay connects to the next receiver at addr and completes the
-// handshake with it (see connectForward), all within one handshake
-// timeout, however long the chain: each receiver down it sets up the rest
-// within its own. The sender is watched meanwhile: if it goes away, the
-// set-up ends.
-func (r *receiver) setUpRelay(parent context.Context, addr string, chain []string, flags byte) error {
-	ctx, cancel := r.handshakeContext(parent, "the receivers down the chain did not complete the rdmapipe handshake", 1)
-	defer cancel()
-	wctx, stopWatching := context.WithCancel(ctx)
-	var gone error
-	var got []conn.Completion
-	watched := make(chan struct{})
-	go func() {
-		defer close(watched)
-		cs := make([]conn.Completion, pollBatch)
-		for {
-			n, err := r.c.Poll(wctx, cs)
-			if err != nil {
-				if wctx.Err() == nil {
-					gone = err
-					cancel()
-				}
-				return
-			}
-			got = append(got, cs[:n]...)
-		}
-	}()
-	err := r.connectForward(ctx, addr, chain, flags)
-	stopWatching()
-	<-watched
-	r.backlog = append(got, r.backlog...)
-	if gone != nil {
-		if r.relay != nil {
-			r.relay.close()
-			r.relay = nil
-		}
-		return r.senderGone(gone)
-	}
-	return err
-}
-
-// senderGone is the error for a sender whose connection failed while this
-// receiver was busy with something else: its abort, if it sent one, else
-// the lost connection.
-func (r *receiver) senderGone(err error) error {
-	for _, c := range r.backlog {
-		if c.Op != conn.OpRecv {
-			continue
-		}
-		if body, typ, _, perr := wire.ParseTrailer(r.c.RecvBuf(c.Buf)[:c.Len]); perr == nil && typ == wire.MsgAbort {
-			return r.peerAbort(body)
-		}
-	}
-	r.peerGaveUp = true
-	return r.lost(err)
-}
-
-// connectForward connects to the next receiver at addr with
-// Config.Forward and completes the handshake with it, with this
-// receiver's key (ForwardKey for ForwardTo, if set) and timeouts, passing
-// the rest of the chain on, encrypted and repaired (see chainRepair) as
-// the sender's flags ask. Without ForwardTo, addr is where Relay allowed
-// the first of chain to be reached.
-func (r *receiver) connectForward(ctx context.Context, addr string, chain []string, flags byte) error {
-	encrypt, repair := flags&wire.FlagEncrypt != 0, flags&wire.FlagRepair != 0
-	name, rest := r.cfg.ForwardTo, chain
-	if name == "" {
-		name, rest = chain[0], chain[1:]
-	}
-	name = shortName(name)
-	fail := func(err error) error {
-		return &relayError{public: "forward to " + name + ": " + setUpFailure(conn.KindOf(err)), err: wrap(conn.KindOf(err), "forward to "+name, err)}
-	}
-	if r.cfg.Forward == nil {
-		return fail(conn.Errorf(conn.KindSetup, "", "this receiver cannot connect to another"))
-	}
-	c, err := r.cfg.Forward(ctx, addr)
-	if err != nil {
-		return fail(err)
-	}
-	key := r.cfg.Key
-	if r.cfg.ForwardTo != "" && r.cfg.ForwardKey != nil {
-		key = r.cfg.ForwardKey
-	}
-	cfg := Config{Key: key, Encrypt: encrypt, Timeout: r.cfg.Timeout, HandshakeTimeout: r.cfg.HandshakeTimeout, Chain: rest, Repair: repair}
-	s := newSender(c, cfg, "next receiver "+name)
-	s.id, s.place = r.id, r.place+1
-	s.setDown(rest, r.cfg.ForwardTo == "", r.cfg.Fallback)
-	if err := guard(func() error { return s.handshake(ctx) }); err != nil {
-		s.failed(err)
-		s.release()
-		c.Close()
-		return fail(err)
-	}
-	r.relay = &relay{s: s, name: name}
-	r.relay.src = &relaySource{rl: r.relay}
-	r.relay.resize(r.c.RecvBufs())
-	s.onForward = r.relay.free
-	switch {
-	case r.cfg.ForwardTo != "" && (r.cfg.Repair || len(r.cfg.Fallback) > 0):
-		r.relay.link = newLink(r.cfg, s, r.cfg.ForwardTo, true)
-	case r.cfg.ForwardTo == "" && repair:
-		r.relay.link = newLink(r.chainRepair(rest), s, name, true)
-	}
-	return nil
-}
-
-// chainRepair is the configuration of the repair of a chain the sender
-// named and asked to be repaired (rdmasend --to, every receiver with the
-// same key): the fallbacks are the receivers after the next one, rest,
-// with this receiver's key, and each is reached where Relay allows.
-func (r *receiver) chainRepair(rest []string) Config {
-	cfg := r.cfg
-	cfg.Fallback = nil
-	for _, h := range rest {
-		cfg.Fallback = append(cfg.Fallback, Hop{Addr: h})
-	}
-	cfg.Forward = func(ctx context.Context, name string) (conn.Conn, error) {
-		addr, err := r.cfg.Relay(ctx, name)
-		if err != nil {
-			return nil, conn.Errorf(conn.KindSetup, "", "this receiver does not relay to %s: %v", shortName(name), err)
-		}
-		return r.cfg.Forward(ctx, addr)
-	}
-	return cfg
 }
 
 // resize makes a token channel for each of n receive buffers, for a new
@@ -205,64 +54,17 @@ func (rl *relay) sender() *sender {
 }
 
 // adopt lets the relay send what arrives on up straight from its receive
-// buffers, where the connection to the next receiver can (pipe.Forwarder)
-// and takes chunks as large, and the stream is not encrypted; else it
-// copies. (Encrypted, the payload is decrypted in place for this
-// receiver's output, and the relay's sender encrypts its own copy under
-// the next receiver's key.) up's window must be open.
+// buffers, with the trailer rewritten in place, where the connection to
+// the next receiver can (conn.Forwarder) and takes chunks as large, and
+// the stream is neither encrypted (it is decrypted in place) nor
+// repaired. up's window must be open.
 func (rl *relay) adopt(up conn.Conn) {
-	if rl.s.cfg.Encrypt || rl.link != nil {
+	if rl.s.cfg.encrypt || rl.link != nil {
 		return // a repairing relay keeps a copy of what it sends
 	}
 	if fw, ok := rl.s.c.(conn.Forwarder); ok && rl.s.c.Info().Chunk >= up.Info().Chunk && fw.Adopt(up) == nil {
-		rl.s.forward, rl.s.forwardFrom = fw, up
+		rl.s.fwd = &forwarding{Forwarder: fw, from: up, done: rl.free}
 	}
-}
-
-// setUpFailure says what a failure of kind k to set up the stream to the
-// next receiver was, without its details: the next receiver's words are
-// not passed up the chain before it has welcomed the relay.
-func setUpFailure(k conn.Kind) string {
-	switch k {
-	case conn.KindAuth:
-		return "it does not hold the same key"
-	case conn.KindBusy:
-		return "it is busy with another stream"
-	}
-	return "could not connect to it or complete the handshake (the relay's own log says why)"
-}
-
-// relayError is a failure to set up the relay to the next receiver. Its
-// text, for this receiver's log, says what happened; the sender is told
-// only public (see publicReason).
-type relayError struct {
-	public string
-	err    error
-}
-
-func (e *relayError) Error() string { return e.err.Error() }
-
-func (e *relayError) Unwrap() error { return e.err }
-
-// publicReason is what the sender is told of err: all of it, but for a
-// relay's set-up failure, only its public part.
-func publicReason(err error) string {
-	var re *relayError
-	if errors.As(err, &re) {
-		return re.public
-	}
-	return err.Error()
-}
-
-// shortName is a host's address as errors name it: at most 64 bytes, so
-// that what failed still fits in an abort message when the address is
-// long (up to maxChainHost bytes).
-func shortName(addr string) string {
-	const most = 64
-	if len(addr) <= most {
-		return addr
-	}
-	return addr[:most-3] + "..."
 }
 
 // start streams to the next receiver until the writer closes payloads or
@@ -313,7 +115,7 @@ func (rl *relay) free(buf int) { rl.freed[buf] <- struct{}{} }
 // wait waits until the relay is done with receive buffer buf.
 func (rl *relay) wait(ctx context.Context, buf int) error {
 	tokens := 1
-	if rl.s.forward != nil {
+	if rl.s.fwd != nil {
 		tokens = 2
 	}
 	for range tokens {
@@ -327,7 +129,7 @@ func (rl *relay) wait(ctx context.Context, buf int) error {
 }
 
 // alone takes what the writer hands over once no receiver is left to
-// send it to (see Config.Repair), until the end of the stream.
+// send it to (see RelayConfig.Repair), until the end of the stream.
 func (rl *relay) alone(ctx context.Context) error {
 	if rl.src.holding {
 		rl.src.holding = false
@@ -357,7 +159,7 @@ func (rl *relay) confirmed(ctx context.Context) (int, []string, error) {
 		if rl.link != nil {
 			return rl.link.s.receivers, rl.link.confirmedLost(), err
 		}
-		return rl.s.receivers, rl.s.lostDown, err
+		return rl.s.receivers, rl.s.lostHosts.names, err
 	case <-ctx.Done():
 		return 0, nil, context.Cause(ctx)
 	}
@@ -394,7 +196,7 @@ func (rs *relaySource) Next(ctx context.Context) (int, int, bool, error) {
 				i, err := rs.b.Take(ctx)
 				return i, 0, err == nil, err
 			}
-			if rs.rl.s.forward != nil {
+			if rs.rl.s.fwd != nil {
 				return p.buf, len(p.p), false, nil
 			}
 			rs.rest, rs.buf, rs.holding = p.p, p.buf, true
@@ -420,7 +222,7 @@ func (rs *relaySource) Describe() string { return rs.rl.describe() }
 
 // describe says where the stream goes on, and how (Stats.IO).
 func (rl *relay) describe() string {
-	if rl.s.forward != nil {
+	if rl.s.fwd != nil {
 		return "relay to " + rl.name + ", zero-copy"
 	}
 	return "relay to " + rl.name + ", one copy"

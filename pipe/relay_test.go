@@ -43,16 +43,16 @@ func runChain(t *testing.T, in []byte, key string, hops []hop) chainResult {
 	for i := 1; i < len(hops); i++ {
 		chain = append(chain, fmt.Sprintf("hop%d", i))
 	}
-	return runChainWith(t, in, pipe.Config{Key: []byte(key)}, hops, chain, false)
+	return runChainWith(t, in, pipe.SendConfig{Key: []byte(key)}, hops, chain, false)
 }
 
-// relayAnywhere is a Config.Relay that relays to any receiver named.
+// relayAnywhere is a RelayConfig.Allow that relays to any receiver named.
 func relayAnywhere(_ context.Context, next string) (string, error) { return next, nil }
 
 // runChainWith streams in from a sender with sendCfg through hops: the
 // sender names chain, or, with fixed, each hop forwards to the next by its
-// own ForwardTo, with the next hop's key as ForwardKey where it differs.
-func runChainWith(t testing.TB, in []byte, sendCfg pipe.Config, hops []hop, chain []string, fixed bool) chainResult {
+// own RelayConfig.To, with the next hop's key as its Key where it differs.
+func runChainWith(t testing.TB, in []byte, sendCfg pipe.SendConfig, hops []hop, chain []string, fixed bool) chainResult {
 	t.Helper()
 	res := chainResult{outs: make([]*testutil.Buffer, len(hops)), errs: make([]error, len(hops)), ios: make([]string, len(hops))}
 	ctx := context.Background()
@@ -73,17 +73,17 @@ func runChainWith(t testing.TB, in []byte, sendCfg pipe.Config, hops []hop, chai
 			res.outs[i] = &testutil.Buffer{}
 			out = res.outs[i]
 		}
-		cfg := pipe.Config{Key: []byte(h.key), Relay: relayAnywhere, Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+		cfg := pipe.ReceiveConfig{Key: []byte(h.key), Relay: pipe.RelayConfig{Allow: relayAnywhere, Dial: func(_ context.Context, addr string) (conn.Conn, error) {
 			var n int
 			if _, err := fmt.Sscanf(addr, "hop%d", &n); err != nil || n < 1 || n >= len(senders) {
 				return nil, fmt.Errorf("no receiver %q", addr)
 			}
 			return senders[n], nil
-		}}
+		}}}
 		if fixed && i+1 < len(hops) {
-			cfg.ForwardTo = fmt.Sprintf("hop%d", i+1)
+			cfg.Relay.To = fmt.Sprintf("hop%d", i+1)
 			if hops[i+1].key != h.key {
-				cfg.ForwardKey = []byte(hops[i+1].key)
+				cfg.Relay.Key = []byte(hops[i+1].key)
 			}
 		}
 		wg.Go(func() {
@@ -118,7 +118,7 @@ func TestRelay(t *testing.T) {
 		encrypt   bool
 		hops      []hop
 		how       string // how the first hop relays (Stats.IO)
-		fixedOnly bool   // only with ForwardTo (and ForwardKey)
+		fixedOnly bool   // only with RelayConfig.To (and Key)
 	}{
 		{"two receivers", "", false, []hop{{params: p}, {params: p}}, "zero-copy", false},
 		{"four receivers, keyed", "k", false, keyed, "zero-copy", false},
@@ -140,7 +140,7 @@ func TestRelay(t *testing.T) {
 				for i := 1; i < len(tt.hops); i++ {
 					chain = append(chain, fmt.Sprintf("hop%d", i))
 				}
-				r := runChainWith(t, in, pipe.Config{Key: []byte(tt.key), Encrypt: tt.encrypt}, tt.hops, chain, fixed)
+				r := runChainWith(t, in, pipe.SendConfig{Key: []byte(tt.key), Encrypt: tt.encrypt}, tt.hops, chain, fixed)
 				checkChainResult(t, r, in, len(tt.hops))
 				if !strings.HasSuffix(r.ios[0], tt.how) {
 					t.Errorf("the first hop relayed with %q, want %q", r.ios[0], tt.how)
@@ -223,7 +223,7 @@ func TestChainMessages(t *testing.T) {
 	hops := []hop{{params: p}, {params: p}, {params: p}, {params: p}}
 	t.Run("names longer than one message", func(t *testing.T) {
 		pad := strings.Repeat("x", 200)
-		r := runChainWith(t, in, pipe.Config{}, hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
+		r := runChainWith(t, in, pipe.SendConfig{}, hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
 		checkChainResult(t, r, in, len(hops))
 	})
 	t.Run("the longest chain, under control credits", func(t *testing.T) {
@@ -237,14 +237,14 @@ func TestChainMessages(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		recvErr := make(chan error, 1)
 		go func() {
-			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{
-				Relay: relayAnywhere,
-				Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{Relay: pipe.RelayConfig{
+				Allow: relayAnywhere,
+				Dial: func(_ context.Context, addr string) (conn.Conn, error) {
 					return nil, conn.Errorf(conn.KindSetup, "", "no route to host %s", addr[:4])
-				}})
+				}}})
 			recvErr <- err
 		}()
-		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: chain})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Chain: chain})
 		checkErr(t, "sender", err, conn.KindSetup, "forward to "+chain[0][:61]+"...: could not connect to it")
 		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "forward to "+chain[0][:61]+"...: no route to host 0000")
 		if v := rc.Stats().Violations; v != 0 {
@@ -253,18 +253,18 @@ func TestChainMessages(t *testing.T) {
 	})
 	t.Run("a host name with a space", func(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
-		go pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
-		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"bad host"}})
+		go pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Chain: []string{"bad host"}})
 		checkErr(t, "sender", err, conn.KindUsage, "cannot be in one")
 	})
 	t.Run("a receiver that does not relay", func(t *testing.T) {
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		recvErr := make(chan error, 1)
 		go func() {
-			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{})
+			_, err := pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{})
 			recvErr <- err
 		}()
-		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Chain: []string{"hop1"}})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Chain: []string{"hop1"}})
 		checkErr(t, "sender", err, conn.KindSetup, "this receiver does not relay")
 		checkErr(t, "receiver", <-recvErr, conn.KindSetup, "does not relay")
 	})
@@ -335,17 +335,19 @@ func TestRelayPolicy(t *testing.T) {
 			if tt.want.senderGone {
 				timeout = time.Hour // only the sender's going can end the set-up
 			}
-			cfg := pipe.Config{
+			cfg := pipe.ReceiveConfig{
 				HandshakeTimeout: timeout,
-				Relay:            tt.relay,
 				Claim:            func() bool { return true },
 				Unclaim:          func() { unclaimed.Store(true) },
-				Forward: func(ctx context.Context, addr string) (conn.Conn, error) {
-					dialed.Store(true)
-					if tt.want.senderGone {
-						cancelSend(conn.Errorf(conn.KindAborted, "", "gone"))
-					}
-					return tt.forward(ctx, addr)
+				Relay: pipe.RelayConfig{
+					Allow: tt.relay,
+					Dial: func(ctx context.Context, addr string) (conn.Conn, error) {
+						dialed.Store(true)
+						if tt.want.senderGone {
+							cancelSend(conn.Errorf(conn.KindAborted, "", "gone"))
+						}
+						return tt.forward(ctx, addr)
+					},
 				},
 			}
 			recvErr := make(chan error, 1)
@@ -353,7 +355,7 @@ func TestRelayPolicy(t *testing.T) {
 				_, err := pipe.Receive(context.Background(), rc, io.Discard, cfg)
 				recvErr <- err
 			}()
-			_, err := pipe.Send(sendCtx, sc, bytes.NewReader(in), pipe.Config{Chain: []string{"hop1", "hop2", "hop3"}, HandshakeTimeout: timeout})
+			_, err := pipe.Send(sendCtx, sc, bytes.NewReader(in), pipe.SendConfig{Chain: []string{"hop1", "hop2", "hop3"}, HandshakeTimeout: timeout})
 			if tt.want.senderGone {
 				sc.Close()
 			}

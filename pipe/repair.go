@@ -3,7 +3,6 @@ package pipe
 import (
 	"context"
 	"errors"
-	"strings"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -11,107 +10,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
-// historyWindows is how many windows (chunk x depth) of the first
-// connection a repairing sender or relay keeps of what it sent (see
-// Config.Repair) for each fallback, up to maxHistoryWindows: a fallback
-// stands behind what was read by the windows of the hosts before it (the
-// bytes read ahead, those in flight and waiting in the next receiver's
-// window, and its relay's), about two each.
-const (
-	historyWindows    = 2
-	maxHistoryWindows = 8
-)
-
-// historySize is the history of a repairing stream with fallbacks
-// fallbacks over a first connection described by info: none without
-// one, for no one could be resent it.
-func historySize(info conn.Info, fallbacks int) int {
-	if fallbacks == 0 {
-		return 0
-	}
-	return min(historyWindows*(1+fallbacks), maxHistoryWindows) * info.Chunk * info.Depth
-}
-
-// history is the end of what a repairing sender read: a ring of the last
-// len(ring) bytes of the stream, for a resend.
-type history struct {
-	ring []byte
-	end  int64 // the stream's bytes recorded
-}
-
-// start is the offset of the oldest byte the history holds.
-func (h *history) start() int64 { return max(0, h.end-int64(len(h.ring))) }
-
-// record appends p to the history.
-func (h *history) record(p []byte) {
-	if len(h.ring) == 0 {
-		h.end += int64(len(p))
-		return
-	}
-	for len(p) > 0 {
-		at := int(h.end % int64(len(h.ring)))
-		n := copy(h.ring[at:], p)
-		p, h.end = p[n:], h.end+int64(n)
-	}
-}
-
-// read copies into p what the history holds from offset off on (at least
-// start), up to its end, and returns how much it copied.
-func (h *history) read(p []byte, off int64) int {
-	n := 0
-	for n < len(p) && off < h.end {
-		at := int(off % int64(len(h.ring)))
-		m := copy(p[n:min(len(p), n+int(h.end-off))], h.ring[at:])
-		n, off = n+m, off+int64(m)
-	}
-	return n
-}
-
-// replaySource is the input of one stream to a next receiver of a
-// repairing sender or relay: what the history holds from where the
-// receiver stands, then the input itself, recorded as it is handed out.
-type replaySource struct {
-	h           *history
-	b           source.Buffers
-	pos         int64 // the stream offset of the next byte handed out
-	inner       source.Source
-	handed      int64 // bytes the inner source handed out
-	inputFailed bool  // the inner source failed: nothing to repair
-}
-
-func (rs *replaySource) Next(ctx context.Context) (int, int, bool, error) {
-	if rs.pos < rs.h.end {
-		i, err := rs.b.Take(ctx)
-		if err != nil {
-			return 0, 0, false, err
-		}
-		n := rs.h.read(rs.b.Bufs[i][:rs.b.Chunk], rs.pos)
-		rs.pos += int64(n)
-		return i, n, false, nil
-	}
-	i, n, eof, err := rs.inner.Next(ctx)
-	if n > 0 {
-		rs.h.record(rs.b.Bufs[i][:n])
-		rs.pos += int64(n)
-		rs.handed += int64(n)
-	}
-	if err != nil && ctx.Err() == nil {
-		rs.inputFailed = true
-	}
-	return i, n, eof, err
-}
-
-// Close closes the inner source after the bytes it handed out: a file
-// read ahead is left at the next byte to record.
-func (rs *replaySource) Close(int64) { rs.inner.Close(rs.handed) }
-
-func (rs *replaySource) Describe() string { return rs.inner.Describe() + ", resendable" }
-
-// link is a repairing stream to the next receiver (Config.Repair): the
-// sender towards the current next receiver, the fallbacks left, and the
-// history to resend from.
+// link is a repairing stream to the next receiver (SendConfig.Repair,
+// RelayConfig.Repair): the sender towards the current next receiver, the
+// fallbacks left, and the history to resend from.
 type link struct {
-	cfg  Config  // the stream's: Forward, Timeout, Fallback's default Key
+	cfg  repairConfig
 	s    *sender // towards the current next receiver
 	name string  // the current next receiver, for Stats.Lost
 	// owned says whether s's connection is the link's to close (not the
@@ -132,24 +35,11 @@ type link struct {
 // go on with was given up.
 var errNoneLeft = errors.New("no receiver left to go on with")
 
-// checkRepair checks what repairing a stream needs.
-func checkRepair(cfg Config) error {
-	switch {
-	case !cfg.Repair && len(cfg.Fallback) == 0:
-		return nil
-	case len(cfg.Key) == 0:
-		return conn.Errorf(conn.KindUsage, "repair", "repairing a chain needs a shared key: without one, what a receiver wrote from a dead upstream cannot be trusted")
-	case cfg.Forward == nil && (len(cfg.Fallback) > 0 || len(cfg.Chain) > 0):
-		return conn.Errorf(conn.KindUsage, "repair", "fallback receivers need a way to connect to them (Forward)")
-	}
-	return nil
-}
-
 // newLink returns a repairing link that streams with s, whose connection
 // it owns if owned, to the receiver called name.
-func newLink(cfg Config, s *sender, name string, owned bool) *link {
-	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.Fallback)))}
-	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.Fallback, hist: hist, id: s.id, place: s.place + 1, whole: s.whole}
+func newLink(cfg repairConfig, s *sender, name string, owned bool) *link {
+	hist := &history{ring: make([]byte, historySize(s.c.Info(), len(cfg.hops)))}
+	return &link{cfg: cfg, s: s, name: name, owned: owned, hops: cfg.hops, hist: hist, id: s.pos.id, place: s.pos.place + 1, whole: s.pos.whole}
 }
 
 // run streams what open returns reads (called once per receiver, with
@@ -194,19 +84,15 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 	for len(l.hops) > 0 {
 		h, place := l.hops[0], l.place
 		l.hops, l.place = l.hops[1:], l.place+1
-		s, err := l.rejoin(ctx, h, place)
+		s, written, err := l.rejoin(ctx, h, place)
 		switch {
-		case err == nil && s.written > sent:
-			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", s.written, sent)
-			s.failed(err)
-			s.release()
-			s.c.Close()
+		case err == nil && written > sent:
+			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", written, sent)
+			s.drop(err)
 			return err
-		case err == nil && s.written < l.hist.start():
-			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", s.written, l.hist.start())
-			s.failed(err)
-			s.release()
-			s.c.Close()
+		case err == nil && written < l.hist.start():
+			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", written, l.hist.start())
+			s.drop(err)
 		}
 		if err != nil {
 			if ctx.Err() != nil {
@@ -215,7 +101,7 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 			l.lost = append(l.lost, shortName(h.Addr))
 			continue
 		}
-		s.sent.Store(s.written)
+		s.sent.Store(written)
 		l.s, l.name, l.owned = s, h.Addr, true
 		return nil
 	}
@@ -227,27 +113,21 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 const busyPause = 50 * time.Millisecond
 
 // rejoin connects to hop h, at place place of the chain, and completes a
-// rejoin handshake with it, within twice the handshake timeout and
-// Timeout: h takes a rejoin only once it has lost its own upstream, which
-// may first have waited that long for a rejoin of its own (see
-// Config.Rejoin) and told h so, or have hung until h gave it up after a
-// Timeout. The hops after h are those its confirmation must account for.
-func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, error) {
+// rejoin handshake with it within twice the handshake timeout and
+// Timeout: h takes it only once it has lost its own upstream, which may
+// take that long. It returns the taker-over and the bytes h has written.
+func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64, error) {
 	name := shortName(h.Addr)
 	key := h.Key
 	if key == nil {
-		key = l.cfg.Key
+		key = l.cfg.key
 	}
-	d := l.cfg.HandshakeTimeout
-	if d <= 0 {
-		d = DefaultHandshakeTimeout
-	}
-	// No Timeout until h takes the rejoin: it is silent until then, and
-	// the handshake's bound is the only one.
-	cfg := Config{Key: key, Encrypt: l.s.cfg.Encrypt, HandshakeTimeout: 2 * (d + l.cfg.Timeout)}
-	hctx, cancel := context.WithTimeoutCause(ctx, cfg.HandshakeTimeout, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", cfg.HandshakeTimeout))
+	// No silence timeout until h takes the rejoin: it is silent until
+	// then, and the handshake's bound is the only one.
+	d := 2 * (l.cfg.timeouts.handshake + l.cfg.timeouts.silence)
+	hctx, cancel := context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", d))
 	defer cancel()
-	c, err := l.cfg.Forward(hctx, h.Addr)
+	c, err := l.cfg.dial(hctx, h.Addr)
 	for conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil {
 		// h has not noticed yet that it lost its upstream: its listener
 		// still refuses others as busy.
@@ -255,46 +135,30 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, error)
 		case <-time.After(busyPause):
 		case <-hctx.Done():
 		}
-		c, err = l.cfg.Forward(hctx, h.Addr)
+		c, err = l.cfg.dial(hctx, h.Addr)
 	}
 	if err != nil {
-		return nil, wrap(conn.KindSetup, "take over at "+name, err)
+		return nil, 0, wrap(conn.KindSetup, "take over at "+name, err)
 	}
-	s := newSender(c, cfg, "receiver "+name)
-	s.rejoin, s.id, s.place, s.whole = true, l.id, place, l.whole
+	s := newSender(c, streamConfig{key: key, encrypt: l.s.cfg.encrypt}, timeouts{handshake: d}, "receiver "+name)
+	s.pos = position{id: l.id, place: place, whole: l.whole}
 	for _, after := range l.hops {
-		s.down = append(s.down, after.Addr)
+		s.pos.down = append(s.pos.down, after.Addr)
 	}
-	if err := guard(func() error { return s.handshake(hctx) }); err != nil {
-		s.failed(err)
-		s.release()
-		c.Close()
-		return nil, wrap(conn.KindOf(err), "take over at "+name, err)
+	var written int64
+	if err := guard(func() (err error) {
+		written, err = s.handshake(hctx, proposal{flags: wire.FlagRejoin})
+		return err
+	}); err != nil {
+		s.drop(err)
+		return nil, 0, wrap(conn.KindOf(err), "take over at "+name, err)
 	}
-	s.cfg.Timeout = l.cfg.Timeout
-	return s, nil
+	s.timeouts.silence = l.cfg.timeouts.silence
+	return s, written, nil
 }
 
 // confirmedLost is what the stream's last sender learned of the hosts
 // lost down the chain, after those the link gave up itself.
 func (l *link) confirmedLost() []string {
-	return append(append([]string(nil), l.lost...), l.s.lostDown...)
-}
-
-// lostNames splits the names of lost hosts a confirmation carried.
-func lostNames(text []byte) []string {
-	if len(text) == 0 {
-		return nil
-	}
-	return strings.Split(string(text), "\n")
-}
-
-// lostText joins the names of lost hosts for a confirmation, at most
-// wire.MaxLost bytes of them.
-func lostText(names []string) []byte {
-	text := strings.Join(names, "\n")
-	if len(text) > wire.MaxLost {
-		text = text[:wire.MaxLost]
-	}
-	return []byte(text)
+	return append(append([]string(nil), l.lost...), l.s.lostHosts.names...)
 }

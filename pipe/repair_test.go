@@ -219,18 +219,18 @@ type simResult struct {
 }
 
 // sim is a simulated chain of hosts named "hop0"... (and pad), each
-// with its own key, each relaying to the next with ForwardTo and
-// ForwardKey, and with repair: every host knows the (up to window) hosts
-// after its next one, and takes a stream over (Config.Rejoin).
+// with its own key, each relaying to the next with RelayConfig.To and
+// Key, and with repair: every host knows the (up to window) hosts
+// after its next one, and takes a stream over (ReceiveConfig.Rejoin).
 type sim struct {
 	hosts, window int
 	params        conn.Params
-	cfg           pipe.Config
-	faults        map[int]simFault // what happens to which host
-	pad           string           // after each host's name
-	file          bool             // the input is a regular file
-	// named makes the sender name the chain (Config.Chain), every host
-	// with the same key, instead of each relaying by its ForwardTo.
+	cfg           pipe.ReceiveConfig // the hosts'; the sender's from it (senderCfg)
+	faults        map[int]simFault   // what happens to which host
+	pad           string             // after each host's name
+	file          bool               // the input is a regular file
+	// named makes the sender name the chain (SendConfig.Chain), every host
+	// with the same key, instead of each relaying by its RelayConfig.To.
 	named bool
 	// slow is how long a host's connection to a fallback (any host but
 	// its next) takes to set up.
@@ -266,7 +266,7 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 		}
 		hcfg := cfg
 		hcfg.Key = key(i)
-		hcfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
+		hcfg.Relay.Dial = func(ctx context.Context, addr string) (conn.Conn, error) {
 			if addr != sm.name(i+1) {
 				select {
 				case <-time.After(sm.slow):
@@ -284,10 +284,10 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 				return nil, context.Cause(ctx)
 			}
 		}
-		hcfg.Relay = relayAnywhere
+		hcfg.Relay.Allow = relayAnywhere
 		if i+1 < n && !sm.named {
-			hcfg.ForwardTo, hcfg.ForwardKey = sm.name(i+1), key(i+1)
-			hcfg.Repair, hcfg.Fallback = true, fallback(i+2)
+			hcfg.Relay.To, hcfg.Relay.Key = sm.name(i+1), key(i+1)
+			hcfg.Relay.Repair, hcfg.Relay.Fallback = true, fallback(i+2)
 		}
 		wg.Go(func() {
 			var c conn.Conn
@@ -326,7 +326,7 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 	if err != nil {
 		t.Fatal(err)
 	}
-	scfg := cfg
+	scfg := senderCfg(cfg)
 	scfg.Key, scfg.Repair, scfg.Fallback = key(0), true, fallback(1)
 	if sm.named {
 		scfg.Fallback = nil
@@ -334,7 +334,7 @@ func (sm sim) run(t *testing.T, in []byte) simResult {
 			scfg.Chain = append(scfg.Chain, sm.name(i))
 		}
 	}
-	scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+	scfg.Dial = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
 	var input io.Reader = bytes.NewReader(in)
 	if sm.file {
 		f := fileWith(t, in, 0)
@@ -404,7 +404,7 @@ func checkSimNamed(t *testing.T, r simResult, in []byte, n int, lost []string, p
 // names the hosts lost.
 func TestRepair(t *testing.T) {
 	in := randomBytes(1<<20, 41)
-	cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
+	cfg := pipe.ReceiveConfig{Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
 		name                 string
 		faults               map[int]simFault
@@ -439,7 +439,7 @@ func TestRepair(t *testing.T) {
 		// The 2nd host waits for a rejoin that does not come (its
 		// upstream gave it up), then fails, and only then does the 3rd
 		// take the stream over: the 1st waits long enough for that.
-		cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: time.Second}
+		cfg := pipe.ReceiveConfig{Timeout: time.Second, HandshakeTimeout: time.Second}
 		faults := map[int]simFault{1: {at: 256 << 10, cut: true}}
 		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults}.run(t, in)
 		checkSim(t, r, in, 4, []string{"hop1"})
@@ -448,7 +448,7 @@ func TestRepair(t *testing.T) {
 	t.Run("the 2nd host dies, the 3rd takes longer than the timeout to reach", func(t *testing.T) {
 		// The 1st host's sender must not find it silent meanwhile; the
 		// 3rd waits for a takeover for the handshake timeout and more.
-		cfg := pipe.Config{Timeout: time.Second, HandshakeTimeout: 5 * time.Second}
+		cfg := pipe.ReceiveConfig{Timeout: time.Second, HandshakeTimeout: 5 * time.Second}
 		faults := map[int]simFault{1: {at: 256 << 10}}
 		r := sim{hosts: 4, window: 3, params: conn.NewParams(4096, 4), cfg: cfg, faults: faults, slow: 2 * cfg.Timeout}.run(t, in)
 		checkSim(t, r, in, 4, []string{"hop1"})
@@ -468,7 +468,7 @@ func TestRepair(t *testing.T) {
 // is left.
 func TestRepairRefused(t *testing.T) {
 	in := randomBytes(1<<20, 42)
-	cfg := pipe.Config{Timeout: 300 * time.Millisecond, HandshakeTimeout: time.Second}
+	cfg := pipe.ReceiveConfig{Timeout: 300 * time.Millisecond, HandshakeTimeout: time.Second}
 	t.Run("a rejoin without the key", func(t *testing.T) {
 		net := newSimNet(t, 2, conn.NewParams(4096, 4))
 		out := &simOutput{}
@@ -488,9 +488,9 @@ func TestRepairRefused(t *testing.T) {
 			recvErr <- err
 		}()
 		c, _ := net.dial(-1, "hop1")
-		scfg := cfg
+		scfg := senderCfg(cfg)
 		scfg.Key, scfg.Fallback = []byte("k1"), []pipe.Hop{{Addr: "hop1", Key: []byte("not k1")}}
-		scfg.Forward = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
+		scfg.Dial = func(_ context.Context, addr string) (conn.Conn, error) { return net.dial(-1, addr) }
 		cut := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { c.Close() }}
 		_, err := pipe.Send(context.Background(), c, cut, scfg)
 		checkErr(t, "sender", err, conn.KindAborted, "every receiver was lost (hop1, hop1)")
@@ -522,7 +522,7 @@ func (c *authSpy) SendControl(ctx context.Context, p []byte) error {
 // rejoins from the returned channel, and cuts the connection at cut
 // bytes: the receiver's error and what it wrote come on the others, and
 // the body of the sender's auth message on the last.
-func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer, <-chan []byte) {
+func lostSender(t *testing.T, in []byte, cfg pipe.ReceiveConfig, cut int) (chan<- conn.Conn, <-chan error, *testutil.Buffer, <-chan []byte) {
 	t.Helper()
 	p := conn.NewParams(4096, 4)
 	msc, rc := memPair(t, p, p, memconn.Faults{})
@@ -545,7 +545,7 @@ func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.
 	}()
 	go func() {
 		cr := &cutReader{r: bytes.NewReader(in), at: cut, cut: func() { sc.Close() }}
-		_, _ = pipe.Send(context.Background(), sc, cr, cfg)
+		_, _ = pipe.Send(context.Background(), sc, cr, senderCfg(cfg))
 	}()
 	return rejoins, recvErr, out, sc.auths
 }
@@ -556,7 +556,7 @@ func lostSender(t *testing.T, in []byte, cfg pipe.Config, cut int) (chan<- conn.
 // having written only the start of the stream.
 func TestRejoinRefused(t *testing.T) {
 	in := randomBytes(1<<20, 43)
-	cfg := pipe.Config{Key: []byte("k"), Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+	cfg := pipe.ReceiveConfig{Key: []byte("k"), Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
 	tests := []struct {
 		name  string
 		flags byte // of the scripted sender's auth
@@ -589,12 +589,12 @@ func TestRejoinRefused(t *testing.T) {
 	}
 	hellos := []struct {
 		name  string
-		cfg   pipe.Config // the receiver's
-		flags byte        // of the hostile sender's auth message
+		cfg   pipe.ReceiveConfig
+		flags byte // of the hostile sender's auth message
 		says  string
 	}{
 		{"a receiver without Rejoin", cfg, wire.FlagKey | wire.FlagRejoin, "the sender takes over a stream this receiver has not begun"},
-		{"a chain to repair without a key", pipe.Config{HandshakeTimeout: time.Second}, wire.FlagChain | wire.FlagRepair, "the sender asks for a chain to be repaired without a key"},
+		{"a chain to repair without a key", pipe.ReceiveConfig{HandshakeTimeout: time.Second}, wire.FlagChain | wire.FlagRepair, "the sender asks for a chain to be repaired without a key"},
 	}
 	for _, h := range hellos {
 		t.Run(h.name, func(t *testing.T) {
@@ -623,7 +623,7 @@ func TestRejoinRefused(t *testing.T) {
 	t.Run("a repair without a key", func(t *testing.T) {
 		p := conn.NewParams(4096, 4)
 		sc, _ := memPair(t, p, p, memconn.Faults{})
-		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Repair: true})
+		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Repair: true})
 		checkErr(t, "sender", err, conn.KindUsage, "needs a shared key")
 	})
 }
@@ -637,7 +637,7 @@ func TestRejoinRefused(t *testing.T) {
 func TestRejoinChecksTheWholeLength(t *testing.T) {
 	in := randomBytes(1<<20, 46)
 	key := []byte("k")
-	cfg := pipe.Config{Key: key, Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
+	cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
 		name  string
 		extra uint64 // in the end's total, beyond what the receiver wrote
@@ -703,7 +703,7 @@ func (p *peer) claim(key, id []byte, place uint32) []byte {
 func TestRejoinClaimsItsStream(t *testing.T) {
 	in := randomBytes(1<<20, 47)
 	key := []byte("k")
-	cfg := pipe.Config{Key: key, Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
+	cfg := pipe.ReceiveConfig{Key: key, Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
 	tests := []struct {
 		name  string
 		id    func(first []byte) []byte
@@ -763,7 +763,7 @@ func TestTakeOverClaims(t *testing.T) {
 			key := []byte("k")
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
-			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{Key: key}) }()
 			fsc, frc := memPair(t, p, p, memconn.Faults{})
 			told := make(chan []byte, 1)
 			go func() {
@@ -782,8 +782,8 @@ func TestTakeOverClaims(t *testing.T) {
 				liar.control(append(welcome, desc...))
 				told <- liar.nextFromSender('A')
 			}()
-			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
-				Forward: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
+			cfg := pipe.SendConfig{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}},
+				Dial: func(context.Context, string) (conn.Conn, error) { return fsc, nil }}
 			cr := &cutReader{r: bytes.NewReader(in), at: 256 << 10, cut: func() { sc.Close() }}
 			_, err := pipe.Send(context.Background(), sc, cr, cfg)
 			checkErr(t, "sender", err, tt.kind, tt.says)
@@ -817,12 +817,12 @@ func TestTakeOverCountsTheHostsAhead(t *testing.T) {
 			p := conn.NewParams(4096, 4)
 			msc, rc := memPair(t, p, p, memconn.Faults{})
 			sc := &authSpy{Conn: msc, auths: make(chan []byte, 1)}
-			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.Config{Key: key}) }()
+			go func() { _, _ = pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{Key: key}) }()
 			fsc, frc := memPair(t, p, p, memconn.Faults{})
 			claimed := make(chan []byte, 1)
 			go scriptedReceiver(t, frc, key, true, tt.receivers, "", claimed)
-			cfg := pipe.Config{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}, {Addr: "after"}},
-				Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+			cfg := pipe.SendConfig{Key: key, Fallback: []pipe.Hop{{Addr: "liar"}, {Addr: "after"}},
+				Dial: func(_ context.Context, addr string) (conn.Conn, error) {
 					if addr == "liar" {
 						return fsc, nil
 					}
@@ -920,7 +920,7 @@ func TestConfirmationNamesTheChain(t *testing.T) {
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			auths := make(chan []byte, 1)
 			go scriptedReceiver(t, rc, key, false, tt.receivers, tt.lost, auths)
-			st, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.Config{Key: key, Chain: []string{"h2", "h3"}})
+			st, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Key: key, Chain: []string{"h2", "h3"}})
 			checkErr(t, "sender", err, tt.kind, tt.says)
 			if err == nil && (st.Receivers != int(tt.receivers) || strings.Join(st.Lost, "\n") != tt.lost) {
 				t.Errorf("the sender counts %d receivers and lost %q, want %d and %q", st.Receivers, st.Lost, tt.receivers, tt.lost)
@@ -948,4 +948,10 @@ func (c *cutReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p[:min(len(p), 4096)])
 	c.read += n
 	return n, err
+}
+
+// senderCfg is the sender's part of cfg: its key, encryption and
+// timeouts.
+func senderCfg(cfg pipe.ReceiveConfig) pipe.SendConfig {
+	return pipe.SendConfig{Key: cfg.Key, Encrypt: cfg.Encrypt, Timeout: cfg.Timeout, HandshakeTimeout: cfg.HandshakeTimeout}
 }

@@ -38,7 +38,7 @@ func (c *silentConn) Info() conn.Info { return conn.Info{Remote: "silent"} }
 func TestSilenceFromLastWord(t *testing.T) {
 	const timeout = 100 * time.Millisecond
 	c := &silentConn{}
-	s := newSession(c, Config{Timeout: timeout}, "sender")
+	s := newSession(c, timeouts{silence: timeout}, "sender")
 	defer s.release()
 	s.heard.Store(time.Now().Add(-timeout / 2).UnixNano()) // the stream began a while ago
 	if _, err := s.poll(t.Context()); err != nil {
@@ -88,7 +88,7 @@ func (c *movingConn) Info() conn.Info { return conn.Info{Remote: "moving"} }
 func TestProgressAskedOften(t *testing.T) {
 	const timeout = 200 * time.Millisecond
 	c := &movingConn{moves: 3}
-	s := newSession(c, Config{Timeout: timeout}, "receiver")
+	s := newSession(c, timeouts{silence: timeout}, "receiver")
 	defer s.release()
 	_, err := s.poll(t.Context())
 	if conn.KindOf(err) != conn.KindAborted {

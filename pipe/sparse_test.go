@@ -13,7 +13,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// TestSparseOutput: with Config.Sparse the blocks of zeros of a file
+// TestSparseOutput: with ReceiveConfig.Sparse the blocks of zeros of a file
 // output become holes, past what the file held; the content is exact and
 // the file as long as the stream.
 func TestSparseOutput(t *testing.T) {
@@ -38,7 +38,7 @@ func TestSparseOutput(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			f := fileWith(t, tc.head, tc.off)
-			r := stream{out: f, proposal: conn.NewParams(64<<10, 4), recvCfg: pipe.Config{Sparse: true}}.run(t, context.Background(), bytes.NewReader(tc.data))
+			r := stream{out: f, proposal: conn.NewParams(64<<10, 4), recvCfg: pipe.ReceiveConfig{Sparse: true}}.run(t, context.Background(), bytes.NewReader(tc.data))
 			if r.sendErr != nil || r.recvErr != nil {
 				t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 			}
@@ -66,7 +66,7 @@ func TestSparseOutput(t *testing.T) {
 	}
 }
 
-// TestSparseOutputRefused: Config.Sparse needs a regular file that is not
+// TestSparseOutputRefused: ReceiveConfig.Sparse needs a regular file that is not
 // in append mode.
 func TestSparseOutputRefused(t *testing.T) {
 	pr, pw, err := os.Pipe()
@@ -94,7 +94,7 @@ func TestSparseOutputRefused(t *testing.T) {
 			if err := pipe.SparseOutput(tc.out); err == nil || !bytes.Contains([]byte(err.Error()), []byte(tc.says)) {
 				t.Fatalf("SparseOutput: %v, want it to say %q", err, tc.says)
 			}
-			r := stream{out: tc.out, recvCfg: pipe.Config{Sparse: true}}.run(t, context.Background(), bytes.NewReader([]byte("x")))
+			r := stream{out: tc.out, recvCfg: pipe.ReceiveConfig{Sparse: true}}.run(t, context.Background(), bytes.NewReader([]byte("x")))
 			checkErr(t, "receiver", r.recvErr, conn.KindUsage, tc.says)
 		})
 	}

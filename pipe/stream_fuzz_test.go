@@ -16,7 +16,10 @@ import (
 )
 
 // fuzzCfg keeps each fuzzed stream short: the honest end gives up quickly.
-var fuzzCfg = pipe.Config{Timeout: 300 * time.Millisecond, HandshakeTimeout: 200 * time.Millisecond}
+var fuzzCfg = pipe.ReceiveConfig{Timeout: 300 * time.Millisecond, HandshakeTimeout: 200 * time.Millisecond}
+
+// fuzzSendCfg is fuzzCfg for the honest end that sends.
+var fuzzSendCfg = pipe.SendConfig{Timeout: fuzzCfg.Timeout, HandshakeTimeout: fuzzCfg.HandshakeTimeout}
 
 // splitMessages cuts b into messages: each is a length byte and that many
 // bytes (what is left, if fewer).
@@ -91,7 +94,7 @@ func FuzzSend(f *testing.F) {
 		}()
 		done := make(chan error, 1)
 		go func() {
-			_, err := pipe.Send(context.Background(), sc, io.LimitReader(zeros{}, 1000), fuzzCfg)
+			_, err := pipe.Send(context.Background(), sc, io.LimitReader(zeros{}, 1000), fuzzSendCfg)
 			done <- err
 		}()
 		select {

@@ -133,10 +133,10 @@ func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Option
 		_ = writeJSONLine(m.r.stdin, forwardTo(live[i+1:]))
 	}
 	first := live[0]
-	cfg := o.config(first.key)
+	cfg := o.sendConfig(first.key)
 	cfg.Repair, cfg.Fallback = true, forwardTo(live).hops()
 	d := newDialer(o)
-	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
+	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
 	stats, err := stream(ctx, first.addr, p, in, o, cfg, first.r.waited)
 	if err != nil {
 		// Every host's stream ends with this one's: stop them all, and

@@ -61,7 +61,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 			return err
 		}
 	}
-	stats, err := fetchStream(ctx, r, server.Server{Listener: l, Config: o.config(key), Log: o.Stderr}, s, t.Host, dst)
+	stats, err := fetchStream(ctx, r, server.Server{Listener: l, Config: o.receiveConfig(key), Log: o.Stderr}, s, t.Host, dst)
 	if err != nil {
 		return claimOf(t.Host, err)
 	}

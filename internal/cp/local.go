@@ -135,7 +135,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
-	stats, err := stream(ctx, addr, p, in, o, o.config(key), r.waited)
+	stats, err := stream(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
 	if err != nil {
 		r.close()
 		return streamFailed(err, r)
@@ -191,9 +191,15 @@ const (
 	remoteSend    = "--remote-send"
 )
 
-// config is the engine's configuration of a stream under key.
-func (o Options) config(key []byte) pipe.Config {
-	return pipe.Config{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
+// sendConfig is the engine's configuration of a stream sent under key.
+func (o Options) sendConfig(key []byte) pipe.SendConfig {
+	return pipe.SendConfig{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
+}
+
+// receiveConfig is the engine's configuration of a stream received under
+// key.
+func (o Options) receiveConfig(key []byte) pipe.ReceiveConfig {
+	return pipe.ReceiveConfig{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
 }
 
 // newKey returns a fresh one-time key.
@@ -286,7 +292,7 @@ func resolveIP(ctx context.Context, name, op string) (string, error) {
 // connections or a race may do) is tried again, until dialWait has passed
 // since the first or gone is closed (the remote side ended). Retrying is
 // safe: pipe.Send reads nothing before the handshake has finished.
-func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.Config, gone <-chan struct{}) (pipe.Stats, error) {
+func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
 	if o.Transport == "rdma" {
 		if err := rdma.Available(); err != nil {
 			return pipe.Stats{}, err
@@ -313,7 +319,7 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cf
 }
 
 // streamOnce is one attempt of stream, connecting with d within wait.
-func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, cfg pipe.Config, wait time.Duration) (pipe.Stats, error) {
+func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, wait time.Duration) (pipe.Stats, error) {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	c, err := d.Dial(dctx, addr, o.params())
 	cancel()
@@ -331,7 +337,7 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 }
 
 // sendTar streams p's sources to c as a tar archive, paced to o's rate.
-func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.Config, o Options) (pipe.Stats, error) {
+func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
 	go func() {

@@ -111,7 +111,7 @@ func TestStreamRetries(t *testing.T) {
 			l := tc.first(t, ctx, addr)
 			sent := make(chan error, 1)
 			go func() {
-				_, err := stream(ctx, addr, p, in, o, o.config(key), nil)
+				_, err := stream(ctx, addr, p, in, o, o.sendConfig(key), nil)
 				sent <- err
 			}()
 			select {
@@ -126,7 +126,7 @@ func TestStreamRetries(t *testing.T) {
 			}
 			defer l.Close()
 			var out bytes.Buffer
-			srv := server.Server{Listener: l, Out: &out, Config: pipe.Config{Key: key, Timeout: time.Minute}, Log: io.Discard, Wait: time.Minute}
+			srv := server.Server{Listener: l, Out: &out, Config: pipe.ReceiveConfig{Key: key, Timeout: time.Minute}, Log: io.Discard, Wait: time.Minute}
 			if _, err := srv.Serve(ctx); err != nil {
 				t.Fatalf("receiver: %v", err)
 			}

@@ -269,7 +269,7 @@ type forwardLine struct {
 // several hosts may go on with, one after the other, when the next one
 // dies: so a chain survives that many dead hosts in a row. (A relay's
 // history for a resend grows with them, up to eight windows, see
-// pipe.Config.Repair.)
+// pipe.SendConfig.Repair.)
 const maxFallbacks = 3
 
 // validate checks a forward line from the local side.

@@ -93,9 +93,9 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		s.Abort(0)
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
-	cfg := pipe.Config{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
+	cfg := pipe.ReceiveConfig{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
 	if req.Relay {
-		if err := forwardWith(&cfg, req, br, stderr); err != nil {
+		if err := forwardWith(&cfg.Relay, req, br, stderr); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
@@ -114,9 +114,9 @@ const forwardWait = time.Hour
 // forwardWith reads the forward line of a copy to several hosts from br
 // and sets cfg to pass the stream on where it says, to the host holding
 // the key it names, and, should that host die, to the hosts after it
-// that it names (see pipe.Config.Repair); and nowhere else, whatever the
-// sender asks.
-func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writer) error {
+// that it names (see pipe.RelayConfig.Repair); and nowhere else, whatever
+// the sender asks.
+func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io.Writer) error {
 	var f forwardLine
 	if err := lineWithin(br, forwardWait, &f); err != nil {
 		return conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
@@ -128,8 +128,8 @@ func forwardWith(cfg *pipe.Config, req Request, br *bufio.Reader, stderr io.Writ
 		return nil
 	}
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
-	cfg.ForwardTo, cfg.ForwardKey, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
-	cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) {
+	cfg.To, cfg.Key, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
+	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) {
 		return d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
 	}
 	return nil
@@ -203,7 +203,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
-	st, err := stream(ctx, req.Connect, p, in, o, o.config(req.keyBytes()), nil)
+	st, err := stream(ctx, req.Connect, p, in, o, o.sendConfig(req.keyBytes()), nil)
 	return st.Bytes, err
 }
 

@@ -122,7 +122,7 @@ func (f Facts) probe(ctx context.Context, d conn.Dialer, limit time.Duration) *R
 		return &Result[Probe]{Err: err}
 	}
 	defer c.Close()
-	info, err := pipe.Probe(ctx, c, pipe.Config{Key: f.Key, HandshakeTimeout: f.HandshakeTimeout})
+	info, err := pipe.Probe(ctx, c, pipe.SendConfig{Key: f.Key, HandshakeTimeout: f.HandshakeTimeout})
 	p := Probe{Info: info, Elapsed: time.Since(start), GIDIndex: -1}
 	if rc, ok := c.(*rdma.Conn); ok && err == nil {
 		p.GIDIndex, p.GIDErr = rc.SourceGIDIndex()

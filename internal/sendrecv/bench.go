@@ -55,7 +55,7 @@ func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, per
 	for size := 1; size <= BenchMaxChunk; size *= 2 {
 		p := o.params
 		p.Chunk = size
-		row, info, err := benchOne(ctx, d, addr, p, o.cfg, wait, warmup, perSize)
+		row, info, err := benchOne(ctx, d, addr, p, o.send, wait, warmup, perSize)
 		if err != nil {
 			return fmt.Errorf("bench at %s messages: %w", units.Size(int64(size)), err)
 		}
@@ -81,7 +81,7 @@ func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, per
 
 // benchOne measures one message size on a fresh connection, waiting up to
 // wait for the receiver to be up and free.
-func benchOne(ctx context.Context, d conn.Dialer, addr string, p conn.Params, cfg pipe.Config, wait, warmup, measure time.Duration) (benchRow, conn.Info, error) {
+func benchOne(ctx context.Context, d conn.Dialer, addr string, p conn.Params, cfg pipe.SendConfig, wait, warmup, measure time.Duration) (benchRow, conn.Info, error) {
 	src := &benchSource{warmup: warmup, measure: measure}
 	st, _, err := sendWithRetry(ctx, d, addr, p, wait, src, cfg)
 	if err != nil {

@@ -24,7 +24,7 @@ func check(ctx context.Context, c *cli.Context, o options, peer, listen string, 
 	}
 	cfg := doctor.Config{
 		Command: title, Peer: peer, Listen: listen, Transport: o.transport,
-		RDMA: o.rdmaOpts(), Params: o.params, Key: o.cfg.Key, HandshakeTimeout: o.cfg.HandshakeTimeout,
+		RDMA: o.rdmaOpts(), Params: o.params, Key: o.send.Key, HandshakeTimeout: o.send.HandshakeTimeout,
 		Memory: memoryFacts(o.window, o.rdmaOpts(), receiver),
 	}
 	r := doctor.Judge(doctor.Gather(ctx, cfg))

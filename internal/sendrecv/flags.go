@@ -21,7 +21,8 @@ type options struct {
 	port       int
 	transport  string // "auto", "rdma" or "tcp"
 	params     conn.Params
-	cfg        pipe.Config
+	send       pipe.SendConfig    // rdmasend's engine configuration
+	recv       pipe.ReceiveConfig // rdmarecv's
 	progress   bool
 	verbose    bool
 	statsJSON  string
@@ -112,24 +113,27 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	}
 	o.window = window.Choose(window.ThisHost(), f, pins)
 	o.params = o.window.Params()
-	o.cfg.Timeout = c.Duration("timeout")
-	if o.cfg.Timeout < 0 {
+	timeout := c.Duration("timeout")
+	if timeout < 0 {
 		return o, command.Usagef("--timeout must not be negative")
 	}
-	o.cfg.Key, err = loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
+	key, err := loadKey(c.String("key-file"), c.String("key"), getenv("RDMAPIPE_KEY"))
 	if w := keyFileWarning(c.String("key-file")); w != "" && err == nil {
 		fmt.Fprintf(c.App.ErrWriter, "%s: %s\n", c.App.Name, w)
 	}
-	if n := len(o.cfg.Key); n > 0 && n < minKeyLen {
+	if n := len(key); n > 0 && n < minKeyLen {
 		fmt.Fprintf(c.App.ErrWriter, "%s: warning: the key is only %d bytes; a short key can be guessed offline from one recorded handshake: use %d or more random bytes (head -c 32 /dev/urandom | base64 > key)\n", c.App.Name, n, minKeyLen)
 	}
-	if o.cfg.Encrypt = c.Bool("encrypt"); o.cfg.Encrypt && err == nil && len(o.cfg.Key) == 0 {
+	encrypt := c.Bool("encrypt")
+	if encrypt && err == nil && len(key) == 0 {
 		return o, command.Usagef("--encrypt needs a shared key: --key-file, --key or RDMAPIPE_KEY")
 	}
-	o.cfg.HandshakeTimeout = pipe.DefaultHandshakeTimeout
-	if o.cfg.Timeout > 0 {
-		o.cfg.HandshakeTimeout = min(o.cfg.Timeout, pipe.DefaultHandshakeTimeout)
+	handshake := pipe.DefaultHandshakeTimeout
+	if timeout > 0 {
+		handshake = min(timeout, pipe.DefaultHandshakeTimeout)
 	}
+	o.send = pipe.SendConfig{Key: key, Encrypt: encrypt, Timeout: timeout, HandshakeTimeout: handshake}
+	o.recv = pipe.ReceiveConfig{Key: key, Encrypt: encrypt, Timeout: timeout, HandshakeTimeout: handshake}
 	return o, err
 }
 

@@ -47,7 +47,7 @@ func newProgressClock(w io.Writer, size int64, desc string, now func() time.Time
 	return &progress{w: w, size: size, desc: desc, now: now, start: t, at: t}
 }
 
-// set records that n bytes moved (a pipe.Config.Progress function) and
+// set records that n bytes moved (a pipe.SendConfig.Progress function) and
 // draws the line the first time, then whenever progressEvery has passed
 // since the last redraw.
 func (p *progress) set(n int64) {

@@ -62,14 +62,14 @@ EXAMPLES:
 }
 
 // relayWith lets the receiver connect to a next receiver
-// (pipe.Config.Forward), dialing it with the receiver's own transport
+// (pipe.RelayConfig.Dial), dialing it with the receiver's own transport
 // flags and one queue pair, and, with --relay or --relay-allow, relay a
-// sender's chain as the policy allows (pipe.Config.Relay).
+// sender's chain as the policy allows (pipe.RelayConfig.Allow).
 func relayWith(c *cli.Context, o *options) error {
 	dialing := *o
 	dialing.rdma.qps = 1
 	d := newDialer(dialing, os.Stderr, "rdmarecv")
-	o.cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
+	o.recv.Relay.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
 	if !c.Bool("relay") && !c.IsSet("relay-allow") {
 		return nil
 	}
@@ -77,10 +77,10 @@ func relayWith(c *cli.Context, o *options) error {
 	if err != nil {
 		return err
 	}
-	if !policy.restricted() && len(o.cfg.Key) == 0 {
+	if !policy.restricted() && len(o.recv.Key) == 0 {
 		return command.Usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
 	}
-	o.cfg.Relay = policy.check
+	o.recv.Relay.Allow = policy.check
 	return nil
 }
 
@@ -107,7 +107,7 @@ func outputs(c *cli.Context, o *options, keep bool) (io.Writer, func(server.Stre
 		if err != nil {
 			return nil, nil, err
 		}
-		o.cfg.Sparse = c.Bool("sparse")
+		o.recv.Sparse = c.Bool("sparse")
 		sync := c.Bool("sync")
 		return nil, func(st server.Stream) (*server.Output, error) { return openLanding(t, st, sync, os.Stderr) }, nil
 	}
@@ -115,13 +115,13 @@ func outputs(c *cli.Context, o *options, keep bool) (io.Writer, func(server.Stre
 		if err := pipe.SparseOutput(os.Stdout); err != nil {
 			return nil, nil, command.Usagef("--sparse needs standard output to be a regular file, not opened for appending (rdmarecv --sparse > FILE): %v", err)
 		}
-		o.cfg.Sparse = true
+		o.recv.Sparse = true
 	}
 	if c.Bool("sync") {
 		if fi, err := os.Stdout.Stat(); err != nil || !fi.Mode().IsRegular() && fi.Mode()&os.ModeDevice == 0 {
 			return nil, nil, command.Usagef("--sync needs standard output to be a file or a block device (rdmarecv --sync > FILE)")
 		}
-		o.cfg.Sync = os.Stdout.Sync
+		o.recv.Sync = os.Stdout.Sync
 	}
 	growPipe(os.Stdout, o.params.Chunk)
 	return os.Stdout, nil, nil
@@ -156,7 +156,7 @@ func recvAction(c *cli.Context) error {
 		if c.Bool("bench") {
 			return command.Usagef("--forward and --bench do not go together")
 		}
-		o.cfg.ForwardTo = hostPort(next, o.port)
+		o.recv.Relay.To = hostPort(next, o.port)
 	}
 	if c.Bool("bench") && (c.Bool("relay") || c.IsSet("relay-allow")) {
 		return command.Usagef("--relay and --bench do not go together")

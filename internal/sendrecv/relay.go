@@ -14,7 +14,7 @@ import (
 )
 
 // relayPolicy says which next receivers a receiver started with --relay
-// relays to when its sender names a chain (pipe.Config.Relay). With an
+// relays to when its sender names a chain (pipe.RelayConfig.Allow). With an
 // allowlist (--relay-allow), only the hosts and networks on it; without
 // one (allowed only with a key, whose proof comes first), any host but
 // loopback, link-local, unspecified and multicast addresses, which are

@@ -56,7 +56,7 @@ func namedLost(host, lost string) bool {
 
 // firstReceiver is rdmasend's first receiver: its address as given, and
 // as the engine names it in pipe.Stats.Lost (its connection's remote
-// address, see pipe.Config.Repair).
+// address, see pipe.SendConfig.Repair).
 type firstReceiver struct {
 	addr, remote string
 }
@@ -78,18 +78,18 @@ func hostResults(first firstReceiver, chain []string, st pipe.Stats) []hostResul
 }
 
 // finish prints the -v summary and writes --stats-json for a stream that
-// ended with err (a sender's to first, then o.cfg.Chain), and returns err
+// ended with err (a sender's to first, then o.send.Chain), and returns err
 // (or the stats file's error).
 func finish(o options, role string, first firstReceiver, st pipe.Stats, err error) error {
 	s := newSummary(role, st, err, cpuTime())
-	if len(o.cfg.Chain) > 0 {
-		s.Chain = o.cfg.Chain
+	if len(o.send.Chain) > 0 {
+		s.Chain = o.send.Chain
 		if err == nil {
 			s.Receivers, s.Lost = st.Receivers, st.Lost
-			s.Hosts = hostResults(first, o.cfg.Chain, st)
+			s.Hosts = hostResults(first, o.send.Chain, st)
 		}
 		if err == nil && len(st.Lost) > 0 {
-			err = &command.Partial{Failed: st.Lost, Hosts: 1 + len(o.cfg.Chain)}
+			err = &command.Partial{Failed: st.Lost, Hosts: 1 + len(o.send.Chain)}
 			s.OK, s.ExitCode, s.Error = false, command.ExitPartial, err.Error()
 		}
 	}

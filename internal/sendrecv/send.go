@@ -70,9 +70,9 @@ func sendAction(c *cli.Context) error {
 		return err
 	}
 	for _, h := range hosts[1:] {
-		o.cfg.Chain = append(o.cfg.Chain, hostPort(h, o.port))
+		o.send.Chain = append(o.send.Chain, hostPort(h, o.port))
 	}
-	if len(o.cfg.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
+	if len(o.send.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
 		return command.Usagef("--bench and --check take one receiver, not a chain")
 	}
 	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
@@ -109,25 +109,25 @@ func sendAction(c *cli.Context) error {
 	var bar *progress
 	if o.progress {
 		bar = newProgress(os.Stderr, size, "sending")
-		o.cfg.Progress = bar.set
+		o.send.Progress = bar.set
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
-	if len(o.cfg.Chain) > 0 && len(o.cfg.Key) > 0 {
+	if len(o.send.Chain) > 0 && len(o.send.Key) > 0 {
 		// A keyed broadcast survives a receiver that dies in mid-stream:
-		// the one before it goes on with the next (pipe.Config.Repair).
-		o.cfg.Repair = true
-		o.cfg.Forward = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
+		// the one before it goes on with the next (pipe.SendConfig.Repair).
+		o.send.Repair = true
+		o.send.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params) }
 	}
 	if o.statsEvery > 0 {
-		o.cfg.Gauges = &pipe.Gauges{}
+		o.send.Gauges = &pipe.Gauges{}
 	}
-	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.cfg.Gauges)
+	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.send.Gauges)
 	var in io.Reader = os.Stdin
 	if rate > 0 {
 		in = &ratelimit.Reader{Ctx: ctx, R: os.Stdin, B: ratelimit.NewBucket(rate, ratelimit.System{})}
 	}
-	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), in, o.cfg)
+	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), in, o.send)
 	stopStats()
 	if bar != nil {
 		bar.end(st.Bytes)
@@ -172,7 +172,7 @@ func receivers(c *cli.Context) ([]string, error) {
 // and nothing is retried after. It also returns the remote address of the
 // last connection to addr, by which pipe.Stats.Lost names the receiver
 // there.
-func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.Config) (pipe.Stats, string, error) {
+func sendWithRetry(ctx context.Context, d conn.Dialer, addr string, p conn.Params, wait time.Duration, r io.Reader, cfg pipe.SendConfig) (pipe.Stats, string, error) {
 	deadline := time.Now().Add(wait)
 	remote := ""
 	for {

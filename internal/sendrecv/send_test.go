@@ -22,7 +22,7 @@ import (
 type dropper struct {
 	ctx          context.Context // the receivers'
 	drops, cutAt int
-	cfg          pipe.Config
+	cfg          pipe.ReceiveConfig
 	dials        atomic.Int32
 	out          testutil.Buffer
 	received     chan error
@@ -77,11 +77,11 @@ func TestSendWithRetry(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			cfg := pipe.Config{Key: key, Timeout: time.Minute}
+			cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Minute}
 			d := &dropper{ctx: t.Context(), drops: tt.drops, cutAt: tt.cutAt, cfg: cfg, received: make(chan error, tt.dials+1)}
 			p := conn.NewParams(4096, 4)
 			r := &countingReader{r: bytes.NewReader(in)}
-			st, _, err := sendWithRetry(t.Context(), d, "mem", p, tt.wait, r, cfg)
+			st, _, err := sendWithRetry(t.Context(), d, "mem", p, tt.wait, r, pipe.SendConfig{Key: cfg.Key, Timeout: cfg.Timeout})
 			if n := d.dials.Load(); n != tt.dials {
 				t.Errorf("%d connections, want %d", n, tt.dials)
 			}

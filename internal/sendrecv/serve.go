@@ -25,8 +25,8 @@ import (
 // (EPIPE) fails only itself. A failure of this host's
 // resources (memlock) ends the receiver unless keep.
 func receiver(l conn.Listener, o options, out io.Writer, open func(server.Stream) (*server.Output, error), keep bool, log io.Writer) *server.Server {
-	return &server.Server{Listener: l, Out: out, Open: open, Config: o.cfg, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.cfg.Key) > 0,
-		Attach: func(cfg *pipe.Config) server.Hooks { return attach(o, cfg, log) },
+	return &server.Server{Listener: l, Out: out, Open: open, Config: o.recv, Log: log, Prog: "rdmarecv", Keep: keep, Rejoin: len(o.recv.Key) > 0,
+		Attach: func(cfg *pipe.ReceiveConfig) server.Hooks { return attach(o, cfg, log) },
 		Served: func(st pipe.Stats, err error) (error, bool) {
 			err = finish(o, "recv", firstReceiver{}, st, err)
 			return err, open != nil || !errors.Is(err, syscall.EPIPE)
@@ -42,7 +42,7 @@ func receiver(l conn.Listener, o options, out io.Writer, open func(server.Stream
 // attach is rdmarecv's part in each connection: its gauges, reported
 // every --stats-interval once it claims the receiver, and a progress bar,
 // made when its data flows.
-func attach(o options, cfg *pipe.Config, log io.Writer) server.Hooks {
+func attach(o options, cfg *pipe.ReceiveConfig, log io.Writer) server.Hooks {
 	stopStats := func() {}
 	if o.statsEvery > 0 {
 		cfg.Gauges = &pipe.Gauges{}

@@ -22,7 +22,7 @@ func (o options) rdmaOpts() rdma.Options {
 // auto mode it tries RDMA first and falls back to TCP, saying so once on
 // notice, prefixed with name.
 func newDialer(o options, notice io.Writer, name string) conn.Dialer {
-	t := tcp.Dialer{HandshakeTimeout: o.cfg.HandshakeTimeout}
+	t := tcp.Dialer{HandshakeTimeout: o.send.HandshakeTimeout}
 	switch o.transport {
 	case "tcp":
 		return t

@@ -50,7 +50,7 @@ type Server struct {
 	Open func(Stream) (*Output, error)
 	// Config is each connection's engine configuration; Claim and
 	// Unclaim are the Server's, and with Open, Output and Sync too.
-	Config pipe.Config
+	Config pipe.ReceiveConfig
 	// Log takes the refused connections, at most RefusalBurst lines a
 	// second, each prefixed with Prog.
 	Log  io.Writer
@@ -64,7 +64,7 @@ type Server struct {
 	// it may add to its configuration (progress, gauges) and returns what
 	// to call when the connection claims the receiver and when its stream
 	// ends.
-	Attach func(cfg *pipe.Config) Hooks
+	Attach func(cfg *pipe.ReceiveConfig) Hooks
 	// Served, if set, is told how each claimed stream ended and returns
 	// the error that stands for it (for the exit status), and whether a
 	// Server with Keep may serve another.
@@ -73,7 +73,7 @@ type Server struct {
 	// connection (pipe.ErrProbe).
 	Probed func(remote string)
 	// Rejoin lets a claimed stream whose sender was lost take a
-	// replacement from Listener (see pipe.Config.Rejoin; it needs a
+	// replacement from Listener (see pipe.ReceiveConfig.Rejoin; it needs a
 	// key): while it waits for one, the listener is not busy, and the
 	// connections that arrive go to it, one at a time, instead of
 	// handshaking on their own. Those that arrive while the stream is
@@ -97,7 +97,7 @@ type Output struct {
 	// written as pipe.Receive writes one.
 	W io.Writer
 	// Commit is called once the stream is whole and verified, before it
-	// is confirmed to the sender (pipe.Config.Sync): an error fails it.
+	// is confirmed to the sender (pipe.ReceiveConfig.Sync): an error fails it.
 	Commit func() error
 	// End is called when the stream has ended with err and returns its
 	// outcome: nil once Commit succeeded (the output holds the whole,
@@ -114,7 +114,7 @@ type streamOutput struct {
 
 // open has the stream on cfg's connection, once claimed, numbered from
 // streams and written to what open gives.
-func (so *streamOutput) open(cfg *pipe.Config, open func(Stream) (*Output, error), c conn.Conn, streams *atomic.Int64) {
+func (so *streamOutput) open(cfg *pipe.ReceiveConfig, open func(Stream) (*Output, error), c conn.Conn, streams *atomic.Int64) {
 	cfg.Output = func() (io.Writer, error) {
 		so.n = streams.Add(1)
 		out, err := open(Stream{N: so.n, Remote: c.Info().Remote, Began: time.Now()})
@@ -157,7 +157,7 @@ func (h *handover) give(c conn.Conn) bool {
 	return true
 }
 
-// rejoin is pipe.Config.Rejoin for a Server's claimed stream: it asks the
+// rejoin is pipe.ReceiveConfig.Rejoin for a Server's claimed stream: it asks the
 // accept loop, through asks, for the next connection.
 func rejoin(asks chan<- *handover) func(ctx context.Context) (conn.Conn, error) {
 	return func(ctx context.Context) (conn.Conn, error) {

@@ -48,7 +48,7 @@ func TestFloodDropsOldest(t *testing.T) {
 			defer cancel()
 			key := bytes.Repeat([]byte{7}, 32)
 			p := conn.NewParams(4096, 4)
-			cfg := pipe.Config{Key: key, Timeout: time.Minute} // silent handshakes last 10 s
+			cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Minute} // silent handshakes last 10 s
 			l := &memListener{conns: make(chan conn.Conn)}
 			var out bytes.Buffer
 			done := make(chan error, 1)
@@ -71,7 +71,7 @@ func TestFloodDropsOldest(t *testing.T) {
 			}
 			defer s.Close()
 			l.conns <- r
-			if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), cfg); err != nil {
+			if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), pipe.SendConfig{Key: cfg.Key, Timeout: cfg.Timeout, HandshakeTimeout: cfg.HandshakeTimeout}); err != nil {
 				t.Fatalf("real sender after %d silent ones: %v", silent, err)
 			}
 			if err := <-done; err != nil || out.String() != "the real stream" {
@@ -105,7 +105,7 @@ func TestFloodSparesOtherHosts(t *testing.T) {
 	defer cancel()
 	key := bytes.Repeat([]byte{7}, 32)
 	p := conn.NewParams(4096, 4)
-	cfg := pipe.Config{Key: key, Timeout: time.Minute, HandshakeTimeout: time.Minute}
+	cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Minute, HandshakeTimeout: time.Minute}
 	l := &memListener{conns: make(chan conn.Conn)}
 	var out, log testutil.Buffer
 	done := make(chan error, 1)
@@ -128,7 +128,7 @@ func TestFloodSparesOtherHosts(t *testing.T) {
 		defer fs.Close()
 		l.conns <- fromHost{fr, "10.0.0.1"}
 	}
-	if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), cfg); err != nil {
+	if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), pipe.SendConfig{Key: cfg.Key, Timeout: cfg.Timeout, HandshakeTimeout: cfg.HandshakeTimeout}); err != nil {
 		t.Fatalf("the real sender after the flood: %v", err)
 	}
 	if err := <-done; err != nil || out.String() != "the real stream" {
@@ -145,7 +145,7 @@ func TestFloodSparesOtherHosts(t *testing.T) {
 func TestServe(t *testing.T) {
 	key := bytes.Repeat([]byte{7}, 32)
 	p := conn.NewParams(4096, 4)
-	cfg := pipe.Config{Key: key, Timeout: time.Minute}
+	cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Minute}
 	// a sender: its stream, the key it uses, and the data message the
 	// link damages (0: none)
 	type sender struct {
@@ -223,8 +223,7 @@ func TestServe(t *testing.T) {
 					case err := <-done:
 						t.Fatalf("Serve ended before sender %q: %v", snd.data, err)
 					}
-					c := cfg
-					c.Key = snd.key
+					c := pipe.SendConfig{Key: snd.key, Timeout: cfg.Timeout}
 					_, err = pipe.Send(ctx, s, strings.NewReader(snd.data), c)
 					if conn.KindOf(err) == conn.KindBusy && ctx.Err() == nil {
 						// The server has not yet seen the last stream end (its
@@ -339,7 +338,7 @@ func TestRejoin(t *testing.T) {
 			var out testutil.Buffer
 			done := make(chan error, 1)
 			go func() {
-				srv := Server{Listener: l, Out: &out, Config: pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second}, Log: io.Discard, Rejoin: rejoin}
+				srv := Server{Listener: l, Out: &out, Config: pipe.ReceiveConfig{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second}, Log: io.Discard, Rejoin: rejoin}
 				_, err := srv.Serve(ctx)
 				done <- err
 			}()
@@ -356,8 +355,8 @@ func TestRejoin(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer s1.Close()
-			go pipe.Receive(ctx, r1, io.Discard, pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, ForwardTo: "server", Forward: toServer})
-			cfg := pipe.Config{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Repair: true, Fallback: []pipe.Hop{{Addr: "server"}}, Forward: toServer}
+			go pipe.Receive(ctx, r1, io.Discard, pipe.ReceiveConfig{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Relay: pipe.RelayConfig{To: "server", Dial: toServer}})
+			cfg := pipe.SendConfig{Key: key, Timeout: 2 * time.Second, HandshakeTimeout: time.Second, Repair: true, Fallback: []pipe.Hop{{Addr: "server"}}, Dial: toServer}
 			st, sendErr := pipe.Send(ctx, s1, bytes.NewReader(in), cfg)
 			recvErr := <-done
 			if !rejoin {

@@ -100,7 +100,7 @@ type Conn interface {
 
 // Forwarder is implemented by connections that can send what arrived in
 // another connection's receive buffers without copying it: a relay's
-// connection to the next receiver (see Config.Forward).
+// connection to the next receiver (see pipe.RelayConfig).
 type Forwarder interface {
 	// Adopt makes up's receive buffers sendable on this connection with
 	// PostForward. It fails where they cannot be (the relay then copies).

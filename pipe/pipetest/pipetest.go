@@ -53,15 +53,15 @@ func testControlCredits(t *testing.T, mk conntest.MakePair) {
 	var outs [2]testutil.Buffer
 	var errs [2]error
 	var wg sync.WaitGroup
-	relay := pipe.Config{Relay: func(_ context.Context, next string) (string, error) { return next, nil }, Forward: func(_ context.Context, addr string) (conn.Conn, error) {
+	relay := pipe.ReceiveConfig{Relay: pipe.RelayConfig{Allow: func(_ context.Context, next string) (string, error) { return next, nil }, Dial: func(_ context.Context, addr string) (conn.Conn, error) {
 		if addr != next {
 			t.Errorf("relay to %q, want the %d-byte name", addr, len(next))
 		}
 		return s2, nil
-	}}
+	}}}
 	wg.Go(func() { _, errs[0] = pipe.Receive(ctx, r1, &outs[0], relay) })
-	wg.Go(func() { _, errs[1] = pipe.Receive(ctx, r2, &outs[1], pipe.Config{}) })
-	_, err := pipe.Send(ctx, s1, bytes.NewReader(in), pipe.Config{Chain: []string{next}})
+	wg.Go(func() { _, errs[1] = pipe.Receive(ctx, r2, &outs[1], pipe.ReceiveConfig{}) })
+	_, err := pipe.Send(ctx, s1, bytes.NewReader(in), pipe.SendConfig{Chain: []string{next}})
 	wg.Wait()
 	if err != nil {
 		t.Fatalf("send: %v", err)

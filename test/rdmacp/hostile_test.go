@@ -193,7 +193,7 @@ func hostileStream(req hostileRequest, data []byte, br *bufio.Reader) (int64, er
 	if err != nil {
 		return 0, err
 	}
-	st, err := pipe.Send(ctx, c, bytes.NewReader(data), pipe.Config{Key: key, Encrypt: req.Encrypt})
+	st, err := pipe.Send(ctx, c, bytes.NewReader(data), pipe.SendConfig{Key: key, Encrypt: req.Encrypt})
 	pipe.Release(c, err)
 	return st.Bytes, err
 }

@@ -188,7 +188,7 @@ func (m *StreamMAC) End(seq uint32, bytes int64, sum uint64) []byte {
 // Done returns the MAC of the receiver's confirmation that receivers
 // receivers (it and those down its chain) wrote bytes bytes of the stream
 // whose tag is tag, and that the receivers named in lost (the hosts down
-// its chain that were given up, see pipe.Config.Fallback) did not.
+// its chain that were given up, see pipe.SendConfig.Fallback) did not.
 func (m *StreamMAC) Done(bytes int64, receivers uint32, tag, lost []byte) []byte {
 	var b [16]byte
 	binary.LittleEndian.PutUint64(b[:8], uint64(bytes))

@@ -6,7 +6,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// Bounds on a chain of receivers (pipe.Config.Chain), which a receiver takes
+// Bounds on a chain of receivers (pipe.SendConfig.Chain), which a receiver takes
 // from its sender before it authenticates anything else about it.
 const (
 	MaxChainHosts = 1024

@@ -32,7 +32,7 @@
 //	'C' chain: more u8, hosts           'L' lost: more u8, hosts
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
-//	'N' next: (no body)
+//	'N' more lost: (no body)
 //
 // Every auth names the stream, by an identity its first sender chose at
 // random, and the place in the chain of the receiver it is sent to (the
@@ -42,14 +42,14 @@
 // transcript (see auth.Transcript) binds them.
 //
 // A sender that takes over a stream from a receiver's lost upstream (see
-// pipe.Config.Fallback and Rejoin) sets FlagRejoin in its auth, and the
+// pipe.SendConfig.Fallback and Rejoin) sets FlagRejoin in its auth, and the
 // receiver's welcome then carries, after its flags, how many bytes it has
 // written (u64), under its key proof; the stream goes on from there with
 // sequence numbers from 1 and byte counts of the whole stream. A sender
 // naming a chain sets FlagRepair to have its relays repair it too. Before
 // its confirmation a receiver names the hosts down its chain that were
 // given up in lost messages, one at a time: each waits for the sender's
-// next message (under a control credit), and the confirmation's MAC
+// more-lost message (under a control credit), and the confirmation's MAC
 // covers them all.
 //
 // The bracketed fields are there only with a shared key (see packages auth
@@ -70,17 +70,17 @@ import (
 
 // Message types.
 const (
-	MsgData    byte = 'D'
-	MsgEnd     byte = 'E'
-	MsgAbort   byte = 'A'
-	MsgAuth    byte = 'K'
-	MsgBeat    byte = 'B'
-	MsgHello   byte = 'H'
-	MsgWelcome byte = 'W'
-	MsgDone    byte = 'F'
-	MsgChain   byte = 'C'
-	MsgLost    byte = 'L'
-	MsgNext    byte = 'N'
+	MsgData     byte = 'D'
+	MsgEnd      byte = 'E'
+	MsgAbort    byte = 'A'
+	MsgAuth     byte = 'K'
+	MsgBeat     byte = 'B'
+	MsgHello    byte = 'H'
+	MsgWelcome  byte = 'W'
+	MsgDone     byte = 'F'
+	MsgChain    byte = 'C'
+	MsgLost     byte = 'L'
+	MsgMoreLost byte = 'N' // asks for the next lost message
 )
 
 // CtrlReturn, in a single-byte message from the receiver, returns one
@@ -91,16 +91,16 @@ const CtrlReturn byte = 0x80
 const (
 	FlagKey   byte = 1 // the side holds a shared key
 	FlagProbe byte = 2 // auth: the sender only checks the connection (pipe.Probe)
-	FlagChain byte = 4 // auth: chain messages follow (pipe.Config.Chain)
+	FlagChain byte = 4 // auth: chain messages follow (pipe.SendConfig.Chain)
 	// FlagEncrypt, in the auth message, says the sender encrypts the
-	// stream (pipe.Config.Encrypt); only with FlagKey.
+	// stream (pipe.SendConfig.Encrypt); only with FlagKey.
 	FlagEncrypt byte = 8
 	// FlagRejoin, in the auth message, says the sender takes over a
-	// stream the receiver has begun (pipe.Config.Rejoin); only with
+	// stream the receiver has begun (pipe.ReceiveConfig.Rejoin); only with
 	// FlagKey.
 	FlagRejoin byte = 16
 	// FlagRepair, in the auth message, asks the receivers of the chain
-	// it names to repair it (pipe.Config.Repair); only with FlagKey and
+	// it names to repair it (pipe.SendConfig.Repair); only with FlagKey and
 	// FlagChain.
 	FlagRepair byte = 32
 )
