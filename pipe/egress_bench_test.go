@@ -10,7 +10,7 @@ import (
 )
 
 // What vmsplice(2) would save the receiver when stdout is a pipe, for the
-// README's note on why it stays off: go test -run '^$' -bench Egress ./pipe.
+// docs/performance.md's note on why it stays off: go test -run '^$' -bench Egress ./pipe.
 // The reader drains the pipe with read(2), as `wc -c` or `cat` do.
 func BenchmarkEgress(b *testing.B) {
 	const chunk = 1 << 20

@@ -11,7 +11,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
 )
 
-// The cost of the stream's integrity checks per core, for the README:
+// The cost of the stream's integrity checks per core, for docs/performance.md:
 // go test -run '^$' -bench Integrity ./pipe (MB/s is per core; GB/cpu-s,
 // see reportCPU, is the same per second of CPU time, which a busy machine
 // leaves as it is).
