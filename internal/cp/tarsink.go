@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -119,9 +120,10 @@ func startExtraction(dir string, run func(context.Context, io.Reader) error) *ex
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &extraction{pw: pw, cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		err := run(ctx, pr)
+		br := bufio.NewReaderSize(pr, copyBuf) // headers and small files: one read of the pipe for many
+		err := run(ctx, br)
 		if err == nil {
-			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
+			_, err = io.Copy(io.Discard, br) // the archive's end and padding
 		}
 		pr.CloseWithError(fmt.Errorf("extract into %s: %w", dir, errOr(err, io.ErrClosedPipe)))
 		x.done <- err
