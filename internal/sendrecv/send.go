@@ -24,7 +24,7 @@ func Send(args []string) int {
 		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
 		UsageText: "rdmasend [flags] HOST[:PORT] < input\n   rdmasend [flags] --to HOST[:PORT],HOST[:PORT],... < input",
 		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
-after the receiver has verified the length and checksum (xxHash64) of the whole stream and
+after the receiver has verified the length and checksum (XXH3) of the whole stream and
 written every byte to its output.
 
 EXAMPLES:

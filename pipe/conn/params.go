@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 9
+const Version = 10
 
 // Default stream parameters. They are the flags' defaults; see README.md for
 // the measurements behind them.
