@@ -83,7 +83,8 @@ func resumedNewName(req Request, dst string) bool {
 func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
-			return extract(ctx, s.root, r, s.names, s.top, s.ms, s.resumed)
+			// Headers and small files: one read of the pipe for many.
+			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), s.names, s.top, s.ms, s.resumed)
 		})
 	})
 	return s.x
@@ -120,10 +121,9 @@ func startExtraction(dir string, run func(context.Context, io.Reader) error) *ex
 	ctx, cancel := context.WithCancel(context.Background())
 	x := &extraction{pw: pw, cancel: cancel, done: make(chan error, 1)}
 	go func() {
-		br := bufio.NewReaderSize(pr, copyBuf) // headers and small files: one read of the pipe for many
-		err := run(ctx, br)
+		err := run(ctx, pr)
 		if err == nil {
-			_, err = io.Copy(io.Discard, br) // the archive's end and padding
+			_, err = io.Copy(io.Discard, pr) // the archive's end and padding
 		}
 		pr.CloseWithError(fmt.Errorf("extract into %s: %w", dir, errOr(err, io.ErrClosedPipe)))
 		x.done <- err
