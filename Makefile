@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install dist test-dist test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency bench-flood bench-ratelimit clean
+.PHONY: help deps build install dist test-dist test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency bench-flood bench-ratelimit bench-cp clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -32,6 +32,7 @@ help:
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under issue 30's pre-auth connect flood (1000 proposal-only connections over 15 s) vs without, over TCP loopback: runs exact and the time ratio (RUNS, default 10; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"
+	@echo "make bench-cp   rdmacp vs scp and rsync -a through a private sshd on 127.0.0.1: one 1 GiB file, 20,000 files of 4 KiB, 2,000 of 1 MiB, a markdown table (RUNS, WORKLOADS, TOOLS; root; part of make bench)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
@@ -168,6 +169,10 @@ bench-flood: build
 # rdmasend --limit-rate's achieved against asked rate over TCP loopback
 bench-ratelimit: build
 	./bench/ratelimit.sh
+# not part of `make test`; also a section of `make bench` (host part, as root):
+# rdmacp against scp and rsync -a through a private sshd, issue 34's workloads
+bench-cp: build
+	BENCH_BIN=$(BIN) ./bench/cp.sh
 
 # not part of `make test`: OLD=REV is the revision to compare with
 bench-versions: build

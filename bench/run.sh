@@ -12,6 +12,8 @@
 #      unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, RUNS rounds; then
 #      bench/flood.sh: a keyed stream under a pre-auth connect flood, FLOOD_RUNS rounds;
 #      then bench/ratelimit.sh: rdmasend --limit-rate's achieved vs asked rate;
+#      then bench/cp.sh (as root): rdmacp against scp and rsync -a through a private sshd,
+#      one big file, 20,000 small files and 2,000 files of 1 MiB, CP_RUNS rounds;
 #   2. the SoftRoCE VM (one boot, needs root): rdmasend/rdmarecv --transport rdma, pipe to
 #      pipe and file (guest tmpfs) to /dev/null and to file, vs ib_send_bw -R at the same
 #      message size (polling and -e events), rcopy (file to file), and socat and nc over
@@ -34,6 +36,8 @@
 #   BENCH_RATELIMIT 0 skips the host's --limit-rate section (bench/ratelimit.sh;
 #              RATELIMIT_RUNS rounds, default 1, of SECONDS_PER_RUN, default 60, per rate of
 #              RATES, default "10M 100M 1G")
+#   BENCH_CP 0 skips the host's rdmacp section (bench/cp.sh; CP_RUNS rounds, default 3;
+#              WORKLOADS; needs root, else a note)
 #   HOST_TOOLS, VM_TOOLS  override the tool lists (names: see trial() in bench/lib.sh and
 #              bench/README.md), e.g. VM_TOOLS="rdmapipe rdmapipe-send rdmapipe-64k
 #              ib_send_bw-e ib_send_bw-e-64k" for the SEND data path and 64 KiB chunks
@@ -62,6 +66,7 @@ BENCH_LATENCY=${BENCH_LATENCY:-1}
 BENCH_CEILING=${BENCH_CEILING:-1}
 BENCH_FLOOD=${BENCH_FLOOD:-1}
 BENCH_RATELIMIT=${BENCH_RATELIMIT:-1}
+BENCH_CP=${BENCH_CP:-1}
 HOST_TOOLS=${HOST_TOOLS:-pipe rdmapipe rdmapipe-wc rdmapipe-file socat socat-wc nc mbuffer}
 # Left out of the VM by default: rdmapipe-busy (--busy-poll on both sides: ~20 s per
 # 256 MiB run), rdmapipe-send (--rdma-op send), rdmapipe-64k, ib_send_bw-e-64k, socat-wc
@@ -102,7 +107,8 @@ BENCH_BIN=$OUT/bin
 rm -rf "$BENCH_BIN"; mkdir -p "$BENCH_BIN"
 cp bin/rdmasend bin/rdmarecv "$BENCH_BIN/"
 rm -f "$OUT/host.tsv" "$OUT/vm.tsv" "$OUT/vm-meta" "$OUT/latency.md" "$OUT/latency.tsv" "$OUT/ceiling.md" "$OUT/ceiling.txt" \
-  "$OUT/flood.md" "$OUT/flood.tsv" "$OUT/ratelimit.md" "$OUT/ratelimit.tsv"
+  "$OUT/flood.md" "$OUT/flood.tsv" "$OUT/ratelimit.md" "$OUT/ratelimit.tsv" \
+  "$OUT/cp.md" "$OUT/cp.tsv"
 
 # ---- 1. host: TCP loopback ----------------------------------------------------------------
 if [ "$BENCH_HOST" != 0 ]; then
@@ -133,6 +139,11 @@ if [ "$BENCH_HOST" != 0 ]; then
     # the same: its own section, a note if it fails
     RUNS=${RATELIMIT_RUNS:-1} BENCH_BIN=$BENCH_BIN RATELIMIT_TSV=$OUT/ratelimit.tsv bench/ratelimit.sh > "$OUT/ratelimit.md" ||
       printf '## --limit-rate (host, TCP loopback)\n\nbench/ratelimit.sh failed (exit status %s): see its output on stderr.\n' "$?" > "$OUT/ratelimit.md"
+  fi
+  if [ "$BENCH_CP" != 0 ]; then
+    # the same: its own section, a note if it fails (or without root)
+    RUNS=${CP_RUNS:-3} BENCH_BIN=bin CP_TSV=$OUT/cp.tsv bench/cp.sh > "$OUT/cp.md" ||
+      printf '## rdmacp against scp and rsync -a\n\nbench/cp.sh failed (exit status %s): see its output on stderr.\n' "$?" > "$OUT/cp.md"
   fi
 fi
 
@@ -199,7 +210,7 @@ report() {
     awk -F'\t' -v host_size="$SIZE" -v vm_size="$VM_SIZE" -f bench/report.awk "${files[@]}"
   fi
   local e
-  for e in latency ceiling flood ratelimit; do
+  for e in latency ceiling flood ratelimit cp; do
     if [ -s "$OUT/$e.md" ]; then
       echo
       cat "$OUT/$e.md"
@@ -209,7 +220,7 @@ report() {
 
 report | tee "$REPORT.tmp"
 mv "$REPORT.tmp" "$REPORT"
-for e in host vm latency flood ratelimit; do
+for e in host vm latency flood ratelimit cp; do
   if [ -s "$OUT/$e.tsv" ]; then cp "$OUT/$e.tsv" "${REPORT%.md}-$e.tsv"; else rm -f "${REPORT%.md}-$e.tsv"; fi
 done
 if [ -s "$OUT/ceiling.txt" ]; then cp "$OUT/ceiling.txt" "${REPORT%.md}-ceiling.txt"; else rm -f "${REPORT%.md}-ceiling.txt"; fi

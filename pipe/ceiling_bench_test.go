@@ -59,7 +59,7 @@ func (m ceilMode) integrity() string {
 	case m.key != nil:
 		return "aes-gmac"
 	}
-	return "xxhash64"
+	return "xxh3"
 }
 
 // room is how many bytes a data message of mode m carries between its
@@ -85,7 +85,7 @@ const ceilTimeout = time.Minute
 // completes every post at once. receiver/*: the real Receive, writing to
 // /dev/null opened as a file (write(2), as `rdmarecv > /dev/null` does;
 // the kernel copies nothing), fed by a fakeSender whose messages are
-// already in the receive buffers. Each side unkeyed (xxHash64 per
+// already in the receive buffers. Each side unkeyed (XXH3 per
 // message), keyed (GMAC per message) and encrypted (AES-256-GCM per
 // message), on the engine's pool of GOMAXPROCS workers. Both run the
 // commands' window where locked memory is not limited (4 MiB x 8), one
@@ -485,7 +485,7 @@ func newFakeSender(b *testing.B, m ceilMode) *fakeSender {
 	p := conn.NewParams(ceilChunk, ceilDepth)
 	f := &fakeSender{b: b, mode: m, chunks: ceilStream / ceilChunk, credits: p.Credits(), ended: -1}
 	f.msg = append(ceilPayload(), make([]byte, conn.TagLen)...)
-	f.digest = seal.New(nil).Worker().Seal(0, f.msg, ceilChunk) // unkeyed: the payload's xxHash64
+	f.digest = seal.New(nil).Worker().Seal(0, f.msg, ceilChunk) // unkeyed: the payload's XXH3
 	size := ceilChunk + conn.TagLen + conn.TrailerLen
 	for range f.credits {
 		buf := ceilMap(b, size)

@@ -112,7 +112,7 @@ func TestStreamSizes(t *testing.T) {
 		name    string
 		key     string
 		encrypt bool
-	}{{"xxhash64", "", false}, {"aes-gmac", "k3y", false}, {"aes-256-gcm", "k3y", true}}
+	}{{"xxh3", "", false}, {"aes-gmac", "k3y", false}, {"aes-256-gcm", "k3y", true}}
 	for _, tc := range cases {
 		for _, m := range modes {
 			t.Run(tc.name+"/"+m.name, func(t *testing.T) {

@@ -41,7 +41,7 @@ func BenchmarkIntegrity(b *testing.B) {
 		name string
 		st   *seal.Stream
 	}{
-		{"per-message xxHash64 (unkeyed)", seal.New(nil)},
+		{"per-message XXH3 (unkeyed)", seal.New(nil)},
 		{"per-message GMAC (keyed)", seal.NewKeyed(make([]byte, 32), false)},
 		{"per-message AES-256-GCM (keyed, encrypted)", seal.NewKeyed(make([]byte, 32), true)},
 	} {

@@ -12,10 +12,10 @@ type Stats struct {
 	Messages int64 // data messages
 	// Sum is, without a key, the stream's checksum: the xxHash64 of the
 	// stream's identity and of each data message's sequence number,
-	// length and xxHash64, in order. With a key it is 0 (the stream's tag
+	// length and XXH3, in order. With a key it is 0 (the stream's tag
 	// authenticates it).
 	Sum uint64
-	// Integrity says how the data was protected: "xxhash64" (a checksum,
+	// Integrity says how the data was protected: "xxh3" (a checksum,
 	// without a key), "aes-gmac" (authenticated with the key) or
 	// "aes-256-gcm" (encrypted and authenticated).
 	Integrity string

@@ -8,11 +8,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/cespare/xxhash/v2"
-
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/memconn"
+	"github.com/zeebo/xxh3"
 )
 
 // fuzzCfg keeps each fuzzed stream short: the honest end gives up quickly.
@@ -39,7 +38,7 @@ func splitMessages(b []byte) [][]byte {
 func FuzzReceive(f *testing.F) {
 	data := binary.LittleEndian.AppendUint32([]byte("helloD\x00\x00\x00"), 1)
 	end := binary.LittleEndian.AppendUint64(nil, 5)
-	end = binary.LittleEndian.AppendUint64(end, xxhash.Sum64String("hello"))
+	end = binary.LittleEndian.AppendUint64(end, xxh3.HashString("hello"))
 	end = binary.LittleEndian.AppendUint32(append(end, 'E', 0, 0, 0), 2)
 	f.Add(true, append(append([]byte{byte(len(data))}, data...), append([]byte{byte(len(end))}, end...)...))
 	f.Add(false, []byte{3, 'B', 0, 0})

@@ -87,6 +87,8 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	buf := make([]byte, copyBuf)
 	var dirs []dirMeta
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
+	ds := newDirs(root)
+	defer ds.close()
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -105,7 +107,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
-			made, err := makeDir(root, name)
+			made, err := ds.mkdir(name)
 			if err != nil {
 				return err
 			}
@@ -119,7 +121,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 			if at, ok := h.PAXRecords[resumeRecord]; ok {
 				err = rr.resume(root, name, h, at, data, meta)
 			} else {
-				err = writeFile(root, name, data, meta, isSparse(h))
+				err = writeEntry(ds, name, data, meta, isSparse(h))
 			}
 			if err != nil {
 				return err
@@ -152,13 +154,14 @@ const (
 )
 
 // writeData writes the current entry of tr to f, a new empty file (or, for
-// a resumed entry, one holding the file's first base bytes), with buf. What arrived in the archive is written; the holes of a sparse
+// a resumed entry, one holding exactly the file's first base bytes), with
+// buf. What arrived in the archive is written; the holes of a sparse
 // entry, which the archive only describes, are skipped (and the size set
 // at the end), so that the file takes no more room than what arrived,
 // however big the entry says it is. It stops when ctx ends: skipping a
 // huge hole reads nothing from the stream.
 func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, buf []byte, base int64) error {
-	off := base
+	off, end := base, base // end: where the file ends as written, -1 if unknown
 	for {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -170,9 +173,10 @@ func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, 
 			switch arrived.n - before {
 			case int64(n): // all of it arrived
 				_, werr = f.WriteAt(buf[:n], off)
+				end = off + int64(n)
 			case 0: // all of it a hole
 			default:
-				werr = writeSparse(f, buf[:n], off)
+				werr, end = writeSparse(f, buf[:n], off), -1
 			}
 			if werr != nil {
 				return werr
@@ -185,6 +189,9 @@ func writeData(ctx context.Context, f *os.File, tr io.Reader, arrived *counter, 
 		if err != nil {
 			return err
 		}
+	}
+	if end == off {
+		return nil
 	}
 	return f.Truncate(off)
 }
@@ -266,19 +273,6 @@ func checkParents(root *os.Root, name string, seen map[string]bool) error {
 	return nil
 }
 
-// makeDir makes directory name, or keeps it if it exists (as a real
-// directory, not a link to one); it reports whether it made it.
-func makeDir(root *os.Root, name string) (bool, error) {
-	err := root.Mkdir(name, 0o700)
-	if err == nil {
-		return true, nil
-	}
-	if fi, lerr := root.Lstat(name); lerr == nil && fi.IsDir() {
-		return false, nil
-	}
-	return false, entryErr("make directory", name, err)
-}
-
 // entryErr describes a failed op on archive entry name, the name quoted
 // once (the remote side chose it: it may hold what a terminal acts on).
 func entryErr(op, name string, err error) error {
@@ -300,53 +294,86 @@ type fileMeta struct {
 	version      Contents // its size and modification time, for its partial name
 }
 
-// writeFile makes the file name with data and meta: under its partial
-// name, renamed into place once complete (see clearWay). A failure keeps
-// the partial file, holding what arrived, for a resume; but not that of
-// a sparse entry, whose data does not arrive in order.
-func writeFile(root *os.Root, name string, data func(*os.File, int64) error, meta fileMeta, sparse bool) error {
-	if err := clearWay(root, name); err != nil {
-		return err
-	}
-	partial := partialName(name, meta.version)
-	f, err := openPartialIn(root, partial, 0o600)
+// writeEntry writes the file name with data and meta (see writeFile) in
+// its directory, open in ds.
+func writeEntry(ds *dirs, name string, data func(*os.File, int64) error, meta fileMeta, sparse bool) error {
+	s, err := ds.spot(name)
 	if err != nil {
 		return err
 	}
-	if err := f.Truncate(0); err != nil {
-		f.Close()
-		return entryErr("write", name, err)
-	}
-	return finishFile(root, f, partial, name, data(f, 0), meta, sparse)
+	return writeFile(s, data, meta, sparse)
 }
 
-// finishFile completes the file that f, open at partial, holds once its
-// data has been written (with the outcome err): its mode and times, and
-// its rename to name. On a failure the partial file is kept, unless drop
-// or it is empty.
-func finishFile(root *os.Root, f *os.File, partial, name string, err error, meta fileMeta, drop bool) error {
+// spot is where a file of an extraction goes: base in the directory
+// root, name under the extraction's root (for errors); in is that
+// directory, open (see dirs), or nil.
+type spot struct {
+	root *os.Root
+	base string
+	name string
+	in   *dir
+}
+
+// fresh says that the spot's directory was made by this extraction, so
+// that nothing is in its way (see dir).
+func (s spot) fresh() bool { return s.in != nil && s.in.fresh }
+
+// writeFile makes the file at s with data and meta: under its partial
+// name, renamed into place once complete (see clearWay). A failure keeps
+// the partial file, holding what arrived, for a resume; but not that of
+// a sparse entry, whose data does not arrive in order. In a fresh
+// directory the partial file must be new.
+func writeFile(s spot, data func(*os.File, int64) error, meta fileMeta, sparse bool) error {
+	if !s.fresh() {
+		if err := clearWay(s.root, s.base, s.name); err != nil {
+			return err
+		}
+	}
+	partial := partialName(s.base, meta.version)
+	f, err := openPartialIn(s.root, partial, 0o600, s.fresh())
+	if err != nil {
+		return fmt.Errorf("archive entry %q: %w", s.name, err)
+	}
+	if !s.fresh() {
+		if err := f.Truncate(0); err != nil {
+			f.Close()
+			return entryErr("write", s.name, err)
+		}
+	}
+	return finishFile(s, f, partial, data(f, 0), meta, sparse)
+}
+
+// finishFile completes the file that f, open at partial in s's directory,
+// holds once its data has been written (with the outcome err): its mode
+// and times, and its rename to s. On a failure the partial file is kept,
+// unless drop or it is empty.
+func finishFile(s spot, f *os.File, partial string, err error, meta fileMeta, drop bool) error {
 	if err == nil {
 		err = f.Chmod(meta.mode)
 	}
-	fi, serr := f.Stat()
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}
 	if err == nil {
-		err = root.Chtimes(partial, orNow(meta.atime, meta.mtime), meta.mtime)
+		err = s.root.Chtimes(partial, orNow(meta.atime, meta.mtime), meta.mtime)
+	}
+	if err == nil && !s.fresh() {
+		err = clearWay(s.root, s.base, s.name)
 	}
 	if err == nil {
-		if err = clearWay(root, name); err == nil {
-			err = root.Rename(partial, name)
-		}
+		err = s.root.Rename(partial, s.base)
 	}
 	if err != nil {
-		if drop || serr != nil || fi.Size() == 0 {
-			root.Remove(partial)
+		if fi, serr := s.root.Lstat(partial); drop || serr != nil || fi.Size() == 0 {
+			s.root.Remove(partial)
 		}
-		return entryErr("write", name, err)
+		return entryErr("write", s.name, err)
 	}
-	dropPartials(root, name, "")
+	if s.in != nil {
+		s.in.dropPartials(s.base)
+	} else {
+		dropPartials(s.root, s.base, "")
+	}
 	return nil
 }
 
@@ -358,7 +385,7 @@ func makeLink(root *os.Root, name, target string) error {
 	if target == "" || len(target) > maxPathLen || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("archive entry %q: link target empty, too long or with a NUL byte", name)
 	}
-	if err := clearWay(root, name); err != nil {
+	if err := clearWay(root, name, name); err != nil {
 		return err
 	}
 	tmp, err := tempName(name)
@@ -375,10 +402,10 @@ func makeLink(root *os.Root, name, target string) error {
 	return nil
 }
 
-// clearWay checks what is at name in root, which a file or link is about
-// to replace (see replaceable).
-func clearWay(root *os.Root, name string) error {
-	fi, err := root.Lstat(name)
+// clearWay checks what is at base in root, which a file or link is about
+// to replace (see replaceable); name is what errors call it.
+func clearWay(root *os.Root, base, name string) error {
+	fi, err := root.Lstat(base)
 	return replaceable(name, fi, err)
 }
 

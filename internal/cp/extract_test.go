@@ -285,3 +285,60 @@ func TestExtractKeepsExistingDirs(t *testing.T) {
 		})
 	}
 }
+
+// TestExtractManyDirs: files spread over more directories than an
+// extraction keeps open, revisited after they were closed, come out
+// exact; a file written twice keeps the second, shorter body; in an
+// existing directory the stale partial copies of a file written are
+// removed and those of other files stay.
+func TestExtractManyDirs(t *testing.T) {
+	dst := t.TempDir()
+	old := filepath.Join(dst, "top", "old")
+	if err := os.MkdirAll(old, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	stale := partialName(filepath.Join(old, "f"), Contents{Size: 99, Changed: 1})
+	other := partialName(filepath.Join(old, "g"), Contents{Size: 99, Changed: 1})
+	for _, p := range []string{stale, other, filepath.Join(old, "f")} {
+		if err := os.WriteFile(p, []byte(strings.Repeat("old ", 100)), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := []entry{{name: "top/", typ: tar.TypeDir}}
+	want := map[string]string{"top/old/f": "new f"}
+	for d := range 2 * maxOpenDirs {
+		entries = append(entries, entry{name: fmt.Sprintf("top/d%d/", d), typ: tar.TypeDir})
+	}
+	for round := range 2 {
+		for d := range 2 * maxOpenDirs {
+			name := fmt.Sprintf("top/d%d/f%d", d, round)
+			want[name] = strings.Repeat(name, d+1)
+			entries = append(entries, entry{name: name, typ: tar.TypeReg, body: want[name]})
+		}
+	}
+	entries = append(entries, entry{name: "top/d0/f0", typ: tar.TypeReg, body: "short"}, entry{name: "top/old/f", typ: tar.TypeReg, body: "new f"})
+	want["top/d0/f0"] = "short"
+	root, err := os.OpenRoot(dst)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer root.Close()
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"top"}, "", modes{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for name, body := range want {
+		if b, err := os.ReadFile(filepath.Join(dst, name)); err != nil || string(b) != body {
+			t.Fatalf("%s: %q, %v; want %q", name, b, err, body)
+		}
+	}
+	if _, err := os.Stat(stale); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("stale partial copy of old/f: %v, want it removed", err)
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("partial copy of old/g: %v, want it kept", err)
+	}
+	left, _ := filepath.Glob(filepath.Join(dst, "top", "d*", ".*"))
+	if len(left) > 0 {
+		t.Errorf("partial files left: %v", left)
+	}
+}

@@ -2,6 +2,7 @@ package cp
 
 import (
 	"archive/tar"
+	"bufio"
 	"fmt"
 	"io"
 	"io/fs"
@@ -10,6 +11,7 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -24,7 +26,8 @@ import (
 // from where its offer stops matching: the entry carries where its data
 // starts (resumeRecord), and rs counts the bytes not sent again.
 func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption) error {
-	a := archiver{w: w, tw: tar.NewWriter(w), warn: warn, buf: make([]byte, copyBuf), rs: rs}
+	bw := bufio.NewWriterSize(w, tarBuf)
+	a := archiver{w: bw, tw: tar.NewWriter(bw), warn: warn, buf: make([]byte, copyBuf), rs: rs}
 	if rs != nil {
 		rs.kept = 0
 	}
@@ -47,8 +50,15 @@ func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption) error 
 			return err
 		}
 	}
-	return a.tw.Close()
+	if err := a.tw.Close(); err != nil {
+		return err
+	}
+	return bw.Flush()
 }
+
+// tarBuf is how much of the archive writeTar gathers before it writes:
+// small files and headers go out in full messages, not one each.
+const tarBuf = 1 << 20
 
 // archiver writes an archive to w: through tw, but sparse entries, which
 // tw cannot write, straight to w.
@@ -159,9 +169,11 @@ func (a archiver) add(p, name string) error {
 		return err
 	}
 	defer f.Close()
-	segs, err := dataSegments(f, h.Size)
-	if err != nil {
-		return err
+	segs := []segment{{0, h.Size}}
+	if mayHaveHoles(fi) {
+		if segs, err = dataSegments(f, h.Size); err != nil {
+			return err
+		}
 	}
 	if dataLen(segs) < h.Size {
 		// The previous entry's padding first: w must be at a block boundary.
@@ -185,4 +197,11 @@ func (a archiver) add(p, name string) error {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil
+}
+
+// mayHaveHoles says whether the file fi describes may have holes: not if
+// its blocks hold all its bytes, the usual case, which needs no search.
+func mayHaveHoles(fi fs.FileInfo) bool {
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return !ok || st.Blocks*512 < fi.Size()
 }

@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"bufio"
 	"context"
 	"errors"
 	"fmt"
@@ -82,7 +83,8 @@ func resumedNewName(req Request, dst string) bool {
 func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
-			return extract(ctx, s.root, r, s.names, s.top, s.ms, s.resumed)
+			// Headers and small files: one read of the pipe for many.
+			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), s.names, s.top, s.ms, s.resumed)
 		})
 	})
 	return s.x

@@ -125,7 +125,7 @@ func (rr *resumed) resume(root *os.Root, name string, h *tar.Header, at string, 
 			return fmt.Errorf("write %s: %w", name, err)
 		}
 	}
-	f, err := openPartialIn(root, partial, 0o600)
+	f, err := openPartialIn(root, partial, 0o600, false)
 	if err != nil {
 		return err
 	}
@@ -138,7 +138,7 @@ func (rr *resumed) resume(root *os.Root, name string, h *tar.Header, at string, 
 		return fmt.Errorf("write %s: %w", name, err)
 	}
 	rr.kept += base
-	return finishFile(root, f, partial, name, data(f, base), meta, false)
+	return finishFile(spot{root: root, base: name, name: name}, f, partial, data(f, base), meta, false)
 }
 
 // offers says whether the file of entry h was offered for a resume.
@@ -163,9 +163,14 @@ func isSparse(h *tar.Header) bool {
 	return false
 }
 
-// openPartialIn is openPartial for a partial file under root.
-func openPartialIn(root *os.Root, name string, perm fs.FileMode) (*os.File, error) {
-	f, err := root.OpenFile(name, os.O_RDWR|os.O_CREATE|syscall.O_NOFOLLOW, perm)
+// openPartialIn is openPartial for a partial file under root; with excl,
+// the file must be new.
+func openPartialIn(root *os.Root, name string, perm fs.FileMode, excl bool) (*os.File, error) {
+	flag := os.O_RDWR | os.O_CREATE | syscall.O_NOFOLLOW
+	if excl {
+		flag |= os.O_EXCL
+	}
+	f, err := root.OpenFile(name, flag, perm)
 	if err != nil {
 		return nil, fmt.Errorf("open %s: %w", name, err)
 	}
@@ -181,7 +186,7 @@ func dropPartials(root *os.Root, name, keep string) {
 		if p == keep {
 			continue
 		}
-		if f, err := openPartialIn(root, filepath.FromSlash(p), 0); err == nil {
+		if f, err := openPartialIn(root, filepath.FromSlash(p), 0, false); err == nil {
 			root.Remove(filepath.FromSlash(p))
 			f.Close()
 		}

@@ -25,7 +25,7 @@ func Recv(args []string) int {
 		UsageText: "rdmarecv [flags] > output",
 		Description: fmt.Sprintf(`Listens for one rdmasend (or, with -k, one after another) and writes the
 stream to standard output (or, with --output or --exec, each stream to its own file or
-process). Exits 0 only when the whole stream arrived, its length and checksum (xxHash64; with
+process). Exits 0 only when the whole stream arrived, its length and checksum (XXH3; with
 a key, a MAC: the AES-GCM tag of every chunk, chained) matched, and every byte was written. A truncated or damaged stream always exits non-zero:
 with -k, at once when the streams share standard output; with --output or --exec, when a
 signal ends rdmarecv (the failed stream is reported on stderr, and the next sender served).

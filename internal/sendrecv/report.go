@@ -39,8 +39,8 @@ type summary struct {
 	Receivers int          `json:"receivers,omitempty"` // receivers that confirmed the whole stream, with a chain
 	Lost      []string     `json:"lost,omitempty"`      // with a chain: the receivers given up in mid-stream (the others went on)
 	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
-	Integrity string       `json:"integrity,omitempty"` // xxhash64, aes-gmac (keyed) or aes-256-gcm (encrypted)
-	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's xxHash64)
+	Integrity string       `json:"integrity,omitempty"` // xxh3, aes-gmac (keyed) or aes-256-gcm (encrypted)
+	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's XXH3)
 	CPU       float64      `json:"cpu_seconds"`         // user+system CPU of this process
 	CPUPerGiB float64      `json:"cpu_s_per_gib"`       // CPU seconds per GiB of stream (0 for an empty stream)
 }
@@ -64,7 +64,7 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 		s.Error = err.Error()
 	} else {
 		s.Integrity = st.Integrity
-		if st.Integrity == "xxhash64" {
+		if st.Integrity == "xxh3" {
 			s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
 		}
 	}

@@ -25,7 +25,7 @@ func Send(args []string) int {
 		Usage:     "send standard input to an rdmarecv over RDMA (or TCP)",
 		UsageText: "rdmasend [flags] HOST[:PORT] < input\n   rdmasend [flags] --to HOST[:PORT],HOST[:PORT],... < input",
 		Description: `Connects to rdmarecv on HOST and streams standard input to it. Exits 0 only
-after the receiver has verified the length and checksum of the whole stream (xxHash64; with
+after the receiver has verified the length and checksum of the whole stream (XXH3; with
 a key, a MAC: the AES-GCM tag of every chunk, chained) and written every byte to its output.
 
 EXAMPLES:

@@ -48,10 +48,10 @@ import (
 // no subkey serves two purposes. SenderProof and ReceiverProof say whose
 // Proof a MAC is.
 const (
-	proofKeyLabel  = "rdmapipe v9 proof key"
+	proofKeyLabel  = "rdmapipe v10 proof key"
 	SenderProof    = "rdmapipe v4 sender proof"
 	ReceiverProof  = "rdmapipe v4 receiver proof"
-	streamKeyLabel = "rdmapipe v9 stream key"
+	streamKeyLabel = "rdmapipe v10 stream key"
 	gmacKeyLabel   = "rdmapipe v4 payload MAC key"
 	cipherKeyLabel = "rdmapipe v7 payload encryption key"
 	tagKeyLabel    = "rdmapipe v4 stream tag key"

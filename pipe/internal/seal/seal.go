@@ -3,7 +3,7 @@
 //
 // Every data message gets a digest that depends on its payload alone, so
 // that any core can compute it while others handle other messages (see
-// package work): without a key its xxHash64; with one, its AES-256-GCM tag
+// package work): without a key its XXH3 (64 bits); with one, its AES-256-GCM tag
 // (package auth), which the message carries after its payload and the
 // receiver checks before it writes a byte, and, when the stream is
 // encrypted, the payload is encrypted and decrypted in place on the way.
@@ -22,6 +22,7 @@ import (
 	"github.com/cespare/xxhash/v2"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/auth"
+	"github.com/zeebo/xxh3"
 )
 
 // TagLen is the length of the tag a keyed data message carries after its
@@ -56,7 +57,7 @@ func (s *Stream) Keyed() bool { return s.mac != nil }
 // Encrypted reports whether the stream's payloads are encrypted.
 func (s *Stream) Encrypted() bool { return s.encrypt }
 
-// Name says how the stream is protected: "xxhash64", "aes-gmac" or
+// Name says how the stream is protected: "xxh3", "aes-gmac" or
 // "aes-256-gcm".
 func (s *Stream) Name() string {
 	switch {
@@ -65,7 +66,7 @@ func (s *Stream) Name() string {
 	case s.mac != nil:
 		return "aes-gmac"
 	}
-	return "xxhash64"
+	return "xxh3"
 }
 
 // Room is how many bytes a data message carries after its payload, before
@@ -107,7 +108,7 @@ func (s *Stream) Worker() *Worker {
 // is.
 func (w *Worker) Seal(index uint64, m []byte, n int) Digest {
 	if w.aead == nil {
-		return Digest{sum: xxhash.Sum64(m[:n])}
+		return Digest{sum: xxh3.Hash(m[:n])}
 	}
 	var d Digest
 	w.setNonce(index)
@@ -127,7 +128,7 @@ func (w *Worker) Seal(index uint64, m []byte, n int) Digest {
 // may be cleared).
 func (w *Worker) Open(index uint64, m []byte, n int) (Digest, bool) {
 	if w.aead == nil {
-		return Digest{sum: xxhash.Sum64(m[:n])}, true
+		return Digest{sum: xxh3.Hash(m[:n])}, true
 	}
 	var d Digest
 	copy(d.tag[:], m[n:n+TagLen])

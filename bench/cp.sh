@@ -1,0 +1,152 @@
+#!/usr/bin/env bash
+# bench/cp.sh - rdmacp against scp and rsync -a (issue 34): uploads through one private
+# sshd on 127.0.0.1 (the data over TCP loopback), median of RUNS (default 3) each, on
+# three workloads: one file of 1 GiB (big), 20,000 files of 4 KiB in 200 directories
+# (small), 2,000 files of 1 MiB (mid). Prints a markdown table with each tool's median
+# wall time and rdmacp's speed-up over the others (target: >= 1.5x on each workload).
+#
+# Needs root (sshd, and logins as root with a throw-away key); installs rsync and
+# openssh-server with apt-get when they are missing. The sources stay page-cached; each
+# copy goes to a fresh destination directory, removed (and synced) before the next.
+#
+# Environment:
+#   RUNS       runs per tool and workload (default 3)
+#   WORKLOADS  which of big, small, mid to run (default "big small mid")
+#   TOOLS      which of rdmacp, scp, rsync to run (default all three; the table has a
+#              blank for each left out)
+#   BENCH_BIN  where rdmacp is (default bin, as make build leaves it)
+#   CP_DIR     scratch directory (default a new one under /var/tmp, removed at the end)
+#   CP_TSV     if set, one line per run appended there: workload tool seconds
+set -euo pipefail
+export LC_ALL=C
+
+RUNS=${RUNS:-3}
+WORKLOADS=${WORKLOADS:-big small mid}
+TOOLS=${TOOLS:-rdmacp scp rsync}
+BENCH_BIN=${BENCH_BIN:-bin}
+RDMACP=$(readlink -f "$BENCH_BIN/rdmacp")
+
+if [ "$(id -u)" -ne 0 ]; then
+  echo "bench/cp.sh: needs root (a private sshd that takes logins as root)" >&2
+  exit 1
+fi
+[ -x "$RDMACP" ] || { echo "bench/cp.sh: no $RDMACP: make build first" >&2; exit 1; }
+if ! command -v rsync >/dev/null || [ ! -x /usr/sbin/sshd ] || ! command -v scp >/dev/null; then
+  apt-get install -y rsync openssh-server openssh-client >&2
+fi
+
+DIR=${CP_DIR:-$(mktemp -d /var/tmp/rdmacp-bench.XXXXXX)}
+SSHD_PID=
+cleanup() {
+  [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null || true
+  [ -n "${CP_DIR:-}" ] || rm -rf "$DIR"
+}
+trap cleanup EXIT
+mkdir -p "$DIR/keys" "$DIR/src" /run/sshd
+
+# A private sshd on a free port of 127.0.0.1, with throw-away keys.
+for k in host user; do
+  [ -f "$DIR/keys/$k" ] || ssh-keygen -q -t ed25519 -N '' -f "$DIR/keys/$k"
+done
+PORT=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])')
+cat > "$DIR/keys/sshd_config" <<EOF
+Port $PORT
+ListenAddress 127.0.0.1
+HostKey $DIR/keys/host
+AuthorizedKeysFile $DIR/keys/user.pub
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+PidFile none
+StrictModes no
+Subsystem sftp internal-sftp
+EOF
+cat > "$DIR/keys/ssh_config" <<EOF
+Host target
+  HostName 127.0.0.1
+  Port $PORT
+  User root
+  IdentityFile $DIR/keys/user
+  IdentitiesOnly yes
+  StrictHostKeyChecking no
+  UserKnownHostsFile $DIR/keys/known_hosts
+  BatchMode yes
+  LogLevel ERROR
+EOF
+/usr/sbin/sshd -D -e -f "$DIR/keys/sshd_config" 2> "$DIR/keys/sshd.log" &
+SSHD_PID=$!
+for _ in $(seq 100); do
+  ssh -F "$DIR/keys/ssh_config" target true 2>/dev/null && break
+  sleep 0.1
+done
+ssh -F "$DIR/keys/ssh_config" target true
+
+# make_workload NAME: the source tree of workload NAME under $DIR/src/NAME (kept when
+# CP_DIR is reused).
+make_workload() {
+  local w=$DIR/src/$1 d
+  [ -e "$w.done" ] && return
+  rm -rf "$w"
+  mkdir -p "$w"
+  case $1 in
+    big) head -c 1G /dev/urandom > "$w/big" ;;
+    small)
+      head -c $((200 * 100 * 4096)) /dev/urandom > "$DIR/src/blob"
+      for d in $(seq 0 199); do
+        mkdir "$w/d$d"
+        split -a 3 -d -b 4096 <(tail -c +$((d * 409600 + 1)) "$DIR/src/blob" | head -c 409600) "$w/d$d/f"
+      done
+      rm "$DIR/src/blob" ;;
+    mid)
+      head -c 2000M /dev/urandom | split -a 4 -d -b 1M - "$w/f" ;;
+  esac
+  touch "$w.done"
+}
+
+# run_tool TOOL WORKLOAD: one copy, printing its wall time in seconds.
+run_tool() {
+  local dst=$DIR/dst src=$DIR/src/$2 t0 t1
+  rm -rf "$dst" && sync && mkdir "$dst"
+  t0=$EPOCHREALTIME
+  case $1 in
+    rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
+    scp) scp -q -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
+    rsync) rsync -a -e "ssh -F $DIR/keys/ssh_config" "$src" target:"$dst/" ;;
+  esac
+  t1=$EPOCHREALTIME
+  cmp_tree "$src" "$dst/$2"
+  awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }'
+}
+
+# cmp_tree SRC DST: fails unless DST holds SRC's files with the same bytes.
+cmp_tree() {
+  (cd "$1" && find . -type f -print0 | sort -z | xargs -0 cat | md5sum) > "$DIR/a.sum"
+  (cd "$2" && find . -type f -print0 | sort -z | xargs -0 cat | md5sum) > "$DIR/b.sum"
+  cmp -s "$DIR/a.sum" "$DIR/b.sum" || { echo "bench/cp.sh: $2 differs from $1" >&2; exit 1; }
+}
+
+median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+echo "## rdmacp against scp and rsync -a (uploads through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
+echo
+echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
+echo "|---|---|---|---|---|---|"
+for w in $WORKLOADS; do
+  make_workload "$w"
+  declare -A med=([rdmacp]=0 [scp]=0 [rsync]=0)
+  for tool in $TOOLS; do
+    : > "$DIR/times"
+    for _ in $(seq "$RUNS"); do
+      s=$(run_tool "$tool" "$w")
+      echo "$s" >> "$DIR/times"
+      [ -z "${CP_TSV:-}" ] || printf '%s\t%s\t%s\n' "$w" "$tool" "$s" >> "$CP_TSV"
+    done
+    med[$tool]=$(median < "$DIR/times")
+  done
+  awk -v w="$w" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" \
+    'function t(x) { return x > 0 ? sprintf("%.2f", x) : "" }
+     function q(x) { return x > 0 && r > 0 ? sprintf("%.2fx", x / r) : "" }
+     BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", w, t(r), t(s), t(y), q(s), q(y) }'
+done
+rm -rf "$DIR/dst"

@@ -1,0 +1,125 @@
+package cp
+
+import (
+	"io/fs"
+	"os"
+	"path/filepath"
+)
+
+// dirs keeps open the directories an extraction writes into, so that an
+// entry is made with calls relative to its own directory, one name to
+// look up each, instead of walking its path from the root every time.
+// An open directory also stays the one that was checked (see
+// checkParents), whatever is renamed on its way afterwards.
+type dirs struct {
+	root *os.Root
+	open map[string]*dir
+	made map[string]bool // directories this extraction made
+}
+
+// dir is an open directory of an extraction.
+type dir struct {
+	root *os.Root
+	// fresh says that this extraction made the directory: it is mode 0700
+	// until the extraction ends, and nothing is in it but what the archive
+	// put there.
+	fresh bool
+	// partials lists the partial files in the directory when it was first
+	// needed, by the name of the file they are partial copies of (nil
+	// until then).
+	partials map[string][]string
+}
+
+// maxOpenDirs bounds the directories an extraction keeps open at once.
+const maxOpenDirs = 64
+
+func newDirs(root *os.Root) *dirs {
+	return &dirs{root: root, open: map[string]*dir{}, made: map[string]bool{}}
+}
+
+// of returns the open directory name, a directory under the root that
+// checkParents found real, opening it (and those above it) if needed.
+func (ds *dirs) of(name string) (*dir, error) {
+	if d, ok := ds.open[name]; ok {
+		return d, nil
+	}
+	if len(ds.open) >= maxOpenDirs {
+		ds.close()
+	}
+	d := &dir{root: ds.root}
+	if name != "." {
+		up, err := ds.of(filepath.Dir(name))
+		if err != nil {
+			return nil, err
+		}
+		if d.root, err = up.root.OpenRoot(filepath.Base(name)); err != nil {
+			return nil, entryErr("open directory", name, err)
+		}
+		d.fresh = ds.made[name]
+	}
+	ds.open[name] = d
+	return d, nil
+}
+
+// mkdir makes directory name, or keeps it if it exists (as a real
+// directory, not a link to one); it reports whether it made it.
+func (ds *dirs) mkdir(name string) (bool, error) {
+	up, err := ds.of(filepath.Dir(name))
+	if err != nil {
+		return false, err
+	}
+	base := filepath.Base(name)
+	err = up.root.Mkdir(base, 0o700)
+	if err == nil {
+		ds.made[name] = true
+		return true, nil
+	}
+	if fi, lerr := up.root.Lstat(base); lerr == nil && fi.IsDir() {
+		return false, nil
+	}
+	return false, entryErr("make directory", name, err)
+}
+
+// spot returns where the file name goes: in its open directory.
+func (ds *dirs) spot(name string) (spot, error) {
+	d, err := ds.of(filepath.Dir(name))
+	if err != nil {
+		return spot{}, err
+	}
+	return spot{root: d.root, base: filepath.Base(name), name: name, in: d}, nil
+}
+
+// close closes the open directories (but not the extraction's root).
+func (ds *dirs) close() {
+	for _, d := range ds.open {
+		if d.root != ds.root {
+			d.root.Close()
+		}
+	}
+	clear(ds.open)
+}
+
+// dropPartials removes the partial copies of the file base in d that no
+// copy is writing, once base is complete. It lists d's partial files once,
+// the first time; a directory this extraction made holds none.
+func (d *dir) dropPartials(base string) {
+	if d.fresh {
+		return
+	}
+	if d.partials == nil {
+		d.partials = map[string][]string{}
+		entries, _ := fs.ReadDir(d.root.FS(), ".")
+		for _, e := range entries {
+			if of, ok := partialOf(e.Name()); ok {
+				d.partials[of] = append(d.partials[of], e.Name())
+			}
+		}
+	}
+	for _, p := range d.partials[base] {
+		if f, err := openPartialIn(d.root, p, 0, false); err == nil {
+			d.root.Remove(p)
+			f.Close()
+		}
+	}
+	delete(d.partials, base)
+}
