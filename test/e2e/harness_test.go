@@ -161,6 +161,13 @@ func kernelStacks(pid int) string {
 	return b.String()
 }
 
+// bounded returns limit scaled by testutil.Bound, as a command-line
+// duration: a process's own bound (--timeout) must hold on a loaded
+// machine as the test's do.
+func bounded(limit time.Duration) string {
+	return testutil.Bound(limit).Round(100 * time.Millisecond).String()
+}
+
 func exitCode(err error) int {
 	if err == nil {
 		return 0
