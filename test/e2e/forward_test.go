@@ -156,6 +156,13 @@ func receiversOn(t *testing.T, n int, extra ...string) (rs []*proc, ports []int,
 		rs = append(rs, recv(t, ports[i], createFile(t, outs[i]), append([]string{"-v", "--relay-allow", suite.host}, extra...)...))
 		rs[i].waitStderr(30*time.Second, listening)
 	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			for i, r := range rs {
+				t.Logf("rdmarecv %d (port %d) said:\n%s", i, ports[i], r.stderr.String())
+			}
+		}
+	})
 	return rs, ports, outs
 }
 
@@ -233,13 +240,14 @@ func checkHosts(t *testing.T, path string, n int, bytes int64) {
 // mid-stream: the sender and the others exit non-zero, none with a whole
 // stream, the sender naming the lost receiver.
 func TestBroadcastHopKilled(t *testing.T) {
-	rs, ports, outs := receiversOn(t, 3, "--timeout", "20s")
+	timeout := bounded(20 * time.Second)
+	rs, ports, outs := receiversOn(t, 3, "--timeout", timeout)
 	r, w, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { w.Close() })
-	s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "--timeout", "20s", "--to", addrs(ports))
+	s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "--timeout", timeout, "--to", addrs(ports))
 	r.Close()
 	killHop(t, s, w, rs, ports, outs, 1)
 }
@@ -284,16 +292,17 @@ func TestBroadcastRepair(t *testing.T) {
 	if err := os.WriteFile(key, []byte("the broadcast's shared key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	timeout := bounded(5 * time.Second)
 	for _, victim := range []int{0, 1, 2} {
 		t.Run(fmt.Sprintf("receiver %d dies", victim), func(t *testing.T) {
-			rs, ports, outs := receiversOn(t, 3, "-k", "--relay", "--key-file", key, "--timeout", "5s")
+			rs, ports, outs := receiversOn(t, 3, "-k", "--relay", "--key-file", key, "--timeout", timeout)
 			r, w, err := os.Pipe()
 			if err != nil {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { w.Close() })
 			stats := filepath.Join(t.TempDir(), "stats.json")
-			s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "-v", "--key-file", key, "--timeout", "5s", "--stats-json", stats, "--to", addrs(ports))
+			s := start(t, "rdmasend", r, io.Discard, "--transport", suite.transport, "-v", "--key-file", key, "--timeout", timeout, "--stats-json", stats, "--to", addrs(ports))
 			r.Close()
 			var want bytes.Buffer
 			half := bytes.Repeat([]byte("the first half of the stream "), 20000)

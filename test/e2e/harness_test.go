@@ -134,9 +134,38 @@ func (p *proc) kill() {
 	select {
 	case <-p.done:
 	case <-time.After(time.Minute):
-		p.t.Errorf("%s (pid %d) did not end within a minute of SIGKILL: stuck in the kernel at\n%s",
-			p.name, p.cmd.Process.Pid, kernelStacks(p.cmd.Process.Pid))
+		p.t.Errorf("%s (pid %d) did not end within a minute of SIGKILL: stuck in the kernel at\n%s\nother tasks in D state:\n%s\nkernel log:\n%s",
+			p.name, p.cmd.Process.Pid, kernelStacks(p.cmd.Process.Pid), blockedTasks(), kernelLog())
 	}
+}
+
+// blockedTasks returns the kernel stack of every task in uninterruptible
+// sleep (D state): what a process stuck in the kernel may wait for, a
+// kernel worker say.
+func blockedTasks() string {
+	var b strings.Builder
+	tasks, _ := filepath.Glob("/proc/[0-9]*/task/[0-9]*")
+	for _, task := range tasks {
+		stat, err := os.ReadFile(task + "/stat")
+		// pid (comm) state ...: comm may hold spaces and parentheses
+		i := strings.LastIndexByte(string(stat), ')')
+		if err != nil || i < 0 || !strings.HasPrefix(string(stat[i+1:]), " D") {
+			continue
+		}
+		stack, _ := os.ReadFile(task + "/stack")
+		fmt.Fprintf(&b, "task %s %s:\n%s", task, stat[:i+1], stack)
+	}
+	return b.String()
+}
+
+// kernelLog returns the end of the kernel log, or why it cannot.
+func kernelLog() string {
+	out, err := exec.Command("dmesg").CombinedOutput()
+	if err != nil {
+		return fmt.Sprintf("dmesg: %v %s", err, out)
+	}
+	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
+	return strings.Join(lines[max(0, len(lines)-40):], "\n")
 }
 
 // kernelStacks returns the state and kernel stack of each thread of pid,
@@ -159,6 +188,13 @@ func kernelStacks(pid int) string {
 		fmt.Fprintf(&b, "thread %s (%s):\n%s", filepath.Base(task), state, stack)
 	}
 	return b.String()
+}
+
+// bounded returns limit scaled by testutil.Bound, as a command-line
+// duration: a process's own bound (--timeout) must hold on a loaded
+// machine as the test's do.
+func bounded(limit time.Duration) string {
+	return testutil.Bound(limit).Round(100 * time.Millisecond).String()
 }
 
 func exitCode(err error) int {
