@@ -315,17 +315,19 @@ func receive(ctx context.Context, srv server.Server, s sink, confirm func(pipe.S
 		return st, notWritable(err, dest)
 	}
 	if err := s.Finish(); err != nil {
-		return st, &conn.Error{Kind: conn.KindAborted, Op: "finish " + dest, Err: err}
+		return st, notWritable(&conn.Error{Kind: conn.KindAborted, Op: "finish " + dest, Err: err}, dest)
 	}
 	return st, nil
 }
 
 // notWritable returns err, a failure to receive into dest, as a setup
-// failure (exit code 3, DST not writable) when writing the output was
-// refused for want of permission or by a read-only file system.
+// failure (exit code 3, DST not writable) when writing the output or
+// finishing it (a tree's extraction) was refused for want of permission or
+// by a read-only file system.
 func notWritable(err error, dest string) error {
 	var ce *conn.Error
-	if errors.As(err, &ce) && ce.Op == "write output" && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
+	writing := errors.As(err, &ce) && (ce.Op == "write output" || ce.Op == "finish "+dest)
+	if writing && (errors.Is(err, fs.ErrPermission) || errors.Is(err, syscall.EROFS)) {
 		return &conn.Error{Kind: conn.KindSetup, Op: dest + " is not writable", Err: err}
 	}
 	return err

@@ -112,6 +112,8 @@ func TestNotWritable(t *testing.T) {
 		{out(syscall.EPERM), conn.KindSetup},
 		{out(syscall.EROFS), conn.KindSetup},
 		{out(syscall.ENOSPC), conn.KindAborted},
+		{&conn.Error{Kind: conn.KindAborted, Op: "finish /d", Err: fmt.Errorf("make directory %q: %w", "x", syscall.EPERM)}, conn.KindSetup},
+		{&conn.Error{Kind: conn.KindAborted, Op: "finish /d", Err: syscall.ENOSPC}, conn.KindAborted},
 		{&conn.Error{Kind: conn.KindAuth, Op: "handshake", Err: syscall.EPERM}, conn.KindAuth},
 	} {
 		if got := conn.KindOf(notWritable(tc.err, "/d")); got != tc.want {
