@@ -79,7 +79,9 @@ func (l *link) giveUp(err error) {
 // takeOver connects to the fallbacks in turn until one completes a
 // rejoin handshake and stands within the history, and makes it the next
 // receiver, to be resent what it has not written. One that wrote more
-// than was sent (sent) fails the stream: it broke the protocol.
+// than was sent (sent) is given up too: another sender fed it meanwhile
+// (one that gave this link's own upstream up, and took over the receiver
+// this link lost), so this link cannot go on with it.
 func (l *link) takeOver(ctx context.Context, sent int64) error {
 	for len(l.hops) > 0 {
 		h, place := l.hops[0], l.place
@@ -87,9 +89,8 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 		s, written, err := l.rejoin(ctx, h, place)
 		switch {
 		case err == nil && written > sent:
-			err = conn.Errorf(conn.KindIntegrity, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent", written, sent)
+			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver says it wrote %d bytes, but only %d were sent: another sender took it over", written, sent)
 			s.drop(err)
-			return err
 		case err == nil && written < l.hist.start():
 			err = conn.Errorf(conn.KindAborted, "take over at "+shortName(h.Addr), "the receiver wrote %d bytes, and only those from %d on are kept for a resend", written, l.hist.start())
 			s.drop(err)
