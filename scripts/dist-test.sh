@@ -35,7 +35,7 @@ installed() {
       [ -s "$root/$f" ] || fail "$root: /$f missing or empty"
     done
     [ -x "$root/usr/bin/$n" ] || fail "$root: /usr/bin/$n not executable"
-    zcat "$root/usr/share/man/man1/$n.1.gz" | grep -q "^\.TH $n 1" || fail "$root: $n.1.gz is not $n's man page"
+    grep -q "^\.TH $n 1" <<<"$(zcat "$root/usr/share/man/man1/$n.1.gz")" || fail "$root: $n.1.gz is not $n's man page"
   done
   if [ -n "$license" ]; then
     cmp -s "$license" "$root/usr/share/doc/rdmapipe/${license##*/}" || fail "$root: the licence ${license##*/} is missing or differs"
@@ -56,7 +56,10 @@ droot=$scratch/deb
 mkdir -p "$droot/var/lib/dpkg/info" "$droot/var/lib/dpkg/updates"
 : > "$droot/var/lib/dpkg/status"
 dpkg --root="$droot" --force-depends -i "$deb" >/dev/null
-dpkg --root="$droot" -L rdmapipe | grep -qx /usr/bin/rdmasend || fail "dpkg -L rdmapipe lacks /usr/bin/rdmasend"
+# (the lists are read whole first: grep -q would quit at its match, and
+# pipefail would take the lister's SIGPIPE for a failure)
+list=$(dpkg --root="$droot" -L rdmapipe)
+grep -qx /usr/bin/rdmasend <<<"$list" || fail "dpkg -L rdmapipe lacks /usr/bin/rdmasend"
 installed "$droot"
 version "$droot"
 
@@ -66,11 +69,11 @@ port=$(( 20000 + RANDOM % 20000 ))
 "$droot/usr/bin/rdmarecv" -P "$port" > /dev/null 2> "$scratch/recv.err" &
 recv_pid=$!
 for _ in $(seq 300); do
-  ss -ltnH "sport = :$port" | grep -q . && break
+  [ -n "$(ss -ltnH "sport = :$port")" ] && break
   kill -0 "$recv_pid" 2>/dev/null || fail "rdmarecv exited: $(cat "$scratch/recv.err")"
   sleep 0.1
 done
-ss -ltnH "sport = :$port" | grep -q . || fail "rdmarecv did not listen on $port within 30 s"
+[ -n "$(ss -ltnH "sport = :$port")" ] || fail "rdmarecv did not listen on $port within 30 s"
 "$droot/usr/bin/rdmasend" --check "127.0.0.1:$port" > "$scratch/check.out" || fail "rdmasend --check exited $?: $(cat "$scratch/check.out")"
 grep -q "^OK    tcp handshake" "$scratch/check.out" || fail "rdmasend --check made no TCP handshake: $(cat "$scratch/check.out")"
 echo "dist-test: $(tail -n 1 "$scratch/check.out")"
@@ -79,7 +82,8 @@ echo "dist-test: $(tail -n 1 "$scratch/check.out")"
 rroot=$scratch/rpm
 rpm --root "$rroot" --initdb
 rpm --root "$rroot" -i --nodeps "$rpm"
-rpm --root "$rroot" -ql rdmapipe | grep -qx /usr/bin/rdmasend || fail "rpm -ql rdmapipe lacks /usr/bin/rdmasend"
+list=$(rpm --root "$rroot" -ql rdmapipe)
+grep -qx /usr/bin/rdmasend <<<"$list" || fail "rpm -ql rdmapipe lacks /usr/bin/rdmasend: $list"
 installed "$rroot"
 version "$rroot"
 
