@@ -199,7 +199,7 @@ func copyAction(c *cli.Context) error {
 			return err
 		}
 	case hosts == nil:
-		if err := localSources(srcs, last); err != nil {
+		if from, err = upSources(srcs, last); err != nil {
 			return err
 		}
 	}
@@ -226,11 +226,17 @@ func copyAction(c *cli.Context) error {
 			return command.Usagef("--to and --to-file do not go with --resume or --data-host (each host's stream goes to the address its name resolves to)")
 		}
 	}
+	between := from != nil && upErr == nil
+	if between && o.Resume {
+		return command.Usagef("a copy between two remote hosts does not go with --resume (not supported yet)")
+	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {
 	case hosts != nil:
 		return CopyTo(ctx, srcs, hosts, o)
+	case between:
+		return Between(ctx, from, t, o)
 	case from != nil:
 		return Fetch(ctx, from, last, o)
 	}
@@ -309,15 +315,19 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 	return ts, nil
 }
 
-// localSources checks that an upload's sources to dst name no host: a
-// copy between two remote hosts (scp -3's form) is not supported.
-func localSources(srcs []string, dst string) error {
+// upSources returns the sources of a copy to the remote dst: none if
+// they are all on this host (an upload), else all on one remote host (a
+// copy between two remote hosts, see Between).
+func upSources(srcs []string, dst string) ([]Target, error) {
+	if _, err := ParseTarget(srcs[0]); err == nil {
+		return remoteSources(srcs, dst)
+	}
 	for _, s := range srcs {
-		if t, err := ParseTarget(s); err == nil {
-			return command.Usagef("%s to %s: a copy between two remote hosts is not supported: copy to this host first, or run rdmacp on %s (write ./%s for a local file)", s, dst, t.Host, s)
+		if _, err := ParseTarget(s); err == nil {
+			return nil, command.Usagef("%s: the sources are all on this host or all on one remote host (write ./%s for a local file)", s, s)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // toHosts returns the hosts of --to and --to-file, each with dst as its
@@ -339,7 +349,7 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	}
 	for _, s := range srcs {
 		if _, err := ParseTarget(s); err == nil {
-			return nil, command.Usagef("with --to, the sources are on this host: %q names a host (write ./%s for a local file)", s, s)
+			return nil, command.Usagef("with --to, the sources are on this host: %q names a host, and --to from a remote host is not supported yet (write ./%s for a local file)", s, s)
 		}
 	}
 	hosts, err := parseHosts(list, dst)

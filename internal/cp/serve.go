@@ -22,6 +22,10 @@ import (
 const (
 	requestWait = 30 * time.Second // for the request line, once started
 	senderWait  = 60 * time.Second // for the sender to connect and prove the key
+	// connectWait is, in a copy between two remote hosts, for the connect
+	// line: the local side starts the receiving host (an ssh login, which
+	// may ask for a password) after the plan.
+	connectWait = portWait + requestWait
 )
 
 // Serve runs the remote side of an upload (rdmacp --remote-receive), which
@@ -200,11 +204,48 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
+	addr := req.Connect
+	if req.ConnectLater {
+		if addr, err = readConnect(br); err != nil {
+			return 0, err
+		}
+	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
-	st, err := stream(ctx, req.Connect, p, in, o, o.sendConfig(req.keyBytes()), nil)
+	st, err := stream(ctx, addr, p, in, o, o.sendConfig(req.keyBytes()), nil)
+	if req.ConnectLater {
+		err = betweenResult(ctx, st, err, addr, o)
+	}
 	return st.Bytes, err
+}
+
+// betweenResult is the sending side's result, in a copy between two
+// remote hosts, of its stream to addr: a stream that could not start
+// (the receiving host was not reached) is a setup failure, which the
+// local side reports as one host's failure to reach the other; a stream
+// that went is summed up with -v, as no local side has its figures.
+func betweenResult(ctx context.Context, st pipe.Stats, err error, addr string, o Options) error {
+	switch {
+	case err != nil && ctx.Err() == nil && pipe.Retryable(st, err):
+		return &conn.Error{Kind: conn.KindSetup, Err: err}
+	case err == nil && o.Verbose:
+		fmt.Fprintf(o.Stderr, "rdmacp: sent to %s: %s\n", addr, summary(st, -1))
+	}
+	return err
+}
+
+// readConnect reads, in a copy between two remote hosts, the connect line
+// from br: where the receiving host listens.
+func readConnect(br *bufio.Reader) (string, error) {
+	var c connectLine
+	if err := lineWithin(br, connectWait, &c); err != nil {
+		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
+	}
+	if err := checkConnect(c.Connect); err != nil {
+		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
+	}
+	return c.Connect, nil
 }
 
 // planSend plans a download's copy of req.Send, patterns expanded (see

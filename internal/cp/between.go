@@ -1,0 +1,122 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// Between copies the files and directories at srcs, all on one remote
+// host, to dst on another (a copy between two remote hosts): the stream
+// goes from the one straight to the other, never through this host. It
+// starts the sending side as a download's (see ServeSend) with a request
+// that says where to connect later, checks its plan against srcs as a
+// download does, starts the receiving side as an upload's (see Serve)
+// with that plan as its contents and the same one-time key, and tells the
+// sending side where the receiving side listens.
+func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
+	from := srcs[0]
+	host, listen, err := o.streamHost(ctx, dst)
+	if err == nil && listen == "" {
+		host, err = resolveIP(ctx, host, "resolve "+host) // the sending host connects to it by address
+	}
+	if err != nil {
+		return err
+	}
+	key := newKey()
+	req := o.request(key)
+	req.Recursive, req.LimitRate, req.ConnectLater = o.Recursive, o.LimitRate, true
+	a := asked{recursive: o.Recursive}
+	for _, s := range srcs {
+		req.Send = append(req.Send, s.Path)
+		a.srcs = append(a.srcs, s.Path)
+	}
+	sender, st, err := begin(ctx, from, o, remoteSend, req)
+	if err != nil {
+		return err
+	}
+	defer sender.close()
+	if st.kind != "plan" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.kind)
+	}
+	plan := st.contents
+	c, err := relayedPlan(a, plan)
+	if err != nil {
+		return claimOf(from.Host, err)
+	}
+	up := o.request(key)
+	up.Dest, up.Contents, up.Listen, up.DataPorts = dst.Path, c, listen, o.DataPorts.String()
+	receiver, st, err := begin(ctx, dst, o, remoteReceive, up)
+	if err != nil {
+		return err
+	}
+	defer receiver.close()
+	if st.kind != "port" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.kind)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from.Host, dst.Host, addr)
+	// A failed write means ssh is gone; the sending side's status says why.
+	_ = writeJSONLine(sender.stdin, connectLine{Connect: addr})
+	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
+		return err
+	}
+	return leftOn(from.Host, a.srcs, plan)
+}
+
+// relayedPlan checks the sending side's plan c against what a asked for,
+// as a download's (see asked.check), and returns the contents the
+// receiving side is told: the names checked, nothing of what only a
+// download's local side reads. A name only the sending side knows (a
+// source such as "." or "~") is refused: nothing here can tell whether
+// DST is a new name for it.
+func relayedPlan(a asked, c Contents) (Contents, error) {
+	names, err := a.check(c, false)
+	if err != nil {
+		return Contents{}, err
+	}
+	c.Names, c.Counts, c.Left = names, nil, 0
+	return c, nil
+}
+
+// finishBetween waits for the results of a copy between two remote
+// hosts, sender's on from and receiver's on to (listening at addr): both
+// must say they moved the same bytes. A sending side that fails before
+// the stream (it could not connect) ends the receiving side's wait; a
+// failure of either is the copy's, the worse exit code first.
+func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
+	sent, err := sender.next(ctx, maxTimeout)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		return conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
+	}
+	if sent.kind == "fail" && kindOfCode(int(sent.n)) == conn.KindSetup {
+		return &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + to + " at " + addr, Err: remoteFailed(from, sent)}
+	}
+	got, err := receiver.next(ctx, statusWait)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		return conn.Errorf(conn.KindAborted, "after the stream", "the remote side on %s: %v", to, err)
+	}
+	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
+	switch {
+	case sendErr != nil && recvErr != nil && sent.n > got.n:
+		return fmt.Errorf("%w; and %v", sendErr, recvErr)
+	case sendErr != nil && recvErr != nil:
+		return fmt.Errorf("%w; and %v", recvErr, sendErr)
+	case recvErr != nil:
+		return recvErr
+	case sendErr != nil:
+		return sendErr
+	case sent.kind != "ok":
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
+	}
+	return remoteDone(to, got, sent.n, "sent by "+from)
+}

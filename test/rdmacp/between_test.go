@@ -1,0 +1,180 @@
+package rdmacp
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+)
+
+// betweenCluster starts two hosts for a copy between them, each in a
+// network namespace of its own, so that the bytes on this host's
+// interface toward them tell whether a stream passed through here.
+func betweenCluster(t *testing.T) *cluster {
+	t.Helper()
+	if harness.host != "" {
+		t.Skip("copies between two hosts are tested on the host: in the VM the hosts share one address")
+	}
+	c := startCluster(t, 2)
+	if !c.netns {
+		testutil.Unmet(t, "no network namespaces: the hosts share one address with this one")
+	}
+	return c
+}
+
+// linkBytes returns the bytes received and sent on this host's interface
+// name.
+func linkBytes(t *testing.T, name string) int64 {
+	t.Helper()
+	var sum int64
+	for _, dir := range []string{"rx_bytes", "tx_bytes"} {
+		b, err := os.ReadFile(filepath.Join("/sys/class/net", name, "statistics", dir))
+		if err != nil {
+			t.Fatal(err)
+		}
+		n, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sum += n
+	}
+	return sum
+}
+
+// TestBetween copies from h1 to h2 (`rdmacp h1:SRC h2:DST`): the copy is
+// exact, the stream goes from h1 straight to h2 (this host's interface
+// toward them carries only the ssh sessions, where a download of the same
+// file carries all of it), and it is encrypted unless --no-encrypt.
+func TestBetween(t *testing.T) {
+	c := betweenCluster(t)
+	const size = 24 << 20
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{35}).Read(data)
+	writeFile(t, filepath.Join(c.dirs[0], "f.bin"), string(data))
+	if err := os.Chmod(filepath.Join(c.dirs[0], "f.bin"), 0o640); err != nil {
+		t.Fatal(err)
+	}
+	makeTree(t, filepath.Join(c.dirs[0], "tree"))
+	cases := []struct {
+		name  string
+		flags []string
+		src   string // on h1, under c.dst
+		dst   string // on h2, under c.dst
+		got   string // where the copy lands, under h2's directory
+		says  []string
+	}{
+		{"file into a directory", []string{"-v"}, "f.bin", "", "f.bin", []string{"encrypted (AES-256-GCM)", "sent to " + c.addrs[1] + ":", "listening on " + c.addrs[1] + ":", "straight to h2"}},
+		{"file to a new name, -p", []string{"-v", "-p"}, "f.bin", "g.bin", "g.bin", []string{"encrypted (AES-256-GCM)"}},
+		{"not encrypted", []string{"-v", "--no-encrypt"}, "f.bin", "", "f.bin", []string{"not encrypted (authenticated with aes-gmac)"}},
+		{"tree to a new name", []string{"-r", "-p"}, "tree", "copy", "copy", nil},
+		{"tree into a directory", []string{"-r", "-p"}, "tree", "", "tree", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clear(t, c.dirs[1])
+			before := linkBytes(t, c.here)
+			args := append(tc.flags, "h1:"+filepath.Join(c.dst, tc.src), "h2:"+filepath.Join(c.dst, tc.dst)+"/")
+			if tc.dst != "" {
+				args[len(args)-1] = strings.TrimSuffix(args[len(args)-1], "/")
+			}
+			r := c.ssh.rdmacp(t, args...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			for _, s := range tc.says {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
+				}
+			}
+			from, got := filepath.Join(c.dirs[0], tc.src), filepath.Join(c.dirs[1], tc.got)
+			if tc.src == "tree" {
+				sameTree(t, from, got, func(m os.FileMode) os.FileMode { return m })
+			} else {
+				sameFile(t, from, got, strings.Contains(strings.Join(tc.flags, " "), "-p"))
+			}
+			if through := linkBytes(t, c.here) - before; tc.src == "f.bin" && through > size/8 {
+				t.Errorf("%d bytes crossed this host's interface for a %d-byte copy between two hosts", through, size)
+			}
+			noStrays(t)
+		})
+	}
+	// The measure itself: a download of the file crosses that interface.
+	before := linkBytes(t, c.here)
+	if r := c.ssh.rdmacp(t, "h1:"+filepath.Join(c.dst, "f.bin"), t.TempDir()); r.code != 0 {
+		t.Fatalf("download: exit %d; stderr:\n%s", r.code, r.stderr)
+	}
+	if through := linkBytes(t, c.here) - before; through < size {
+		t.Fatalf("a download of %d bytes: %d bytes on this host's interface toward the hosts", size, through)
+	}
+}
+
+// sameFile fails t unless got has want's bytes, and, with preserve, its
+// mode and modification time.
+func sameFile(t *testing.T, want, got string, preserve bool) {
+	t.Helper()
+	if hashFile(t, want) != hashFile(t, got) {
+		t.Fatalf("%s: content differs from %s", got, want)
+	}
+	wi, err := os.Stat(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gi, err := os.Stat(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if preserve && (gi.Mode() != wi.Mode() || !gi.ModTime().Equal(wi.ModTime())) {
+		t.Errorf("-p: %v %v, want %v %v", gi.Mode(), gi.ModTime(), wi.Mode(), wi.ModTime())
+	}
+	noLeftovers(t, filepath.Dir(got), filepath.Base(got))
+}
+
+// TestBetweenErrors: a copy between two hosts fails with the exit code a
+// copy to or from one host has for the same cause, and, when the first
+// host cannot reach the second, names the pair.
+func TestBetweenErrors(t *testing.T) {
+	c := betweenCluster(t)
+	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
+	// An address of h2 that h1 has no route to.
+	hidden := fmt.Sprintf("10.%d.%d.1", rand.IntN(256), rand.IntN(256))
+	if out, err := exec.Command("ip", "-n", c.nss[1], "addr", "add", hidden+"/32", "dev", "lo").CombinedOutput(); err != nil {
+		t.Fatalf("ip addr add: %v: %s", err, out)
+	}
+	f := "h1:" + filepath.Join(c.dst, "f")
+	cases := []struct {
+		name string
+		args []string
+		code int
+		says string
+	}{
+		{"source missing", []string{f + "-missing", "h2:" + c.dst}, 2, "no such file"},
+		{"destination not writable", []string{f, "h2:/sys/"}, 3, `remote side on h2: "open /sys/.f.rdmacp-`},
+		{"destination directory missing", []string{f, "h2:/nonexistent/dir/f"}, 3, "/nonexistent/dir does not exist"},
+		{"second host down", []string{f, "down:/tmp/"}, 3, "start the remote side on down over ssh"},
+		{"first host down", []string{"down:/tmp/f", "h2:/tmp/"}, 3, "start the remote side on down over ssh"},
+		{"no route between them", []string{"--data-host", hidden, f, "h2:" + c.dst}, 3, "h1 cannot connect to h2 at " + hidden + ":"},
+		{"resume", []string{"-C", f, "h2:" + c.dst}, 2, "does not go with --resume"},
+		{"relayed from a remote host", []string{"--to", "h2", f, c.dst}, 2, "--to from a remote host is not supported"},
+		{"sources here and there", []string{f, "./f", "h2:" + c.dst}, 2, "every source must be [user@]HOST:SRC"},
+		{"a source there among those here", []string{"./f", f, "h2:" + c.dst}, 2, "all on this host or all on one remote host"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			clear(t, c.dirs[1])
+			r := c.ssh.rdmacp(t, tc.args...)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
+				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			if entries, _ := os.ReadDir(c.dirs[1]); len(entries) != 0 {
+				t.Errorf("h2 has %v after a failed copy", entries)
+			}
+			noStrays(t)
+		})
+	}
+}
