@@ -178,3 +178,37 @@ func TestBetweenErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestHostileBetween copies from a hostile h1 (see hostileMain) to h2:
+// a plan of what was not asked for is refused with exit 9 quoting h1's
+// claim, before anything starts on h2 (whose remote command, the hostile
+// one too, would say "no upload lie"), and nothing lands there.
+func TestHostileBetween(t *testing.T) {
+	c := betweenCluster(t)
+	cases := []struct {
+		lie   string
+		args  []string // before the source and DST
+		src   string
+		claim string // as quoted
+	}{
+		{"file-bashrc", nil, "report.txt", `".bashrc"`},
+		{"archive-keys", nil, "report.txt", `"an archive of report.txt"`},
+		{"archive-ssh", []string{"-r"}, "dir", `".ssh"`},
+		{"archive-ssh", []string{"-r"}, ".", `".ssh"`},
+		{"glob-bashrc", nil, "dir/*.txt", `".bashrc"`},
+	}
+	for _, tc := range cases {
+		t.Run(tc.lie+" for "+tc.src, func(t *testing.T) {
+			clear(t, c.dirs[1])
+			args := append([]string{"--remote-cmd", hostileCmd(t, tc.lie)}, tc.args...)
+			r := c.ssh.rdmacp(t, append(args, "h1:"+tc.src, "h2:"+c.dst)...)
+			says := "the remote side on h1 sent what was not asked for: " + tc.claim
+			if r.code != 9 || !strings.Contains(r.stderr, says) || strings.Contains(r.stderr, "no upload lie") {
+				t.Errorf("exit %d, want 9 saying %s, h2 not started; stderr:\n%s", r.code, says, r.stderr)
+			}
+			if entries, _ := os.ReadDir(c.dirs[1]); len(entries) != 0 {
+				t.Errorf("h2 has %v", entries)
+			}
+		})
+	}
+}
