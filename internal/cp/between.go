@@ -54,6 +54,12 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 		return err
 	}
 	defer receiver.close()
+	if o.Resume {
+		st, err = resumeBetween(ctx, sender, receiver, st, plan.Mode, from.Host, dst.Host)
+		if err != nil {
+			return err
+		}
+	}
 	if st.kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.kind)
 	}
@@ -65,6 +71,49 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 		return err
 	}
 	return leftOn(from.Host, a.srcs, plan)
+}
+
+// resumeBetween passes a resume's offers, which the receiving side on to
+// makes first (its status st and those after it), on to the sending side
+// on from, and for a single file (mode) where the sending side answers
+// that the stream starts back to the receiving side; each side checks
+// what it is passed as it does from a local side. It returns the
+// receiving side's status after its offers.
+func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mode, from, to string) (status, error) {
+	offers := 0
+	for ; st.kind == "have"; offers++ {
+		if mode != modeTar && offers > 0 {
+			return status{}, conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side on %s for one file", to)
+		}
+		// A failed write means ssh is gone; the next status says why.
+		_ = writeJSONLine(sender.stdin, st.offer)
+		if mode == modeFile {
+			at, err := sender.next(ctx, offerWait)
+			switch {
+			case err != nil:
+				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
+			case at.kind == "fail":
+				return status{}, remoteFailed(from, at)
+			case at.kind != "from":
+				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.kind)
+			}
+			_ = writeJSONLine(receiver.stdin, fromLine{at.n})
+		}
+		var err error
+		if st, err = receiver.next(ctx, offerWait); err != nil {
+			return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
+		}
+		if err := remoteFailed(to, st); err != nil {
+			return status{}, err
+		}
+	}
+	switch {
+	case mode == modeFile && offers == 0:
+		return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "no offer for the file")
+	case mode == modeTar:
+		_ = writeJSONLine(sender.stdin, offer{End: true})
+	}
+	return st, nil
 }
 
 // relayedPlan checks the sending side's plan c against what a asked for,

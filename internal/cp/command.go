@@ -64,7 +64,8 @@ HOST2, never through this host: rdmacp starts the sending side on HOST1, checks 
 would send as for a download, starts the receiving side on HOST2 with that and the same
 one-time key, and tells HOST1 where HOST2 listens (HOST2's address as ssh resolves it
 here, or --data-host's). HOST1 that cannot connect to HOST2 is exit 3, naming the pair.
-With -v, HOST1 sums up the stream. -C and --to from a remote host are not supported yet.
+With -v, HOST1 sums up the stream. -C resumes as for a copy to HOST2, HOST2's offers
+passed on to HOST1. --to from a remote host is not supported yet.
 
 With --to HOST,HOST,... (or --to-file), the sources go to DST on every host at once as
 one stream: this host sends it once, to the first host, which writes it and passes it
@@ -235,9 +236,6 @@ func copyAction(c *cli.Context) error {
 		}
 	}
 	between := from != nil && upErr == nil
-	if between && o.Resume {
-		return command.Usagef("a copy between two remote hosts does not go with --resume (not supported yet)")
-	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {

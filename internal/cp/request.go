@@ -334,8 +334,8 @@ func (r Request) validateDownload() error {
 		}
 	}
 	if r.ConnectLater {
-		if r.Connect != "" || r.Resume {
-			return errors.New("a copy between two hosts names where to connect now, or resumes")
+		if r.Connect != "" {
+			return errors.New("a copy between two hosts names where to connect now")
 		}
 		return nil
 	}

@@ -100,7 +100,7 @@ func TestReadRequest(t *testing.T) {
 		{name: "upload that connects", change: func(r *Request) { r.Connect = "10.0.0.1:1" }},
 		{name: "between two hosts", change: later, ok: true},
 		{name: "between two hosts, connecting now", change: func(r *Request) { later(r); r.Connect = "10.0.0.1:1" }},
-		{name: "between two hosts, resuming", change: func(r *Request) { later(r); r.Resume = true }},
+		{name: "between two hosts, resuming", change: func(r *Request) { later(r); r.Resume = true }, ok: true},
 		{name: "upload that connects later", change: func(r *Request) { r.ConnectLater = true }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},

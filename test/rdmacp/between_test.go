@@ -159,7 +159,6 @@ func TestBetweenErrors(t *testing.T) {
 		{"second host down", []string{f, "down:/tmp/"}, 3, "start the remote side on down over ssh"},
 		{"first host down", []string{"down:/tmp/f", "h2:/tmp/"}, 3, "start the remote side on down over ssh"},
 		{"no route between them", []string{"--data-host", hidden, f, "h2:" + c.dst}, 3, "h1 cannot connect to h2 at " + hidden + ":"},
-		{"resume", []string{"-C", f, "h2:" + c.dst}, 2, "does not go with --resume"},
 		{"relayed from a remote host", []string{"--to", "h2", f, c.dst}, 2, "--to from a remote host is not supported"},
 		{"sources here and there", []string{f, "./f", "h2:" + c.dst}, 2, "every source must be [user@]HOST:SRC"},
 		{"a source there among those here", []string{"./f", f, "h2:" + c.dst}, 2, "all on this host or all on one remote host"},
@@ -211,4 +210,62 @@ func TestHostileBetween(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBetweenResume resumes copies between two hosts with -C: a file
+// whose upload to h2 was interrupted half-way (a partial copy there of
+// the same version of the file, which h1 has), and a tree that h2 has
+// whole but for one file that grew on h1. Each arrives exact, and h1's
+// summary says what the partial copies spared.
+func TestBetweenResume(t *testing.T) {
+	c := betweenCluster(t)
+	const size = 64 << 20
+	big := filepath.Join(c.dirs[0], "big")
+	makeFile(t, big, size, false)
+	// Paced, so that half of it arrives in a second, not before a poll.
+	cmd := c.ssh.command(t, append(window, "--limit-rate", "32M", big, "h2:"+c.dst+"/")...)
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	interrupt(t, cmd, false, "interrupt", func() bool { return partialSize(c.dirs[1], "big") >= size/2 })
+	if err := cmd.Wait(); err == nil {
+		t.Fatal("the interrupted upload succeeded")
+	}
+	noStrays(t)
+	r := c.ssh.rdmacp(t, "-C", "-v", "h1:"+filepath.Join(c.dst, "big"), "h2:"+c.dst+"/")
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+	}
+	sameFile(t, big, filepath.Join(c.dirs[1], "big"), false)
+	kept, sent := resumed(t, r.stderr)
+	t.Logf("the file resumed: %d bytes kept, %d sent", kept, sent)
+	if kept < size/2 || kept+sent != size {
+		t.Fatalf("%d kept and %d sent of %d bytes, want at least half kept", kept, sent, size)
+	}
+	noStrays(t)
+
+	tree := filepath.Join(c.dirs[0], "tree")
+	makeTree(t, tree)
+	makeFile(t, filepath.Join(tree, "grows"), 8<<20, false)
+	args := []string{"-r", "-p", "h1:" + filepath.Join(c.dst, "tree"), "h2:" + c.dst}
+	if r := c.ssh.rdmacp(t, args...); r.code != 0 {
+		t.Fatalf("the first copy: exit %d: %s", r.code, r.stderr)
+	}
+	f, err := os.OpenFile(filepath.Join(tree, "grows"), os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.Write(make([]byte, 1<<20))
+	f.Close()
+	r = c.ssh.rdmacp(t, append([]string{"-C", "-v"}, args...)...)
+	if r.code != 0 {
+		t.Fatalf("resume: exit %d: %s", r.code, r.stderr)
+	}
+	sameTree(t, tree, filepath.Join(c.dirs[1], "tree"), func(m os.FileMode) os.FileMode { return m })
+	kept, sent = resumed(t, r.stderr)
+	t.Logf("the tree resumed: %d bytes kept, %d sent", kept, sent)
+	if kept < 8<<20 || sent > 2<<20 {
+		t.Fatalf("%d kept and %d sent, want the 8 MiB in place kept and little more than the MiB that grew sent", kept, sent)
+	}
+	noStrays(t)
 }
