@@ -27,13 +27,8 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 		return err
 	}
 	key := newKey()
-	req := o.request(key)
-	req.Recursive, req.LimitRate, req.ConnectLater = o.Recursive, o.LimitRate, true
-	a := asked{recursive: o.Recursive}
-	for _, s := range srcs {
-		req.Send = append(req.Send, s.Path)
-		a.srcs = append(a.srcs, s.Path)
-	}
+	req, a := o.fetchRequest(key, srcs)
+	req.ConnectLater = true
 	sender, st, err := begin(ctx, from, o, remoteSend, req)
 	if err != nil {
 		return err
