@@ -127,10 +127,9 @@ func relayedPlan(a asked, c Contents) (Contents, error) {
 }
 
 // finishBetween waits for the results of a copy between two remote
-// hosts, sender's on from and receiver's on to (listening at addr): both
-// must say they moved the same bytes. A sending side that fails before
-// the stream (it could not connect) ends the receiving side's wait; a
-// failure of either is the copy's, the worse exit code first.
+// hosts, sender's on from and receiver's on to (listening at addr). A
+// sending side that fails before the stream (it could not connect) ends
+// the receiving side's wait, and names the pair.
 func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
 	sent, err := sender.next(ctx, maxTimeout)
 	if ctx.Err() != nil {
@@ -147,12 +146,24 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 		return context.Cause(ctx)
 	}
 	if err != nil {
-		return conn.Errorf(conn.KindAborted, "after the stream", "the remote side on %s: %v", to, err)
+		err = conn.Errorf(conn.KindAborted, "after the stream", "the remote side on %s: %v", to, err)
+		if sendErr := remoteFailed(from, sent); sendErr != nil {
+			return fmt.Errorf("%w; and %v", sendErr, err)
+		}
+		return err
 	}
+	return betweenOutcome(sent, got, from, to)
+}
+
+// betweenOutcome is the result of a copy between two remote hosts whose
+// sending side on from said sent last, and the receiving side on to got:
+// both must say they moved the same bytes. When both failed, the
+// receiving side's failure comes first and gives the exit code: it is the
+// one that knows what was written (a refused DST, a damaged or
+// unauthenticated stream), where the sending side mostly sees its end.
+func betweenOutcome(sent, got status, from, to string) error {
 	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
 	switch {
-	case sendErr != nil && recvErr != nil && sent.n > got.n:
-		return fmt.Errorf("%w; and %v", sendErr, recvErr)
 	case sendErr != nil && recvErr != nil:
 		return fmt.Errorf("%w; and %v", recvErr, sendErr)
 	case recvErr != nil:

@@ -3,7 +3,10 @@ package cp
 import (
 	"errors"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
 )
 
 // TestRelayedPlan: the sending host's plan reaches the receiving host
@@ -41,6 +44,35 @@ func TestRelayedPlan(t *testing.T) {
 			}
 			if err := c.validate(); err != nil {
 				t.Fatalf("the receiving side would refuse %+v: %v", c, err)
+			}
+		})
+	}
+}
+
+// TestBetweenOutcome: a copy between two hosts succeeds only when both
+// say they moved the same bytes; when both failed, the receiving side's
+// failure gives the exit code, and both are said.
+func TestBetweenOutcome(t *testing.T) {
+	ok := func(n int64) status { return status{kind: "ok", n: n, valid: true} }
+	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
+	cases := []struct {
+		name       string
+		sent, got  status
+		code       int
+		says, also string
+	}{
+		{"both ok", ok(9), ok(9), command.ExitOK, "", ""},
+		{"fewer written", ok(9), ok(8), command.ExitIntegrity, "sent by h0", ""},
+		{"the sender says no result", status{kind: "from", n: 9, valid: true}, ok(9), command.ExitIntegrity, "reports from", ""},
+		{"the receiver failed", ok(9), fail(3, "DST not writable"), command.ExitSetup, "DST not writable", ""},
+		{"the sender failed", fail(4, "input failed"), ok(0), command.ExitAborted, "input failed", ""},
+		{"both failed", fail(4, "the peer aborted"), fail(6, "authentication failed"), command.ExitAuth, "authentication failed", "the peer aborted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := betweenOutcome(tc.sent, tc.got, "h0", "h1")
+			if got := command.ExitCode(err); got != tc.code || err != nil && (!strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), tc.also)) {
+				t.Fatalf("exit %d (%v), want %d saying %q and %q", got, err, tc.code, tc.says, tc.also)
 			}
 		})
 	}
