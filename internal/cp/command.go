@@ -59,6 +59,14 @@ The data connection goes straight between the hosts (to the HostName of an ssh a
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
 that of its InfiniBand interface.
 
+A copy between two remote hosts (HOST1:SRC... HOST2:DST) goes straight from HOST1 to
+HOST2, never through this host: rdmacp starts the sending side on HOST1, checks what it
+would send as for a download, starts the receiving side on HOST2 with that and the same
+one-time key, and tells HOST1 where HOST2 listens (HOST2's address as ssh resolves it
+here, or --data-host's). HOST1 that cannot connect to HOST2 is exit 3, naming the pair.
+With -v, HOST1 sums up the stream. -C resumes as for a copy to HOST2, HOST2's offers
+passed on to HOST1. --to from a remote host is not supported yet.
+
 With --to HOST,HOST,... (or --to-file), the sources go to DST on every host at once as
 one stream: this host sends it once, to the first host, which writes it and passes it
 on to the next, and so on down the list. The remote sides start in parallel (--fanout
@@ -81,6 +89,7 @@ EXAMPLES:
    rdmacp node2:/data/weights.bin .            # download a file into this directory
    rdmacp -r node2:/scratch/run1 node2:log .   # download a tree and a file
    rdmacp 'node2:logs/*.txt' .                 # the remote side expands the pattern
+   rdmacp -r node1:/scratch/run1 node2:/scratch/ # straight from node1 to node2
    rdmacp f scp://alice@node2:2222//data/      # a URI, with ssh's port
    rdmacp -v --data-host 10.10.0.2 big node2:  # ssh to node2, stream to its IB address
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
@@ -95,7 +104,7 @@ EXIT CODES:
       missing, or a directory without -r; the others were copied. Or an internal error
    2  usage error (bad flags or arguments, the only source missing)
    3  setup failure: ssh or the remote side could not start (or is another version),
-      DST missing or not writable, cannot connect
+      DST missing or not writable, cannot connect (between two remote hosts: the pair)
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure (the one-time key did not match)
@@ -111,7 +120,7 @@ func Main(args []string) int {
 	a := &cli.App{
 		Name:                   "rdmacp",
 		Usage:                  "copy files and directories to or from another host over RDMA (or TCP), set up through ssh",
-		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... SRC... DST",
+		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST\nrdmacp [-r] [-p] [flags] [user@]HOST1:SRC... [user@]HOST2:DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... SRC... DST",
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
@@ -125,7 +134,7 @@ func Main(args []string) int {
 			&cli.StringSliceFlag{Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh option, e.g. -o ConnectTimeout=5 (repeatable)"},
 			&cli.StringFlag{Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh command, split at spaces (e.g. \"ssh -F cfg\")"},
 			&cli.StringFlag{Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST, as its shell runs it (e.g. /opt/bin/rdmacp)"},
-			&cli.StringFlag{Name: "data-host", Usage: "HOST's address for the stream (e.g. that of its InfiniBand interface) instead of the one ssh connects to"},
+			&cli.StringFlag{Name: "data-host", Usage: "HOST's address for the stream (e.g. that of its InfiniBand interface) instead of the one ssh connects to; between two remote hosts, HOST2's"},
 			&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto (RDMA when a device can reach HOST, else TCP), rdma or tcp"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
 			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
@@ -199,7 +208,7 @@ func copyAction(c *cli.Context) error {
 			return err
 		}
 	case hosts == nil:
-		if err := localSources(srcs, last); err != nil {
+		if from, err = upSources(srcs, last); err != nil {
 			return err
 		}
 	}
@@ -226,11 +235,14 @@ func copyAction(c *cli.Context) error {
 			return command.Usagef("--to and --to-file do not go with --resume or --data-host (each host's stream goes to the address its name resolves to)")
 		}
 	}
+	between := from != nil && upErr == nil
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {
 	case hosts != nil:
 		return CopyTo(ctx, srcs, hosts, o)
+	case between:
+		return Between(ctx, from, t, o)
 	case from != nil:
 		return Fetch(ctx, from, last, o)
 	}
@@ -309,15 +321,19 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 	return ts, nil
 }
 
-// localSources checks that an upload's sources to dst name no host: a
-// copy between two remote hosts (scp -3's form) is not supported.
-func localSources(srcs []string, dst string) error {
+// upSources returns the sources of a copy to the remote dst: none if
+// they are all on this host (an upload), else all on one remote host (a
+// copy between two remote hosts, see Between).
+func upSources(srcs []string, dst string) ([]Target, error) {
+	if _, err := ParseTarget(srcs[0]); err == nil {
+		return remoteSources(srcs, dst)
+	}
 	for _, s := range srcs {
-		if t, err := ParseTarget(s); err == nil {
-			return command.Usagef("%s to %s: a copy between two remote hosts is not supported: copy to this host first, or run rdmacp on %s (write ./%s for a local file)", s, dst, t.Host, s)
+		if _, err := ParseTarget(s); err == nil {
+			return nil, command.Usagef("%s: the sources are all on this host or all on one remote host (write ./%s for a local file)", s, s)
 		}
 	}
-	return nil
+	return nil, nil
 }
 
 // toHosts returns the hosts of --to and --to-file, each with dst as its
@@ -339,7 +355,7 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	}
 	for _, s := range srcs {
 		if _, err := ParseTarget(s); err == nil {
-			return nil, command.Usagef("with --to, the sources are on this host: %q names a host (write ./%s for a local file)", s, s)
+			return nil, command.Usagef("with --to, the sources are on this host: %q names a host, and --to from a remote host is not supported yet (write ./%s for a local file)", s, s)
 		}
 	}
 	hosts, err := parseHosts(list, dst)

@@ -35,13 +35,8 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	}
 	defer l.Close()
 	key := newKey()
-	req := o.request(key)
-	req.Recursive, req.Connect, req.LimitRate = o.Recursive, addr, o.LimitRate
-	a := asked{recursive: o.Recursive}
-	for _, s := range srcs {
-		req.Send = append(req.Send, s.Path)
-		a.srcs = append(a.srcs, s.Path)
-	}
+	req, a := o.fetchRequest(key, srcs)
+	req.Connect = addr
 	r, st, err := begin(ctx, t, o, remoteSend, req)
 	if err != nil {
 		return err
@@ -72,6 +67,19 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
 	return leftOn(t.Host, a.srcs, st.contents)
+}
+
+// fetchRequest returns a download's request of srcs under key, but for
+// where to connect, and what it asks for.
+func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
+	req := o.request(key)
+	req.Recursive, req.LimitRate = o.Recursive, o.LimitRate
+	a := asked{recursive: o.Recursive}
+	for _, s := range srcs {
+		req.Send = append(req.Send, s.Path)
+		a.srcs = append(a.srcs, s.Path)
+	}
+	return req, a
 }
 
 // leftOn returns the failure of a download from host whose plan c left

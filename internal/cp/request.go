@@ -128,6 +128,10 @@ type Request struct {
 	// Connect is, in a download, where the remote side sends the stream:
 	// the local side's listener, IP:PORT.
 	Connect string `json:"connect,omitempty"`
+	// ConnectLater says, in a download between two remote hosts, that
+	// Connect is empty and a connect line (see connectLine) follows the
+	// plan: the receiving host's address, once it listens.
+	ConnectLater bool `json:"connect_later,omitempty"`
 	// Encrypt asks for the stream's payload encrypted (the receiving side
 	// then refuses a sender that does not encrypt).
 	Encrypt bool `json:"encrypt,omitempty"`
@@ -229,7 +233,7 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.Recursive || r.LimitRate != 0 {
+	if r.Connect != "" || r.ConnectLater || r.Recursive || r.LimitRate != 0 {
 		return errors.New("an upload's request names where to connect, recursion or a rate")
 	}
 	if r.Relay && r.Resume {
@@ -329,10 +333,29 @@ func (r Request) validateDownload() error {
 			return err
 		}
 	}
-	if _, err := netip.ParseAddrPort(r.Connect); err != nil {
-		return fmt.Errorf("address to connect to %.64q: %v", r.Connect, err)
+	if r.ConnectLater {
+		if r.Connect != "" {
+			return errors.New("a copy between two hosts names where to connect now")
+		}
+		return nil
+	}
+	return checkConnect(r.Connect)
+}
+
+// checkConnect checks an address a download's remote side connects to:
+// IP:PORT.
+func checkConnect(addr string) error {
+	if _, err := netip.ParseAddrPort(addr); err != nil {
+		return fmt.Errorf("address to connect to %.64q: %v", addr, err)
 	}
 	return nil
+}
+
+// connectLine is what the local side tells the sending host of a copy
+// between two remote hosts (a request with ConnectLater) after its plan:
+// where the receiving host listens for the stream, IP:PORT.
+type connectLine struct {
+	Connect string `json:"connect"`
 }
 
 // checkPath checks a path of a request: not empty, not too long, no NUL.

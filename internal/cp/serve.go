@@ -22,6 +22,10 @@ import (
 const (
 	requestWait = 30 * time.Second // for the request line, once started
 	senderWait  = 60 * time.Second // for the sender to connect and prove the key
+	// connectWait is, in a copy between two remote hosts, for the connect
+	// line: the local side starts the receiving host (an ssh login, which
+	// may ask for a password) after the plan.
+	connectWait = portWait + requestWait
 )
 
 // Serve runs the remote side of an upload (rdmacp --remote-receive), which
@@ -189,8 +193,9 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if err := writePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
+	skipped := int64(-1)
 	if in != nil && req.Resume {
-		if err := resumeSource(in, req.keyBytes(), br, stdout); err != nil {
+		if skipped, err = resumeSource(in, req.keyBytes(), br, stdout); err != nil {
 			return 0, err
 		}
 	}
@@ -200,11 +205,52 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
+	addr := req.Connect
+	if req.ConnectLater {
+		if addr, err = readConnect(br); err != nil {
+			return 0, err
+		}
+	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
 	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
-	st, err := stream(ctx, req.Connect, p, in, o, o.sendConfig(req.keyBytes()), nil)
+	st, err := stream(ctx, addr, p, in, o, o.sendConfig(req.keyBytes()), nil)
+	if req.ConnectLater {
+		if p.rs != nil {
+			skipped = p.rs.kept
+		}
+		err = betweenResult(ctx, st, err, addr, o, skipped)
+	}
 	return st.Bytes, err
+}
+
+// betweenResult is the sending side's result, in a copy between two
+// remote hosts, of its stream to addr: a stream that could not start
+// (the receiving host was not reached) is a setup failure, which the
+// local side reports as one host's failure to reach the other; a stream
+// that went is summed up with -v, as no local side has its figures (a
+// resume's partial copies spared skipped bytes, -1: it did not resume).
+func betweenResult(ctx context.Context, st pipe.Stats, err error, addr string, o Options, skipped int64) error {
+	switch {
+	case err != nil && ctx.Err() == nil && pipe.Retryable(st, err):
+		return &conn.Error{Kind: conn.KindSetup, Err: err}
+	case err == nil && o.Verbose:
+		fmt.Fprintf(o.Stderr, "rdmacp: sent to %s: %s\n", addr, summary(st, skipped))
+	}
+	return err
+}
+
+// readConnect reads, in a copy between two remote hosts, the connect line
+// from br: where the receiving host listens.
+func readConnect(br *bufio.Reader) (string, error) {
+	var c connectLine
+	if err := lineWithin(br, connectWait, &c); err != nil {
+		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
+	}
+	if err := checkConnect(c.Connect); err != nil {
+		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
+	}
+	return c.Connect, nil
 }
 
 // planSend plans a download's copy of req.Send, patterns expanded (see
@@ -233,23 +279,24 @@ func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, e
 
 // resumeSource is a download's resume on the remote side: it reads the
 // local side's offer from br, compares it with in, the source, says on
-// stdout where the stream starts ("from") and moves in there.
-func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) error {
+// stdout where the stream starts ("from") and moves in there. It returns
+// that place.
+func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) (int64, error) {
 	var o offer
 	if err := lineWithin(br, offerWait, &o); err != nil {
-		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
+		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	if err := o.validate(); err != nil {
-		return conn.Errorf(conn.KindSetup, "resume", "the offer: %v", err)
+		return 0, conn.Errorf(conn.KindSetup, "resume", "the offer: %v", err)
 	}
 	at, err := seekResume(in, o, key)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := writeFrom(stdout, at); err != nil {
-		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
+		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
-	return nil
+	return at, nil
 }
 
 // readOffers reads a tree download's offers from br, up to the one that

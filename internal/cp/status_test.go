@@ -98,6 +98,10 @@ func TestReadRequest(t *testing.T) {
 		{name: "download of a NUL", change: func(r *Request) { download(r); r.Send = []string{"a\x00b"} }},
 		{name: "download of too many", change: func(r *Request) { download(r); r.Send = make([]string, maxSources+1) }},
 		{name: "upload that connects", change: func(r *Request) { r.Connect = "10.0.0.1:1" }},
+		{name: "between two hosts", change: later, ok: true},
+		{name: "between two hosts, connecting now", change: func(r *Request) { later(r); r.Connect = "10.0.0.1:1" }},
+		{name: "between two hosts, resuming", change: func(r *Request) { later(r); r.Resume = true }, ok: true},
+		{name: "upload that connects later", change: func(r *Request) { r.ConnectLater = true }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
 		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},
@@ -141,6 +145,48 @@ func TestReadRequest(t *testing.T) {
 func download(r *Request) {
 	r.Dest, r.Contents = "", Contents{}
 	r.Send, r.Recursive, r.Connect = []string{"a", "~/b c"}, true, "10.0.0.1:4791"
+}
+
+// later makes r the request to the sending side of a copy between two
+// remote hosts.
+func later(r *Request) {
+	download(r)
+	r.Connect, r.ConnectLater = "", true
+}
+
+// TestReadConnect: the sending side of a copy between two remote hosts
+// takes one connect line, an IP address and port, and nothing else.
+func TestReadConnect(t *testing.T) {
+	cases := []struct {
+		line string
+		ok   bool
+	}{
+		{`{"connect":"10.0.0.2:4000"}`, true},
+		{`{"connect":"[fe80::1]:4000"}`, true},
+		{`{"connect":"evil.example:80"}`, false}, // a name, looked up there
+		{`{"connect":"10.0.0.2"}`, false},
+		{`{"connect":""}`, false},
+		{`{"connect":"10.0.0.2:4000","to":"x"}`, false},
+		{`{"connect":"10.0.0.2:4000"} {}`, false},
+		{strings.Repeat("x", maxRequestLine+10), false},
+		{"", false}, // the ssh channel ended
+	}
+	for _, tc := range cases {
+		in := tc.line + "\n"
+		if tc.line == "" {
+			in = ""
+		}
+		addr, err := readConnect(bufio.NewReader(strings.NewReader(in)))
+		if (err == nil) != tc.ok {
+			t.Errorf("%.40q: %v, want ok %v", tc.line, err, tc.ok)
+		}
+		if err != nil && conn.KindOf(err) != conn.KindSetup {
+			t.Errorf("%.40q: %v is not a setup failure", tc.line, err)
+		}
+		if err == nil && addr == "" {
+			t.Errorf("%.40q: no address", tc.line)
+		}
+	}
 }
 
 func TestPlanLine(t *testing.T) {

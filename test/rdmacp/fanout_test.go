@@ -31,6 +31,8 @@ type cluster struct {
 	addrs []string // each host's address; with netns, each its own
 	ports []int    // each host's sshd port
 	netns bool     // each host is in a network namespace of its own
+	nss   []string // with netns, each host's namespace
+	here  string   // with netns, this host's interface toward the hosts
 }
 
 // startCluster starts n hosts for t, stopped at the end of t.
@@ -42,8 +44,8 @@ func startCluster(t *testing.T, n int) *cluster {
 	if err := os.Mkdir(c.dst, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	addrs, nss := fabric(t, n)
-	c.addrs, c.netns = addrs, nss != nil
+	addrs, nss, here := fabric(t, n)
+	c.addrs, c.netns, c.nss, c.here = addrs, nss != nil, nss, here
 	var hosts strings.Builder
 	for i := range n {
 		name := fmt.Sprintf("h%d", i+1)
@@ -71,9 +73,10 @@ func startCluster(t *testing.T, n int) *cluster {
 
 // fabric returns the addresses of n hosts and, where the test may make
 // them, their network namespaces: each joined by a veth pair to a bridge
-// in a namespace of its own, as is this one, on a random /24; else all on
-// the harness's host address or on loopback.
-func fabric(t *testing.T, n int) (addrs, nss []string) {
+// in a namespace of its own, as is this one (here is its end of that
+// pair), on a random /24; else all on the harness's host address or on
+// loopback.
+func fabric(t *testing.T, n int) (addrs, nss []string, here string) {
 	same := func(a string) []string {
 		for range n {
 			addrs = append(addrs, a)
@@ -82,7 +85,7 @@ func fabric(t *testing.T, n int) (addrs, nss []string) {
 	}
 	switch {
 	case harness.host != "":
-		return same(harness.host), nil
+		return same(harness.host), nil, ""
 	case harness.transport == "rdma":
 		t.Fatal("RDMAPIPE_CP_TRANSPORT=rdma needs RDMAPIPE_CP_HOST, an address of an RDMA device")
 	}
@@ -101,7 +104,7 @@ func fabric(t *testing.T, n int) (addrs, nss []string) {
 			[]string{"-n", ns, "link", "set", "eth0", "up"},
 			[]string{"-n", ns, "link", "set", "lo", "up"})
 	}
-	here := fmt.Sprintf("rcf%dh", id)
+	here = fmt.Sprintf("rcf%dh", id)
 	cmds = append(cmds, []string{"link", "add", here, "type", "veth", "peer", "name", "local", "netns", fab},
 		[]string{"-n", fab, "link", "set", "local", "master", "br0", "up"},
 		[]string{"addr", "add", net + ".254/24", "dev", here},
@@ -115,10 +118,10 @@ func fabric(t *testing.T, n int) (addrs, nss []string) {
 	for _, args := range cmds {
 		if out, err := exec.Command("ip", args...).CombinedOutput(); err != nil {
 			t.Logf("no network namespaces (ip %s: %v: %s): the hosts on loopback", strings.Join(args, " "), err, bytes.TrimSpace(out))
-			return same("127.0.0.1"), nil
+			return same("127.0.0.1"), nil, ""
 		}
 	}
-	return addrs, nss
+	return addrs, nss, here
 }
 
 // copyReport is rdmacp's --stats-json, the fields the tests read.

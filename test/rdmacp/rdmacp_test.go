@@ -426,7 +426,7 @@ func TestCopyErrors(t *testing.T) {
 		{"missing source", []string{filepath.Join(src, "missing"), "target:/tmp/"}, 2, "no such file"},
 		{"directory without -r", []string{src, "target:/tmp/"}, 2, "use -r"},
 		{"no host", []string{file, "/tmp/x"}, 2, "[user@]HOST:DST"},
-		{"between two hosts", []string{"target:" + file, "down:/tmp/"}, 2, "target:" + file + " to down:/tmp/: a copy between two remote hosts is not supported"},
+		{"between two hosts, the second down", []string{"target:" + file, "down:/tmp/"}, 3, "start the remote side on down over ssh"},
 		// (sysfs refuses new files and directories, even root's)
 		{"remote directory not writable", []string{file, "target:/sys/"}, 3, "\"open /sys/.f.rdmacp-"},
 		{"remote tree directory not writable", []string{"-r", src, "target:/sys/"}, 3, "/sys/ is not writable"},

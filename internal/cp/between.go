@@ -1,0 +1,177 @@
+package cp
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"strconv"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// Between copies the files and directories at srcs, all on one remote
+// host, to dst on another (a copy between two remote hosts): the stream
+// goes from the one straight to the other, never through this host. It
+// starts the sending side as a download's (see ServeSend) with a request
+// that says where to connect later, checks its plan against srcs as a
+// download does, starts the receiving side as an upload's (see Serve)
+// with that plan as its contents and the same one-time key, and tells the
+// sending side where the receiving side listens.
+func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
+	from := srcs[0]
+	host, listen, err := o.streamHost(ctx, dst)
+	if err == nil && listen == "" {
+		host, err = resolveIP(ctx, host, "resolve "+host) // the sending host connects to it by address
+	}
+	if err != nil {
+		return err
+	}
+	key := newKey()
+	req, a := o.fetchRequest(key, srcs)
+	req.ConnectLater = true
+	sender, st, err := begin(ctx, from, o, remoteSend, req)
+	if err != nil {
+		return err
+	}
+	defer sender.close()
+	if st.kind != "plan" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.kind)
+	}
+	plan := st.contents
+	c, err := relayedPlan(a, plan)
+	if err != nil {
+		return claimOf(from.Host, err)
+	}
+	up := o.request(key)
+	up.Dest, up.Contents, up.Listen, up.DataPorts = dst.Path, c, listen, o.DataPorts.String()
+	receiver, st, err := begin(ctx, dst, o, remoteReceive, up)
+	if err != nil {
+		return err
+	}
+	defer receiver.close()
+	if o.Resume {
+		st, err = resumeBetween(ctx, sender, receiver, st, plan.Mode, from.Host, dst.Host)
+		if err != nil {
+			return err
+		}
+	}
+	if st.kind != "port" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.kind)
+	}
+	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from.Host, dst.Host, addr)
+	// A failed write means ssh is gone; the sending side's status says why.
+	_ = writeJSONLine(sender.stdin, connectLine{Connect: addr})
+	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
+		return err
+	}
+	return leftOn(from.Host, a.srcs, plan)
+}
+
+// resumeBetween passes a resume's offers, which the receiving side on to
+// makes first (its status st and those after it), on to the sending side
+// on from, and for a single file (mode) where the sending side answers
+// that the stream starts back to the receiving side; each side checks
+// what it is passed as it does from a local side. It returns the
+// receiving side's status after its offers.
+func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mode, from, to string) (status, error) {
+	offers := 0
+	for ; st.kind == "have"; offers++ {
+		if mode != modeTar && offers > 0 {
+			return status{}, conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side on %s for one file", to)
+		}
+		// A failed write means ssh is gone; the next status says why.
+		_ = writeJSONLine(sender.stdin, st.offer)
+		if mode == modeFile {
+			at, err := sender.next(ctx, offerWait)
+			switch {
+			case err != nil:
+				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
+			case at.kind == "fail":
+				return status{}, remoteFailed(from, at)
+			case at.kind != "from":
+				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.kind)
+			}
+			_ = writeJSONLine(receiver.stdin, fromLine{at.n})
+		}
+		var err error
+		if st, err = receiver.next(ctx, offerWait); err != nil {
+			return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
+		}
+		if err := remoteFailed(to, st); err != nil {
+			return status{}, err
+		}
+	}
+	switch {
+	case mode == modeFile && offers == 0:
+		return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "no offer for the file")
+	case mode == modeTar:
+		_ = writeJSONLine(sender.stdin, offer{End: true})
+	}
+	return st, nil
+}
+
+// relayedPlan checks the sending side's plan c against what a asked for,
+// as a download's (see asked.check), and returns the contents the
+// receiving side is told: the names checked, nothing of what only a
+// download's local side reads. A name only the sending side knows (a
+// source such as "." or "~") is refused: nothing here can tell whether
+// DST is a new name for it.
+func relayedPlan(a asked, c Contents) (Contents, error) {
+	names, err := a.check(c, false)
+	if err != nil {
+		return Contents{}, err
+	}
+	c.Names, c.Counts, c.Left = names, nil, 0
+	return c, nil
+}
+
+// finishBetween waits for the results of a copy between two remote
+// hosts, sender's on from and receiver's on to (listening at addr). A
+// sending side that fails before the stream (it could not connect) ends
+// the receiving side's wait, and names the pair.
+func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
+	sent, err := sender.next(ctx, maxTimeout)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		return conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
+	}
+	if sent.kind == "fail" && kindOfCode(int(sent.n)) == conn.KindSetup {
+		return &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + to + " at " + addr, Err: remoteFailed(from, sent)}
+	}
+	got, err := receiver.next(ctx, statusWait)
+	if ctx.Err() != nil {
+		return context.Cause(ctx)
+	}
+	if err != nil {
+		err = conn.Errorf(conn.KindAborted, "after the stream", "the remote side on %s: %v", to, err)
+		if sendErr := remoteFailed(from, sent); sendErr != nil {
+			return fmt.Errorf("%w; and %v", sendErr, err)
+		}
+		return err
+	}
+	return betweenOutcome(sent, got, from, to)
+}
+
+// betweenOutcome is the result of a copy between two remote hosts whose
+// sending side on from said sent last, and the receiving side on to got:
+// both must say they moved the same bytes. When both failed, the
+// receiving side's failure comes first and gives the exit code: it is the
+// one that knows what was written (a refused DST, a damaged or
+// unauthenticated stream), where the sending side mostly sees its end.
+func betweenOutcome(sent, got status, from, to string) error {
+	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
+	switch {
+	case sendErr != nil && recvErr != nil:
+		return fmt.Errorf("%w; and %v", recvErr, sendErr)
+	case recvErr != nil:
+		return recvErr
+	case sendErr != nil:
+		return sendErr
+	case sent.kind != "ok":
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
+	}
+	return remoteDone(to, got, sent.n, "sent by "+from)
+}

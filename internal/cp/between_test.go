@@ -1,0 +1,79 @@
+package cp
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
+)
+
+// TestRelayedPlan: the sending host's plan reaches the receiving host
+// only as a download's local side would take it, with the names checked
+// and nothing of what only that side reads; a name only the sending host
+// knows is refused, as nothing can tell whether DST is new for it.
+func TestRelayedPlan(t *testing.T) {
+	cases := []struct {
+		name  string
+		a     asked
+		c     Contents
+		claim string // "": taken
+	}{
+		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, ""},
+		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc"},
+		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, ""},
+		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, ""},
+		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh"},
+		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c, err := relayedPlan(tc.a, tc.c)
+			var u *unasked
+			switch {
+			case tc.claim == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
+			case tc.claim != "":
+				return
+			}
+			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) {
+				t.Fatalf("got %+v from %+v", c, tc.c)
+			}
+			if err := c.validate(); err != nil {
+				t.Fatalf("the receiving side would refuse %+v: %v", c, err)
+			}
+		})
+	}
+}
+
+// TestBetweenOutcome: a copy between two hosts succeeds only when both
+// say they moved the same bytes; when both failed, the receiving side's
+// failure gives the exit code, and both are said.
+func TestBetweenOutcome(t *testing.T) {
+	ok := func(n int64) status { return status{kind: "ok", n: n, valid: true} }
+	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
+	cases := []struct {
+		name       string
+		sent, got  status
+		code       int
+		says, also string
+	}{
+		{"both ok", ok(9), ok(9), command.ExitOK, "", ""},
+		{"fewer written", ok(9), ok(8), command.ExitIntegrity, "sent by h0", ""},
+		{"the sender says no result", status{kind: "from", n: 9, valid: true}, ok(9), command.ExitIntegrity, "reports from", ""},
+		{"the receiver failed", ok(9), fail(3, "DST not writable"), command.ExitSetup, "DST not writable", ""},
+		{"the sender failed", fail(4, "input failed"), ok(0), command.ExitAborted, "input failed", ""},
+		{"both failed", fail(4, "the peer aborted"), fail(6, "authentication failed"), command.ExitAuth, "authentication failed", "the peer aborted"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := betweenOutcome(tc.sent, tc.got, "h0", "h1")
+			if got := command.ExitCode(err); got != tc.code || err != nil && (!strings.Contains(err.Error(), tc.says) || !strings.Contains(err.Error(), tc.also)) {
+				t.Fatalf("exit %d (%v), want %d saying %q and %q", got, err, tc.code, tc.says, tc.also)
+			}
+		})
+	}
+}
