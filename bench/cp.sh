@@ -6,8 +6,12 @@
 # wall time and rdmacp's speed-up over the others (target: >= 1.5x on each workload).
 #
 # Needs root (sshd, and logins as root with a throw-away key); installs rsync and
-# openssh-server with apt-get when they are missing. The sources stay page-cached; each
-# copy goes to a fresh destination directory, removed (and synced) before the next.
+# openssh-server with apt-get when they are missing. The sources stay page-cached; the
+# tools take turns, one run each per round; each copy goes to a fresh destination
+# directory, all of them removed only at the end (RUNS x 3 x 3.1 GiB by default): on
+# ext4 a file created soon after many were deleted costs a scan of the recently
+# deleted inodes (recently_deleted in the inode allocator, up to about 0.5 ms a file
+# here), which would make a run pay for the removal of those before it.
 #
 # Environment:
 #   RUNS       runs per tool and workload (default 3)
@@ -39,7 +43,7 @@ DIR=${CP_DIR:-$(mktemp -d /var/tmp/rdmacp-bench.XXXXXX)}
 SSHD_PID=
 cleanup() {
   [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null || true
-  [ -n "${CP_DIR:-}" ] || rm -rf "$DIR"
+  if [ -n "${CP_DIR:-}" ]; then rm -rf "$DIR/dst"; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
 mkdir -p "$DIR/keys" "$DIR/src" /run/sshd
@@ -104,10 +108,10 @@ make_workload() {
   touch "$w.done"
 }
 
-# run_tool TOOL WORKLOAD: one copy, printing its wall time in seconds.
+# run_tool TOOL WORKLOAD RUN: one copy, printing its wall time in seconds.
 run_tool() {
-  local dst=$DIR/dst src=$DIR/src/$2 t0 t1
-  rm -rf "$dst" && sync && mkdir "$dst"
+  local dst=$DIR/dst/$2-$1-$3 src=$DIR/src/$2 t0 t1
+  rm -rf "$dst" && mkdir -p "$dst" # left by an interrupted run (CP_DIR kept)
   t0=$EPOCHREALTIME
   case $1 in
     rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
@@ -135,18 +139,17 @@ echo "|---|---|---|---|---|---|"
 for w in $WORKLOADS; do
   make_workload "$w"
   declare -A med=([rdmacp]=0 [scp]=0 [rsync]=0)
-  for tool in $TOOLS; do
-    : > "$DIR/times"
-    for _ in $(seq "$RUNS"); do
-      s=$(run_tool "$tool" "$w")
-      echo "$s" >> "$DIR/times"
+  for tool in $TOOLS; do : > "$DIR/times.$tool"; done
+  for run in $(seq "$RUNS"); do
+    for tool in $TOOLS; do
+      s=$(run_tool "$tool" "$w" "$run")
+      echo "$s" >> "$DIR/times.$tool"
       [ -z "${CP_TSV:-}" ] || printf '%s\t%s\t%s\n' "$w" "$tool" "$s" >> "$CP_TSV"
     done
-    med[$tool]=$(median < "$DIR/times")
   done
+  for tool in $TOOLS; do med[$tool]=$(median < "$DIR/times.$tool"); done
   awk -v w="$w" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" \
     'function t(x) { return x > 0 ? sprintf("%.2f", x) : "" }
      function q(x) { return x > 0 && r > 0 ? sprintf("%.2fx", x / r) : "" }
      BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", w, t(r), t(s), t(y), q(s), q(y) }'
 done
-rm -rf "$DIR/dst"

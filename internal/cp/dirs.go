@@ -24,6 +24,10 @@ type dir struct {
 	// until the extraction ends, and nothing is in it but what the archive
 	// put there.
 	fresh bool
+	// fd is the directory's descriptor, for writers, if fresh (else -1);
+	// file holds it open.
+	fd   int
+	file *os.File
 	// partials lists the partial files in the directory when it was first
 	// needed, by the name of the file they are partial copies of (nil
 	// until then).
@@ -46,7 +50,7 @@ func (ds *dirs) of(name string) (*dir, error) {
 	if len(ds.open) >= maxOpenDirs {
 		ds.close()
 	}
-	d := &dir{root: ds.root}
+	d := &dir{root: ds.root, fd: -1}
 	if name != "." {
 		up, err := ds.of(filepath.Dir(name))
 		if err != nil {
@@ -55,7 +59,13 @@ func (ds *dirs) of(name string) (*dir, error) {
 		if d.root, err = up.root.OpenRoot(filepath.Base(name)); err != nil {
 			return nil, entryErr("open directory", name, err)
 		}
-		d.fresh = ds.made[name]
+		if d.fresh = ds.made[name]; d.fresh {
+			if d.file, err = d.root.Open("."); err != nil {
+				d.root.Close()
+				return nil, entryErr("open directory", name, err)
+			}
+			d.fd = int(d.file.Fd())
+		}
 	}
 	ds.open[name] = d
 	return d, nil
@@ -92,6 +102,9 @@ func (ds *dirs) spot(name string) (spot, error) {
 // close closes the open directories (but not the extraction's root).
 func (ds *dirs) close() {
 	for _, d := range ds.open {
+		if d.file != nil {
+			d.file.Close()
+		}
 		if d.root != ds.root {
 			d.root.Close()
 		}

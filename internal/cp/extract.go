@@ -89,6 +89,8 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	ds := newDirs(root)
 	defer ds.close()
+	w := newWriters()
+	defer w.close()
 	for {
 		h, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -104,6 +106,15 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
 			return err
 		}
+		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
+			if err != nil {
+				return err
+			}
+			continue
+		}
+		if err := w.wait(); err != nil {
+			return err
+		}
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {
 		case tar.TypeDir:
@@ -117,7 +128,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 			}
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
-			meta := fileMeta{mode: ms.of(mode, false), atime: h.AccessTime, mtime: h.ModTime, version: Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
+			meta := metaOf(h, ms)
 			if at, ok := h.PAXRecords[resumeRecord]; ok {
 				err = rr.resume(root, name, h, at, data, meta)
 			} else {
@@ -133,6 +144,9 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		default:
 			return fmt.Errorf("archive entry %q: unsupported type %q", name, h.Typeflag)
 		}
+	}
+	if err := w.wait(); err != nil {
+		return err
 	}
 	slices.Reverse(dirs)
 	for _, d := range dirs {
@@ -292,6 +306,30 @@ type fileMeta struct {
 	mode         fs.FileMode
 	atime, mtime time.Time
 	version      Contents // its size and modification time, for its partial name
+}
+
+// metaOf returns what the file entry h says besides its data, its mode
+// applied as ms says.
+func metaOf(h *tar.Header, ms modes) fileMeta {
+	return fileMeta{mode: ms.of(h.FileInfo().Mode(), false), atime: h.AccessTime, mtime: h.ModTime, version: Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
+}
+
+// handOver hands the file entry h, to be written at name, over to w if w
+// takes it (see writers.takes) and its directory is open in ds; it says
+// whether it did. It stops, failing, when ctx has ended.
+func handOver(ctx context.Context, w *writers, ds *dirs, tr io.Reader, h *tar.Header, name string, ms modes) (bool, error) {
+	d, ok := ds.open[filepath.Dir(name)]
+	if !ok {
+		return false, nil
+	}
+	s := spot{root: d.root, base: filepath.Base(name), name: name, in: d}
+	if !w.takes(h, s) {
+		return false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return true, err
+	}
+	return true, w.write(tr, h, s, metaOf(h, ms))
 }
 
 // writeEntry writes the file name with data and meta (see writeFile) in

@@ -12,6 +12,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // entry is one tar entry for a test archive.
@@ -341,4 +342,82 @@ func TestExtractManyDirs(t *testing.T) {
 	if len(left) > 0 {
 		t.Errorf("partial files left: %v", left)
 	}
+}
+
+// TestExtractWriters: small files in a directory the extraction made,
+// written on writers' goroutines, come out as the archive's order says (a
+// later entry of the same name wins, a directory in place of a file fails),
+// with their modes and times; a file that cannot be written, or whose data
+// is cut short, fails the extraction and leaves nothing under its name.
+func TestExtractWriters(t *testing.T) {
+	long := "top/" + strings.Repeat("n", 250)
+	cases := []struct {
+		name    string
+		entries []entry
+		cut     int // bytes cut off the archive's end
+		says    string
+		want    map[string]string // file -> body ("->" + target: a link)
+	}{
+		{"same name twice", twice(tar.TypeReg), 0, "", sameTwice(tar.TypeReg)},
+		{"file then link", twice(tar.TypeSymlink), 0, "", sameTwice(tar.TypeSymlink)},
+		{"file then directory", []entry{{name: "top/c", typ: tar.TypeReg, body: "c"}, {name: "top/c/", typ: tar.TypeDir}}, 0, `make directory "top/c"`,
+			map[string]string{"top/c": "c"}},
+		{"name too long", []entry{{name: "top/ok", typ: tar.TypeReg, body: "ok"}, {name: long, typ: tar.TypeReg, body: "x"}}, 0, "file name too long",
+			map[string]string{"top/ok": "ok"}},
+		{"cut short", []entry{{name: "top/d", typ: tar.TypeReg, body: "d"}, {name: "top/e", typ: tar.TypeReg, body: strings.Repeat("e", 4096)}}, 1024 + 2048, "read archive",
+			map[string]string{"top/d": "d"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			dst := t.TempDir()
+			root, err := os.OpenRoot(dst)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer root.Close()
+			entries := append([]entry{{name: "top/", typ: tar.TypeDir, mode: 0o755}}, tc.entries...)
+			data := archive(t, entries...)
+			err = extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), []string{"top"}, "", modes{preserve: true}, nil)
+			if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
+				t.Fatalf("extract: %v, want an error with %q", err, tc.says)
+			}
+			for name, body := range tc.want {
+				if target, ok := strings.CutPrefix(body, "->"); ok {
+					if got, err := os.Readlink(filepath.Join(dst, name)); err != nil || got != target {
+						t.Errorf("%s: link to %q, %v; want %q", name, got, err, target)
+					}
+					continue
+				}
+				fi, err := os.Lstat(filepath.Join(dst, name))
+				b, _ := os.ReadFile(filepath.Join(dst, name))
+				if err != nil || string(b) != body || fi.Mode() != 0o644 || !fi.ModTime().Equal(time.Unix(0, 0)) {
+					t.Errorf("%s: %q, mode %v, time %v, %v; want %q, 0644, the epoch", name, b, fi.Mode(), fi.ModTime(), err, body)
+				}
+			}
+			names, _ := os.ReadDir(filepath.Join(dst, "top"))
+			if len(names) != len(tc.want) {
+				t.Errorf("top holds %v, want only %v", names, tc.want)
+			}
+		})
+	}
+}
+
+// twice returns entries of 100 files, each followed by an entry of the
+// same name of type typ: a file of the same size, or a link.
+func twice(typ byte) []entry {
+	var es []entry
+	for i := range 100 {
+		name := fmt.Sprintf("top/f%03d", i)
+		es = append(es, entry{name: name, typ: tar.TypeReg, body: "first"}, entry{name: name, typ: typ, body: "other", link: "other"})
+	}
+	return es
+}
+
+// sameTwice returns what twice(typ) extracts to, in TestExtractWriters' terms.
+func sameTwice(typ byte) map[string]string {
+	want := map[string]string{}
+	for i := range 100 {
+		want[fmt.Sprintf("top/f%03d", i)] = map[byte]string{tar.TypeReg: "other", tar.TypeSymlink: "->other"}[typ]
+	}
+	return want
 }

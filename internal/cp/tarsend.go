@@ -66,7 +66,7 @@ type archiver struct {
 	w    io.Writer
 	tw   *tar.Writer
 	warn io.Writer
-	buf  []byte      // for copying sparse entries' data
+	buf  []byte      // for copying files' data
 	rs   *resumption // what the receiving side has, when resuming
 }
 
@@ -193,7 +193,8 @@ func (a archiver) add(p, name string) error {
 	if err := a.tw.WriteHeader(h); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
-	if _, err := io.Copy(a.tw, f); err != nil {
+	// Through a.buf: io.Copy would take a new buffer for each file.
+	if _, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{f}, a.buf); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil
