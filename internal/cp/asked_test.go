@@ -3,6 +3,7 @@ package cp
 import (
 	"errors"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"testing"
@@ -174,7 +175,8 @@ func TestPrepareUnknownName(t *testing.T) {
 
 // FuzzPlan feeds the remote side's status lines to parseStatus and the
 // plans among them to the check of what a download of src asked for: no
-// line panics, and a plan taken names only src's name as written.
+// line panics, and a plan taken names only src's name as written, or for a
+// pattern, as an archive, names the pattern matches.
 func FuzzPlan(f *testing.F) {
 	f.Add(`RDMACP plan {"mode":"file","name":"report.txt","size":5}`, "report.txt", false)
 	f.Add(`RDMACP plan {"mode":"file","name":".bashrc"}`, "report.txt", false)
@@ -188,6 +190,14 @@ func FuzzPlan(f *testing.F) {
 		}
 		names, err := asked{srcs: []string{src}, recursive: recursive}.check(st.contents, false)
 		if err != nil {
+			return
+		}
+		if isPattern(src) {
+			for _, name := range names {
+				if st.contents.Mode != modeTar || !globMatch(path.Base(src), name) {
+					t.Fatalf("%q taken for the pattern %q", line, src)
+				}
+			}
 			return
 		}
 		want := askedName(src)
