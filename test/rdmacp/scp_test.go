@@ -162,7 +162,9 @@ func TestDataPorts(t *testing.T) {
 		}
 	}
 	ports := fmt.Sprintf("%d-%d", lo, lo+2)
-	r := s.rdmacp(t, "--data-ports", ports, "target:"+file, t.TempDir())
+	// Over TCP, whose ports the listeners above hold (RoCE's rdma_cm ports
+	// are a space of their own); the copies below use the harness's transport.
+	r := s.rdmacp(t, "--data-ports", ports, "-t", "tcp", "target:"+file, t.TempDir())
 	if r.code != 3 || !strings.Contains(r.stderr, "no free port in "+ports+" (--data-ports)") {
 		t.Fatalf("ports taken: exit %d, want 3 naming %s; stderr:\n%s", r.code, ports, r.stderr)
 	}
