@@ -87,12 +87,8 @@ func TestExtractHostile(t *testing.T) {
 			if tc.entries != nil {
 				data = archive(t, tc.entries...)
 			}
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(data), tops(tc.entries), "", modes{}, nil)
+			root := openRoot(t, dst)
+			err := extract(context.Background(), root, bytes.NewReader(data), tops(tc.entries), "", modes{}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -105,11 +101,7 @@ func TestExtractHostile(t *testing.T) {
 
 func TestExtractTop(t *testing.T) {
 	dst := t.TempDir()
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	data := archive(t,
 		entry{name: "src/", typ: tar.TypeDir},
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
@@ -155,12 +147,8 @@ func TestExtractUnasked(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, tc.top, modes{}, nil)
+			root := openRoot(t, dst)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, tc.top, modes{}, nil)
 			var u *unasked
 			last := tc.entries[len(tc.entries)-1].name
 			if !errors.As(err, &u) || u.claim != last {
@@ -203,12 +191,8 @@ func TestExtractThroughLinkInside(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			root := openRoot(t, dst)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
 			if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
 				t.Fatalf("got %v, want %q", err, tc.fail)
 			}
@@ -236,12 +220,8 @@ func TestExtractQuotesNames(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			root, err := os.OpenRoot(t.TempDir())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
-			err = extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			root := openRoot(t, t.TempDir())
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
 			if err == nil || strings.ContainsAny(err.Error(), "\x1b\r") || !strings.Contains(err.Error(), `\x1b[2J\rdone`) {
 				t.Fatalf("got %q, want an error naming the entry quoted", err)
 			}
@@ -261,11 +241,7 @@ func TestExtractKeepsExistingDirs(t *testing.T) {
 			if err := os.Mkdir(existing, 0o700); err != nil {
 				t.Fatal(err)
 			}
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
+			root := openRoot(t, dst)
 			entries := []entry{{name: "dir/", typ: tar.TypeDir, mode: 0o777}, {name: "dir/new/", typ: tar.TypeDir, mode: 0o750}}
 			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"dir"}, "", modes{preserve: preserve}, nil); err != nil {
 				t.Fatal(err)
@@ -319,11 +295,7 @@ func TestExtractManyDirs(t *testing.T) {
 	}
 	entries = append(entries, entry{name: "top/d0/f0", typ: tar.TypeReg, body: "short"}, entry{name: "top/old/f", typ: tar.TypeReg, body: "new f"})
 	want["top/d0/f0"] = "short"
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"top"}, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -370,14 +342,10 @@ func TestExtractWriters(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
+			root := openRoot(t, dst)
 			entries := append([]entry{{name: "top/", typ: tar.TypeDir, mode: 0o755}}, tc.entries...)
 			data := archive(t, entries...)
-			err = extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), []string{"top"}, "", modes{preserve: true}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), []string{"top"}, "", modes{preserve: true}, nil)
 			if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
 				t.Fatalf("extract: %v, want an error with %q", err, tc.says)
 			}
@@ -420,4 +388,15 @@ func sameTwice(typ byte) map[string]string {
 		want[fmt.Sprintf("top/f%03d", i)] = map[byte]string{tar.TypeReg: "other", tar.TypeSymlink: "->other"}[typ]
 	}
 	return want
+}
+
+// openRoot opens dir as a root for t, closed at the end of t.
+func openRoot(t testing.TB, dir string) *os.Root {
+	t.Helper()
+	root, err := os.OpenRoot(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { root.Close() })
+	return root
 }

@@ -93,11 +93,7 @@ func TestExtractSparse(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			data := sparseArchive(t, "s", tc.realsize, tc.frags)
 			dst := t.TempDir()
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
+			root := openRoot(t, dst)
 			if err := extract(context.Background(), root, bytes.NewReader(data), []string{"s"}, "", modes{}, nil); err != nil {
 				t.Fatal(err)
 			}
@@ -128,11 +124,7 @@ func TestExtractSparse(t *testing.T) {
 func TestExtractStops(t *testing.T) {
 	data := sparseArchive(t, "s", 1<<50, []fragment{{0, []byte("x")}})
 	dst := t.TempDir()
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- extract(ctx, root, bytes.NewReader(data), []string{"s"}, "", modes{}, nil) }()
@@ -169,11 +161,7 @@ func TestExtractModes(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
-			root, err := os.OpenRoot(dst)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer root.Close()
+			root := openRoot(t, dst)
 			data := archive(t, entry{name: "e", typ: tc.typ, body: "x", mode: tc.mode})
 			if err := extract(context.Background(), root, bytes.NewReader(data), []string{"e"}, "", modes{preserve: tc.preserve, umask: 0o022}, nil); err != nil {
 				t.Fatal(err)
@@ -208,11 +196,7 @@ var inTheWay = []struct {
 // (never writing through the link) and refuses anything else, which stays.
 func TestExtractInTheWay(t *testing.T) {
 	checkInTheWay(t, func(dst string) error {
-		root, err := os.OpenRoot(dst)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer root.Close()
+		root := openRoot(t, dst)
 		return extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), []string{"f"}, "", modes{}, nil)
 	})
 }
@@ -269,11 +253,7 @@ func TestExtractCutKeepsOld(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(dst, "f"), []byte("old"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	data := archive(t, entry{name: "f", typ: tar.TypeReg, body: strings.Repeat("new", 1000)})
 	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), []string{"f"}, "", modes{}, nil); err == nil {
 		t.Fatal("a cut archive extracted without an error")

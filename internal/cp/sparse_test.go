@@ -153,11 +153,7 @@ func TestSparseRoundTrip(t *testing.T) {
 		t.Fatalf("archive of %d bytes for %d bytes of data", b.Len(), stored)
 	}
 	dst := t.TempDir()
-	root, err := os.OpenRoot(dst)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer root.Close()
+	root := openRoot(t, dst)
 	if err := extract(context.Background(), root, &b, []string{"tree"}, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
