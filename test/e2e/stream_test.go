@@ -187,10 +187,11 @@ func TestRelay(t *testing.T) {
 }
 
 // TestAutoTransport checks which transport --transport auto picks: RDMA
-// where a device reaches the peer, else TCP. auto gives the RDMA attempt 3 s
-// (auto.DefaultRDMATimeout) before it takes TCP, and a loaded VM can take
-// longer than that for its first connect: a fallback for that reason alone
-// says nothing of the choice, so the stream is tried again, up to 3 times.
+// where a device reaches the peer, else TCP. auto waits 3 s
+// (auto.DefaultRDMATimeout) for the answer to its RDMA connect request,
+// which includes the receiver's registration of its buffers, and a loaded
+// VM can take longer than that: a fallback for that reason alone says
+// nothing of the choice, so the stream is tried again, up to 3 times.
 func TestAutoTransport(t *testing.T) {
 	for try := 1; ; try++ {
 		sendErr, timedOut := autoStream(t)

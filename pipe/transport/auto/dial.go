@@ -5,6 +5,7 @@ package auto
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"sync"
@@ -15,10 +16,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
-// DefaultRDMATimeout bounds the RDMA attempt of a Dial when the Dialer sets
-// no RDMATimeout. rdma_cm answers a refused or rejected connect at once; a
-// peer host without RDMA does not answer at all, and rdma_cm would retry
-// for far longer than a user waits before TCP is tried.
+// DefaultRDMATimeout bounds the wait for the answer to an RDMA connect
+// request when the Dialer sets no RDMATimeout. rdma_cm answers a refused or
+// rejected connect at once; a peer host without RDMA does not answer at
+// all, and rdma_cm would retry for far longer than a user waits before TCP
+// is tried.
 const DefaultRDMATimeout = 3 * time.Second
 
 // Dialer connects over RDMA when a device can reach the receiver and the
@@ -26,8 +28,9 @@ const DefaultRDMATimeout = 3 * time.Second
 type Dialer struct {
 	RDMA rdma.Options
 	TCP  tcp.Dialer
-	// RDMATimeout bounds the RDMA attempt; TCP then has the rest of the
-	// Dial's context to itself. 0 means DefaultRDMATimeout.
+	// RDMATimeout bounds the wait for the answer to each RDMA connect
+	// request, from when it is sent (this host's own set-up does not
+	// count); TCP is tried next. 0 means DefaultRDMATimeout.
 	RDMATimeout time.Duration
 	// Notice, if set, is told once (the first time) that TCP is used and
 	// why RDMA was not.
@@ -49,10 +52,8 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (c
 		if timeout <= 0 {
 			timeout = DefaultRDMATimeout
 		}
-		actx, cancel := context.WithTimeout(ctx, timeout)
 		var c conn.Conn
-		c, err = rdma.Dialer{Options: d.RDMA}.Dial(actx, addr, proposal)
-		cancel()
+		c, err = rdma.Dialer{Options: d.RDMA, AnswerTimeout: timeout}.Dial(ctx, addr, proposal)
 		if err == nil {
 			return c, nil
 		}
@@ -62,7 +63,7 @@ func (d *Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (c
 		if conn.KindOf(err) == conn.KindAuth {
 			return nil, err
 		}
-		if actx.Err() != nil {
+		if errors.Is(err, rdma.ErrNoAnswer) {
 			err = fmt.Errorf("no RDMA answer within %v", timeout)
 		}
 	}

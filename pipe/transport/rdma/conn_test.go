@@ -56,7 +56,7 @@ func makePair(t *testing.T, ip string, proposal, local conn.Params, opt Options)
 		t.Fatalf("listen: %v", err)
 	}
 	defer l.Close()
-	s, r, err, aerr := dialAccept(ctx, l, Dialer{opt}, proposal)
+	s, r, err, aerr := dialAccept(ctx, l, Dialer{Options: opt}, proposal)
 	switch {
 	case err != nil && aerr == nil:
 		r.Close()

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/netip"
 	"syscall"
+	"time"
 	"unsafe"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -22,7 +23,16 @@ const resolveTimeoutMs = 2000
 // Dialer connects senders to receivers over RDMA. It implements conn.Dialer.
 type Dialer struct {
 	Options
+	// AnswerTimeout, if positive, bounds the wait for the receiver's answer
+	// to each connect request, counted from when the request is sent, so
+	// that this host's own set-up does not count; past it, Dial fails with
+	// ErrNoAnswer.
+	AnswerTimeout time.Duration
 }
+
+// ErrNoAnswer reports a connect request that got no answer in time: a host
+// without an RDMA device, or a network that drops RDMA traffic, sends none.
+var ErrNoAnswer = errors.New("no answer to the connect request")
 
 // Dial connects to the receiver listening at addr ("host:port"; a host name
 // is tried address by address) and proposes proposal. The returned Conn has
@@ -88,17 +98,22 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 	if err != nil {
 		return nil, err
 	}
-	ev, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	actx, cancel := ctx, context.CancelFunc(func() {})
+	if d.AnswerTimeout > 0 {
+		actx, cancel = context.WithTimeout(ctx, d.AnswerTimeout)
+	}
+	ev, err := c.expect(actx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
+	cancel()
 	if err != nil {
 		if mpaFailed(C.rp_is_iwarp(c.id) != 0, ev._type == C.RDMA_CM_EVENT_CONNECT_ERROR, statusError(ev.status)) {
 			err = fmt.Errorf("%w (%w)", errMPA, err)
 		}
 		c.free()
 		kind := conn.KindOf(err)
-		if ctx.Err() != nil {
+		if actx.Err() != nil {
 			// A host without an RDMA device (or a wire that drops RoCE
-			// traffic) sends no answer at all: only ctx ends the wait.
-			kind, err = conn.KindSetup, fmt.Errorf("no answer to the connect request (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ctx.Err())
+			// traffic) sends no answer at all: only actx ends the wait.
+			kind, err = conn.KindSetup, fmt.Errorf("%w (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ErrNoAnswer, actx.Err())
 		}
 		return nil, &conn.Error{Kind: kind, Op: op, Err: err}
 	}

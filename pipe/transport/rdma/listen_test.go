@@ -56,7 +56,7 @@ func next(t *testing.T, ch <-chan accepted) accepted {
 func stall(t *testing.T, addr string) {
 	t.Helper()
 	p := conn.NewParams(4096, 4)
-	c, err := Dialer{DefaultOptions()}.connect(timeout(t, 10*time.Second), netip.MustParseAddrPort(addr), p, "stall")
+	c, err := Dialer{Options: DefaultOptions()}.connect(timeout(t, 10*time.Second), netip.MustParseAddrPort(addr), p, "stall")
 	if err != nil {
 		t.Fatalf("stalled connect: %v", err)
 	}
@@ -83,7 +83,7 @@ func TestBusy(t *testing.T) {
 		want conn.Kind
 	}{{true, conn.KindBusy}, {false, conn.KindSetup}, {true, conn.KindBusy}, {false, conn.KindSetup}} {
 		l.SetBusy(tt.busy)
-		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if !tt.busy {
 			if err != nil {
 				t.Fatalf("not busy: Dial = %v", err)
@@ -122,7 +122,7 @@ func TestStalledPeer(t *testing.T) {
 		stall(t, l.Addr())
 		stall(t, l.Addr())
 		for range 3 {
-			c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+			c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 			if err != nil {
 				t.Fatalf("Dial behind stalled peers: %v", err)
 			}
@@ -144,7 +144,7 @@ func TestStalledPeer(t *testing.T) {
 		}
 		t.Logf("Accept: %v", a.err)
 		testutil.WaitFor(t, 30*time.Second, "the stalled setup to release its slot", func() bool { return l.inSetup() == 0 })
-		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -162,7 +162,7 @@ func TestStalledPeer(t *testing.T) {
 		}
 		// From one host, they recycle that host's slots.
 		testutil.WaitFor(t, 30*time.Second, "the flood's setups to be in progress", func() bool { return l.inSetup() == setups().PerSource })
-		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+		c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if err != nil {
 			t.Fatalf("Dial behind %d stalled connect requests: %v", 2*full, err)
 		}
@@ -188,7 +188,7 @@ func TestFloodSparesEstablished(t *testing.T) {
 	}
 	p := conn.NewParams(4096, 4)
 	l := listenFor(t, time.Minute)
-	c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+	c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 	if err != nil {
 		t.Fatal(err)
 	}

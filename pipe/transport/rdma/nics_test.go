@@ -26,7 +26,7 @@ func TestDeviceOptions(t *testing.T) {
 		{"a,b,c", 40, []string{"c"}, []string{"d"}, true, maxLanes},
 	}
 	for _, tc := range cases {
-		d := Dialer{Options{Device: tc.device, QPs: tc.qps, GIDIndex: -1}}
+		d := Dialer{Options: Options{Device: tc.device, QPs: tc.qps, GIDIndex: -1}}
 		for _, dev := range tc.allowed {
 			if !d.allows(dev) {
 				t.Errorf("Device %q refuses %s", tc.device, dev)

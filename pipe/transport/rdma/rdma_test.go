@@ -51,7 +51,7 @@ func listenRXE(t testing.TB, local conn.Params, opt Options) *Listener {
 // local and returns both ends.
 func pair(t testing.TB, local, proposal conn.Params, opt Options) (snd, rcv conn.Conn) {
 	l := listenRXE(t, local, opt)
-	snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{opt}, proposal)
+	snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{Options: opt}, proposal)
 	if err != nil || aerr != nil {
 		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 	}
@@ -186,7 +186,7 @@ func TestNoRDMA(t *testing.T) {
 				}
 			} else {
 				var c conn.Conn
-				if c, err = (Dialer{DefaultOptions()}).Dial(ctx, tt.addr, p); err == nil {
+				if c, err = (Dialer{Options: DefaultOptions()}).Dial(ctx, tt.addr, p); err == nil {
 					c.Close()
 				}
 			}
@@ -230,7 +230,7 @@ func TestNoRDMAInterface(t *testing.T) {
 		t.Errorf("Listen = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindNoRDMA)
 	}
 	t.Logf("listen: %v", err)
-	_, err = Dialer{DefaultOptions()}.Dial(ctx, ip+":18800", p)
+	_, err = Dialer{Options: DefaultOptions()}.Dial(ctx, ip+":18800", p)
 	if conn.KindOf(err) != conn.KindNoRDMA {
 		t.Errorf("Dial = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindNoRDMA)
 	}
@@ -265,7 +265,7 @@ func TestListenAny(t *testing.T) {
 				}
 				accErr <- err
 			}()
-			c, err := Dialer{DefaultOptions()}.Dial(ctx, addr, p)
+			c, err := Dialer{Options: DefaultOptions()}.Dial(ctx, addr, p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -550,7 +550,7 @@ func TestVersionMismatch(t *testing.T) {
 	}()
 	bad := p
 	bad.Version = conn.Version + 1
-	_, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), bad)
+	_, err := Dialer{Options: DefaultOptions()}.Dial(ctx, l.Addr(), bad)
 	if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), "protocol version") {
 		t.Fatalf("Dial = %v, want a KindSetup error about the protocol version", err)
 	}
@@ -569,7 +569,7 @@ func TestVersionMismatch(t *testing.T) {
 		}
 		accErr <- err
 	}()
-	c, err := Dialer{DefaultOptions()}.Dial(ctx, l.Addr(), p)
+	c, err := Dialer{Options: DefaultOptions()}.Dial(ctx, l.Addr(), p)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -602,7 +602,7 @@ func TestDialErrors(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			_, err := Dialer{tt.opt}.Dial(timeout(t, 10*time.Second), tt.addr, p)
+			_, err := Dialer{Options: tt.opt}.Dial(timeout(t, 10*time.Second), tt.addr, p)
 			if conn.KindOf(err) != conn.KindSetup || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Dial = %v (kind %v), want a KindSetup error containing %q", err, conn.KindOf(err), tt.want)
 			}
@@ -741,7 +741,7 @@ func TestHelperProcess(t *testing.T) {
 	}
 	switch mode {
 	case "dial":
-		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		c, err := Dialer{Options: DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
 		if err != nil {
 			fmt.Println("error", err)
 			os.Exit(1)
@@ -749,7 +749,7 @@ func TestHelperProcess(t *testing.T) {
 		fmt.Println("connected", c.Info().Local)
 		time.Sleep(time.Minute)
 	case "memlock-dial":
-		_, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		_, err := Dialer{Options: DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
 		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
 	case "memlock-accept", "memlock-busy":
 		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
@@ -767,7 +767,7 @@ func TestHelperProcess(t *testing.T) {
 		}
 		fmt.Printf("result kind=%d local=%v %v\n", conn.KindOf(err), errors.Is(err, conn.ErrLocal), err)
 	case "pinned-dial":
-		c, err := Dialer{DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
+		c, err := Dialer{Options: DefaultOptions()}.Dial(ctx, os.Getenv("RDMA_TEST_ADDR"), p)
 		printPinned(c, err)
 	case "pinned-accept":
 		l, err := Listen(ctx, net.JoinHostPort(rxeIP(t), "0"), p, DefaultOptions())
@@ -877,7 +877,7 @@ func TestMemlock(t *testing.T) {
 	t.Run("accept", func(t *testing.T) {
 		_, out := child(t, "memlock-accept", "", wrapper...)
 		addr := expectLine(t, out, "listening ")
-		c, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
+		c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
 		if c != nil {
 			defer c.Close()
 		}
@@ -892,7 +892,7 @@ func TestMemlock(t *testing.T) {
 	t.Run("busy", func(t *testing.T) {
 		_, out := child(t, "memlock-busy", "", wrapper...)
 		addr := expectLine(t, out, "listening ")
-		_, err := Dialer{DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
+		_, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 10*time.Second), addr, conn.NewParams(1<<20, 4))
 		if conn.KindOf(err) != conn.KindBusy {
 			t.Fatalf("Dial = %v (kind %v), want kind %v", err, conn.KindOf(err), conn.KindBusy)
 		}
@@ -931,7 +931,7 @@ func TestPinned(t *testing.T) {
 			// huge pages the host has free now.
 			snd, rcv := tc.dialer.Pinned(tc.p, false), tc.listener.Pinned(tc.p, true)
 			l := listenRXE(t, tc.p, tc.listener)
-			s, r, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{tc.dialer}, tc.p)
+			s, r, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{Options: tc.dialer}, tc.p)
 			if err != nil || aerr != nil {
 				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 			}
@@ -990,7 +990,7 @@ func TestPinnedLimit(t *testing.T) {
 				if tc.receiver {
 					_, out = child(t, "pinned-accept", "", limited(limit)...)
 					addr := expectLine(t, out, "listening ")
-					c, err := Dialer{lanes}.Dial(timeout(t, 20*time.Second), addr, tc.p)
+					c, err := Dialer{Options: lanes}.Dial(timeout(t, 20*time.Second), addr, tc.p)
 					if c != nil {
 						defer c.Close()
 					}

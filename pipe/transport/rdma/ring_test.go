@@ -112,7 +112,7 @@ func TestDataPath(t *testing.T) {
 			sopt.SendOnly, ropt.SendOnly = tc.sender, tc.recv
 			sopt.QPs = tc.qps
 			l := listenRXE(t, p, ropt)
-			snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{sopt}, p)
+			snd, rcv, err, aerr := dialAccept(timeout(t, 20*time.Second), l, Dialer{Options: sopt}, p)
 			if err != nil || aerr != nil {
 				t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 			}

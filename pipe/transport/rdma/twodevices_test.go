@@ -45,7 +45,7 @@ func TestTwoDevices(t *testing.T) {
 			}
 			defer l.Close()
 			_, port, _ := net.SplitHostPort(l.Addr())
-			d := Dialer{Options{Device: tc.sender, GIDIndex: -1, QPs: tc.qps}}
+			d := Dialer{Options: Options{Device: tc.sender, GIDIndex: -1, QPs: tc.qps}}
 			snd, rcv, dialErr, acceptErr := dialAcceptAt(ctx, l, d, net.JoinHostPort(hostB, port), p)
 			if dialErr != nil || acceptErr != nil {
 				t.Fatalf("Dial: %v; Accept: %v", dialErr, acceptErr)

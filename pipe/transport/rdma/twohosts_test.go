@@ -115,7 +115,7 @@ func TestDialNoRDMAPeer(t *testing.T) {
 			res := make(chan result, 1)
 			start := time.Now()
 			go func() {
-				c, err := Dialer{DefaultOptions()}.Dial(ctx, net.JoinHostPort(hostB, "18897"), p)
+				c, err := Dialer{Options: DefaultOptions()}.Dial(ctx, net.JoinHostPort(hostB, "18897"), p)
 				res <- result{c, err}
 			}()
 			var r result
@@ -148,7 +148,7 @@ func pairAB(t *testing.T, p conn.Params) (snd, rcv conn.Conn) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	snd, rcv, err, aerr := dialAccept(ctx, l, Dialer{DefaultOptions()}, p)
+	snd, rcv, err, aerr := dialAccept(ctx, l, Dialer{Options: DefaultOptions()}, p)
 	if err != nil || aerr != nil {
 		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 	}

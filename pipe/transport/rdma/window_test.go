@@ -19,7 +19,7 @@ import (
 func TestWindow(t *testing.T) {
 	p := conn.NewParams(1<<20, 4)
 	l := listenRXE(t, p, DefaultOptions())
-	s, r, err, aerr := connect(timeout(t, 20*time.Second), l, Dialer{DefaultOptions()}, p)
+	s, r, err, aerr := connect(timeout(t, 20*time.Second), l, Dialer{Options: DefaultOptions()}, p)
 	if err != nil || aerr != nil {
 		t.Fatalf("Dial: %v; Accept: %v", err, aerr)
 	}
