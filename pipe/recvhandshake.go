@@ -201,35 +201,20 @@ func (r *receiver) welcome(ctx context.Context, nonce []byte, a senderAuth, t []
 // sender's control credit. Heartbeats are skipped (the handshake timeout
 // bounds the wait); an abort from the sender ends it.
 func (r *receiver) handshakeMessage(ctx context.Context) ([]byte, error) {
-	for {
-		cs, err := r.poll(ctx)
-		if err != nil {
-			return nil, err
+	return r.nextRecv(ctx, func(msg []byte) (bool, error) {
+		body, typ, _, err := wire.ParseTrailer(msg)
+		switch {
+		case err != nil:
+			return false, wrap(conn.KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
+		case typ == wire.MsgAbort:
+			return false, r.peerAbort(body)
 		}
-		for i, c := range cs {
-			if c.Op != conn.OpRecv {
-				continue
+		if err := r.returnControl(ctx); err != nil {
+			if ctx.Err() != nil {
+				return false, r.cancelled(ctx)
 			}
-			msg := append([]byte(nil), r.c.RecvBuf(c.Buf)[:c.Len]...)
-			r.repost(c.Buf)
-			body, typ, _, err := wire.ParseTrailer(msg)
-			switch {
-			case err != nil:
-				return nil, wrap(conn.KindSetup, "handshake", fmt.Errorf("%w from the sender: is it an rdmapipe sender of the same version?", err))
-			case typ == wire.MsgAbort:
-				return nil, r.peerAbort(body)
-			}
-			if err := r.returnControl(ctx); err != nil {
-				if ctx.Err() != nil {
-					return nil, r.cancelled(ctx)
-				}
-				return nil, wrap(conn.KindSetup, "handshake", err)
-			}
-			if typ == wire.MsgBeat {
-				continue
-			}
-			r.keep(cs[i+1:])
-			return msg, nil
+			return false, wrap(conn.KindSetup, "handshake", err)
 		}
-	}
+		return typ != wire.MsgBeat, nil
+	})
 }

@@ -164,37 +164,23 @@ func (s *sender) handshakeControl(ctx context.Context, msg []byte) error {
 
 // controlMessage waits for a control message of type typ with at least
 // size bytes after the type byte, copies it out and re-posts its buffer;
-// with typ 0 it waits until a control credit is back instead. Credits are
+// with typ 0 it waits until a control credit is back instead (and returns
+// the credit message). Credits are
 // taken as they come; an abort from the receiver ends the wait with the
 // receiver's reason.
 func (s *sender) controlMessage(ctx context.Context, typ byte, size int) ([]byte, error) {
-	for {
-		cs, err := s.poll(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for i, c := range cs {
-			if c.Op != conn.OpRecv {
-				continue
+	return s.nextRecv(ctx, func(msg []byte) (bool, error) {
+		switch {
+		case len(msg) == 1:
+			if err := s.returned(msg[0], conn.KindSetup); err != nil {
+				return false, err
 			}
-			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
-			s.repost(c.Buf)
-			switch {
-			case len(msg) == 1:
-				if err := s.returned(msg[0], conn.KindSetup); err != nil {
-					return nil, err
-				}
-				if typ != 0 || len(s.ctrl) == 0 {
-					continue
-				}
-				msg = nil
-			case len(msg) > 0 && msg[0] == wire.MsgAbort:
-				return nil, s.peerAbort(msg[1:])
-			case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
-				return nil, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", wire.Describe(msg))
-			}
-			s.keep(cs[i+1:])
-			return msg, nil
+			return typ == 0 && len(s.ctrl) > 0, nil
+		case len(msg) > 0 && msg[0] == wire.MsgAbort:
+			return false, s.peerAbort(msg[1:])
+		case len(msg) == 0 || msg[0] != typ || len(msg) < 1+size:
+			return false, conn.Errorf(conn.KindSetup, "handshake", "unexpected message %s from the receiver: is it an rdmapipe receiver of the same version?", wire.Describe(msg))
 		}
-	}
+		return true, nil
+	})
 }

@@ -252,3 +252,31 @@ func lastWords(c conn.Conn, msg []byte) error {
 	defer cancel()
 	return c.SendControl(ctx, msg)
 }
+
+// nextRecv waits for received messages and hands each, copied out after its
+// buffer is re-posted, to take, until take accepts one (true), which it
+// returns, or fails; completions after the accepted one are kept for the
+// next poll.
+func (s *session) nextRecv(ctx context.Context, take func(msg []byte) (bool, error)) ([]byte, error) {
+	for {
+		cs, err := s.poll(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for i, c := range cs {
+			if c.Op != conn.OpRecv {
+				continue
+			}
+			msg := append([]byte(nil), s.c.RecvBuf(c.Buf)[:c.Len]...)
+			s.repost(c.Buf)
+			ok, err := take(msg)
+			if err != nil {
+				return nil, err
+			}
+			if ok {
+				s.keep(cs[i+1:])
+				return msg, nil
+			}
+		}
+	}
+}
