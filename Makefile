@@ -28,7 +28,7 @@ help:
 	@echo "make test-dist  make dist, then install the .deb and the .rpm into scratch roots and run the installed commands (part of make test)"
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
-	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
+	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's and issue 34's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under issue 30's pre-auth connect flood (1000 proposal-only connections over 15 s) vs without, over TCP loopback: runs exact and the time ratio (RUNS, default 10; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"

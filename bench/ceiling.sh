@@ -7,7 +7,7 @@
 # and encrypted against unkeyed at all cores, GB per CPU-second (the benchmark's
 # GB/cpu-s: bytes over the process's user+system time, at one core and at all cores), the
 # cores a run kept busy (GB/s over GB/cpu-s: on a shared machine, what it got), and issue
-# 18's targets on those ratios with pass/miss (with the same ratio per CPU-second beside). The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
+# 18's and issue 34's targets on those ratios with pass/miss (with the same ratio per CPU-second beside). The raw benchmark output goes to stderr (and to $CEILING_RAW if set). See
 # bench/README.md, "Each side's own ceiling".
 #
 #   bench/ceiling.sh                       # COUNT=3 BENCHTIME=1s CPUS=1,...,nproc PIN=0
@@ -122,10 +122,10 @@ function one(x) { return x < 0 ? "-" : sprintf("%.2f", x) }
 END {
 	np = split(cpus, p, ",")
 	nrows = split("sender/unkeyed sender/keyed sender/encrypted receiver/unkeyed receiver/keyed receiver/encrypted memcpy cat", rows, " ")
-	label["sender/unkeyed"] = "sender, unkeyed (xxHash64)"
+	label["sender/unkeyed"] = "sender, unkeyed (XXH3)"
 	label["sender/keyed"] = "sender, keyed (GMAC)"
 	label["sender/encrypted"] = "sender, encrypted (AES-256-GCM)"
-	label["receiver/unkeyed"] = "receiver, unkeyed (xxHash64)"
+	label["receiver/unkeyed"] = "receiver, unkeyed (XXH3)"
 	label["receiver/keyed"] = "receiver, keyed (GMAC)"
 	label["receiver/encrypted"] = "receiver, encrypted (AES-256-GCM)"
 	label["memcpy"] = "memcpy (GOMAXPROCS loops)"
@@ -184,4 +184,11 @@ END {
 		}
 		print out
 	}
+	print ""
+	print "Targets (issue 34), each side unkeyed at one core against its reference at one core:"
+	print ""
+	print "| target | measured |"
+	print "| --- | ---: |"
+	print "| receiver, unkeyed / memcpy at one core >= 0.9x | " verdict(ratio(m["receiver/unkeyed", 1], m["memcpy", 1]), 0.9, ratio(c["receiver/unkeyed", 1], c["memcpy", 1])) " |"
+	print "| sender, unkeyed / cat at one core >= 0.85x | " verdict(ratio(m["sender/unkeyed", 1], m["cat", 1]), 0.85, ratio(c["sender/unkeyed", 1], c["cat", 1])) " |"
 }' "$raw"

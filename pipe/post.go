@@ -51,7 +51,7 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 		m := &message{buf: i, n: n, seq: seq, rerr: rerr}
 		// The poster is idle when nothing is queued, and only this
 		// goroutine queues: then the message may skip it.
-		direct := n < parallelMin && s.queued.Load() == 0
+		direct := n < parallelMin(s.seal) && s.queued.Load() == 0
 		if n > 0 {
 			index++
 			read += int64(n)

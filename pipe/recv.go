@@ -333,7 +333,7 @@ func (r *receiver) arrive(c conn.Completion, body []byte, typ byte, got uint32, 
 			w := <-r.sealers
 			a.d, a.ok = w.Open(at, m, n)
 			r.sealers <- w
-		}, n < parallelMin && len(arrivals) == 0)
+		}, n < parallelMin(r.seal) && len(arrivals) == 0)
 	}
 	arrivals <- a
 	return nil

@@ -21,8 +21,8 @@ type Job struct {
 }
 
 // New returns a pool of workers goroutines (none if workers < 2: the
-// waiting goroutine then does the work, and nothing is handed over) that
-// accepts up to queue jobs at once without blocking.
+// goroutine that hands a job out then does it, and nothing is handed
+// over) that accepts up to queue jobs at once without blocking.
 func New(workers, queue int) *Pool {
 	p := &Pool{}
 	if workers < 2 {
@@ -40,12 +40,18 @@ func New(workers, queue int) *Pool {
 	return p
 }
 
-// Go returns a job that runs fn: handed to a worker, or, if inline is set
-// or the pool has no workers, left for Wait to run on its caller's
-// goroutine (work too small to be worth a hand-over).
+// Go returns a job that runs fn: if inline is set, left for Wait to run
+// on its caller's goroutine (work too small to be worth a hand-over);
+// else handed to a worker, or, if the pool has none, run at once, while
+// the message it reads is still in this core's cache.
 func (p *Pool) Go(fn func(), inline bool) *Job {
 	j := &Job{fn: fn}
-	if inline || p.jobs == nil {
+	switch {
+	case inline:
+		return j
+	case p.jobs == nil:
+		fn()
+		j.fn = nil
 		return j
 	}
 	j.queued, j.done = true, make(chan struct{})

@@ -47,3 +47,26 @@ func TestPool(t *testing.T) {
 		})
 	}
 }
+
+// TestPoolWithoutWorkers checks that a pool without workers runs a job
+// that is not inline at once, on the goroutine that hands it out, and
+// leaves an inline one for Wait.
+func TestPoolWithoutWorkers(t *testing.T) {
+	p := New(1, 1)
+	defer p.Close()
+	ran := false
+	j := p.Go(func() { ran = true }, false)
+	if !ran {
+		t.Fatal("a job of a pool without workers had not run when Go returned")
+	}
+	j.Wait()
+	ran = false
+	j = p.Go(func() { ran = true }, true)
+	if ran {
+		t.Fatal("an inline job ran before Wait")
+	}
+	j.Wait()
+	if !ran {
+		t.Fatal("an inline job had not run when Wait returned")
+	}
+}
