@@ -10,7 +10,9 @@
 // private data. The listener decodes the proposal from the connect
 // request, negotiates (conn.Negotiate), creates its queue pair and buffers, posts all of its
 // receives and accepts with the encoded answer as private data; the dialer
-// reads the answer from the ESTABLISHED event. A refused negotiation is
+// reads the answer from the ESTABLISHED event. On iWARP, whose initiator
+// must send first, the dialer then sends an 8-byte first message, which the
+// listener takes before Accept returns the connection (see first.go). A refused negotiation is
 // rejected with the listener's own parameters as private data, so that the
 // dialer can say why; a busy listener (conn.Listener.SetBusy, or too many
 // setups in progress) rejects with Params.Busy set, before it allocates
