@@ -30,33 +30,72 @@ func TestSpeech(t *testing.T) {
 	}
 }
 
-// TestCheckFirst checks that only the first message of this protocol
-// version passes, whatever a peer sends instead.
-func TestCheckFirst(t *testing.T) {
-	if err := checkFirst(firstMessage()); err != nil {
-		t.Fatalf("checkFirst(firstMessage()) = %v", err)
+// TestParseFirst checks that only the messages of the exchange, of this
+// protocol version, pass, whatever a peer sends instead.
+func TestParseFirst(t *testing.T) {
+	for _, kind := range []byte{kindFirst, kindAnswer, kindConfirm} {
+		if k, n, err := parseFirst(firstMessage(kind, 2)); err != nil || k != kind || n != 2 {
+			t.Errorf("parseFirst(firstMessage(%q, 2)) = %q, %d, %v", kind, k, n, err)
+		}
 	}
-	older := firstMessage()
+	older := firstMessage(kindFirst, 0)
 	binary.LittleEndian.PutUint16(older[4:], conn.Version-1)
-	padded := make([]byte, firstLen)
-	copy(padded, firstMessage())
+	padded := firstMessage(kindFirst, 0)
 	padded[7] = 1
 	for name, b := range map[string][]byte{
 		"empty":            {},
-		"short":            firstMessage()[:firstLen-1],
-		"long":             append(firstMessage(), 0),
+		"short":            firstMessage(kindFirst, 0)[:firstLen-1],
+		"long":             append(firstMessage(kindFirst, 0), 0),
 		"older version":    older,
 		"non-zero padding": padded,
 		"the engine's":     []byte("HELOxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"),
-		"another magic":    append([]byte("RDPJ"), firstMessage()[4:]...),
+		"another magic":    append([]byte("RDQ"), firstMessage(kindFirst, 0)[3:]...),
 	} {
-		err := checkFirst(b)
+		_, _, err := parseFirst(b)
 		if err == nil {
-			t.Errorf("%s: checkFirst(%q) passed", name, b)
+			t.Errorf("%s: parseFirst(%q) passed", name, b)
 			continue
 		}
 		if !strings.Contains(err.Error(), "first message") || len(err.Error()) > 200 {
-			t.Errorf("%s: checkFirst = %q; want a short error about the first message", name, err)
+			t.Errorf("%s: parseFirst = %q; want a short error about the first message", name, err)
+		}
+	}
+}
+
+// TestHearing plays the dialer's messages to a listener's books: one or
+// two first messages, the answer after the first, and the confirmation of
+// their number; anything else fails.
+func TestHearing(t *testing.T) {
+	f := firstMessage(kindFirst, 0)
+	type step struct {
+		msg          []byte
+		answer, done bool
+		err          string
+	}
+	for name, steps := range map[string][]step{
+		"first, confirm":        {{msg: f, answer: true}, {msg: firstMessage(kindConfirm, 1), done: true}},
+		"first, nudge, confirm": {{msg: f, answer: true}, {msg: f}, {msg: firstMessage(kindConfirm, 2), done: true}},
+		"three firsts":          {{msg: f, answer: true}, {msg: f}, {msg: f, err: "more than 2 first messages"}},
+		"confirm first":         {{msg: firstMessage(kindConfirm, 0), err: "a confirmation of 0 first messages, where 0 arrived"}},
+		"confirm too few":       {{msg: f, answer: true}, {msg: f}, {msg: firstMessage(kindConfirm, 1), err: "a confirmation of 1 first messages, where 2 arrived"}},
+		"confirm too many":      {{msg: f, answer: true}, {msg: firstMessage(kindConfirm, 2), err: "where 1 arrived"}},
+		"an answer":             {{msg: firstMessage(kindAnswer, 0), err: "kind 'A'"}},
+		"first with a count":    {{msg: firstMessage(kindFirst, 1), err: "kind 'F' (count 1)"}},
+		"engine's message":      {{msg: f, answer: true}, {msg: []byte("HELO"), err: "not a first message"}},
+	} {
+		var h hearing
+		for i, s := range steps {
+			answer, done, err := h.take(s.msg)
+			if s.err != "" {
+				if err == nil || !strings.Contains(err.Error(), s.err) {
+					t.Errorf("%s, step %d: take = %v, want an error with %q", name, i, err, s.err)
+				}
+				break
+			}
+			if err != nil || answer != s.answer || done != s.done {
+				t.Errorf("%s, step %d: take = %v, %v, %v; want %v, %v", name, i, answer, done, err, s.answer, s.done)
+				break
+			}
 		}
 	}
 }
@@ -111,9 +150,10 @@ func establishRaw(t *testing.T, l *Listener) *Conn {
 }
 
 // TestFirstMessageChecked plays dialers that do not send the first
-// message, or send another: on iWARP the listener fails their setups (within
-// its establish bound) and keeps listening; on RoCE no first message is
-// due and the connection is accepted at once.
+// message, or send another, or confirm a wrong number: on iWARP the
+// listener fails their setups (a silent one within its establish bound)
+// and keeps listening; on RoCE no first message is due and the connection
+// is accepted at once.
 func TestFirstMessageChecked(t *testing.T) {
 	const establish = 3 * time.Second
 	l := listenFor(t, establish)
@@ -127,7 +167,7 @@ func TestFirstMessageChecked(t *testing.T) {
 		}
 		return
 	}
-	if a.err == nil || !strings.Contains(a.err.Error(), "peer did not send its first message within") {
+	if a.err == nil || !strings.Contains(a.err.Error(), "peer did not send its first messages within") {
 		t.Fatalf("a silent dialer: Accept = %v, %v; want the setup to fail without its first message", a.c, a.err)
 	}
 	if waited := time.Since(start); waited < establish/2 {
@@ -135,9 +175,12 @@ func TestFirstMessageChecked(t *testing.T) {
 	}
 	silent.free()
 
+	older := firstMessage(kindFirst, 0)
+	binary.LittleEndian.PutUint16(older[4:], conn.Version-1)
 	for name, msg := range map[string][]byte{
 		"the engine's hello": []byte("HELO, not the first message"),
-		"an older version":   append(append([]byte{}, firstMagic[:]...), 10, 0, 0, 0),
+		"an older version":   older,
+		"a confirmation":     firstMessage(kindConfirm, 1),
 	} {
 		c := establishRaw(t, l)
 		if err := c.SendControl(timeout(t, 10*time.Second), msg); err != nil {
@@ -149,10 +192,48 @@ func TestFirstMessageChecked(t *testing.T) {
 		}
 		c.free()
 	}
-	snd, rcv, err, aerr := connect(timeout(t, 20*time.Second), l, Dialer{DefaultOptions()}, conn.NewParams(4096, 4))
-	if err != nil || aerr != nil {
-		t.Fatalf("after the failed setups: Dial: %v; Accept: %v", err, aerr)
+
+	// A first message, its answer, then a confirmation of two.
+	c := establishRaw(t, l)
+	ctx := timeout(t, 10*time.Second)
+	if err := c.SendControl(ctx, firstMessage(kindFirst, 0)); err != nil {
+		t.Fatal(err)
 	}
-	snd.Close()
-	rcv.Close()
+	if err := c.hear(ctx, kindAnswer); err != nil {
+		t.Fatalf("the listener's answer: %v", err)
+	}
+	if err := c.SendControl(ctx, firstMessage(kindConfirm, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(t, accepted); a.err == nil || !strings.Contains(a.err.Error(), "a confirmation of 2 first messages, where 1 arrived") {
+		t.Fatalf("a wrong confirmation: Accept = %v, %v; want the setup to fail", a.c, a.err)
+	}
+	c.free()
+
+	// Two first messages (a nudge), then a confirmation of two: accepted.
+	c = establishRaw(t, l)
+	for range 2 {
+		if err := c.SendControl(ctx, firstMessage(kindFirst, 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := c.hear(ctx, kindAnswer); err != nil {
+		t.Fatalf("the listener's answer to two first messages: %v", err)
+	}
+	if err := c.SendControl(ctx, firstMessage(kindConfirm, 2)); err != nil {
+		t.Fatal(err)
+	}
+	if a := next(t, accepted); a.err != nil {
+		t.Fatalf("a first message and its nudge: Accept: %v", a.err)
+	}
+	c.free()
+
+	snd, err := Dialer{DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), conn.NewParams(4096, 4))
+	if err != nil {
+		t.Fatalf("after the failed setups: Dial: %v", err)
+	}
+	defer snd.Close()
+	if a := next(t, accepted); a.err != nil {
+		t.Fatalf("after the failed setups: Accept: %v", a.err)
+	}
 }

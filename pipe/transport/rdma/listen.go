@@ -534,7 +534,7 @@ func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, pr
 	}
 	what := "complete the connection"
 	if err == nil && await {
-		what = "send its first message"
+		what = "send its first messages"
 		err = c.await(ctx)
 	}
 	switch {
