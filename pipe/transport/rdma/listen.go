@@ -39,9 +39,10 @@ func setups() admit.Policy {
 var errDropped = errors.New("dropped for a newer connect request: too many connections in set-up")
 
 // establishTimeout bounds how long a Listener waits for a peer to complete
-// a connection it accepted (the RTU of IB/RoCE, the last step of iWARP's
-// handshake): a peer that sends a connect request and goes quiet holds
-// one setup slot and its buffers this long at most.
+// a connection it accepted (the RTU of IB/RoCE; on iWARP the last step of
+// MPA's handshake and the first messages, see first.go): a peer that sends
+// a connect request and goes quiet holds one setup slot and its buffers
+// this long at most.
 const establishTimeout = 5 * time.Second
 
 // Listener accepts RDMA connections from senders. It implements
