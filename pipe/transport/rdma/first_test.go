@@ -2,7 +2,10 @@ package rdma
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
+	"errors"
+	"fmt"
 	"net/netip"
 	"strings"
 	"testing"
@@ -183,42 +186,33 @@ func TestFirstMessageChecked(t *testing.T) {
 		"a confirmation":     firstMessage(kindConfirm, 1),
 	} {
 		c := establishRaw(t, l)
-		if err := c.SendControl(timeout(t, 10*time.Second), msg); err != nil {
-			t.Fatalf("%s: SendControl: %v", name, err)
-		}
-		a := next(t, accepted)
-		if a.err == nil || !strings.Contains(a.err.Error(), "first message") {
+		a := sendNudged(t, c, msg, accepted)
+		if a.err == nil || !strings.Contains(a.err.Error(), "first message") || strings.Contains(a.err.Error(), "within") {
 			t.Fatalf("%s: Accept = %v, %v; want the setup to fail on its first message", name, a.c, a.err)
 		}
 		c.free()
 	}
 
-	// A first message, its answer, then a confirmation of two.
+	// First messages and their answer, then a confirmation of one more.
 	c := establishRaw(t, l)
 	ctx := timeout(t, 10*time.Second)
-	if err := c.SendControl(ctx, firstMessage(kindFirst, 0)); err != nil {
+	sent := firstExchange(t, c)
+	if err := c.SendControl(ctx, firstMessage(kindConfirm, sent+1)); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.hear(ctx, kindAnswer); err != nil {
-		t.Fatalf("the listener's answer: %v", err)
-	}
-	if err := c.SendControl(ctx, firstMessage(kindConfirm, 2)); err != nil {
-		t.Fatal(err)
-	}
-	if a := next(t, accepted); a.err == nil || !strings.Contains(a.err.Error(), "a confirmation of 2 first messages, where 1 arrived") {
-		t.Fatalf("a wrong confirmation: Accept = %v, %v; want the setup to fail", a.c, a.err)
+	want := fmt.Sprintf("a confirmation of %d first messages, where %d arrived", sent+1, sent)
+	if a := next(t, accepted); a.err == nil || !strings.Contains(a.err.Error(), want) {
+		t.Fatalf("a wrong confirmation: Accept = %v, %v; want the setup to fail with %q", a.c, a.err, want)
 	}
 	c.free()
 
-	// Two first messages (a nudge), then a confirmation of two: accepted.
+	// Two first messages (the second after the answer, when it was not
+	// needed before), then a confirmation of two: accepted.
 	c = establishRaw(t, l)
-	for range 2 {
+	if firstExchange(t, c) == 1 {
 		if err := c.SendControl(ctx, firstMessage(kindFirst, 0)); err != nil {
 			t.Fatal(err)
 		}
-	}
-	if err := c.hear(ctx, kindAnswer); err != nil {
-		t.Fatalf("the listener's answer to two first messages: %v", err)
 	}
 	if err := c.SendControl(ctx, firstMessage(kindConfirm, 2)); err != nil {
 		t.Fatal(err)
@@ -236,4 +230,50 @@ func TestFirstMessageChecked(t *testing.T) {
 	if a := next(t, accepted); a.err != nil {
 		t.Fatalf("after the failed setups: Accept: %v", a.err)
 	}
+}
+
+// sendNudged sends msg as a dialer's first message and returns the
+// listener's verdict, sending msg once more, as Dial nudges, when none came
+// within nudgeAfter (siw may leave a first message unread, see first.go).
+func sendNudged(t *testing.T, c *Conn, msg []byte, accepted <-chan accepted) accepted {
+	t.Helper()
+	ctx := timeout(t, 10*time.Second)
+	if err := c.SendControl(ctx, msg); err != nil {
+		t.Fatalf("SendControl: %v", err)
+	}
+	select {
+	case a := <-accepted:
+		return a
+	case <-time.After(nudgeAfter):
+	}
+	if err := c.SendControl(ctx, msg); err != nil {
+		t.Fatalf("SendControl: %v", err)
+	}
+	return next(t, accepted)
+}
+
+// firstExchange sends the first message, and its nudge if the answer is
+// late, as Dial does, takes the answer and returns how many first messages
+// it sent.
+func firstExchange(t *testing.T, c *Conn) int {
+	t.Helper()
+	ctx := timeout(t, 10*time.Second)
+	for sent := 1; sent <= maxFirsts; sent++ {
+		if err := c.SendControl(ctx, firstMessage(kindFirst, 0)); err != nil {
+			t.Fatalf("SendControl: %v", err)
+		}
+		wait, cancel := ctx, context.CancelFunc(func() {})
+		if sent < maxFirsts {
+			wait, cancel = context.WithTimeout(ctx, nudgeAfter)
+		}
+		err := c.hear(wait, kindAnswer)
+		cancel()
+		if err == nil {
+			return sent
+		}
+		if !errors.Is(err, context.DeadlineExceeded) || sent == maxFirsts {
+			t.Fatalf("the listener's answer to %d first messages: %v", sent, err)
+		}
+	}
+	return 0
 }
