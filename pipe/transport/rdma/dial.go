@@ -56,9 +56,6 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (co
 			dop = fmt.Sprintf("%s (%s)", op, ap)
 		}
 		c, err := d.dial(ctx, ap, proposal, dop)
-		for try := 1; try < mpaTries && errors.Is(err, errMPA) && ctx.Err() == nil; try++ {
-			c, err = d.dial(ctx, ap, proposal, dop)
-		}
 		if err == nil {
 			return c, nil
 		}
@@ -72,31 +69,29 @@ func (d Dialer) Dial(ctx context.Context, addr string, proposal conn.Params) (co
 	return nil, first
 }
 
-// mpaTries is how many times Dial tries an address whose iWARP device
-// failed the connection in its MPA exchange (see errMPA).
-const mpaTries = 4
-
-// errMPA marks a connection that an iWARP device failed in its MPA
-// exchange, before it was established. soft-iWARP (siw) does so when the
-// listener's first message (rdmapipe's receiver speaks first) reaches the
-// dialer's socket before the kernel has read the MPA reply ahead of it:
-// siw_recv_mpa_rr finds more than the reply ("peer sent extra data") and
-// reports a connect error with EINVAL. The listener counts it as a failed
-// setup and goes on listening, so another try usually gets through.
-var errMPA = errors.New("the iWARP connection failed in its MPA exchange (the peer's first message may have overtaken the MPA reply)")
-
-// mpaFailed reports whether a connect that ended with a CM event (a
-// CONNECT_ERROR if connectError) of status err on an iWARP device (if
-// iwarp) failed in the MPA exchange, as errMPA describes.
-func mpaFailed(iwarp, connectError bool, err error) bool {
-	return iwarp && connectError && errors.Is(err, syscall.EINVAL)
-}
-
-// dial connects to one address.
+// dial connects to one address and, on iWARP, sends the first message
+// (first.go).
 func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Params, op string) (*Conn, error) {
-	c, err := d.connect(ctx, ap, proposal, op)
+	c, ans, err := d.establish(ctx, ap, proposal, op)
 	if err != nil {
 		return nil, err
+	}
+	if (speech{iwarp: C.rp_is_iwarp(c.id) != 0, dialer: true}).greets() {
+		if err := c.greet(ctx); err != nil {
+			c.free()
+			return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
+		}
+	}
+	c.start(ans)
+	return c, nil
+}
+
+// establish connects to one address and returns the connection, with all
+// its lanes established, and the receiver's answer.
+func (d Dialer) establish(ctx context.Context, ap netip.AddrPort, proposal conn.Params, op string) (*Conn, conn.Params, error) {
+	c, err := d.connect(ctx, ap, proposal, op)
+	if err != nil {
+		return nil, conn.Params{}, err
 	}
 	actx, cancel := ctx, context.CancelFunc(func() {})
 	if d.AnswerTimeout > 0 {
@@ -105,9 +100,6 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 	ev, err := c.expect(actx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	cancel()
 	if err != nil {
-		if mpaFailed(C.rp_is_iwarp(c.id) != 0, ev._type == C.RDMA_CM_EVENT_CONNECT_ERROR, statusError(ev.status)) {
-			err = fmt.Errorf("%w (%w)", errMPA, err)
-		}
 		c.free()
 		kind := conn.KindOf(err)
 		if actx.Err() != nil {
@@ -115,7 +107,7 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 			// traffic) sends no answer at all: only actx ends the wait.
 			kind, err = conn.KindSetup, fmt.Errorf("%w (%w): the peer may have no RDMA device, or the network drops RDMA traffic", ErrNoAnswer, actx.Err())
 		}
-		return nil, &conn.Error{Kind: kind, Op: op, Err: err}
+		return nil, conn.Params{}, &conn.Error{Kind: kind, Op: op, Err: err}
 	}
 	var ans conn.Params
 	priv := privateData(&ev)
@@ -136,10 +128,9 @@ func (d Dialer) dial(ctx context.Context, ap netip.AddrPort, proposal conn.Param
 	}
 	if err != nil {
 		c.free()
-		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
+		return nil, conn.Params{}, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
-	c.start(ans)
-	return c, nil
+	return c, ans, nil
 }
 
 // connect resolves ap, sets up the queue pair and buffers for proposal and

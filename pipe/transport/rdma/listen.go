@@ -39,9 +39,10 @@ func setups() admit.Policy {
 var errDropped = errors.New("dropped for a newer connect request: too many connections in set-up")
 
 // establishTimeout bounds how long a Listener waits for a peer to complete
-// a connection it accepted (the RTU of IB/RoCE, the last step of iWARP's
-// handshake): a peer that sends a connect request and goes quiet holds
-// one setup slot and its buffers this long at most.
+// a connection it accepted (the RTU of IB/RoCE; on iWARP the last step of
+// MPA's handshake and the first messages, see first.go): a peer that sends
+// a connect request and goes quiet holds one setup slot and its buffers
+// this long at most.
 const establishTimeout = 5 * time.Second
 
 // Listener accepts RDMA connections from senders. It implements
@@ -513,7 +514,7 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 		c.free()
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: fmt.Errorf("rdma_accept: %w", errno(rc))}
 	}
-	if err := l.complete(su, c, lanes, joins, proposal); err != nil {
+	if err := l.complete(su, c, lanes, joins, proposal, speech{iwarp: C.rp_is_iwarp(id) != 0}.awaits()); err != nil {
 		c.free()
 		return nil, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err}
 	}
@@ -523,21 +524,26 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 }
 
 // complete waits, once c's answer went out, for the peer to complete the
-// connection and its other lanes, at most l.establish, unless su ends
-// first.
-func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, proposal conn.Params) error {
+// connection and its other lanes and, if await, to send its first message
+// (first.go), all within l.establish, unless su ends first.
+func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, proposal conn.Params, await bool) error {
 	ctx, cancel := context.WithTimeout(su.ctx, l.establish)
 	defer cancel()
 	_, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	if err == nil && lanes > 1 {
 		err = l.acceptLanes(ctx, c, lanes, joins, proposal)
 	}
+	what := "complete the connection"
+	if err == nil && await {
+		what = "send its first messages"
+		err = c.await(ctx)
+	}
 	switch {
 	case err == nil:
 	case errors.Is(context.Cause(su.ctx), errDropped):
 		err = errDropped
 	case errors.Is(err, context.DeadlineExceeded):
-		err = fmt.Errorf("peer did not complete the connection within %v", l.establish)
+		err = fmt.Errorf("peer did not %s within %v", what, l.establish)
 	}
 	return err
 }

@@ -10,7 +10,11 @@
 // private data. The listener decodes the proposal from the connect
 // request, negotiates (conn.Negotiate), creates its queue pair and buffers, posts all of its
 // receives and accepts with the encoded answer as private data; the dialer
-// reads the answer from the ESTABLISHED event. A refused negotiation is
+// reads the answer from the ESTABLISHED event. On iWARP, whose initiator
+// must send first, three 8-byte messages of the transport's own follow (the
+// dialer's first message, the listener's answer, the dialer's
+// confirmation) before Dial and Accept return the connection (see
+// first.go). A refused negotiation is
 // rejected with the listener's own parameters as private data, so that the
 // dialer can say why; a busy listener (conn.Listener.SetBusy, or too many
 // setups in progress) rejects with Params.Busy set, before it allocates
