@@ -32,7 +32,7 @@ help:
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under issue 30's pre-auth connect flood (1000 proposal-only connections over 15 s) vs without, over TCP loopback: runs exact and the time ratio (RUNS, default 10; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"
-	@echo "make bench-cp   rdmacp vs scp and rsync -a through a private sshd on 127.0.0.1: one 1 GiB file, 20,000 files of 4 KiB, 2,000 of 1 MiB, a markdown table (RUNS, WORKLOADS, TOOLS; root; part of make bench)"
+	@echo "make bench-cp   rdmacp vs scp and rsync -a through a private sshd on 127.0.0.1: one 1 GiB file, 20,000 files of 4 KiB, 2,000 of 1 MiB, a markdown table (RUNS, WORKLOADS, TOOLS, BEFORE_BIN; root; part of make bench)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches

@@ -19,6 +19,9 @@
 #   TOOLS      which of rdmacp, scp, rsync to run (default all three; the table has a
 #              blank for each left out)
 #   BENCH_BIN  where rdmacp is (default bin, as make build leaves it)
+#   BEFORE_BIN where an earlier rdmacp is, to compare with: it runs as a fourth
+#              tool, "before", in the same rounds, and the table gets its column
+#              and rdmacp's speed-up over it
 #   CP_DIR     scratch directory (default a new one under /var/tmp, removed at the end)
 #   CP_TSV     if set, one line per run appended there: workload tool seconds
 set -euo pipefail
@@ -29,6 +32,12 @@ WORKLOADS=${WORKLOADS:-big small mid}
 TOOLS=${TOOLS:-rdmacp scp rsync}
 BENCH_BIN=${BENCH_BIN:-bin}
 RDMACP=$(readlink -f "$BENCH_BIN/rdmacp")
+BEFORE=
+if [ -n "${BEFORE_BIN:-}" ]; then
+  BEFORE=$(readlink -f "$BEFORE_BIN/rdmacp")
+  [ -x "$BEFORE" ] || { echo "bench/cp.sh: no $BEFORE" >&2; exit 1; }
+  TOOLS="before $TOOLS"
+fi
 
 if [ "$(id -u)" -ne 0 ]; then
   echo "bench/cp.sh: needs root (a private sshd that takes logins as root)" >&2
@@ -115,6 +124,7 @@ run_tool() {
   t0=$EPOCHREALTIME
   case $1 in
     rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
+    before) RDMACP_REMOTE_CMD=$BEFORE "$BEFORE" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
     scp) scp -q -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
     rsync) rsync -a -e "ssh -F $DIR/keys/ssh_config" "$src" target:"$dst/" ;;
   esac
@@ -134,11 +144,16 @@ median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
 echo "## rdmacp against scp and rsync -a (uploads through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
 echo
-echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
-echo "|---|---|---|---|---|---|"
+if [ -n "$BEFORE" ]; then
+  echo "| workload | rdmacp before s | rdmacp s | scp s | rsync -a s | vs before | vs scp | vs rsync |"
+  echo "|---|---|---|---|---|---|---|---|"
+else
+  echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
+  echo "|---|---|---|---|---|---|"
+fi
 for w in $WORKLOADS; do
   make_workload "$w"
-  declare -A med=([rdmacp]=0 [scp]=0 [rsync]=0)
+  declare -A med=([before]=0 [rdmacp]=0 [scp]=0 [rsync]=0)
   for tool in $TOOLS; do : > "$DIR/times.$tool"; done
   for run in $(seq "$RUNS"); do
     for tool in $TOOLS; do
@@ -148,8 +163,11 @@ for w in $WORKLOADS; do
     done
   done
   for tool in $TOOLS; do med[$tool]=$(median < "$DIR/times.$tool"); done
-  awk -v w="$w" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" \
+  awk -v w="$w" -v b="${med[before]}" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" -v cmp="$BEFORE" \
     'function t(x) { return x > 0 ? sprintf("%.2f", x) : "" }
      function q(x) { return x > 0 && r > 0 ? sprintf("%.2fx", x / r) : "" }
-     BEGIN { printf "| %s | %s | %s | %s | %s | %s |\n", w, t(r), t(s), t(y), q(s), q(y) }'
+     BEGIN {
+       if (cmp != "") printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", w, t(b), t(r), t(s), t(y), q(b), q(s), q(y)
+       else printf "| %s | %s | %s | %s | %s | %s |\n", w, t(r), t(s), t(y), q(s), q(y)
+     }'
 done

@@ -71,8 +71,15 @@ func (ds *dirs) of(name string) (*dir, error) {
 	return d, nil
 }
 
+// keepsOpen says whether making directory name (see mkdir), which opens
+// it and its parent, keeps every open directory open.
+func (ds *dirs) keepsOpen(name string) bool {
+	return len(ds.open)+1 < maxOpenDirs
+}
+
 // mkdir makes directory name, or keeps it if it exists (as a real
-// directory, not a link to one); it reports whether it made it.
+// directory, not a link to one); it reports whether it made it. A
+// directory it made is opened, for the files to come.
 func (ds *dirs) mkdir(name string) (bool, error) {
 	up, err := ds.of(filepath.Dir(name))
 	if err != nil {
@@ -82,7 +89,8 @@ func (ds *dirs) mkdir(name string) (bool, error) {
 	err = up.root.Mkdir(base, 0o700)
 	if err == nil {
 		ds.made[name] = true
-		return true, nil
+		_, err = ds.of(name)
+		return err == nil, err
 	}
 	if fi, lerr := up.root.Lstat(base); lerr == nil && fi.IsDir() {
 		return false, nil

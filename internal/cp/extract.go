@@ -112,8 +112,10 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 			}
 			continue
 		}
-		if err := w.wait(); err != nil {
-			return err
+		if !w.passes(h, name, ds) {
+			if err := w.wait(); err != nil {
+				return err
+			}
 		}
 		mode := h.FileInfo().Mode()
 		switch h.Typeflag {

@@ -322,7 +322,7 @@ func TestExtractManyDirs(t *testing.T) {
 // with their modes and times; a file that cannot be written, or whose data
 // is cut short, fails the extraction and leaves nothing under its name.
 func TestExtractWriters(t *testing.T) {
-	long := "top/" + strings.Repeat("n", 250)
+	long := "top/" + strings.Repeat("n", 256)
 	cases := []struct {
 		name    string
 		entries []entry

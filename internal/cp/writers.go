@@ -2,10 +2,13 @@ package cp
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -27,6 +30,9 @@ type writers struct {
 	done  sync.WaitGroup  // the goroutines
 	mu    sync.Mutex
 	err   error // the first failure
+	// noTmpfile says that a file unnamed until complete (see writeUnnamed)
+	// could not be made here: the files go under their partial names.
+	noTmpfile atomic.Bool
 }
 
 // writeJob is one file for writers.
@@ -65,6 +71,13 @@ func (w *writers) takes(h *tar.Header, s spot) bool {
 	return h.Typeflag == tar.TypeReg && h.Size <= smallFile && !resume && !isSparse(h) && s.fresh() && !w.names[s.name]
 }
 
+// passes says whether the entry h, to be made at name, may go ahead of
+// the files handed over: a directory not named as one of them, made
+// without closing the directories they are written in (see dirs.of).
+func (w *writers) passes(h *tar.Header, name string, ds *dirs) bool {
+	return h.Typeflag == tar.TypeDir && !w.names[name] && ds.keepsOpen(name)
+}
+
 // write reads the data of the current entry of tr, h.Size bytes, and
 // hands the file over, to be written at s with meta. It returns the
 // first failure of a file handed over before, if any.
@@ -87,7 +100,7 @@ func (w *writers) write(tr io.Reader, h *tar.Header, s spot, meta fileMeta) erro
 func (w *writers) run() {
 	defer w.done.Done()
 	for j := range w.jobs {
-		err := writeSmall(j.s.in.fd, j)
+		err := w.writeOne(j)
 		w.free <- j.data
 		if err != nil {
 			w.mu.Lock()
@@ -118,6 +131,81 @@ func (w *writers) close() {
 	w.wg.Wait()
 	close(w.jobs)
 	w.done.Wait()
+}
+
+// writeOne writes the file of j into its directory: unnamed until it is
+// complete (see writeUnnamed) where the file system can, else under its
+// partial name (see writeSmall).
+func (w *writers) writeOne(j writeJob) error {
+	if !w.noTmpfile.Load() {
+		ok, err := writeUnnamed(j.s.in.fd, j)
+		if ok || err != nil {
+			return err
+		}
+		w.noTmpfile.Store(true)
+	}
+	return writeSmall(j.s.in.fd, j)
+}
+
+// writeUnnamed writes the file of j into dirfd, its directory, which this
+// extraction made, as a file without a name (O_TMPFILE) that gets its
+// mode and times and then its name (linkat): complete under its name or
+// absent, even if the process dies, in six calls with no rename. It says
+// false, leaving nothing, where the file system or kernel cannot
+// do that. An earlier entry of the same name, which the archive put there,
+// is replaced (see replaceWith).
+func writeUnnamed(dirfd int, j writeJob) (bool, error) {
+	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return false, nil
+	}
+	defer unix.Close(fd)
+	for off := 0; off < len(j.data); {
+		n, err := unix.Pwrite(fd, j.data[off:], int64(off))
+		if err != nil {
+			return true, entryErr("write", j.s.name, err)
+		}
+		off += n
+	}
+	if err := unix.Fchmod(fd, unixMode(j.meta.mode)); err != nil {
+		return true, entryErr("write", j.s.name, err)
+	}
+	ts := []unix.Timespec{timespec(orNow(j.meta.atime, j.meta.mtime)), timespec(j.meta.mtime)}
+	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
+		return false, nil // a kernel before 5.8, or no such flag here
+	}
+	err = linkFD(fd, dirfd, j.s.base)
+	switch {
+	case err == nil:
+		return true, nil
+	case errors.Is(err, unix.ENOENT): // no /proc
+		return false, nil
+	case errors.Is(err, unix.EEXIST): // an earlier entry of the same name
+		err = replaceWith(fd, dirfd, j.s.base, partialName(j.s.base, j.meta.version))
+	}
+	if err != nil {
+		return true, entryErr("write", j.s.name, err)
+	}
+	return true, nil
+}
+
+// linkFD gives fd, a file without a name, the name base in dirfd.
+func linkFD(fd, dirfd int, base string) error {
+	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, base, unix.AT_SYMLINK_FOLLOW)
+}
+
+// replaceWith puts fd, a complete file without a name, at base in dirfd in
+// place of what is there: named partial first, then renamed over it (a
+// directory in the way stays, and fails it).
+func replaceWith(fd, dirfd int, base, partial string) error {
+	if err := linkFD(fd, dirfd, partial); err != nil {
+		return err
+	}
+	if err := unix.Renameat(dirfd, partial, dirfd, base); err != nil {
+		unix.Unlinkat(dirfd, partial, 0)
+		return err
+	}
+	return nil
 }
 
 // writeSmall writes the file of j into dirfd, its directory, which this

@@ -1,0 +1,140 @@
+package cp
+
+import (
+	"archive/tar"
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// TestWriteSmallWays: a small file written unnamed until complete, or
+// under its partial name where that cannot be, comes out with its bytes,
+// mode (setuid too) and times; unnamed, it replaces a file of an earlier
+// entry of the same name and fails on a directory, which stays; neither
+// way leaves a temporary file.
+func TestWriteSmallWays(t *testing.T) {
+	mtime, atime := time.Unix(1e9, 123456789), time.Unix(1.5e9, 987654321)
+	ways := []struct {
+		name  string
+		write func(dirfd int, j writeJob) error
+	}{
+		{"unnamed", func(dirfd int, j writeJob) error {
+			ok, err := writeUnnamed(dirfd, j)
+			if !ok && err == nil {
+				t.Skipf("O_TMPFILE and linkat through /proc not available in %s", t.TempDir())
+			}
+			return err
+		}},
+		{"partial", writeSmall},
+	}
+	for _, way := range ways {
+		for _, before := range []string{"nothing", "file", "directory"} {
+			t.Run(way.name+"/"+before, func(t *testing.T) {
+				dir := t.TempDir()
+				p := filepath.Join(dir, "f")
+				switch before {
+				case "file":
+					os.WriteFile(p, []byte("older and longer"), 0o600)
+				case "directory":
+					os.Mkdir(p, 0o700)
+				}
+				fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer unix.Close(fd)
+				j := writeJob{s: spot{base: "f", name: "top/f"}, data: []byte("new body"), meta: fileMeta{mode: 0o755 | fs.ModeSetuid, atime: atime, mtime: mtime}}
+				err = way.write(fd, j)
+				if before == "directory" {
+					if fi, serr := os.Lstat(p); err == nil || serr != nil || !fi.IsDir() {
+						t.Fatalf("over a directory: %v, and it is %v, %v; want an error and the directory kept", err, fi, serr)
+					}
+					noTemps(t, dir)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				var st unix.Stat_t
+				if err := unix.Lstat(p, &st); err != nil || !time.Unix(st.Atim.Unix()).Equal(atime) {
+					t.Errorf("atime %v, %v; want %v", time.Unix(st.Atim.Unix()), err, atime)
+				}
+				checkFile(t, p, "new body", 0o755|fs.ModeSetuid, mtime)
+				noTemps(t, dir)
+			})
+		}
+	}
+}
+
+// checkFile fails t unless p is a regular file with body, mode and mtime.
+func checkFile(t *testing.T, p, body string, mode fs.FileMode, mtime time.Time) {
+	t.Helper()
+	fi, err := os.Lstat(p)
+	b, _ := os.ReadFile(p)
+	if err != nil || string(b) != body || fi.Mode() != mode || !fi.ModTime().Equal(mtime) {
+		t.Errorf("%s: %q, mode %v, time %v, %v; want %q, %v, %v", p, b, fi.Mode(), fi.ModTime(), err, body, mode, mtime)
+	}
+}
+
+// TestExtractDirsAhead: directories made while the files of those before
+// them are still being written, more of them than an extraction keeps
+// open, come out exact, in their modes; an archive cut anywhere in the
+// tree fails and leaves each of its small files whole or absent, and no
+// temporary file.
+func TestExtractDirsAhead(t *testing.T) {
+	entries := []entry{{name: "top/", typ: tar.TypeDir, mode: 0o755}}
+	want := map[string]string{}
+	for d := range 2*maxOpenDirs + 3 {
+		entries = append(entries, entry{name: fmt.Sprintf("top/d%d/", d), typ: tar.TypeDir, mode: 0o750})
+		for f := range 10 {
+			name := fmt.Sprintf("top/d%d/f%d", d, f)
+			want[name] = strings.Repeat(name, 1+(d*10+f)%300)
+			entries = append(entries, entry{name: name, typ: tar.TypeReg, body: want[name]})
+		}
+	}
+	data := archive(t, entries...)
+	for _, end := range []int{len(data), len(data) / 5, len(data) / 2, len(data) * 2 / 3} {
+		// archive/tar takes an archive cut in an entry's padding for a
+		// whole one (the stream's end is what catches that): cut in text.
+		for end < len(data) && (data[end-1] == 0 || data[end] == 0) {
+			end--
+		}
+		cut := len(data) - end
+		t.Run(fmt.Sprint("cut ", cut), func(t *testing.T) {
+			dst := t.TempDir()
+			root := openRoot(t, dst)
+			err := extract(context.Background(), root, bytes.NewReader(data[:end]), []string{"top"}, "", modes{preserve: true}, nil)
+			if (err != nil) != (cut != 0) {
+				t.Fatalf("extract of the archive cut by %d bytes: %v", cut, err)
+			}
+			found := 0
+			for name, body := range want {
+				p := filepath.Join(dst, name)
+				if _, err := os.Lstat(p); cut != 0 && errors.Is(err, fs.ErrNotExist) {
+					continue
+				}
+				found++
+				checkFile(t, p, body, 0o644, time.Unix(0, 0))
+			}
+			if cut == 0 && found != len(want) || cut != 0 && (found == 0 || found == len(want)) {
+				t.Errorf("%d of %d files there, cut by %d bytes", found, len(want), cut)
+			}
+			dirs, _ := filepath.Glob(filepath.Join(dst, "top", "d*"))
+			for _, d := range dirs {
+				noTemps(t, d)
+				if fi, err := os.Stat(d); cut == 0 && (err != nil || fi.Mode() != fs.ModeDir|0o750) {
+					t.Errorf("%s: %v, %v; want a directory, 0750", d, fi.Mode(), err)
+				}
+			}
+		})
+	}
+}
