@@ -147,7 +147,9 @@ type Request struct {
 	// address the ssh connection arrived on.
 	Listen string `json:"listen,omitempty"`
 	// Relay says, in an upload to several hosts (--to), that a forward
-	// line follows the port: where this host passes the stream on.
+	// line follows the port: where this host passes the stream on; in a
+	// download that connects later, that a forward line comes instead of
+	// the connect line: the chain of hosts to send the stream down.
 	Relay bool `json:"relay,omitempty"`
 	// DataPorts is, in an upload, the ports the remote side may listen
 	// on, LO-HI (--data-ports); empty: one of the system's choice.
@@ -332,6 +334,9 @@ func (r Request) validateDownload() error {
 		if err := checkPath("source", p); err != nil {
 			return err
 		}
+	}
+	if r.Relay && (!r.ConnectLater || r.Resume) {
+		return errors.New("a download to several hosts that connects now, or resumes")
 	}
 	if r.ConnectLater {
 		if r.Connect != "" {
