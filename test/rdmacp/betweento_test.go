@@ -8,6 +8,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -225,4 +227,61 @@ func chainCmd(t *testing.T, lie string) string {
 		t.Fatal(err)
 	}
 	return fmt.Sprintf("%s %s %s %s", self, hostileChainFlag, bin, lie)
+}
+
+// TestBetweenTransport copies a file from h1 to h2, and from h1 down the
+// chain h2, h3, over the harness's transport (rdma in the SoftRoCE VM,
+// where the hosts share one address, so that TestBetween's measure of
+// this host's interface does not apply): h1 says it sent the stream over
+// that transport to the address and port that h2 says it listens on, and
+// this side says h1 streams there; the copies are exact, and the RDMA
+// device, when named, carried at least a packet per 4 KiB of each.
+func TestBetweenTransport(t *testing.T) {
+	c := startCluster(t, 3)
+	const size = 3 << 20
+	f := filepath.Join(c.dst, "f")
+	makeFile(t, filepath.Join(c.dirs[0], "f"), size, false)
+	sent := regexp.MustCompile(`\nrdmacp: sent to (\S+): (\d+) bytes in .* over (\w+),`)
+	cases := []struct {
+		name  string
+		args  []string
+		to    []int  // the hosts that get the copy
+		local string // what this side says of where h1 streams
+	}{
+		{"between", []string{"h1:" + f, "h2:" + c.dst + "/"}, []int{1}, "from h1 straight to h2 at "},
+		{"down a chain", []string{"--to", "h2,h3", "h1:" + f, c.dst}, []int{1, 2}, "straight down the chain, first to h2 at "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range c.dirs[1:] {
+				clear(t, d)
+			}
+			before := counters(t)
+			r := c.ssh.rdmacp(t, append([]string{"-v"}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			t.Logf("rdmacp said:\n%s", r.stderr)
+			m := sent.FindStringSubmatch("\n" + r.stderr)
+			switch {
+			case m == nil || m[2] != strconv.Itoa(size) || m[3] != harness.transport:
+				t.Errorf("h1 does not say it sent %d bytes over %s", size, harness.transport)
+			case !strings.Contains(r.stderr, "listening on "+m[1]+" (") || !strings.Contains(r.stderr, tc.local+m[1]+"\n"):
+				t.Errorf("h2 does not say it listens on %s, where h1 sent, or this side that h1 streams there", m[1])
+			}
+			for _, i := range tc.to {
+				sameFile(t, filepath.Join(c.dirs[0], "f"), filepath.Join(c.dirs[i], "f"), false)
+			}
+			if harness.device == "" {
+				return
+			}
+			after := counters(t)
+			for i, name := range []string{"sent_pkts", "rcvd_pkts"} {
+				if d := after[i] - before[i]; d < int64(len(tc.to))*size/4096 {
+					t.Errorf("%s's %s grew by %d during the copy, want %d at least", harness.device, name, d, len(tc.to)*size/4096)
+				}
+			}
+		})
+	}
+	noStrays(t)
 }
