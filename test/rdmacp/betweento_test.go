@@ -146,15 +146,7 @@ func TestBetweenToHostDies(t *testing.T) {
 		sender, first = c.remoteOf(t, 0), c.remoteOf(t, 1)
 		return sender != 0 && first != 0
 	})
-	// Polled every millisecond: the rest of the copy may take less than
-	// testutil.WaitFor's pauses.
-	deadline := time.Now().Add(2 * time.Minute)
-	for partialSize(c.dirs[2], "f.bin") < size/4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("h3 did not get a quarter of the copy within 2m0s:\n%s", stderr.String())
-		}
-		time.Sleep(time.Millisecond)
-	}
+	untilPartial(t, c.dirs[2], "f.bin", size/4, &stderr)
 	// The sender waits while h2 goes, so that it goes in mid-stream.
 	syscall.Kill(sender, syscall.SIGSTOP)
 	syscall.Kill(first, syscall.SIGKILL)
