@@ -72,7 +72,7 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) error {
 	from := srcs[0]
 	req, a := o.fetchRequest(newKey(), srcs) // the key is the forward line's
-	req.ConnectLater, req.Relay = true, true
+	req.ConnectLater, req.Chain = true, true
 	sender, plan, c, err := sendingSide(ctx, from, o, req, a)
 	if err != nil {
 		return err

@@ -226,7 +226,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 		}
 		err = betweenResult(ctx, st, err, addr, o, skipped)
 	}
-	if req.Relay && err == nil {
+	if req.Chain && err == nil {
 		for _, lost := range st.Lost {
 			if err := writeLost(stdout, lost); err != nil {
 				return st.Bytes, conn.Errorf(conn.KindAborted, "report the lost hosts", "%v", err)
@@ -239,11 +239,11 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 // sendTo returns where a download's sending side sends the stream and
 // how: to the request's address under its key; in a copy between remote
 // hosts, to the address of the connect line that follows the plan; down
-// a chain of hosts (Relay), to the first host that the forward line
+// a chain of hosts (Chain), to the first host that the forward line
 // names, under its key, going on with the hosts after it should it die.
 func sendTo(req Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, error) {
 	switch {
-	case req.Relay:
+	case req.Chain:
 		f, err := readForward(br)
 		if err == nil && f.To == "" {
 			err = conn.Errorf(conn.KindSetup, "read where to pass the stream on", "no host to send it to")

@@ -16,7 +16,7 @@ import (
 // then "ok BYTES" or "fail CODE "quoted message"". Resuming, an upload's
 // remote side says "have {OFFER AS JSON}" before its port, a download's
 // "from N" after its plan (see resume.go). A download's sending side
-// that sent down a chain of hosts (a request with Relay) names each host
+// that sent down a chain of hosts (a request with Chain) names each host
 // the stream gave up, "lost "ADDRESS"", before its "ok".
 const statusPrefix = "RDMACP "
 
