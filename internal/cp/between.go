@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 
+	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -29,19 +30,11 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 	key := newKey()
 	req, a := o.fetchRequest(key, srcs)
 	req.ConnectLater = true
-	sender, st, err := begin(ctx, from, o, remoteSend, req)
+	sender, plan, c, err := sendingSide(ctx, from, o, req, a)
 	if err != nil {
 		return err
 	}
 	defer sender.close()
-	if st.kind != "plan" {
-		return conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.kind)
-	}
-	plan := st.contents
-	c, err := relayedPlan(a, plan)
-	if err != nil {
-		return claimOf(from.Host, err)
-	}
 	up := o.request(key)
 	up.Dest, up.Contents, up.Listen, up.DataPorts = dst.Path, c, listen, o.DataPorts.String()
 	receiver, st, err := begin(ctx, dst, o, remoteReceive, up)
@@ -66,6 +59,89 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 		return err
 	}
 	return leftOn(from.Host, a.srcs, plan)
+}
+
+// BetweenTo copies the files and directories at srcs, all on one remote
+// host, to each host of hosts (the same DST on each, in its Path) as one
+// stream that goes from that host down the chain of hosts, in the order
+// given, never through this host. It starts the sending side as Between
+// does and the receiving sides, with its plan, as CopyTo does, then tells
+// the sending side the first host of the chain that started and the
+// hosts after it to go on with should that one die. Its result is
+// CopyTo's.
+func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) error {
+	from := srcs[0]
+	req, a := o.fetchRequest(newKey(), srcs) // the key is the forward line's
+	req.ConnectLater, req.Chain = true, true
+	sender, plan, c, err := sendingSide(ctx, from, o, req, a)
+	if err != nil {
+		return err
+	}
+	defer sender.close()
+	err = copyDown(ctx, hosts, c, o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
+		return sentDown(ctx, sender, from.Host, live, o)
+	})
+	if err != nil {
+		return err
+	}
+	return leftOn(from.Host, a.srcs, plan)
+}
+
+// sendingSide starts the sending side of a copy between remote hosts on
+// from with req, which asks for a, and checks its plan against a (see
+// relayedPlan). It returns the sending side, its plan, and the contents
+// the receiving sides are told.
+func sendingSide(ctx context.Context, from Target, o Options, req Request, a asked) (*remote, Contents, Contents, error) {
+	sender, st, err := begin(ctx, from, o, remoteSend, req)
+	if err != nil {
+		return nil, Contents{}, Contents{}, err
+	}
+	if st.kind != "plan" {
+		sender.close()
+		return nil, Contents{}, Contents{}, conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.kind)
+	}
+	c, err := relayedPlan(a, st.contents)
+	if err != nil {
+		sender.close()
+		return nil, Contents{}, Contents{}, claimOf(from.Host, err)
+	}
+	return sender, st.contents, c, nil
+}
+
+// sentDown tells the sending side on from to send the stream down live,
+// the chain of hosts that started, and returns what it says it sent and
+// the hosts it says it gave up (no more than the chain has; which they
+// are, relayAll checks). A sending side that could not start the stream
+// did not reach the first host: the error names the pair.
+func sentDown(ctx context.Context, sender *remote, from string, live []*member, o Options) (pipe.Stats, error) {
+	first := live[0]
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
+	// A failed write means ssh is gone; the sending side's status says why.
+	_ = writeJSONLine(sender.stdin, forwardTo(live))
+	var stats pipe.Stats
+	for {
+		st, err := sender.next(ctx, maxTimeout)
+		switch {
+		case ctx.Err() != nil:
+			return stats, context.Cause(ctx)
+		case err != nil:
+			return stats, conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
+		case st.kind == "lost" && len(stats.Lost) == len(live):
+			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s names more lost hosts than the %d of the chain", from, len(live))
+		case st.kind == "lost":
+			stats.Lost = append(stats.Lost, st.msg)
+			continue
+		case st.kind == "fail" && kindOfCode(int(st.n)) == conn.KindSetup:
+			return stats, &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + first.t.Host + " at " + first.addr, Err: remoteFailed(from, st)}
+		case st.kind != "ok":
+			if err := remoteFailed(from, st); err != nil {
+				return stats, err
+			}
+			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, st.kind)
+		}
+		stats.Bytes = st.n
+		return stats, nil
+	}
 }
 
 // resumeBetween passes a resume's offers, which the receiving side on to

@@ -65,7 +65,10 @@ would send as for a download, starts the receiving side on HOST2 with that and t
 one-time key, and tells HOST1 where HOST2 listens (HOST2's address as ssh resolves it
 here, or --data-host's). HOST1 that cannot connect to HOST2 is exit 3, naming the pair.
 With -v, HOST1 sums up the stream. -C resumes as for a copy to HOST2, HOST2's offers
-passed on to HOST1. --to from a remote host is not supported yet.
+passed on to HOST1. With --to HOST,HOST,... and sources on one remote host
+(--to HOST1,HOST2 HOST0:SRC... DST), the stream goes from HOST0 down the chain as below,
+never through this host; HOST0 that cannot connect to the chain's first host is exit 3,
+naming the pair.
 
 With --to HOST,HOST,... (or --to-file), the sources go to DST on every host at once as
 one stream: this host sends it once, to the first host, which writes it and passes it
@@ -95,6 +98,7 @@ EXAMPLES:
    rdmacp -J gw -i ~/.ssh/lab big node2:/tmp/  # ssh options as in scp
    rdmacp --ssh "ssh -F ./ssh_config" f h:/tmp # any ssh command (also RDMACP_SSH)
    rdmacp --to n1,n2,n3 model.bin /data/       # the same copy on three hosts, relayed
+   rdmacp --to n1,n2 n0:/data/model.bin /data/ # from n0 down the chain n1, n2
    rdmacp -r --to-file nodes.txt ds/ /scratch/ # the hosts listed in a file
    rdmacp --launcher "srun --overlap -N1 -n1 -w %h" --to-file <(scontrol show hostnames) big /tmp/
 
@@ -120,7 +124,7 @@ func Main(args []string) int {
 	a := &cli.App{
 		Name:                   "rdmacp",
 		Usage:                  "copy files and directories to or from another host over RDMA (or TCP), set up through ssh",
-		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST\nrdmacp [-r] [-p] [flags] [user@]HOST1:SRC... [user@]HOST2:DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... SRC... DST",
+		UsageText:              "rdmacp [-r] [-p] [flags] SRC... [user@]HOST:DST\nrdmacp [-r] [-p] [flags] [user@]HOST:SRC... DST\nrdmacp [-r] [-p] [flags] [user@]HOST1:SRC... [user@]HOST2:DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... SRC... DST\nrdmacp [-r] [-p] [flags] --to HOST,HOST,... [user@]HOST0:SRC... DST",
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
@@ -207,7 +211,7 @@ func copyAction(c *cli.Context) error {
 		if from, err = remoteSources(srcs, last); err != nil {
 			return err
 		}
-	case hosts == nil:
+	default:
 		if from, err = upSources(srcs, last); err != nil {
 			return err
 		}
@@ -239,6 +243,8 @@ func copyAction(c *cli.Context) error {
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {
+	case hosts != nil && from != nil:
+		return BetweenTo(ctx, from, hosts, o)
 	case hosts != nil:
 		return CopyTo(ctx, srcs, hosts, o)
 	case between:
@@ -352,11 +358,6 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	}
 	if _, err := ParseTarget(dst); err == nil {
 		return nil, command.Usagef("with --to, DST is a path on each host, not [user@]HOST:DST (%q)", dst)
-	}
-	for _, s := range srcs {
-		if _, err := ParseTarget(s); err == nil {
-			return nil, command.Usagef("with --to, the sources are on this host: %q names a host, and --to from a remote host is not supported yet (write ./%s for a local file)", s, s)
-		}
 	}
 	hosts, err := parseHosts(list, dst)
 	if err != nil {

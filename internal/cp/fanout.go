@@ -54,12 +54,30 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 	if in != nil {
 		defer in.Close()
 	}
+	err = copyDown(ctx, hosts, p.contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
+		first := live[0]
+		cfg := o.sendConfig(first.key)
+		o.repairing(&cfg, forwardTo(live))
+		return stream(ctx, first.addr, p, in, o, cfg, first.r.waited)
+	})
+	if err != nil {
+		return err
+	}
+	return p.leftErr()
+}
+
+// copyDown starts the remote sides of hosts to receive c, each with its
+// own one-time key, sends the stream down those that started with send
+// (which is given them in chain order, and returns what was sent, and
+// which hosts it gave up) and reports every host's result (see
+// finishAll).
+func copyDown(ctx context.Context, hosts []Target, c Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
 	ms := make([]*member, len(hosts))
 	var mu sync.Mutex
 	for i, t := range hosts {
 		ms[i] = &member{t: t, key: newKey(), log: &lineMarker{mu: &mu, w: o.Stderr, name: t.SSHDest()}}
 	}
-	startAll(ctx, ms, p, o)
+	startAll(ctx, ms, c, o)
 	defer func() {
 		closeAll(ms)
 		for _, m := range ms {
@@ -74,32 +92,29 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 	}
 	var stats pipe.Stats
 	if len(live) > 0 {
-		stats = relayAll(ctx, live, p, in, o)
+		stats = relayAll(ctx, live, send)
 	}
-	if err := finishAll(ms, stats, o); err != nil {
-		return err
-	}
-	return p.leftErr()
+	return finishAll(ms, stats, o)
 }
 
 // startAll starts the remote side of every member, o.Fanout at a time,
 // and waits for each one's port (or failure).
-func startAll(ctx context.Context, ms []*member, p plan, o Options) {
+func startAll(ctx context.Context, ms []*member, c Contents, o Options) {
 	slots := make(chan struct{}, max(o.Fanout, 1))
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			m.start(ctx, p, o)
+			m.start(ctx, c, o)
 		})
 	}
 	wg.Wait()
 }
 
-// start starts m's remote side, with its stderr's lines marked with its
-// name, and waits for its port.
-func (m *member) start(ctx context.Context, p plan, o Options) {
+// start starts m's remote side to receive c, with its stderr's lines
+// marked with its name, and waits for its port.
+func (m *member) start(ctx context.Context, c Contents, o Options) {
 	o.Stderr = m.log
 	host, listen, err := o.streamHost(ctx, m.t)
 	if err == nil && listen == "" {
@@ -110,7 +125,7 @@ func (m *member) start(ctx context.Context, p plan, o Options) {
 		return
 	}
 	req := o.request(m.key)
-	req.Dest, req.Contents, req.Listen, req.Relay, req.DataPorts = m.t.Path, p.contents(o.Preserve), listen, true, o.DataPorts.String()
+	req.Dest, req.Contents, req.Listen, req.Relay, req.DataPorts = m.t.Path, c, listen, true, o.DataPorts.String()
 	r, st, err := begin(ctx, m.t, o, remoteReceive, req)
 	if err != nil {
 		m.err = err
@@ -125,19 +140,16 @@ func (m *member) start(ctx context.Context, p plan, o Options) {
 }
 
 // relayAll tells each of live where to pass the stream on, and the
-// hosts after that one to go on with if it dies, streams to the first (or
-// the next ones, should it die) and collects every one's result.
-func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Options) pipe.Stats {
+// hosts after that one to go on with if it dies, sends the stream down
+// them with send (to the first, or the next ones should it die) and
+// collects every one's result.
+func relayAll(ctx context.Context, live []*member, send func(context.Context, []*member) (pipe.Stats, error)) pipe.Stats {
 	for i, m := range live {
 		// A failed write means ssh is gone; its status says why.
 		_ = writeJSONLine(m.r.stdin, forwardTo(live[i+1:]))
 	}
 	first := live[0]
-	cfg := o.sendConfig(first.key)
-	cfg.Repair, cfg.Fallback = true, forwardTo(live).hops()
-	d := newDialer(o)
-	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
-	stats, err := stream(ctx, first.addr, p, in, o, cfg, first.r.waited)
+	stats, err := send(ctx, live)
 	if err != nil {
 		// Every host's stream ends with this one's: stop them all, and
 		// take what each said.
@@ -182,6 +194,15 @@ func relayAll(ctx context.Context, live []*member, p plan, in *os.File, o Option
 	}
 	wg.Wait()
 	return stats
+}
+
+// repairing sets cfg, a stream's to the first host of a chain, to give up
+// a host that dies mid-stream and go on with the hosts after it that f,
+// the forward line to that first host, names.
+func (o Options) repairing(cfg *pipe.SendConfig, f forwardLine) {
+	d := newDialer(o)
+	cfg.Repair, cfg.Fallback = true, f.hops()
+	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
 }
 
 // forwardTo is the forward line of the host before rest: the first of
@@ -262,7 +283,11 @@ func finishAll(ms []*member, stats pipe.Stats, o Options) error {
 		err = &command.Partial{Failed: failed, Hosts: len(ms)}
 	}
 	if o.Verbose && len(failed) < len(ms) {
-		fmt.Fprintf(o.Stderr, "rdmacp: %s; in place on %d of %d hosts\n", summary(stats, -1), len(ms)-len(failed), len(ms))
+		sent := summary(stats, -1)
+		if stats.Info.Transport == "" {
+			sent = fmt.Sprintf("%d bytes sent by the sending host", stats.Bytes) // whose -v sums the stream up
+		}
+		fmt.Fprintf(o.Stderr, "rdmacp: %s; in place on %d of %d hosts\n", sent, len(ms)-len(failed), len(ms))
 	}
 	if o.Stats != "" {
 		if werr := writeReport(o.Stats, newReport(ms, stats, err)); werr != nil && err == nil {

@@ -149,6 +149,11 @@ type Request struct {
 	// Relay says, in an upload to several hosts (--to), that a forward
 	// line follows the port: where this host passes the stream on.
 	Relay bool `json:"relay,omitempty"`
+	// Chain says, in a download that connects later, that a forward line
+	// comes instead of the connect line: the chain of hosts to send the
+	// stream down (--to from a remote host). An rdmacp from before it
+	// refuses the request.
+	Chain bool `json:"chain,omitempty"`
 	// DataPorts is, in an upload, the ports the remote side may listen
 	// on, LO-HI (--data-ports); empty: one of the system's choice.
 	DataPorts string `json:"data_ports,omitempty"`
@@ -233,8 +238,8 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.ConnectLater || r.Recursive || r.LimitRate != 0 {
-		return errors.New("an upload's request names where to connect, recursion or a rate")
+	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 {
+		return errors.New("an upload's request names where to connect, a chain, recursion or a rate")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")
@@ -332,6 +337,12 @@ func (r Request) validateDownload() error {
 		if err := checkPath("source", p); err != nil {
 			return err
 		}
+	}
+	if r.Relay {
+		return errors.New("a download's request asks to relay")
+	}
+	if r.Chain && (!r.ConnectLater || r.Resume) {
+		return errors.New("a download down a chain of hosts that connects now, or resumes")
 	}
 	if r.ConnectLater {
 		if r.Connect != "" {

@@ -121,15 +121,9 @@ const forwardWait = time.Hour
 // that it names (see pipe.RelayConfig.Repair); and nowhere else, whatever
 // the sender asks.
 func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io.Writer) error {
-	var f forwardLine
-	if err := lineWithin(br, forwardWait, &f); err != nil {
-		return conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
-	}
-	if err := f.validate(); err != nil {
-		return conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
-	}
-	if f.To == "" {
-		return nil
+	f, err := readForward(br)
+	if err != nil || f.To == "" {
+		return err
 	}
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
 	cfg.To, cfg.Key, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
@@ -137,6 +131,19 @@ func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io
 		return d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
 	}
 	return nil
+}
+
+// readForward reads and checks the forward line of a copy to several
+// hosts from br.
+func readForward(br *bufio.Reader) (forwardLine, error) {
+	var f forwardLine
+	if err := lineWithin(br, forwardWait, &f); err != nil {
+		return f, conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
+	}
+	if err := f.validate(); err != nil {
+		return f, conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
+	}
+	return f, nil
 }
 
 // offerPartial is an upload's resume on the remote side: it offers what
@@ -205,23 +212,53 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
-	addr := req.Connect
-	if req.ConnectLater {
-		if addr, err = readConnect(br); err != nil {
-			return 0, err
-		}
+	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
+	addr, cfg, err := sendTo(req, br, o)
+	if err != nil {
+		return 0, err
 	}
 	ctx, cancel := untilEOF(ctx, br)
 	defer cancel(nil)
-	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
-	st, err := stream(ctx, addr, p, in, o, o.sendConfig(req.keyBytes()), nil)
+	st, err := stream(ctx, addr, p, in, o, cfg, nil)
 	if req.ConnectLater {
 		if p.rs != nil {
 			skipped = p.rs.kept
 		}
 		err = betweenResult(ctx, st, err, addr, o, skipped)
 	}
+	if req.Chain && err == nil {
+		for _, lost := range st.Lost {
+			if err := writeLost(stdout, lost); err != nil {
+				return st.Bytes, conn.Errorf(conn.KindAborted, "report the lost hosts", "%v", err)
+			}
+		}
+	}
 	return st.Bytes, err
+}
+
+// sendTo returns where a download's sending side sends the stream and
+// how: to the request's address under its key; in a copy between remote
+// hosts, to the address of the connect line that follows the plan; down
+// a chain of hosts (Chain), to the first host that the forward line
+// names, under its key, going on with the hosts after it should it die.
+func sendTo(req Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, error) {
+	switch {
+	case req.Chain:
+		f, err := readForward(br)
+		if err == nil && f.To == "" {
+			err = conn.Errorf(conn.KindSetup, "read where to pass the stream on", "no host to send it to")
+		}
+		if err != nil {
+			return "", pipe.SendConfig{}, err
+		}
+		cfg := o.sendConfig(decodeKey(f.Key))
+		o.repairing(&cfg, f)
+		return f.To, cfg, nil
+	case req.ConnectLater:
+		addr, err := readConnect(br)
+		return addr, o.sendConfig(req.keyBytes()), err
+	}
+	return req.Connect, o.sendConfig(req.keyBytes()), nil
 }
 
 // betweenResult is the sending side's result, in a copy between two

@@ -15,7 +15,9 @@ import (
 // download's sending side "plan {CONTENTS AS JSON}" (or either "fail"),
 // then "ok BYTES" or "fail CODE "quoted message"". Resuming, an upload's
 // remote side says "have {OFFER AS JSON}" before its port, a download's
-// "from N" after its plan (see resume.go).
+// "from N" after its plan (see resume.go). A download's sending side
+// that sent down a chain of hosts (a request with Chain) names each host
+// the stream gave up, "lost "ADDRESS"", before its "ok".
 const statusPrefix = "RDMACP "
 
 // maxStatusLine bounds one line from the remote side.
@@ -23,9 +25,9 @@ const maxStatusLine = 16 << 10
 
 // status is one parsed status line.
 type status struct {
-	kind     string   // "port", "plan", "have", "from", "ok" or "fail"
+	kind     string   // "port", "plan", "have", "from", "lost", "ok" or "fail"
 	n        int64    // the port, where the stream starts, the byte count, or the exit code
-	msg      string   // the failure, for "fail"
+	msg      string   // the failure, for "fail"; the address, for "lost"
 	contents Contents // for "plan"
 	offer    offer    // for "have"
 	valid    bool     // the line was a status line
@@ -56,6 +58,14 @@ func writeHave(w io.Writer, o offer) error {
 
 func writeFrom(w io.Writer, at int64) error {
 	_, err := fmt.Fprintf(w, "%sfrom %d\n", statusPrefix, at)
+	return err
+}
+
+// maxLostAddr bounds the address of a "lost" line.
+const maxLostAddr = 256
+
+func writeLost(w io.Writer, addr string) error {
+	_, err := fmt.Fprintf(w, "%slost %s\n", statusPrefix, strconv.Quote(addr))
 	return err
 }
 
@@ -110,6 +120,12 @@ func parseStatus(line string) (status, error) {
 			return status{}, bad
 		}
 		return status{kind: kind, n: n, valid: true}, nil
+	case "lost":
+		addr, err := strconv.Unquote(args)
+		if err != nil || addr == "" || len(addr) > maxLostAddr {
+			return status{}, bad
+		}
+		return status{kind: kind, msg: addr, valid: true}, nil
 	case "ok":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {

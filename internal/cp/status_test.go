@@ -17,6 +17,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	writeHave(&b, offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
 	writeHave(&b, offer{Name: "a/b", Block: minBlock})
 	writeFrom(&b, 3<<20)
+	writeLost(&b, "[fe80::1%eth0]:4000")
 	writeOK(&b, 1<<40)
 	writeFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
 	want := []status{
@@ -24,6 +25,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		{kind: "have", offer: offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, valid: true},
 		{kind: "have", offer: offer{Name: "a/b", Block: minBlock}, valid: true},
 		{kind: "from", n: 3 << 20, valid: true},
+		{kind: "lost", msg: "[fe80::1%eth0]:4000", valid: true},
 		{kind: "ok", n: 1 << 40, valid: true},
 		{kind: "fail", n: 3, msg: "destination \"x\"\n\x1b[31m does not exist", valid: true},
 	}
@@ -51,6 +53,9 @@ func TestParseStatusHostile(t *testing.T) {
 		{line: "RDMACP launch missiles", bad: true},
 		{line: "RDMACP fail 4 \"ok\"", valid: true},
 		{line: "RDMACP from -1", bad: true},
+		{line: "RDMACP lost 10.0.0.1:1", bad: true},
+		{line: "RDMACP lost \"\"", bad: true},
+		{line: "RDMACP lost \"" + strings.Repeat("1", maxLostAddr+1) + "\"", bad: true},
 		{line: "RDMACP have {\"block\":1024,\"hashes\":[]}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[\"00\"]}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[]}", bad: true},
@@ -102,6 +107,11 @@ func TestReadRequest(t *testing.T) {
 		{name: "between two hosts, connecting now", change: func(r *Request) { later(r); r.Connect = "10.0.0.1:1" }},
 		{name: "between two hosts, resuming", change: func(r *Request) { later(r); r.Resume = true }, ok: true},
 		{name: "upload that connects later", change: func(r *Request) { r.ConnectLater = true }},
+		{name: "between hosts, down a chain", change: func(r *Request) { later(r); r.Chain = true }, ok: true},
+		{name: "download down a chain, connecting now", change: func(r *Request) { download(r); r.Chain = true }},
+		{name: "between hosts, down a chain, resuming", change: func(r *Request) { later(r); r.Chain, r.Resume = true, true }},
+		{name: "download that relays", change: func(r *Request) { later(r); r.Relay = true }},
+		{name: "upload down a chain", change: func(r *Request) { r.Chain = true }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
 		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},

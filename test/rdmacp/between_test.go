@@ -13,15 +13,15 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
-// betweenCluster starts two hosts for a copy between them, each in a
+// betweenCluster starts n hosts for a copy between them, each in a
 // network namespace of its own, so that the bytes on this host's
 // interface toward them tell whether a stream passed through here.
-func betweenCluster(t *testing.T) *cluster {
+func betweenCluster(t *testing.T, n int) *cluster {
 	t.Helper()
 	if harness.host != "" {
 		t.Skip("copies between two hosts are tested on the host: in the VM the hosts share one address")
 	}
-	c := startCluster(t, 2)
+	c := startCluster(t, n)
 	if !c.netns {
 		testutil.Unmet(t, "no network namespaces: the hosts share one address with this one")
 	}
@@ -52,7 +52,7 @@ func linkBytes(t *testing.T, name string) int64 {
 // toward them carries only the ssh sessions, where a download of the same
 // file carries all of it), and it is encrypted unless --no-encrypt.
 func TestBetween(t *testing.T) {
-	c := betweenCluster(t)
+	c := betweenCluster(t, 2)
 	const size = 24 << 20
 	data := make([]byte, size)
 	rand.NewChaCha8([32]byte{35}).Read(data)
@@ -139,7 +139,7 @@ func sameFile(t *testing.T, want, got string, preserve bool) {
 // copy to or from one host has for the same cause, and, when the first
 // host cannot reach the second, names the pair.
 func TestBetweenErrors(t *testing.T) {
-	c := betweenCluster(t)
+	c := betweenCluster(t, 2)
 	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
 	// An address of h2 that h1 has no route to.
 	hidden := fmt.Sprintf("10.%d.%d.1", rand.IntN(256), rand.IntN(256))
@@ -159,7 +159,8 @@ func TestBetweenErrors(t *testing.T) {
 		{"second host down", []string{f, "down:/tmp/"}, 3, "start the remote side on down over ssh"},
 		{"first host down", []string{"down:/tmp/f", "h2:/tmp/"}, 3, "start the remote side on down over ssh"},
 		{"no route between them", []string{"--data-host", hidden, f, "h2:" + c.dst}, 3, "h1 cannot connect to h2 at " + hidden + ":"},
-		{"relayed from a remote host", []string{"--to", "h2", f, c.dst}, 2, "--to from a remote host is not supported"},
+		{"relayed from a remote host, resuming", []string{"-C", "--to", "h2", f, c.dst}, 2, "do not go with --resume"},
+		{"relayed from two hosts", []string{"--to", "h2", f, "h2:" + filepath.Join(c.dst, "f"), c.dst}, 2, "are on different hosts"},
 		{"sources here and there", []string{f, "./f", "h2:" + c.dst}, 2, "every source must be [user@]HOST:SRC"},
 		{"a source there among those here", []string{"./f", f, "h2:" + c.dst}, 2, "all on this host or all on one remote host"},
 	}
@@ -183,7 +184,7 @@ func TestBetweenErrors(t *testing.T) {
 // claim, before anything starts on h2 (whose remote command, the hostile
 // one too, would say "no upload lie"), and nothing lands there.
 func TestHostileBetween(t *testing.T) {
-	c := betweenCluster(t)
+	c := betweenCluster(t, 2)
 	cases := []struct {
 		lie   string
 		args  []string // before the source and DST
@@ -218,7 +219,7 @@ func TestHostileBetween(t *testing.T) {
 // whole but for one file that grew on h1. Each arrives exact, and h1's
 // summary says what the partial copies spared.
 func TestBetweenResume(t *testing.T) {
-	c := betweenCluster(t)
+	c := betweenCluster(t, 2)
 	const size = 64 << 20
 	big := filepath.Join(c.dirs[0], "big")
 	makeFile(t, big, size, false)

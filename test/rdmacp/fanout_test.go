@@ -274,6 +274,21 @@ func (c *cluster) remoteOf(t *testing.T, i int) int {
 	return 0
 }
 
+// untilPartial waits until the partial copy of name in dir has n bytes
+// at least, polling every millisecond (the rest of the copy may take less
+// than testutil.WaitFor's pauses); after 2 minutes it fails t with what
+// rdmacp said in stderr.
+func untilPartial(t *testing.T, dir, name string, n int64, stderr *bytes.Buffer) {
+	t.Helper()
+	deadline := time.Now().Add(2 * time.Minute)
+	for partialSize(dir, name) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not get %d bytes of the copy within 2m0s:\n%s", dir, n, stderr.String())
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
 // TestCopyToHostDies kills (or stops) the middle one of three hosts in
 // the middle of a copy to all three: the first host passes the stream on
 // to the third, which goes on from what it has written, so the other two
@@ -307,15 +322,7 @@ func TestCopyToHostDies(t *testing.T) {
 			}
 			var middle int
 			testutil.WaitFor(t, 2*time.Minute, "the middle host's remote side", func() bool { middle = c.remoteOf(t, 1); return middle != 0 })
-			// Polled every millisecond: the rest of the copy may take less
-			// than testutil.WaitFor's pauses.
-			deadline := time.Now().Add(2 * time.Minute)
-			for partialSize(c.dirs[2], "f.bin") < size/4 {
-				if time.Now().After(deadline) {
-					t.Fatalf("the last host did not get a quarter of the copy within 2m0s:\n%s", stderr.String())
-				}
-				time.Sleep(time.Millisecond)
-			}
+			untilPartial(t, c.dirs[2], "f.bin", size/4, &stderr)
 			// The sender waits while the middle host goes, so that it goes
 			// in mid-stream.
 			syscall.Kill(cmd.Process.Pid, syscall.SIGSTOP)

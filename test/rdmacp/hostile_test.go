@@ -16,6 +16,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -220,6 +221,63 @@ func hostileOffer(lie string, br *bufio.Reader) int {
 	}
 	fmt.Printf("RDMACP fail 4 %q\n", "hostile: no stream after the offer")
 	return 4
+}
+
+// hostileChainFlag starts this test binary as the hostile sending side of
+// a copy from a remote host down a chain (see chainCmd).
+const hostileChainFlag = "hostile-chain"
+
+// hostileChain runs, with args the real rdmacp, the lie's name and the
+// remote side's flag, the real rdmacp's receiving side, or a sending side
+// that plans the 5 bytes of report.txt honestly, reads the forward line
+// and lies: "lost-elsewhere" names a lost host of no chain, "lost-all"
+// names the chain's first host more times than the chain has hosts, and
+// "count" streams the 5 bytes to the first host but says it sent 6.
+func hostileChain(args []string) int {
+	if len(args) != 3 {
+		fmt.Fprintf(os.Stderr, "hostile: want rdmacp, LIE and the remote side's flag, got %q\n", args)
+		return 2
+	}
+	if args[2] == "--remote-receive" {
+		err := syscall.Exec(args[0], []string{args[0], args[2]}, os.Environ())
+		fmt.Fprintf(os.Stderr, "hostile: exec %s: %v\n", args[0], err)
+		return 1
+	}
+	br := bufio.NewReader(os.Stdin)
+	var req hostileRequest
+	var f struct {
+		To   string            `json:"to"`
+		Key  string            `json:"key"`
+		Then []json.RawMessage `json:"then"`
+	}
+	if line, err := br.ReadString('\n'); err != nil || json.Unmarshal([]byte(line), &req) != nil {
+		fmt.Fprintf(os.Stderr, "hostile: read the request: %v\n", err)
+		return 1
+	}
+	fmt.Println(`RDMACP plan {"mode":"file","name":"report.txt","perm":420,"size":5}`)
+	if line, err := br.ReadString('\n'); err != nil || json.Unmarshal([]byte(line), &f) != nil {
+		fmt.Fprintf(os.Stderr, "hostile: read the forward line: %v\n", err)
+		return 1
+	}
+	switch args[1] {
+	case "lost-elsewhere":
+		fmt.Println(`RDMACP lost "10.9.9.9:1"`)
+	case "lost-all":
+		for range 2 + len(f.Then) {
+			fmt.Printf("RDMACP lost %q\n", f.To)
+		}
+	case "count":
+		req.Key, req.Connect = f.Key, f.To
+		n, err := hostileStream(req, []byte("hello"), br)
+		if err != nil {
+			fmt.Printf("RDMACP fail 4 %q\n", "hostile: "+err.Error())
+			return 4
+		}
+		fmt.Printf("RDMACP ok %d\n", n+1)
+		return 0
+	}
+	fmt.Println("RDMACP ok 5")
+	return 0
 }
 
 // hostileCmd is the --remote-cmd that starts the hostile remote with lie.

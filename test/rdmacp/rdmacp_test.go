@@ -32,6 +32,8 @@ func TestMain(m *testing.M) {
 		os.Exit(olderPeer(os.Args[2:], os.Stdin, os.Stdout, os.Stderr))
 	case len(os.Args) > 1 && os.Args[1] == "hostile": // the remote side of TestHostileRemote
 		os.Exit(hostileMain(os.Args[2:]))
+	case len(os.Args) > 1 && os.Args[1] == hostileChainFlag: // the sending side of TestHostileBetweenTo
+		os.Exit(hostileChain(os.Args[2:]))
 	}
 	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
 		bin = filepath.Join(dir, "rdmacp")

@@ -1,0 +1,279 @@
+package rdmacp
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
+)
+
+// TestBetweenTo copies from h1 down the chain h2, h3, h4 (`rdmacp
+// --to h2,h3,h4 h1:SRC DST`): every host of the chain gets an exact copy,
+// the stream goes from h1 straight to them (this host's interface toward
+// them carries only the ssh sessions), encrypted unless --no-encrypt, and
+// -v and --stats-json report each host.
+func TestBetweenTo(t *testing.T) {
+	c := betweenCluster(t, 4)
+	const size = 24 << 20
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{36}).Read(data)
+	writeFile(t, filepath.Join(c.dirs[0], "f.bin"), string(data))
+	makeTree(t, filepath.Join(c.dirs[0], "tree"))
+	chain := strings.Join(c.names[1:], ",")
+	cases := []struct {
+		name  string
+		flags []string
+		src   string // on h1, under c.dst
+		says  []string
+	}{
+		{"file", nil, "f.bin", []string{"encrypted (AES-256-GCM)", "sent to " + c.addrs[1] + ":", "straight down the chain, first to h2 at " + c.addrs[1] + ":"}},
+		{"file, not encrypted", []string{"--no-encrypt"}, "f.bin", []string{"not encrypted (authenticated with aes-gmac)"}},
+		{"tree", []string{"-r", "-p"}, "tree", nil},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range c.dirs[1:] {
+				clear(t, d)
+			}
+			before := linkBytes(t, c.here)
+			stats := filepath.Join(t.TempDir(), "stats.json")
+			args := append([]string{"-v", "--stats-json", stats}, tc.flags...)
+			r := c.ssh.rdmacp(t, append(args, "--to", chain, "h1:"+filepath.Join(c.dst, tc.src), c.dst)...)
+			through := linkBytes(t, c.here) - before
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			for _, s := range append(tc.says, "in place on 3 of 3 hosts") {
+				if !strings.Contains(r.stderr, s) {
+					t.Errorf("stderr does not say %q:\n%s", s, r.stderr)
+				}
+			}
+			rep := readReport(t, stats)
+			if !rep.OK || len(rep.Hosts) != 3 {
+				t.Errorf("report: ok %v, %d hosts; want ok, 3", rep.OK, len(rep.Hosts))
+			}
+			from := filepath.Join(c.dirs[0], tc.src)
+			for i, d := range c.dirs[1:] {
+				if tc.src == "tree" {
+					sameTree(t, from, filepath.Join(d, "tree"), func(m os.FileMode) os.FileMode { return m })
+				} else {
+					sameFile(t, from, filepath.Join(d, tc.src), false)
+				}
+				if h := rep.Hosts[i]; h.Host != c.names[i+1] || !h.OK || h.Bytes != rep.Bytes {
+					t.Errorf("report: host %d is %+v, want %s in place with %d bytes", i, h, c.names[i+1], rep.Bytes)
+				}
+			}
+			if tc.src == "f.bin" && through > size/8 {
+				t.Errorf("%d bytes crossed this host's interface for a %d-byte copy from h1 to three hosts", through, size)
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// TestBetweenToErrors: h1 that cannot reach the chain's first host fails
+// the copy with exit 3 naming the pair, before anything lands; a host of
+// the chain that does not start is left out, and the others get the copy
+// (exit 8).
+func TestBetweenToErrors(t *testing.T) {
+	c := betweenCluster(t, 3)
+	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
+	f := "h1:" + filepath.Join(c.dst, "f")
+	t.Run("one host down", func(t *testing.T) {
+		r := c.ssh.rdmacp(t, "--to", "h2,down,h3", f, c.dst)
+		if r.code != 8 || !strings.Contains(r.stderr, "rdmacp: down: ") {
+			t.Fatalf("exit %d, want 8 naming down; stderr:\n%s", r.code, r.stderr)
+		}
+		for _, d := range c.dirs[1:] {
+			if got, err := os.ReadFile(filepath.Join(d, "f")); err != nil || string(got) != "ten bytes\n" {
+				t.Errorf("%s: %q, %v", d, got, err)
+			}
+		}
+	})
+	t.Run("h1 cannot reach h2", func(t *testing.T) {
+		for _, d := range c.dirs[1:] {
+			clear(t, d)
+		}
+		// h1 has no route to h2 and h3; this host reaches them as before.
+		for _, a := range c.addrs[1:] {
+			if out, err := exec.Command("ip", "-n", c.nss[0], "route", "add", "unreachable", a+"/32").CombinedOutput(); err != nil {
+				t.Fatalf("ip route add: %v: %s", err, out)
+			}
+		}
+		r := c.ssh.rdmacp(t, "--to", "h2,h3", f, c.dst)
+		says := "h1 cannot connect to h2 at " + c.addrs[1] + ":"
+		if r.code != 3 || !strings.Contains(r.stderr, says) {
+			t.Fatalf("exit %d, want 3 saying %q; stderr:\n%s", r.code, says, r.stderr)
+		}
+		for _, d := range c.dirs[1:] {
+			if entries, _ := os.ReadDir(d); len(entries) != 0 {
+				t.Errorf("%s has %v after a failed copy", d, entries)
+			}
+		}
+	})
+	noStrays(t)
+}
+
+// TestBetweenToHostDies kills the first host of the chain h2, h3 in the
+// middle of a copy from h1: h1 gives it up and goes on with h3, names it
+// lost, and rdmacp exits 8 naming h2, with h3's copy exact.
+func TestBetweenToHostDies(t *testing.T) {
+	c := betweenCluster(t, 3)
+	const size = 64 << 20
+	data := make([]byte, size)
+	rand.NewChaCha8([32]byte{37}).Read(data)
+	writeFile(t, filepath.Join(c.dirs[0], "f.bin"), string(data))
+	stats := filepath.Join(t.TempDir(), "stats.json")
+	cmd := c.ssh.command(t, "-v", "--timeout", "3s", "--stats-json", stats, "--to", "h2,h3", "h1:"+filepath.Join(c.dst, "f.bin"), c.dst)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	var sender, first int
+	testutil.WaitFor(t, 2*time.Minute, "the remote sides on h1 and h2", func() bool {
+		sender, first = c.remoteOf(t, 0), c.remoteOf(t, 1)
+		return sender != 0 && first != 0
+	})
+	untilPartial(t, c.dirs[2], "f.bin", size/4, &stderr)
+	// The sender waits while h2 goes, so that it goes in mid-stream.
+	syscall.Kill(sender, syscall.SIGSTOP)
+	syscall.Kill(first, syscall.SIGKILL)
+	syscall.Kill(sender, syscall.SIGCONT)
+	err := cmd.Wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 8 {
+		t.Fatalf("rdmacp: %v, want exit 8; stderr:\n%s", err, stderr.String())
+	}
+	rep := readReport(t, stats)
+	if len(rep.Hosts) != 2 || rep.Hosts[0].OK || !rep.Hosts[1].OK {
+		t.Errorf("report: %+v, want h2 failed and h3 in place", rep.Hosts)
+	}
+	if !strings.Contains(stderr.String(), "rdmacp: h2: ") || !strings.Contains(stderr.String(), "given up in mid-stream") {
+		t.Errorf("stderr does not name h2 as given up:\n%s", stderr.String())
+	}
+	if got, err := os.ReadFile(filepath.Join(c.dirs[2], "f.bin")); err != nil || !bytes.Equal(got, data) {
+		t.Errorf("h3 has %d bytes (%v), want %d identical ones", len(got), err, len(data))
+	}
+	t.Logf("rdmacp said:\n%s", stderr.String())
+	noStrays(t)
+}
+
+// TestHostileBetweenTo copies from a hostile h1 down the chain h2, h3: a
+// plan of what was not asked for is refused with exit 9 before the chain
+// starts; lost hosts that are not the chain's or more of them than it
+// has fail the copy with exit 5 before anything is put in place, and a
+// byte count that is not what the hosts got fails it with exit 5 too (see
+// hostileChain).
+func TestHostileBetweenTo(t *testing.T) {
+	c := betweenCluster(t, 3)
+	writeFile(t, filepath.Join(c.dirs[0], "report.txt"), "hello")
+	cases := []struct {
+		cmd  string
+		code int
+		says string
+	}{
+		{hostileCmd(t, "file-bashrc"), 9, `the remote side on h1 sent what was not asked for: ".bashrc"`},
+		{chainCmd(t, "lost-elsewhere"), 5, `names "10.9.9.9:1", which is none of the hosts of this copy`},
+		{chainCmd(t, "lost-all"), 5, "names more lost hosts than the 2 of the chain"},
+		{chainCmd(t, "count"), 5, "reports ok 5, 6 bytes were sent"},
+	}
+	for _, tc := range cases {
+		name := tc.cmd[strings.LastIndex(tc.cmd, " ")+1:]
+		t.Run(name, func(t *testing.T) {
+			for _, d := range c.dirs[1:] {
+				clear(t, d)
+			}
+			r := c.ssh.rdmacp(t, "--remote-cmd", tc.cmd, "--timeout", "10s", "--to", "h2,h3", "h1:report.txt", c.dst)
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || strings.Contains(r.stderr, "no upload lie") {
+				t.Errorf("exit %d, want %d saying %s; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+			for _, d := range c.dirs[1:] {
+				if _, err := os.Stat(filepath.Join(d, "report.txt")); err == nil && name != "count" {
+					t.Errorf("%s has report.txt in place", d)
+				}
+			}
+		})
+	}
+	noStrays(t)
+}
+
+// chainCmd is the --remote-cmd that starts, as the sending side, the
+// hostile sender of a chain with lie (see hostileChain), and, as a
+// receiving side, the real rdmacp.
+func chainCmd(t *testing.T, lie string) string {
+	t.Helper()
+	self, err := os.Executable()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fmt.Sprintf("%s %s %s %s", self, hostileChainFlag, bin, lie)
+}
+
+// TestBetweenTransport copies a file from h1 to h2, and from h1 down the
+// chain h2, h3, over the harness's transport (rdma in the SoftRoCE VM,
+// where the hosts share one address, so that TestBetween's measure of
+// this host's interface does not apply): h1 says it sent the stream over
+// that transport to the address and port that h2 says it listens on, and
+// this side says h1 streams there; the copies are exact, and the RDMA
+// device, when named, carried at least a packet per 4 KiB of each.
+func TestBetweenTransport(t *testing.T) {
+	c := startCluster(t, 3)
+	const size = 3 << 20
+	f := filepath.Join(c.dst, "f")
+	makeFile(t, filepath.Join(c.dirs[0], "f"), size, false)
+	sent := regexp.MustCompile(`\nrdmacp: sent to (\S+): (\d+) bytes in .* over (\w+),`)
+	cases := []struct {
+		name  string
+		args  []string
+		to    []int  // the hosts that get the copy
+		local string // what this side says of where h1 streams
+	}{
+		{"between", []string{"h1:" + f, "h2:" + c.dst + "/"}, []int{1}, "from h1 straight to h2 at "},
+		{"down a chain", []string{"--to", "h2,h3", "h1:" + f, c.dst}, []int{1, 2}, "straight down the chain, first to h2 at "},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range c.dirs[1:] {
+				clear(t, d)
+			}
+			before := counters(t)
+			r := c.ssh.rdmacp(t, append([]string{"-v"}, tc.args...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			t.Logf("rdmacp said:\n%s", r.stderr)
+			m := sent.FindStringSubmatch("\n" + r.stderr)
+			switch {
+			case m == nil || m[2] != strconv.Itoa(size) || m[3] != harness.transport:
+				t.Errorf("h1 does not say it sent %d bytes over %s", size, harness.transport)
+			case !strings.Contains(r.stderr, "listening on "+m[1]+" (") || !strings.Contains(r.stderr, tc.local+m[1]+"\n"):
+				t.Errorf("h2 does not say it listens on %s, where h1 sent, or this side that h1 streams there", m[1])
+			}
+			for _, i := range tc.to {
+				sameFile(t, filepath.Join(c.dirs[0], "f"), filepath.Join(c.dirs[i], "f"), false)
+			}
+			if harness.device == "" {
+				return
+			}
+			after := counters(t)
+			for i, name := range []string{"sent_pkts", "rcvd_pkts"} {
+				if d := after[i] - before[i]; d < int64(len(tc.to))*size/4096 {
+					t.Errorf("%s's %s grew by %d during the copy, want %d at least", harness.device, name, d, len(tc.to)*size/4096)
+				}
+			}
+		})
+	}
+	noStrays(t)
+}
