@@ -103,6 +103,11 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 		if err != nil {
 			return err
 		}
+		if w.under(name) {
+			if err := w.wait(); err != nil {
+				return err
+			}
+		}
 		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
 			return err
 		}
@@ -279,7 +284,7 @@ func checkParents(root *os.Root, name string, seen map[string]bool) error {
 	for _, d := range slices.Backward(todo) {
 		fi, err := root.Lstat(d)
 		if err != nil {
-			return fmt.Errorf("archive entry %q: %w", name, err)
+			return fmt.Errorf("archive entry %q: %w", name, entryErr("lstat", d, err))
 		}
 		if !fi.IsDir() {
 			return fmt.Errorf("archive entry %q: %q is not a directory here (a link is not followed)", name, d)

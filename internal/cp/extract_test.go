@@ -217,6 +217,7 @@ func TestExtractQuotesNames(t *testing.T) {
 	}{
 		{"a directory in the way of a file", []entry{{name: "dir/", typ: tar.TypeDir}, {name: evil + "/", typ: tar.TypeDir}, {name: evil, typ: tar.TypeReg, body: "x"}}},
 		{"a file in the way of a directory", []entry{{name: "dir/", typ: tar.TypeDir}, {name: evil, typ: tar.TypeReg, body: "x"}, {name: evil + "/sub", typ: tar.TypeReg, body: "x"}}},
+		{"an entry in a directory never made", []entry{{name: "dir/", typ: tar.TypeDir}, {name: evil + "/sub", typ: tar.TypeReg, body: "x"}}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"io/fs"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -76,6 +77,17 @@ func (w *writers) takes(h *tar.Header, s spot) bool {
 // without closing the directories they are written in (see dirs.of).
 func (w *writers) passes(h *tar.Header, name string, ds *dirs) bool {
 	return h.Typeflag == tar.TypeDir && !w.names[name] && ds.keepsOpen(name)
+}
+
+// under says whether name lies under a file handed over since the last
+// wait: whether that file must be in place before name's way is checked.
+func (w *writers) under(name string) bool {
+	for d := filepath.Dir(name); d != "."; d = filepath.Dir(d) {
+		if w.names[d] {
+			return true
+		}
+	}
+	return false
 }
 
 // write reads the data of the current entry of tr, h.Size bytes, and
