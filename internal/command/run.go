@@ -15,7 +15,8 @@ import (
 // command's own flags, or "".
 type Hint func(name string, err error) string
 
-// Run runs app with args (args[0] is the program name), prints the error it
+// Run runs app with args (args[0] is the program name; flags may follow
+// operands, see flagsFirst), prints the error it
 // ends with, and the hint for it, on stderr, and returns the exit code.
 // --help goes to stdout (exit 0), so that `rdmasend --help | less` shows
 // it; errors, usage errors (exit 2) among them, go to stderr. A panic is a
@@ -31,7 +32,7 @@ func Run(app *cli.App, args []string, hint Hint) (code int) {
 			code = report(os.Stderr, app.Name, conn.Errorf(conn.KindInternal, "", "bug: %v (please report it with this message)\n%s", p, debug.Stack()), hint)
 		}
 	}()
-	return report(os.Stderr, app.Name, app.Run(args), hint)
+	return report(os.Stderr, app.Name, app.Run(flagsFirst(app, args)), hint)
 }
 
 // OnUsageError turns a flag parsing error into a usage error (a

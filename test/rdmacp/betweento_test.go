@@ -36,10 +36,11 @@ func TestBetweenTo(t *testing.T) {
 		flags []string
 		src   string // on h1, under c.dst
 		says  []string
+		after bool // --to after SRC, as scp's getopt allows
 	}{
-		{"file", nil, "f.bin", []string{"encrypted (AES-256-GCM)", "sent to " + c.addrs[1] + ":", "straight down the chain, first to h2 at " + c.addrs[1] + ":"}},
-		{"file, not encrypted", []string{"--no-encrypt"}, "f.bin", []string{"not encrypted (authenticated with aes-gmac)"}},
-		{"tree", []string{"-r", "-p"}, "tree", nil},
+		{"file", nil, "f.bin", []string{"encrypted (AES-256-GCM)", "sent to " + c.addrs[1] + ":", "straight down the chain, first to h2 at " + c.addrs[1] + ":"}, false},
+		{"file, not encrypted", []string{"--no-encrypt"}, "f.bin", []string{"not encrypted (authenticated with aes-gmac)"}, false},
+		{"tree", []string{"-r", "-p"}, "tree", nil, true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -49,7 +50,12 @@ func TestBetweenTo(t *testing.T) {
 			before := linkBytes(t, c.here)
 			stats := filepath.Join(t.TempDir(), "stats.json")
 			args := append([]string{"-v", "--stats-json", stats}, tc.flags...)
-			r := c.ssh.rdmacp(t, append(args, "--to", chain, "h1:"+filepath.Join(c.dst, tc.src), c.dst)...)
+			src := "h1:" + filepath.Join(c.dst, tc.src)
+			args = append(args, "--to", chain, src, c.dst)
+			if tc.after {
+				args = append(args[:len(args)-4], src, "--to", chain, c.dst)
+			}
+			r := c.ssh.rdmacp(t, args...)
 			through := linkBytes(t, c.here) - before
 			if r.code != 0 {
 				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
