@@ -155,8 +155,13 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	if err := w.wait(); err != nil {
 		return err
 	}
-	slices.Reverse(dirs)
-	for _, d := range dirs {
+	return setDirs(root, dirs)
+}
+
+// setDirs gives the directories of dirs their modes and times, the last
+// made first, once nothing more is written in them.
+func setDirs(root *os.Root, dirs []dirMeta) error {
+	for _, d := range slices.Backward(dirs) {
 		if err := root.Chmod(d.name, d.mode); err != nil {
 			return err
 		}
