@@ -261,6 +261,9 @@ func (s *Server) Serve(ctx context.Context) (pipe.Stats, error) {
 			}
 		case r := <-l.results:
 			if !l.ended(r) {
+				// A claim given back (a relay not set up) served no
+				// stream: the context's end counts again.
+				done = ctx.Done()
 				continue
 			}
 			wait = nil

@@ -377,3 +377,47 @@ func TestRejoin(t *testing.T) {
 		})
 	}
 }
+
+// TestCancelledWhileRelaySetUp ends the Server's context while the one
+// sender's relay is being set up, which then fails: the claim given back,
+// no stream was served, and Serve ends with the context rather than
+// waiting on for another sender.
+func TestCancelledWhileRelaySetUp(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(t.Context())
+	defer cancel(nil)
+	key := bytes.Repeat([]byte{5}, 32)
+	p := conn.NewParams(4096, 4)
+	why := errors.New("the next host cannot be reached")
+	dial := func(context.Context, string) (conn.Conn, error) {
+		cancel(why)
+		return nil, conn.Errorf(conn.KindSetup, "connect next", "no route to host")
+	}
+	cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Minute, Relay: pipe.RelayConfig{To: "next", Dial: dial}}
+	l := &memListener{conns: make(chan conn.Conn, 1)}
+	s, r, err := memconn.Pair(p, p, memconn.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l.conns <- r
+	done := make(chan error, 1)
+	go func() {
+		_, err := (&Server{Listener: l, Out: io.Discard, Config: cfg, Log: io.Discard, Wait: time.Hour}).Serve(ctx)
+		done <- err
+	}()
+	if _, err := pipe.Send(t.Context(), s, strings.NewReader("never sent"), pipe.SendConfig{Key: key, Timeout: time.Minute}); err == nil {
+		t.Fatal("the sender's stream went through a relay that was not set up")
+	}
+	var got error
+	testutil.WaitFor(t, 10*time.Second, "Serve to end", func() bool {
+		select {
+		case got = <-done:
+			return true
+		default:
+			return false
+		}
+	})
+	if conn.KindOf(got) != conn.KindAborted || !errors.Is(got, why) {
+		t.Fatalf("Serve: %v (%v), want the context's end, aborted", got, conn.KindOf(got))
+	}
+}
