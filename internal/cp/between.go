@@ -2,9 +2,11 @@ package cp
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"strconv"
+	"strings"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -68,7 +70,8 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 // does and the receiving sides, with its plan, as CopyTo does, then tells
 // the sending side the first host of the chain that started and the
 // hosts after it to go on with should that one die. Its result is
-// CopyTo's.
+// CopyTo's: a host of the chain that could not connect to the next one
+// fails the copy before the stream, naming the pair.
 func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) error {
 	from := srcs[0]
 	req, a := o.fetchRequest(newKey(), srcs) // the key is the forward line's
@@ -111,8 +114,8 @@ func sendingSide(ctx context.Context, from Target, o Options, req Request, a ask
 // sentDown tells the sending side on from to send the stream down live,
 // the chain of hosts that started, and returns what it says it sent and
 // the hosts it says it gave up (no more than the chain has; which they
-// are, relayAll checks). A sending side that could not start the stream
-// did not reach the first host: the error names the pair.
+// are, relayAll checks). A sending side that could not connect to the
+// first host names the pair (see linkFailed).
 func sentDown(ctx context.Context, sender *remote, from string, live []*member, o Options) (pipe.Stats, error) {
 	first := live[0]
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
@@ -132,7 +135,7 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 			stats.Lost = append(stats.Lost, st.msg)
 			continue
 		case st.kind == "fail" && kindOfCode(int(st.n)) == conn.KindSetup:
-			return stats, &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + first.t.Host + " at " + first.addr, Err: remoteFailed(from, st)}
+			return stats, linkFailed(from, first.t.Host, first.addr, st)
 		case st.kind != "ok":
 			if err := remoteFailed(from, st); err != nil {
 				return stats, err
@@ -204,8 +207,8 @@ func relayedPlan(a asked, c Contents) (Contents, error) {
 
 // finishBetween waits for the results of a copy between two remote
 // hosts, sender's on from and receiver's on to (listening at addr). A
-// sending side that fails before the stream (it could not connect) ends
-// the receiving side's wait, and names the pair.
+// sending side that fails before the stream ends the receiving side's
+// wait; if it could not connect, the error names the pair.
 func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
 	sent, err := sender.next(ctx, maxTimeout)
 	if ctx.Err() != nil {
@@ -215,7 +218,7 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 		return conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
 	}
 	if sent.kind == "fail" && kindOfCode(int(sent.n)) == conn.KindSetup {
-		return &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + to + " at " + addr, Err: remoteFailed(from, sent)}
+		return linkFailed(from, to, addr, sent)
 	}
 	got, err := receiver.next(ctx, statusWait)
 	if ctx.Err() != nil {
@@ -250,4 +253,37 @@ func betweenOutcome(sent, got status, from, to string) error {
 		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
 	}
 	return remoteDone(to, got, sent.n, "sent by "+from)
+}
+
+// cannotConnectOp starts a remote side's failure to connect to the host
+// at addr (see cannotConnect).
+func cannotConnectOp(addr string) string { return "cannot connect to " + addr }
+
+// cannotConnect is a remote side's failure to connect to the host at addr
+// (err), the next one of a chain or the receiving host of a copy between
+// two remote hosts, which the local side reports as the pair's (see
+// linkFailed).
+func cannotConnect(addr string, err error) error {
+	return &conn.Error{Kind: conn.KindSetup, Op: cannotConnectOp(addr), Err: err}
+}
+
+// couldNotConnect returns why st, a remote side's status, says it could
+// not connect to addr (see cannotConnect), and whether it says so.
+func couldNotConnect(st status, addr string) (string, bool) {
+	if st.kind != "fail" || kindOfCode(int(st.n)) != conn.KindSetup {
+		return "", false
+	}
+	return strings.CutPrefix(st.msg, cannotConnectOp(addr)+": ")
+}
+
+// linkFailed is the failure st of the remote side on from, which was to
+// connect to the host to at addr: when it says it could not connect
+// there, an error that names the pair and says why; else the remote
+// side's failure as it is.
+func linkFailed(from, to, addr string, st status) error {
+	why, ok := couldNotConnect(st, addr)
+	if !ok {
+		return remoteFailed(from, st)
+	}
+	return &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + to + " at " + addr, Err: errors.New(strconv.Quote(why))}
 }

@@ -58,7 +58,7 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 		first := live[0]
 		cfg := o.sendConfig(first.key)
 		o.repairing(&cfg, forwardTo(live))
-		return stream(ctx, first.addr, p, in, o, cfg, first.r.waited)
+		return stream(ctx, first.addr, p, in, o, cfg, anyEnded(live))
 	})
 	if err != nil {
 		return err
@@ -158,6 +158,11 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 		for _, m := range live[1:] {
 			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.lastWords())
 		}
+		if err := brokenPair(live); err != nil {
+			for _, m := range live {
+				m.err = err
+			}
+		}
 		return stats
 	}
 	lost, err := lostMembers(live, stats.Lost)
@@ -194,6 +199,35 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 	}
 	wg.Wait()
 	return stats
+}
+
+// anyEnded returns a channel closed once the remote side of any of ms
+// has ended: before the stream starts, the chain can then not be set up.
+func anyEnded(ms []*member) <-chan struct{} {
+	ended := make(chan struct{})
+	var once sync.Once
+	for _, m := range ms {
+		go func() {
+			<-m.r.waited
+			once.Do(func() { close(ended) })
+		}()
+	}
+	return ended
+}
+
+// brokenPair returns, once the remote sides of live (the chain, in its
+// order) have ended, the failure of the last of them that says it could
+// not connect to the next one (see linkFailed), or nil. Only the last
+// counts: the hosts before it could not set their stream up because it
+// could not, and one may have found it gone when it tried again.
+func brokenPair(live []*member) error {
+	for i := len(live) - 2; i >= 0; i-- {
+		m, next := live[i], live[i+1]
+		if _, ok := couldNotConnect(m.r.failed, next.addr); ok {
+			return linkFailed(m.t.Host, next.t.Host, next.addr, m.r.failed)
+		}
+	}
+	return nil
 }
 
 // repairing sets cfg, a stream's to the first host of a chain, to give up

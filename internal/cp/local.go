@@ -324,7 +324,7 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	c, err := d.Dial(dctx, addr, o.params())
 	cancel()
 	if err != nil {
-		return pipe.Stats{}, fmt.Errorf("%w (the stream goes straight to %s, not through ssh: see --data-host)", err, addr)
+		return pipe.Stats{}, &dialError{addr: addr, err: err}
 	}
 	var st pipe.Stats
 	if p.mode == modeFile {
@@ -335,6 +335,19 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 	pipe.Release(c, err)
 	return st, err
 }
+
+// dialError is a failure to connect to the remote side at addr, which
+// the stream goes to.
+type dialError struct {
+	addr string
+	err  error
+}
+
+func (e *dialError) Error() string {
+	return fmt.Sprintf("%v (the stream goes straight to %s, not through ssh: see --data-host)", e.err, e.addr)
+}
+
+func (e *dialError) Unwrap() error { return e.err }
 
 // sendTar streams p's sources to c as a tar archive, paced to o's rate.
 func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {

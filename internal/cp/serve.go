@@ -98,15 +98,20 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
 	cfg := pipe.ReceiveConfig{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
+	chain, unreached := context.WithCancelCause(ctx)
+	defer unreached(nil)
 	if req.Relay {
-		if err := forwardWith(&cfg.Relay, req, br, stderr); err != nil {
+		if err := forwardWith(&cfg.Relay, req, br, stderr, unreached); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
 	}
-	ctx, cancel := untilEOF(ctx, br)
+	rctx, cancel := untilEOF(chain, br)
 	defer cancel(nil)
-	st, err := receive(ctx, server.Server{Listener: l, Config: cfg, Log: stderr, Rejoin: req.Relay}, s, nil, req.Dest)
+	st, err := receive(rctx, server.Server{Listener: l, Config: cfg, Log: stderr, Rejoin: req.Relay}, s, nil, req.Dest)
+	if err != nil && chain.Err() != nil && ctx.Err() == nil {
+		return st.Bytes, context.Cause(chain) // the next host was not reached: the chain is broken
+	}
 	return st.Bytes, err
 }
 
@@ -119,8 +124,10 @@ const forwardWait = time.Hour
 // and sets cfg to pass the stream on where it says, to the host holding
 // the key it names, and, should that host die, to the hosts after it
 // that it names (see pipe.RelayConfig.Repair); and nowhere else, whatever
-// the sender asks.
-func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io.Writer) error {
+// the sender asks. A failure to connect to the next host as the stream
+// is set up (not because the sender went away meanwhile) is given to
+// unreached: the chain cannot be set up.
+func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io.Writer, unreached context.CancelCauseFunc) error {
 	f, err := readForward(br)
 	if err != nil || f.To == "" {
 		return err
@@ -128,7 +135,11 @@ func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
 	cfg.To, cfg.Key, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
 	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) {
-		return d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
+		c, err := d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
+		if err != nil && addr == f.To && !errors.Is(ctx.Err(), context.Canceled) {
+			unreached(cannotConnect(addr, err))
+		}
+		return c, err
 	}
 	return nil
 }
@@ -262,13 +273,17 @@ func sendTo(req Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, 
 }
 
 // betweenResult is the sending side's result, in a copy between two
-// remote hosts, of its stream to addr: a stream that could not start
-// (the receiving host was not reached) is a setup failure, which the
-// local side reports as one host's failure to reach the other; a stream
-// that went is summed up with -v, as no local side has its figures (a
-// resume's partial copies spared skipped bytes, -1: it did not resume).
+// remote hosts, of its stream to addr: a stream that could not start is a
+// setup failure, which, when the receiving host was not reached, the
+// local side reports as one host's failure to reach the other (see
+// cannotConnect); a stream that went is summed up with -v, as no local
+// side has its figures (a resume's partial copies spared skipped bytes,
+// -1: it did not resume).
 func betweenResult(ctx context.Context, st pipe.Stats, err error, addr string, o Options, skipped int64) error {
+	var de *dialError
 	switch {
+	case err != nil && ctx.Err() == nil && errors.As(err, &de):
+		return cannotConnect(addr, de.err)
 	case err != nil && ctx.Err() == nil && pipe.Retryable(st, err):
 		return &conn.Error{Kind: conn.KindSetup, Err: err}
 	case err == nil && o.Verbose:

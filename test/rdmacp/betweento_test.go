@@ -88,10 +88,11 @@ func TestBetweenTo(t *testing.T) {
 	}
 }
 
-// TestBetweenToErrors: h1 that cannot reach the chain's first host fails
-// the copy with exit 3 naming the pair, before anything lands; a host of
-// the chain that does not start is left out, and the others get the copy
-// (exit 8).
+// TestBetweenToErrors: a host of the chain that does not start is left
+// out, and the others get the copy (exit 8); a host that cannot reach the
+// next one (h1 the chain's first host, or a host of the chain the next,
+// in this form or the one from this host) fails the copy with exit 3
+// naming the pair, before anything lands.
 func TestBetweenToErrors(t *testing.T) {
 	c := betweenCluster(t, 3)
 	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
@@ -107,28 +108,59 @@ func TestBetweenToErrors(t *testing.T) {
 			}
 		}
 	})
-	t.Run("h1 cannot reach h2", func(t *testing.T) {
-		for _, d := range c.dirs[1:] {
-			clear(t, d)
-		}
-		// h1 has no route to h2 and h3; this host reaches them as before.
-		for _, a := range c.addrs[1:] {
-			if out, err := exec.Command("ip", "-n", c.nss[0], "route", "add", "unreachable", a+"/32").CombinedOutput(); err != nil {
-				t.Fatalf("ip route add: %v: %s", err, out)
+	// Each case cuts a host of the chain off the next one (this host
+	// reaches both as before): rdmacp fails with exit 3 naming the pair,
+	// and no host has a file (or a partial one) it did not have before.
+	g := filepath.Join(t.TempDir(), "g")
+	writeFile(t, g, "local bytes\n")
+	for _, tc := range []struct {
+		name     string
+		from, to int // the hosts cut off, as indices of c
+		args     []string
+	}{
+		{"h1 cannot reach h2", 0, 1, []string{"--to", "h2,h3", f, c.dst}},
+		{"h2 cannot reach h3", 1, 2, []string{"--to", "h2,h3", f, c.dst}},
+		{"this host down h1, h2, h3: h2 cannot reach h3", 1, 2, []string{"--to", "h1,h2,h3", g, c.dst}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, d := range c.dirs[1:] {
+				clear(t, d)
 			}
-		}
-		r := c.ssh.rdmacp(t, "--to", "h2,h3", f, c.dst)
-		says := "h1 cannot connect to h2 at " + c.addrs[1] + ":"
-		if r.code != 3 || !strings.Contains(r.stderr, says) {
-			t.Fatalf("exit %d, want 3 saying %q; stderr:\n%s", r.code, says, r.stderr)
-		}
-		for _, d := range c.dirs[1:] {
-			if entries, _ := os.ReadDir(d); len(entries) != 0 {
-				t.Errorf("%s has %v after a failed copy", d, entries)
+			cutOff(t, c, tc.from, tc.to)
+			r := c.ssh.rdmacp(t, tc.args...)
+			t.Logf("rdmacp said:\n%s", r.stderr)
+			says := fmt.Sprintf("h%d cannot connect to h%d at %s:", tc.from+1, tc.to+1, c.addrs[tc.to])
+			if r.code != 3 || !strings.Contains(r.stderr, says) {
+				t.Fatalf("exit %d, want 3 saying %q; stderr:\n%s", r.code, says, r.stderr)
 			}
+			for i, d := range c.dirs {
+				want := 0
+				if i == 0 {
+					want = 1 // f, the source
+				}
+				if entries, _ := os.ReadDir(d); len(entries) != want {
+					t.Errorf("%s has %v after a failed copy", d, entries)
+				}
+			}
+			noStrays(t)
+		})
+	}
+}
+
+// cutOff leaves host from of c without a route to host to until the end
+// of t; this host reaches both as before.
+func cutOff(t *testing.T, c *cluster, from, to int) {
+	t.Helper()
+	route := []string{"-n", c.nss[from], "route", "add", "unreachable", c.addrs[to] + "/32"}
+	if out, err := exec.Command("ip", route...).CombinedOutput(); err != nil {
+		t.Fatalf("ip route add: %v: %s", err, out)
+	}
+	t.Cleanup(func() {
+		route[3] = "del"
+		if out, err := exec.Command("ip", route...).CombinedOutput(); err != nil {
+			t.Errorf("ip route del: %v: %s", err, out)
 		}
 	})
-	noStrays(t)
 }
 
 // TestBetweenToHostDies kills the first host of the chain h2, h3 in the
