@@ -63,20 +63,23 @@ A copy between two remote hosts (HOST1:SRC... HOST2:DST) goes straight from HOST
 HOST2, never through this host: rdmacp starts the sending side on HOST1, checks what it
 would send as for a download, starts the receiving side on HOST2 with that and the same
 one-time key, and tells HOST1 where HOST2 listens (HOST2's address as ssh resolves it
-here, or --data-host's). HOST1 that cannot connect to HOST2 is exit 3, naming the pair.
+here, or --data-host's). HOST1 that cannot connect to HOST2 is exit 3, naming the pair;
+HOST1's other failures before the stream are its own, named by it.
 With -v, HOST1 sums up the stream. -C resumes as for a copy to HOST2, HOST2's offers
 passed on to HOST1. With --to HOST,HOST,... and sources on one remote host
 (--to HOST1,HOST2 HOST0:SRC... DST), the stream goes from HOST0 down the chain as below,
-never through this host; HOST0 that cannot connect to the chain's first host is exit 3,
-naming the pair.
+never through this host.
 
 With --to HOST,HOST,... (or --to-file), the sources go to DST on every host at once as
 one stream: this host sends it once, to the first host, which writes it and passes it
 on to the next, and so on down the list. The remote sides start in parallel (--fanout
 at a time), each with its own one-time key; each is told only where to pass the stream
 on and that host's key, so a host relays only along this chain. A host whose remote side
-does not start is left out and reported. rdmacp exits 0 only when every host has the
-copy in place, and 8 when some have and others failed: stderr and --stats-json name
+does not start is left out and reported. Each pair of the chain (HOST0 and the first
+host, in the form above) connects before any byte moves: a host that cannot connect to
+the next one fails the copy, exit 3, naming the pair, and no host has a file of it.
+rdmacp exits 0 only when every host has the copy in place, and 8 when some have and
+others failed (did not start, or died in mid-stream): stderr and --stats-json name
 them, so that a retry can go to just those (--to-file of the failed ones).
 
 --launcher starts the remote side with another command than ssh, e.g. a cluster's own
@@ -108,7 +111,8 @@ EXIT CODES:
       missing, or a directory without -r; the others were copied. Or an internal error
    2  usage error (bad flags or arguments, the only source missing)
    3  setup failure: ssh or the remote side could not start (or is another version),
-      DST missing or not writable, cannot connect (between two remote hosts: the pair)
+      DST missing or not writable, cannot connect (between remote hosts, or a host of
+      a --to chain to the next one: the pair)
    4  stream aborted: the peer aborted or was lost, interrupted, input or output failed
    5  integrity failure: length, checksum or sequence mismatch
    6  authentication failure (the one-time key did not match)

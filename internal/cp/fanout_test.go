@@ -213,3 +213,42 @@ func TestLostMembers(t *testing.T) {
 		}
 	}
 }
+
+// TestBrokenPair: once a chain failed before its stream, the pair named
+// is the last host's (down the chain) that says it could not connect to
+// its own next one; a host that says so of another address, or a failure
+// that is no failure to connect, names none.
+func TestBrokenPair(t *testing.T) {
+	unreached := func(addr string) status {
+		return status{kind: "fail", n: command.ExitSetup, msg: cannotConnect(addr, errors.New("refused")).Error()}
+	}
+	gone := status{kind: "fail", n: command.ExitAborted, msg: "wait for the sender: the ssh session ended"}
+	tests := []struct {
+		name   string
+		failed []status // each host's failure, h1 first
+		says   string   // "": none
+	}{
+		{"none", []status{gone, gone, gone}, ""},
+		{"the first", []status{unreached("10.0.0.2:1"), gone, gone}, "h1 cannot connect to h2 at 10.0.0.2:1"},
+		{"the middle", []status{gone, unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
+		{"the middle, which the first then found gone", []status{unreached("10.0.0.2:1"), unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
+		{"an address not its next", []status{unreached("10.0.0.3:1"), gone, gone}, ""},
+		{"the last, which has no next", []status{gone, gone, unreached("10.0.0.2:1")}, ""},
+		{"not a setup failure", []status{{kind: "fail", n: command.ExitAuth, msg: unreached("10.0.0.2:1").msg}, gone, gone}, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var live []*member
+			for i, st := range tt.failed {
+				live = append(live, &member{t: Target{Host: fmt.Sprintf("h%d", i+1)}, addr: fmt.Sprintf("10.0.0.%d:1", i+1), r: &remote{failed: st}})
+			}
+			err := brokenPair(live)
+			switch {
+			case tt.says == "" && err != nil:
+				t.Fatalf("got %v, want no pair", err)
+			case tt.says != "" && (command.ExitCode(err) != command.ExitSetup || err == nil || !strings.HasPrefix(err.Error(), tt.says+": ")):
+				t.Fatalf("got %v, want a setup failure starting %q", err, tt.says)
+			}
+		})
+	}
+}

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -119,5 +120,37 @@ func TestNotWritable(t *testing.T) {
 		if got := conn.KindOf(notWritable(tc.err, "/d")); got != tc.want {
 			t.Errorf("%v: kind %v, want %v", tc.err, got, tc.want)
 		}
+	}
+}
+
+// TestBetweenResult: the sending side of a copy between remote hosts
+// says it could not connect (see cannotConnect) only when connecting
+// failed; any other failure before the stream is a setup failure as it
+// is, and one after the stream began keeps its kind.
+func TestBetweenResult(t *testing.T) {
+	const addr = "10.0.0.2:4000"
+	dial := &dialError{addr: addr, err: conn.Errorf(conn.KindSetup, "connect "+addr, "no route to host")}
+	cases := []struct {
+		name  string
+		began bool
+		err   error
+		kind  conn.Kind
+		says  string // the error's start
+	}{
+		{"connecting failed", false, dial, conn.KindSetup, "cannot connect to " + addr + ": connect " + addr + ": no route to host"},
+		{"the receiver refused", false, conn.Errorf(conn.KindSetup, "", "receiver refused the connection: busy"), conn.KindSetup, "receiver refused"},
+		{"dropped in the handshake", false, conn.Errorf(conn.KindAborted, "handshake", "reset"), conn.KindSetup, "handshake: reset"},
+		{"in mid-stream", true, conn.Errorf(conn.KindAborted, "send", "reset"), conn.KindAborted, "send: reset"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			err := betweenResult(context.Background(), pipe.Stats{Began: tc.began}, tc.err, addr, Options{}, -1)
+			if conn.KindOf(err) != tc.kind || !strings.HasPrefix(err.Error(), tc.says) {
+				t.Fatalf("got %v (%v), want %v starting %q", err, conn.KindOf(err), tc.kind, tc.says)
+			}
+			if tc.err != error(dial) && strings.Contains(err.Error(), "cannot connect") {
+				t.Fatalf("%v says it could not connect", err)
+			}
+		})
 	}
 }

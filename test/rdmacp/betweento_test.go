@@ -212,8 +212,10 @@ func TestBetweenToHostDies(t *testing.T) {
 // plan of what was not asked for is refused with exit 9 before the chain
 // starts; lost hosts that are not the chain's or more of them than it
 // has fail the copy with exit 5 before anything is put in place, and a
-// byte count that is not what the hosts got fails it with exit 5 too (see
-// hostileChain).
+// byte count that is not what the hosts got fails it with exit 5 too; a
+// setup failure that is not one to connect to h2 (another version, or
+// an address h1 was never given) is h1's own, exit 3, and says nothing
+// of h1 not reaching h2 (see hostileChain).
 func TestHostileBetweenTo(t *testing.T) {
 	c := betweenCluster(t, 3)
 	writeFile(t, filepath.Join(c.dirs[0], "report.txt"), "hello")
@@ -226,6 +228,8 @@ func TestHostileBetweenTo(t *testing.T) {
 		{chainCmd(t, "lost-elsewhere"), 5, `names "10.9.9.9:1", which is none of the hosts of this copy`},
 		{chainCmd(t, "lost-all"), 5, "names more lost hosts than the 2 of the chain"},
 		{chainCmd(t, "count"), 5, "reports ok 5, 6 bytes were sent"},
+		{chainCmd(t, "version"), 3, `remote side on h1: "handshake: unexpected message from the receiver`},
+		{chainCmd(t, "unreached-elsewhere"), 3, `remote side on h1: "cannot connect to 10.9.9.9:1: no route to host"`},
 	}
 	for _, tc := range cases {
 		name := tc.cmd[strings.LastIndex(tc.cmd, " ")+1:]
@@ -234,7 +238,7 @@ func TestHostileBetweenTo(t *testing.T) {
 				clear(t, d)
 			}
 			r := c.ssh.rdmacp(t, "--remote-cmd", tc.cmd, "--timeout", "10s", "--to", "h2,h3", "h1:report.txt", c.dst)
-			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || strings.Contains(r.stderr, "no upload lie") {
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || strings.Contains(r.stderr, "no upload lie") || strings.Contains(r.stderr, "h1 cannot connect") {
 				t.Errorf("exit %d, want %d saying %s; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
 			}
 			for _, d := range c.dirs[1:] {

@@ -231,8 +231,11 @@ const hostileChainFlag = "hostile-chain"
 // remote side's flag, the real rdmacp's receiving side, or a sending side
 // that plans the 5 bytes of report.txt honestly, reads the forward line
 // and lies: "lost-elsewhere" names a lost host of no chain, "lost-all"
-// names the chain's first host more times than the chain has hosts, and
-// "count" streams the 5 bytes to the first host but says it sent 6.
+// names the chain's first host more times than the chain has hosts,
+// "count" streams the 5 bytes to the first host but says it sent 6,
+// "version" fails as a sending side of another version, and
+// "unreached-elsewhere" says it could not connect to an address it was
+// never given.
 func hostileChain(args []string) int {
 	if len(args) != 3 {
 		fmt.Fprintf(os.Stderr, "hostile: want rdmacp, LIE and the remote side's flag, got %q\n", args)
@@ -262,6 +265,12 @@ func hostileChain(args []string) int {
 	switch args[1] {
 	case "lost-elsewhere":
 		fmt.Println(`RDMACP lost "10.9.9.9:1"`)
+	case "version":
+		fmt.Printf("RDMACP fail 3 %q\n", "handshake: unexpected message from the receiver: is it an rdmapipe receiver of the same version?")
+		return 3
+	case "unreached-elsewhere":
+		fmt.Printf("RDMACP fail 3 %q\n", "cannot connect to 10.9.9.9:1: no route to host")
+		return 3
 	case "lost-all":
 		for range 2 + len(f.Then) {
 			fmt.Printf("RDMACP lost %q\n", f.To)
