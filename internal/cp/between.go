@@ -115,12 +115,22 @@ func sendingSide(ctx context.Context, from Target, o Options, req Request, a ask
 // the chain of hosts that started, and returns what it says it sent and
 // the hosts it says it gave up (no more than the chain has; which they
 // are, relayAll checks). A sending side that could not connect to the
-// first host names the pair (see linkFailed).
+// first host names the pair (see linkFailed); a host of live that could
+// not connect to the next one ends the wait (see chainBroken).
 func sentDown(ctx context.Context, sender *remote, from string, live []*member, o Options) (pipe.Stats, error) {
 	first := live[0]
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
 	// A failed write means ssh is gone; the sending side's status says why.
 	_ = writeJSONLine(sender.stdin, forwardTo(live))
+	ctx, stop := context.WithCancelCause(ctx)
+	defer stop(nil)
+	go func() {
+		select {
+		case <-chainBroken(live):
+			stop(conn.Errorf(conn.KindSetup, "", "a host of the chain cannot connect to the next one"))
+		case <-ctx.Done():
+		}
+	}()
 	var stats pipe.Stats
 	for {
 		st, err := sender.next(ctx, maxTimeout)

@@ -215,6 +215,23 @@ func anyEnded(ms []*member) <-chan struct{} {
 	return ended
 }
 
+// chainBroken returns a channel closed once a host of live (the chain,
+// in its order) has ended saying it could not connect to the next one: a
+// host says so only as the stream is set up, so the stream cannot start.
+func chainBroken(live []*member) <-chan struct{} {
+	broken := make(chan struct{})
+	var once sync.Once
+	for i, m := range live[:len(live)-1] {
+		go func() {
+			<-m.r.waited
+			if _, ok := couldNotConnect(m.r.failed, live[i+1].addr); ok {
+				once.Do(func() { close(broken) })
+			}
+		}()
+	}
+	return broken
+}
+
 // brokenPair returns, once the remote sides of live (the chain, in its
 // order) have ended, the failure of the last of them that says it could
 // not connect to the next one (see linkFailed), or nil. Only the last

@@ -34,7 +34,7 @@ type remote struct {
 	errc   chan error // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
 	err    error  // ssh's exit, once waited is closed
-	failed status // the remote side's failure, once result has read it
+	failed status // the remote side's last "fail" line, once lines or waited is closed
 }
 
 // startRemote runs the command line that o.remoteArgv gives for t and
@@ -71,6 +71,9 @@ func (r *remote) read(stdout io.Reader) {
 		if err != nil {
 			r.errc <- err
 			break
+		}
+		if st.kind == "fail" {
+			r.failed = st
 		}
 		if st.valid {
 			select {
@@ -150,7 +153,7 @@ func (r *remote) result() (ok int64, words string) {
 		case "ok":
 			ok = st.n
 		case "fail":
-			words, r.failed = strconv.Quote(st.msg), st
+			words = strconv.Quote(st.msg)
 		}
 	}
 	if words == "" {
