@@ -43,9 +43,10 @@ type member struct {
 // that started; the last passes it nowhere), so that a host relays only
 // along this chain. Then it streams to the first and waits for every
 // host's result. A host whose remote side did not start is left out of
-// the chain. It returns nil when every host has the copy in place, a
-// *command.Partial when some have, else the first host's failure; -v and
-// o.Stats report each host's result.
+// the chain; one that cannot connect to the next one fails the copy
+// before the stream, naming the pair. It returns nil when every host has
+// the copy in place, a *command.Partial when some have, else the first
+// host's failure; -v and o.Stats report each host's result.
 func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
 	p, in, err := openSources(paths, o.Recursive, false)
 	if err != nil {
@@ -142,7 +143,8 @@ func (m *member) start(ctx context.Context, c Contents, o Options) {
 // relayAll tells each of live where to pass the stream on, and the
 // hosts after that one to go on with if it dies, sends the stream down
 // them with send (to the first, or the next ones should it die) and
-// collects every one's result.
+// collects every one's result. When send fails and a host says it could
+// not connect to the next one, that pair is every host's failure.
 func relayAll(ctx context.Context, live []*member, send func(context.Context, []*member) (pipe.Stats, error)) pipe.Stats {
 	for i, m := range live {
 		// A failed write means ssh is gone; its status says why.
