@@ -151,7 +151,7 @@ func (r *readAhead) load(p, root, top string) walked {
 // false if the archiver stopped.
 func (r *readAhead) send(e walked) bool {
 	r.batch = append(r.batch, e)
-	if len(r.batch) < aheadBatch && e.err == nil {
+	if len(r.batch) < aheadBatch && e.err == nil && !r.stopped() {
 		return true
 	}
 	return r.flush()
@@ -159,19 +159,22 @@ func (r *readAhead) send(e walked) bool {
 
 // flush hands the batch over; false if the archiver stopped.
 func (r *readAhead) flush() bool {
+	if r.stopped() {
+		for _, e := range r.batch {
+			r.release(e)
+		}
+		r.batch = nil
+		return false
+	}
 	if len(r.batch) == 0 {
-		return !r.stopped()
+		return true
 	}
 	select {
 	case r.batches <- r.batch:
 		r.batch = nil
 		return true
 	case <-r.stop:
-		for _, e := range r.batch {
-			r.release(e)
-		}
-		r.batch = nil
-		return false
+		return r.flush()
 	}
 }
 
