@@ -46,7 +46,7 @@ func TestReadAheadOrder(t *testing.T) {
 	if err := os.Symlink("c", filepath.Join(src, "a/link")); err != nil {
 		t.Fatal(err)
 	}
-	other := flatTree(t, 3, 5)
+	other := flatTree(t, 3*aheadBatch+5, 5) // several batches
 	var want []string
 	for _, s := range []source{{path: src, name: "tree"}, {path: other, name: "flat"}} {
 		filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
