@@ -156,3 +156,42 @@ func TestReadWholeErrors(t *testing.T) {
 		t.Errorf("readWhole of a directory: %v, want %v", err, want)
 	}
 }
+
+// TestReadAheadOffered checks that a small file the receiving side offered
+// is not read ahead but resumed from where the offer stops matching, and
+// one not offered is sent whole.
+func TestReadAheadOffered(t *testing.T) {
+	key := bytes.Repeat([]byte{7}, keyLen)
+	body := bytes.Repeat([]byte("0123456789"), 300)
+	src := t.TempDir()
+	for _, name := range []string{"a", "b"} {
+		if err := os.WriteFile(filepath.Join(src, name), body, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	o, err := makeOffer(writeTemp(t, t.TempDir(), "partial", body[:1500]), 1500, key, "t/a", maxHashes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rs := &resumption{have: map[string]offer{}, names: []string{"t"}, key: key}
+	if err := rs.add(o); err != nil {
+		t.Fatal(err)
+	}
+	var ar bytes.Buffer
+	if err := writeTar(&ar, []source{{path: src, name: "t"}}, io.Discard, rs); err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(&ar)
+	got := map[string]string{}
+	for h, err := tr.Next(); err != io.EOF; h, err = tr.Next() {
+		if err != nil {
+			t.Fatal(err)
+		}
+		data, _ := io.ReadAll(tr)
+		got[h.Name] = fmt.Sprintf("from %s, %d bytes, equal %v", h.PAXRecords[resumeRecord], len(data), bytes.HasSuffix(body, data))
+	}
+	want := map[string]string{"t/": "from , 0 bytes, equal true", "t/a": "from 1500, 1500 bytes, equal true", "t/b": "from , 3000 bytes, equal true"}
+	if fmt.Sprint(got) != fmt.Sprint(want) || rs.kept != 1500 {
+		t.Fatalf("entries %v, %d bytes kept; want %v, 1500", got, rs.kept, want)
+	}
+}
