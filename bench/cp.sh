@@ -4,6 +4,8 @@
 # three workloads: one file of 1 GiB (big), 20,000 files of 4 KiB in 200 directories
 # (small), 2,000 files of 1 MiB (mid). Prints a markdown table with each tool's median
 # wall time and rdmacp's speed-up over the others (target: >= 1.5x on each workload).
+# DIRECTION=down times downloads instead (rdmacp -r target:TREE DIR, and the same for
+# scp and rsync -a), through the same sshd.
 #
 # Needs root (sshd, and logins as root with a throw-away key); installs rsync and
 # openssh-server with apt-get when they are missing. The sources stay page-cached; the
@@ -22,6 +24,8 @@
 #   BEFORE_BIN where an earlier rdmacp is, to compare with: it runs as a fourth
 #              tool, "before", in the same rounds, and the table gets its column
 #              and rdmacp's speed-up over it
+#   DIRECTION  up (default): the local trees to target:DIR; down: target:TREE to a
+#              local directory (both on this host, through the same sshd)
 #   CP_DIR     scratch directory (default a new one under /var/tmp, removed at the end)
 #   CP_TSV     if set, one line per run appended there: workload tool seconds
 set -euo pipefail
@@ -30,6 +34,12 @@ export LC_ALL=C
 RUNS=${RUNS:-3}
 WORKLOADS=${WORKLOADS:-big small mid}
 TOOLS=${TOOLS:-rdmacp scp rsync}
+DIRECTION=${DIRECTION:-up}
+case $DIRECTION in
+  up) WHAT=uploads ;;
+  down) WHAT=downloads ;;
+  *) echo "bench/cp.sh: DIRECTION is up or down, not $DIRECTION" >&2; exit 1 ;;
+esac
 BENCH_BIN=${BENCH_BIN:-bin}
 RDMACP=$(readlink -f "$BENCH_BIN/rdmacp")
 BEFORE=
@@ -119,14 +129,16 @@ make_workload() {
 
 # run_tool TOOL WORKLOAD RUN: one copy, printing its wall time in seconds.
 run_tool() {
-  local dst=$DIR/dst/$2-$1-$3 src=$DIR/src/$2 t0 t1
+  local dst=$DIR/dst/$2-$1-$3 src=$DIR/src/$2 t0 t1 from to
   rm -rf "$dst" && mkdir -p "$dst" # left by an interrupted run (CP_DIR kept)
+  from=$src to=target:$dst/
+  [ "$DIRECTION" = up ] || from=target:$src to=$dst/
   t0=$EPOCHREALTIME
   case $1 in
-    rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
-    before) RDMACP_REMOTE_CMD=$BEFORE "$BEFORE" -t tcp -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
-    scp) scp -q -F "$DIR/keys/ssh_config" -r "$src" target:"$dst/" ;;
-    rsync) rsync -a -e "ssh -F $DIR/keys/ssh_config" "$src" target:"$dst/" ;;
+    rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
+    before) RDMACP_REMOTE_CMD=$BEFORE "$BEFORE" -t tcp -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
+    scp) scp -q -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
+    rsync) rsync -a -e "ssh -F $DIR/keys/ssh_config" "$from" "$to" ;;
   esac
   t1=$EPOCHREALTIME
   cmp_tree "$src" "$dst/$2"
@@ -142,7 +154,7 @@ cmp_tree() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
 
-echo "## rdmacp against scp and rsync -a (uploads through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
+echo "## rdmacp against scp and rsync -a ($WHAT through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
 echo
 if [ -n "$BEFORE" ]; then
   echo "| workload | rdmacp before s | rdmacp s | scp s | rsync -a s | vs before | vs scp | vs rsync |"

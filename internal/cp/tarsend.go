@@ -7,8 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"syscall"
@@ -31,21 +29,11 @@ func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption) error 
 	if rs != nil {
 		rs.kept = 0
 	}
-	for _, s := range srcs {
-		root, err := filepath.EvalSymlinks(s.path)
-		if err != nil {
-			return err
-		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				return err
-			}
-			rel, err := filepath.Rel(root, p)
-			if err != nil {
-				return err
-			}
-			return a.add(p, path.Join(s.name, filepath.ToSlash(rel)))
-		})
+	r := newReadAhead(srcs, rs)
+	defer r.close()
+	for e, ok := r.next(); ok; e, ok = r.next() {
+		err := a.add(e)
+		r.release(e)
 		if err != nil {
 			return err
 		}
@@ -93,6 +81,16 @@ func newResumption(p plan, key []byte) *resumption {
 	return rs
 }
 
+// offered says whether the receiving side offered the file name; rs may
+// be nil, when not resuming.
+func (rs *resumption) offered(name string) bool {
+	if rs == nil {
+		return false
+	}
+	_, ok := rs.have[name]
+	return ok
+}
+
 // add takes in an offer from the receiving side, which must name a file
 // under the archive's top-level names not offered before, and be valid;
 // at most maxOffers.
@@ -133,12 +131,13 @@ func (rs *resumption) resume(f *os.File, h *tar.Header) error {
 	return nil
 }
 
-// add adds the file at p to the archive under name.
-func (a archiver) add(p, name string) error {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return err
+// add adds e, an entry of the walk, to the archive.
+func (a archiver) add(e walked) error {
+	if e.err != nil {
+		return e.err
 	}
+	p, fi := e.path, e.fi
+	var err error
 	var link string
 	switch {
 	case fi.Mode()&fs.ModeSymlink != 0:
@@ -153,7 +152,7 @@ func (a archiver) add(p, name string) error {
 	if err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
-	h.Name, h.Format = name, tar.FormatPAX
+	h.Name, h.Format = e.name, tar.FormatPAX
 	h.Uname, h.Gname, h.ChangeTime = "", "", time.Time{}
 	if fi.IsDir() {
 		h.Name += "/"
@@ -163,6 +162,9 @@ func (a archiver) add(p, name string) error {
 			return fmt.Errorf("%s: %w", p, err)
 		}
 		return nil
+	}
+	if e.data != nil {
+		return a.addData(h, e.data, p)
 	}
 	f, err := os.Open(p)
 	if err != nil {
@@ -195,6 +197,18 @@ func (a archiver) add(p, name string) error {
 	}
 	// Through a.buf: io.Copy would take a new buffer for each file.
 	if _, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{f}, a.buf); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	return nil
+}
+
+// addData adds the file at p, read ahead into data, to the archive with
+// header h: as add would have copied it, in case it changed since its stat.
+func (a archiver) addData(h *tar.Header, data []byte, p string) error {
+	if err := a.tw.WriteHeader(h); err != nil {
+		return fmt.Errorf("%s: %w", p, err)
+	}
+	if _, err := a.tw.Write(data); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil

@@ -1,0 +1,222 @@
+package cp
+
+import (
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+)
+
+// readAhead walks the sources on its own goroutine ahead of the archiver:
+// it stats each entry and reads each small file whole, handing them over
+// in the walk's order, in batches, with at most aheadBufs files' data in
+// memory. A failure ends the walk and is handed over in the failed
+// entry's place.
+type readAhead struct {
+	batches chan []walked
+	batch   []walked      // the walk's entries not yet handed over
+	taken   []walked      // the archiver's batch, from its next entry on
+	free    chan []byte   // buffers for small files' data, aheadFile bytes and one more each
+	stop    chan struct{} // closed by close: the archiver wants no more
+	rs      *resumption
+	held    atomic.Int64 // bytes of files' data read and not yet released
+}
+
+// walked is one file, directory or link of the walk: where it is, its name
+// in the archive, what Lstat said of it, and, for a small file read
+// ahead, its data (at most one byte more than fi's size, if it grew).
+type walked struct {
+	path, name string
+	fi         fs.FileInfo
+	data       []byte // nil if not read ahead
+	buf        []byte // data's buffer, to release
+	err        error
+}
+
+// Read ahead: files of at most aheadFile bytes, aheadBufs of them, in
+// batches of aheadBatch entries (fewer than aheadBufs, so that a batch
+// is never short of a buffer held by the archiver), at most
+// aheadBatches of them waiting.
+const (
+	aheadFile    = 64 << 10
+	aheadBufs    = 64
+	aheadBatch   = 32
+	aheadBatches = 8
+)
+
+// newReadAhead starts walking srcs; the files offered in rs, if any, are
+// not read ahead (see resumption.resume). close stops the walk.
+func newReadAhead(srcs []source, rs *resumption) *readAhead {
+	r := &readAhead{
+		batches: make(chan []walked, aheadBatches),
+		free:    make(chan []byte, aheadBufs),
+		stop:    make(chan struct{}),
+		rs:      rs,
+	}
+	for range aheadBufs {
+		r.free <- make([]byte, aheadFile+1)
+	}
+	go r.walk(srcs)
+	return r
+}
+
+// next returns the next entry, or false after the last one.
+func (r *readAhead) next() (walked, bool) {
+	if len(r.taken) == 0 {
+		b, ok := <-r.batches
+		if !ok {
+			return walked{}, false
+		}
+		r.taken = b
+	}
+	e := r.taken[0]
+	r.taken = r.taken[1:]
+	return e, true
+}
+
+// release gives back the buffer of e, once its data is written.
+func (r *readAhead) release(e walked) {
+	if e.buf != nil {
+		r.held.Add(-int64(len(e.data)))
+		r.free <- e.buf
+	}
+}
+
+// close stops the walk; entries not taken are dropped.
+func (r *readAhead) close() {
+	close(r.stop)
+	for range r.batches {
+	}
+}
+
+// walk walks srcs in order, handing over each entry, until the end, a
+// failure or close.
+func (r *readAhead) walk(srcs []source) {
+	defer close(r.batches)
+	defer r.flush()
+	for _, s := range srcs {
+		root, err := filepath.EvalSymlinks(s.path)
+		if err != nil {
+			r.send(walked{err: err})
+			return
+		}
+		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			e := walked{err: err}
+			if err == nil {
+				e = r.load(p, root, s.name)
+			}
+			if !r.send(e) {
+				return filepath.SkipAll
+			}
+			return e.err
+		})
+		if err != nil || r.stopped() {
+			return
+		}
+	}
+}
+
+// load stats the entry at p, under root, which goes into the archive
+// under top, and reads it if it is a small file without holes that the
+// receiving side did not offer.
+func (r *readAhead) load(p, root, top string) walked {
+	e := walked{path: p}
+	rel, err := filepath.Rel(root, p)
+	if err != nil {
+		e.err = err
+		return e
+	}
+	e.name = path.Join(top, filepath.ToSlash(rel))
+	if e.fi, e.err = os.Lstat(p); e.err != nil {
+		return e
+	}
+	if !e.fi.Mode().IsRegular() || e.fi.Size() > aheadFile || mayHaveHoles(e.fi) || r.rs.offered(e.name) {
+		return e
+	}
+	select {
+	case e.buf = <-r.free:
+	case <-r.stop:
+		return e
+	}
+	n, err := readWhole(p, e.buf[:e.fi.Size()+1])
+	e.data, e.err = e.buf[:n], err
+	r.held.Add(int64(n))
+	return e
+}
+
+// send hands e over, with the batch it ends if it is full or failed;
+// false if the archiver stopped.
+func (r *readAhead) send(e walked) bool {
+	r.batch = append(r.batch, e)
+	if len(r.batch) < aheadBatch && e.err == nil && !r.stopped() {
+		return true
+	}
+	return r.flush()
+}
+
+// flush hands the batch over; false if the archiver stopped.
+func (r *readAhead) flush() bool {
+	if r.stopped() {
+		for _, e := range r.batch {
+			r.release(e)
+		}
+		r.batch = nil
+		return false
+	}
+	if len(r.batch) == 0 {
+		return true
+	}
+	select {
+	case r.batches <- r.batch:
+		r.batch = nil
+		return true
+	case <-r.stop:
+		return r.flush()
+	}
+}
+
+// stopped says whether close was called.
+func (r *readAhead) stopped() bool {
+	select {
+	case <-r.stop:
+		return true
+	default:
+		return false
+	}
+}
+
+// readWhole reads the file at p into b until b is full or the file ends,
+// in three calls for a small file, and returns how many bytes it read.
+// Its errors are those of os.Open and of reading the *os.File it returns.
+func readWhole(p string, b []byte) (int, error) {
+	fd, err := retryEINTR(func() (int, error) { return unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
+	if err != nil {
+		return 0, &fs.PathError{Op: "open", Path: p, Err: err}
+	}
+	defer unix.Close(fd)
+	n := 0
+	for n < len(b) {
+		m, err := retryEINTR(func() (int, error) { return unix.Read(fd, b[n:]) })
+		if err != nil {
+			return n, &fs.PathError{Op: "read", Path: p, Err: err}
+		}
+		if m == 0 {
+			break
+		}
+		n += m
+	}
+	return n, nil
+}
+
+// retryEINTR calls f again while it fails with EINTR, as package os does.
+func retryEINTR(f func() (int, error)) (int, error) {
+	for {
+		n, err := f()
+		if err != unix.EINTR {
+			return n, err
+		}
+	}
+}
