@@ -13,8 +13,8 @@
 #  3. rdmacp's tests (test/rdmacp) with --transport rdma: sshd, started by the tests, listens
 #     on rxe0's address (then siw0's), so the remote side listens there and the local side
 #     connects there over rdma_cm; -short leaves out the 1 GiB copy (the guest's writable
-#     filesystem is in its RAM); quick: a copy up and down, a tree, and what a lying remote
-#     side cannot make us write;
+#     filesystem is in its RAM); quick: a copy up and down, a tree, a copy between two
+#     other hosts, and what a lying remote side cannot make us write;
 #  4. on the two-host wire that wire.sh sets up (veth pair, rxeA 10.0.9.1 <-> rxeB
 #     10.0.9.2): full only, the fault tests (test/e2e/fault_test.go) over rdma and tcp, and
 #     the delay test (delay_test.go: 32 MiB streams at 5, 20 and 50 ms each way, DELAY_RUNS
@@ -49,9 +49,10 @@ quick)
   SIW_RUN=${SIW_RUN:-'^(TestBigStream|TestKeys|TestCheckReceiver)$'}
   # A file up (TestCopyFile) and a file and a tree down (TestDownload), a window
   # under a memlock limit (TestUnderMemlock), and a lying remote side's stream
-  # (TestHostileRemote, TestHostileOffer): the other downloads differ in their
-  # plans, which the host runs over TCP.
-  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock|TestHostileRemote|TestHostileOffer)$'}
+  # (TestHostileRemote, TestHostileOffer), and a copy between two other hosts
+  # straight over rdma_cm, alone and down a chain (TestBetweenTransport): the other
+  # downloads differ in their plans, which the host runs over TCP.
+  CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock|TestHostileRemote|TestHostileOffer|TestBetweenTransport)$'}
   CP_SKIP='^TestDownload$/^(file_to_a_new_name,_-p|empty_file|unencrypted|tree_to_a_new_name|several_sources|tree_as_dir|several_files_without_-r)'
   SIW_CP_RUN=${SIW_CP_RUN:-'^TestTransport$'}
   BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} ;;
