@@ -41,16 +41,18 @@ func (System) Sleep(ctx context.Context, d time.Duration) error {
 	}
 }
 
-// Bounds of a bucket.
+// minBurst is the least a bucket holds; maxRead is the most a Reader
+// reads at once.
 const (
 	minBurst = 16 << 10
-	maxBurst = 4 << 20
+	maxRead  = 4 << 20
 )
 
 // A Bucket holds the bytes that may pass now: it fills at Rate bytes per
-// second up to its burst (a tenth of a second's worth, 16 KiB to 4 MiB),
+// second up to its burst (a tenth of a second's worth, at least 16 KiB),
 // and whoever takes more than it holds waits until the debt is paid. Over
-// any time t, at most burst + Rate*t bytes pass.
+// any time t, at most burst + Rate*t bytes pass, and a stream held up for
+// less than a tenth of a second makes up for it.
 type Bucket struct {
 	rate   float64 // bytes per second
 	burst  float64
@@ -62,7 +64,7 @@ type Bucket struct {
 // NewBucket returns a full bucket for rate bytes per second (more than 0)
 // on clock.
 func NewBucket(rate int64, clock Clock) *Bucket {
-	burst := min(max(float64(rate)/10, minBurst), maxBurst)
+	burst := max(float64(rate)/10, minBurst)
 	return &Bucket{rate: float64(rate), burst: burst, tokens: burst, last: clock.Now(), clock: clock}
 }
 
@@ -83,7 +85,7 @@ func (b *Bucket) Take(ctx context.Context, n int) error {
 }
 
 // Reader reads from R through the bucket B: each read returns at most B's
-// burst, and only once the bucket has paid for it.
+// burst (and 4 MiB), and only once the bucket has paid for it.
 type Reader struct {
 	Ctx context.Context
 	R   io.Reader
@@ -92,8 +94,8 @@ type Reader struct {
 
 // Read reads from r.R and waits until r.B has paid for what it read.
 func (r *Reader) Read(p []byte) (int, error) {
-	if len(p) > r.B.Burst() {
-		p = p[:r.B.Burst()]
+	if m := min(r.B.Burst(), maxRead); len(p) > m {
+		p = p[:m]
 	}
 	n, err := r.R.Read(p)
 	if n > 0 {

@@ -85,6 +85,31 @@ func TestReaderIdle(t *testing.T) {
 	}
 }
 
+// TestReaderMakesUp: a stream held up for less than a tenth of a second
+// (here 50 ms at 1 GiB/s, the machine busy elsewhere) makes up for it, so
+// that over a second it gets the whole rate; a bucket of 4 MiB, a few
+// milliseconds' worth, lost what it could not hold.
+func TestReaderMakesUp(t *testing.T) {
+	const rate = 1 << 30
+	clock := &fakeClock{now: time.Unix(1e9, 0)}
+	start := clock.now
+	r := &Reader{Ctx: context.Background(), R: zeros{}, B: NewBucket(rate, clock)}
+	buf := make([]byte, 1<<20)
+	for got := 0; got < rate; {
+		if got == rate/2 {
+			clock.now = clock.now.Add(50 * time.Millisecond)
+		}
+		n, err := r.Read(buf)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got += n
+	}
+	if took := clock.now.Sub(start); took > time.Second {
+		t.Fatalf("1 GiB at 1 GiB/s with a 50 ms hold-up took %v, want at most 1s", took)
+	}
+}
+
 // TestReaderEnds: the end of the input and of the context come through.
 func TestReaderEnds(t *testing.T) {
 	clock := &fakeClock{now: time.Unix(1e9, 0)}
