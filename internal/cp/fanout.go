@@ -206,32 +206,33 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 // anyEnded returns a channel closed once the remote side of any of ms
 // has ended: before the stream starts, the chain can then not be set up.
 func anyEnded(ms []*member) <-chan struct{} {
-	ended := make(chan struct{})
-	var once sync.Once
-	for _, m := range ms {
-		go func() {
-			<-m.r.waited
-			once.Do(func() { close(ended) })
-		}()
-	}
-	return ended
+	return endedSaying(ms, func(int) bool { return true })
 }
 
 // chainBroken returns a channel closed once a host of live (the chain,
 // in its order) has ended saying it could not connect to the next one: a
 // host says so only as the stream is set up, so the stream cannot start.
 func chainBroken(live []*member) <-chan struct{} {
-	broken := make(chan struct{})
+	return endedSaying(live[:len(live)-1], func(i int) bool {
+		_, ok := couldNotConnect(live[i].r.failed, live[i+1].addr)
+		return ok
+	})
+}
+
+// endedSaying returns a channel closed once the remote side of ms[i] has
+// ended and says(i), asked then, holds, for any i.
+func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
+	ended := make(chan struct{})
 	var once sync.Once
-	for i, m := range live[:len(live)-1] {
+	for i, m := range ms {
 		go func() {
 			<-m.r.waited
-			if _, ok := couldNotConnect(m.r.failed, live[i+1].addr); ok {
-				once.Do(func() { close(broken) })
+			if says(i) {
+				once.Do(func() { close(ended) })
 			}
 		}()
 	}
-	return broken
+	return ended
 }
 
 // brokenPair returns, once the remote sides of live (the chain, in its

@@ -5,7 +5,6 @@ import (
 	"os"
 	"path"
 	"path/filepath"
-	"sync/atomic"
 
 	"golang.org/x/sys/unix"
 )
@@ -22,7 +21,6 @@ type readAhead struct {
 	free    chan []byte   // buffers for small files' data, aheadFile bytes and one more each
 	stop    chan struct{} // closed by close: the archiver wants no more
 	rs      *resumption
-	held    atomic.Int64 // bytes of files' data read and not yet released
 }
 
 // walked is one file, directory or link of the walk: where it is, its name
@@ -80,7 +78,6 @@ func (r *readAhead) next() (walked, bool) {
 // release gives back the buffer of e, once its data is written.
 func (r *readAhead) release(e walked) {
 	if e.buf != nil {
-		r.held.Add(-int64(len(e.data)))
 		r.free <- e.buf
 	}
 }
@@ -143,7 +140,6 @@ func (r *readAhead) load(p, root, top string) walked {
 	}
 	n, err := readWhole(p, e.buf[:e.fi.Size()+1])
 	e.data, e.err = e.buf[:n], err
-	r.held.Add(int64(n))
 	return e
 }
 

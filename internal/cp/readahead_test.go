@@ -73,29 +73,33 @@ func TestReadAheadOrder(t *testing.T) {
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("entries\n%v\nwant the walk's\n%v", got, want)
 	}
-	if n := r.held.Load(); n != 0 {
-		t.Fatalf("%d bytes held after the last entry", n)
+	if n := len(r.free); n != aheadBufs {
+		t.Fatalf("%d of the %d buffers back after the last entry", n, aheadBufs)
 	}
 }
 
 // TestReadAheadBounded checks that the read-ahead holds at most
-// aheadBufs files' data, however far behind the archiver is.
+// aheadBufs files' data, however far behind the archiver is: with the
+// archiver taking nothing, it reads until every buffer of its pool holds
+// a file, and then only into buffers given back.
 func TestReadAheadBounded(t *testing.T) {
 	const size = 4096
 	r := newReadAhead([]source{{path: flatTree(t, 3*aheadBufs, size), name: "t"}}, nil)
 	defer r.close()
-	bound := int64(aheadBufs * size)
-	testutil.WaitFor(t, time.Minute, "the read-ahead to fill its buffers", func() bool { return r.held.Load() >= bound })
+	testutil.WaitFor(t, time.Minute, "the read-ahead to fill its buffers", func() bool { return len(r.free) == 0 })
 	n := 0
 	for e, ok := r.next(); ok; e, ok = r.next() {
-		if held := r.held.Load(); held > bound {
-			t.Fatalf("%d bytes held at entry %d, more than %d", held, n, bound)
+		if e.data != nil && cap(e.buf) != aheadFile+1 {
+			t.Fatalf("entry %d: data in a buffer of %d bytes, not one of the pool's", n, cap(e.buf))
 		}
 		r.release(e)
 		n++
 	}
 	if n != 3*aheadBufs+1 {
 		t.Fatalf("%d entries, want %d", n, 3*aheadBufs+1)
+	}
+	if len(r.free) != aheadBufs {
+		t.Fatalf("%d of the %d buffers back", len(r.free), aheadBufs)
 	}
 }
 

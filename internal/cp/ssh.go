@@ -72,7 +72,7 @@ func (r *remote) read(stdout io.Reader) {
 			r.errc <- err
 			break
 		}
-		if st.kind == "fail" {
+		if st.valid && st.kind == "fail" {
 			r.failed = st
 		}
 		if st.valid {
