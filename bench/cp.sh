@@ -7,13 +7,20 @@
 # DIRECTION=down times downloads instead (rdmacp -r target:TREE DIR, and the same for
 # scp and rsync -a), through the same sshd.
 #
-# Needs root (sshd, and logins as root with a throw-away key); installs rsync and
+# Needs root (sshd, logins as root with a throw-away key, and mount); installs rsync and
 # openssh-server with apt-get when they are missing. The sources stay page-cached; the
-# tools take turns, one run each per round; each copy goes to a fresh destination
-# directory, all of them removed only at the end (RUNS x 3 x 3.1 GiB by default): on
-# ext4 a file created soon after many were deleted costs a scan of the recently
-# deleted inodes (recently_deleted in the inode allocator, up to about 0.5 ms a file
-# here), which would make a run pay for the removal of those before it.
+# tools take turns, one run each per round. Every copy (every tool, every run) goes into
+# a fresh ext4 file system of its own: mkfs.ext4 on a loop device backed by a file in
+# /dev/shm (RAM), sized for the workload, mounted for that copy alone and unmounted and
+# freed after it, outside the timed part. So the copy is timed against neither the
+# virtual disk (its speed swings with the other guests) nor the file system's history:
+# on a long-lived ext4 a file created soon after many were deleted costs a scan of the
+# recently deleted inodes (recently_deleted in the inode allocator, up to about 0.5 ms a
+# file here), and the write-back of one copy's dirty pages (up to 2 GiB) would fall into
+# the next tool's timed copy; umount writes them back before the next copy starts. Every
+# tool gets the identical new file system (same size, options and inode count, mounted
+# with the defaults, no discard). Memory: /dev/shm holds one copy at a time (about
+# 2.3 GiB for mid) besides the sources' page cache (3.1 GiB).
 #
 # Environment:
 #   RUNS       runs per tool and workload (default 3)
@@ -26,7 +33,9 @@
 #              and rdmacp's speed-up over it
 #   DIRECTION  up (default): the local trees to target:DIR; down: target:TREE to a
 #              local directory (both on this host, through the same sshd)
-#   CP_DIR     scratch directory (default a new one under /var/tmp, removed at the end)
+#   CP_DIR     scratch directory for the sources, keys and mount point (default a new
+#              one under /var/tmp, removed at the end)
+#   CP_SHM     where the file systems' backing files go (default /dev/shm)
 #   CP_TSV     if set, one line per run appended there: workload tool seconds
 set -euo pipefail
 export LC_ALL=C
@@ -59,13 +68,40 @@ if ! command -v rsync >/dev/null || [ ! -x /usr/sbin/sshd ] || ! command -v scp 
 fi
 
 DIR=${CP_DIR:-$(mktemp -d /var/tmp/rdmacp-bench.XXXXXX)}
+IMG=${CP_SHM:-/dev/shm}/rdmacp-bench.$$.img
 SSHD_PID=
 cleanup() {
   [ -z "$SSHD_PID" ] || kill "$SSHD_PID" 2>/dev/null || true
-  if [ -n "${CP_DIR:-}" ]; then rm -rf "$DIR/dst"; else rm -rf "$DIR"; fi
+  drop_fs
+  if [ -n "${CP_DIR:-}" ]; then rmdir "$DIR/dst" 2>/dev/null || true; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
-mkdir -p "$DIR/keys" "$DIR/src" /run/sshd
+mkdir -p "$DIR/keys" "$DIR/src" "$DIR/dst" /run/sshd
+
+# fresh_fs WORKLOAD: a new ext4 file system for one copy of WORKLOAD, mounted on
+# $DIR/dst: a file in RAM of the workload's size and a half (a GiB at least), on a
+# loop device. Inode tables and journal are written now, not by ext4lazyinit during
+# the copy.
+fresh_fs() {
+  local size
+  case $1 in
+    big) size=1536M ;;
+    small) size=1024M ;;
+    mid) size=3072M ;;
+  esac
+  truncate -s "$size" "$IMG"
+  mkfs.ext4 -q -F -b 4096 -N 131072 -E lazy_itable_init=0,lazy_journal_init=0 "$IMG"
+  mount -t ext4 "$(losetup -f --show "$IMG")" "$DIR/dst"
+}
+
+# drop_fs: unmounts the copy's file system (writing back its dirty pages) and frees
+# its loop device and memory.
+drop_fs() {
+  local l
+  if mountpoint -q "$DIR/dst"; then umount "$DIR/dst"; fi
+  for l in $(losetup -n -O NAME -j "$IMG"); do losetup -d "$l"; done
+  rm -f "$IMG"
+}
 
 # A private sshd on a free port of 127.0.0.1, with throw-away keys.
 for k in host user; do
@@ -127,10 +163,13 @@ make_workload() {
   touch "$w.done"
 }
 
-# run_tool TOOL WORKLOAD RUN: one copy, printing its wall time in seconds.
+# run_tool TOOL WORKLOAD: one copy into a fresh file system (see fresh_fs), printing
+# its wall time in seconds.
 run_tool() {
-  local dst=$DIR/dst/$2-$1-$3 src=$DIR/src/$2 t0 t1 from to
-  rm -rf "$dst" && mkdir -p "$dst" # left by an interrupted run (CP_DIR kept)
+  local dst=$DIR/dst/copy src=$DIR/src/$2 t0 t1 from to
+  fresh_fs "$2" >&2
+  mkdir "$dst"
+  sync
   from=$src to=target:$dst/
   [ "$DIRECTION" = up ] || from=target:$src to=$dst/
   t0=$EPOCHREALTIME
@@ -142,6 +181,7 @@ run_tool() {
   esac
   t1=$EPOCHREALTIME
   cmp_tree "$src" "$dst/$2"
+  drop_fs >&2
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }'
 }
 
@@ -169,7 +209,7 @@ for w in $WORKLOADS; do
   for tool in $TOOLS; do : > "$DIR/times.$tool"; done
   for run in $(seq "$RUNS"); do
     for tool in $TOOLS; do
-      s=$(run_tool "$tool" "$w" "$run")
+      s=$(run_tool "$tool" "$w")
       echo "$s" >> "$DIR/times.$tool"
       [ -z "${CP_TSV:-}" ] || printf '%s\t%s\t%s\n' "$w" "$tool" "$s" >> "$CP_TSV"
     done

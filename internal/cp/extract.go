@@ -385,7 +385,7 @@ func writeFile(s spot, data func(*os.File, int64) error, meta fileMeta, sparse b
 		return fmt.Errorf("archive entry %q: %w", s.name, err)
 	}
 	if !s.fresh() {
-		if err := f.Truncate(0); err != nil {
+		if err := cutTo(f, 0); err != nil {
 			f.Close()
 			return entryErr("write", s.name, err)
 		}

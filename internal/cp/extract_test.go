@@ -13,6 +13,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // entry is one tar entry for a test archive.
@@ -400,4 +404,45 @@ func openRoot(t testing.TB, dir string) *os.Root {
 	}
 	t.Cleanup(func() { root.Close() })
 	return root
+}
+
+// TestCutTo checks that cutTo cuts a longer file and leaves one that is
+// no longer untouched: its change time stays (ftruncate would set it, and
+// on ext4 make the close of an empty file write it out at once).
+func TestCutTo(t *testing.T) {
+	f, err := os.Create(filepath.Join(t.TempDir(), "f"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	ctime := func() unix.Timespec {
+		var st unix.Stat_t
+		if err := unix.Fstat(int(f.Fd()), &st); err != nil {
+			t.Fatal(err)
+		}
+		return st.Ctim
+	}
+	// The change time is the file's creation; wait until the clock's
+	// coarse tick has moved past it.
+	before := ctime()
+	testutil.WaitFor(t, time.Second, "the clock to move past the change time", func() bool {
+		var now unix.Timespec
+		unix.ClockGettime(unix.CLOCK_REALTIME_COARSE, &now)
+		return now.Nano() > before.Nano()
+	})
+	if err := cutTo(f, 0); err != nil {
+		t.Fatal(err)
+	}
+	if got := ctime(); got != before {
+		t.Errorf("cutTo on an empty file changed its change time: %v, was %v", got, before)
+	}
+	if _, err := f.Write([]byte("0123456789")); err != nil {
+		t.Fatal(err)
+	}
+	if err := cutTo(f, 4); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := f.Stat(); err != nil || fi.Size() != 4 {
+		t.Errorf("after cutTo(f, 4): %v, %v; want 4 bytes", fi.Size(), err)
+	}
 }

@@ -4,7 +4,6 @@ import (
 	"archive/tar"
 	"bytes"
 	"errors"
-	"fmt"
 	"io"
 	"os"
 	"path"
@@ -115,7 +114,12 @@ func sparseMap(segs []segment) []byte {
 
 // padding is the zeros that fill n bytes up to a whole block.
 func padding(n int64) []byte {
-	return make([]byte, (blockSize-n%blockSize)%blockSize)
+	return make([]byte, padLen(n))
+}
+
+// padLen is how many bytes fill n bytes up to a whole block.
+func padLen(n int64) int {
+	return int((blockSize - n%blockSize) % blockSize)
 }
 
 // paxRecord is one record of a PAX extended header: "LEN KEY=VALUE\n",
@@ -140,7 +144,8 @@ func paxTime(t time.Time) string {
 	if secs < 0 {
 		sign, secs, nsecs = "-", -(secs + 1), 1e9-nsecs
 	}
-	return strings.TrimRight(fmt.Sprintf("%s%d.%09d", sign, secs, nsecs), "0")
+	frac := strconv.FormatInt(1e9+nsecs, 10)[1:] // nine digits
+	return sign + strconv.FormatInt(secs, 10) + "." + strings.TrimRight(frac, "0")
 }
 
 // block is what writeSparseEntry puts in a ustar header. A number that
@@ -153,10 +158,16 @@ type block struct {
 	size, mtime int64
 }
 
-// encode returns b as a ustar header block. A name longer than the field
-// is cut: readers take the real name from the extended header.
+// encode returns b as a ustar header block (see appendTo).
 func (b block) encode() []byte {
-	h := make([]byte, blockSize)
+	return b.appendTo(make([]byte, 0, blockSize))
+}
+
+// appendTo appends b to dst as a ustar header block. A name longer than
+// the field is cut: readers take the real name from the extended header.
+func (b block) appendTo(dst []byte) []byte {
+	dst = append(dst, make([]byte, blockSize)...)
+	h := dst[len(dst)-blockSize:]
 	copy(h[0:100], b.name)
 	octal(h[100:108], b.mode)
 	octal(h[108:116], b.uid)
@@ -166,12 +177,12 @@ func (b block) encode() []byte {
 	h[156] = b.typ
 	copy(h[257:265], "ustar\x0000")
 	copy(h[148:156], "        ")
-	sum := 0
+	sum := int64(0)
 	for _, c := range h {
-		sum += int(c)
+		sum += int64(c)
 	}
-	copy(h[148:156], fmt.Sprintf("%06o\x00 ", sum))
-	return h
+	octal(h[148:155], sum) // six digits and a NUL, then a space
+	return dst
 }
 
 // octal writes v in field as zero-padded octal digits and a NUL, or 0
@@ -180,8 +191,11 @@ func octal(field []byte, v int64) {
 	if !fits(v, len(field)) {
 		v = 0
 	}
-	s := strconv.FormatInt(v, 8)
-	copy(field, strings.Repeat("0", len(field)-1-len(s))+s)
+	for i := len(field) - 2; i >= 0; i-- {
+		field[i] = '0' + byte(v&7)
+		v >>= 3
+	}
+	field[len(field)-1] = 0
 }
 
 // fits says whether v fits a ustar number field of width bytes: octal

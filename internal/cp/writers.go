@@ -34,6 +34,9 @@ type writers struct {
 	// noTmpfile says that a file unnamed until complete (see writeUnnamed)
 	// could not be made here: the files go under their partial names.
 	noTmpfile atomic.Bool
+	// byPath says that this process may not link a file by its descriptor
+	// alone (see linkFD).
+	byPath atomic.Bool
 }
 
 // writeJob is one file for writers.
@@ -150,7 +153,7 @@ func (w *writers) close() {
 // partial name (see writeSmall).
 func (w *writers) writeOne(j writeJob) error {
 	if !w.noTmpfile.Load() {
-		ok, err := writeUnnamed(j.s.in.fd, j)
+		ok, err := writeUnnamed(j.s.in.fd, j, &w.byPath)
 		if ok || err != nil {
 			return err
 		}
@@ -165,8 +168,8 @@ func (w *writers) writeOne(j writeJob) error {
 // absent, even if the process dies, in six calls with no rename. It says
 // false, leaving nothing, where the file system or kernel cannot
 // do that. An earlier entry of the same name, which the archive put there,
-// is replaced (see replaceWith).
-func writeUnnamed(dirfd int, j writeJob) (bool, error) {
+// is replaced (see replaceWith). byPath is linkFD's.
+func writeUnnamed(dirfd int, j writeJob, byPath *atomic.Bool) (bool, error) {
 	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return false, nil
@@ -186,14 +189,14 @@ func writeUnnamed(dirfd int, j writeJob) (bool, error) {
 	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
 		return false, nil // a kernel before 5.8, or no such flag here
 	}
-	err = linkFD(fd, dirfd, j.s.base)
+	err = linkFD(fd, dirfd, j.s.base, byPath)
 	switch {
 	case err == nil:
 		return true, nil
 	case errors.Is(err, unix.ENOENT): // no /proc
 		return false, nil
 	case errors.Is(err, unix.EEXIST): // an earlier entry of the same name
-		err = replaceWith(fd, dirfd, j.s.base, partialName(j.s.base, j.meta.version))
+		err = replaceWith(fd, dirfd, j.s.base, partialName(j.s.base, j.meta.version), byPath)
 	}
 	if err != nil {
 		return true, entryErr("write", j.s.name, err)
@@ -201,16 +204,26 @@ func writeUnnamed(dirfd int, j writeJob) (bool, error) {
 	return true, nil
 }
 
-// linkFD gives fd, a file without a name, the name base in dirfd.
-func linkFD(fd, dirfd int, base string) error {
+// linkFD gives fd, a file without a name, the name base in dirfd: by the
+// descriptor itself (AT_EMPTY_PATH, which needs CAP_DAC_READ_SEARCH)
+// unless byPath, else, setting byPath once that is refused, through
+// /proc/self/fd, a path the kernel has to look up for every file.
+func linkFD(fd, dirfd int, base string, byPath *atomic.Bool) error {
+	if !byPath.Load() {
+		err := unix.Linkat(fd, "", dirfd, base, unix.AT_EMPTY_PATH)
+		if !errors.Is(err, unix.ENOENT) {
+			return err
+		}
+		byPath.Store(true)
+	}
 	return unix.Linkat(unix.AT_FDCWD, "/proc/self/fd/"+strconv.Itoa(fd), dirfd, base, unix.AT_SYMLINK_FOLLOW)
 }
 
 // replaceWith puts fd, a complete file without a name, at base in dirfd in
 // place of what is there: named partial first, then renamed over it (a
-// directory in the way stays, and fails it).
-func replaceWith(fd, dirfd int, base, partial string) error {
-	if err := linkFD(fd, dirfd, partial); err != nil {
+// directory in the way stays, and fails it). byPath is linkFD's.
+func replaceWith(fd, dirfd int, base, partial string, byPath *atomic.Bool) error {
+	if err := linkFD(fd, dirfd, partial, byPath); err != nil {
 		return err
 	}
 	if err := unix.Renameat(dirfd, partial, dirfd, base); err != nil {

@@ -10,11 +10,27 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"golang.org/x/sys/unix"
 )
+
+// unnamed returns writeUnnamed as a way of TestWriteSmallWays, linking
+// through /proc/self/fd from the start if byPath (else by the descriptor
+// where the test may: as root).
+func unnamed(t *testing.T, byPath bool) func(int, writeJob) error {
+	return func(dirfd int, j writeJob) error {
+		var b atomic.Bool
+		b.Store(byPath)
+		ok, err := writeUnnamed(dirfd, j, &b)
+		if !ok && err == nil {
+			t.Skipf("O_TMPFILE and linkat through /proc not available in %s", t.TempDir())
+		}
+		return err
+	}
+}
 
 // TestWriteSmallWays: a small file written unnamed until complete, or
 // under its partial name where that cannot be, comes out with its bytes,
@@ -27,13 +43,8 @@ func TestWriteSmallWays(t *testing.T) {
 		name  string
 		write func(dirfd int, j writeJob) error
 	}{
-		{"unnamed", func(dirfd int, j writeJob) error {
-			ok, err := writeUnnamed(dirfd, j)
-			if !ok && err == nil {
-				t.Skipf("O_TMPFILE and linkat through /proc not available in %s", t.TempDir())
-			}
-			return err
-		}},
+		{"unnamed", unnamed(t, false)},
+		{"unnamed, linked through /proc", unnamed(t, true)},
 		{"partial", writeSmall},
 	}
 	for _, way := range ways {
