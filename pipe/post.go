@@ -84,12 +84,12 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 
 // inlineMin returns the payload below which the reader seals and posts a
 // message itself when nothing is queued before it: parallelMin, except
-// for an unkeyed stream over TCP that the reader reads itself (a pipe),
-// which it sends that way whole. There posting copies the message into
-// the socket, so a poster would only add its hand-overs, and XXH3 costs a
+// for an unkeyed stream that the reader reads itself (a pipe) over a
+// connection that copies what it sends (TCP), which it sends that way
+// whole. There a poster would only add its hand-overs, and XXH3 costs a
 // small part of the read's own copy, on bytes still in this core's cache.
 func (s *sender) inlineMin(src source.Source) int {
-	if !s.seal.Keyed() && src.Serial() && s.fwd == nil && s.c.Info().Transport == "tcp" {
+	if !s.seal.Keyed() && src.Serial() && s.fwd == nil && s.c.Info().Copies {
 		return math.MaxInt
 	}
 	return parallelMin(s.seal)

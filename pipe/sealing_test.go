@@ -33,10 +33,10 @@ func TestParallelMin(t *testing.T) {
 // infoConn is a connection that only describes itself.
 type infoConn struct {
 	conn.Conn
-	transport string
+	copies bool
 }
 
-func (c infoConn) Info() conn.Info { return conn.Info{Transport: c.transport} }
+func (c infoConn) Info() conn.Info { return conn.Info{Copies: c.copies} }
 
 // serialSource is a source that only says whether it reads serially.
 type serialSource struct {
@@ -47,27 +47,27 @@ type serialSource struct {
 func (s serialSource) Serial() bool { return s.serial }
 
 // TestInlineMin checks which messages the sender's reader seals and posts
-// itself: every one of an unkeyed stream it reads itself over TCP, else
-// those below parallelMin.
+// itself: every one of an unkeyed stream it reads itself over a
+// connection that copies what it sends (TCP), else those below parallelMin.
 func TestInlineMin(t *testing.T) {
 	key := make([]byte, 32)
 	cases := []struct {
-		name      string
-		st        *seal.Stream
-		serial    bool
-		transport string
-		forwards  bool
-		want      int
+		name     string
+		st       *seal.Stream
+		serial   bool
+		copies   bool
+		forwards bool
+		want     int
 	}{
-		{"unkeyed pipe over tcp", seal.New([]byte("id")), true, "tcp", false, math.MaxInt},
-		{"unkeyed file over tcp", seal.New([]byte("id")), false, "tcp", false, 1 << 20},
-		{"unkeyed pipe over rdma", seal.New([]byte("id")), true, "rdma", false, 1 << 20},
-		{"unkeyed zero-copy relay over tcp", seal.New([]byte("id")), true, "tcp", true, 1 << 20},
-		{"keyed pipe over tcp", seal.NewKeyed(key, false), true, "tcp", false, 128 << 10},
-		{"encrypted pipe over tcp", seal.NewKeyed(key, true), true, "tcp", false, 128 << 10},
+		{"unkeyed pipe over tcp", seal.New([]byte("id")), true, true, false, math.MaxInt},
+		{"unkeyed file over tcp", seal.New([]byte("id")), false, true, false, 1 << 20},
+		{"unkeyed pipe over rdma", seal.New([]byte("id")), true, false, false, 1 << 20},
+		{"unkeyed zero-copy relay over tcp", seal.New([]byte("id")), true, true, true, 1 << 20},
+		{"keyed pipe over tcp", seal.NewKeyed(key, false), true, true, false, 128 << 10},
+		{"encrypted pipe over tcp", seal.NewKeyed(key, true), true, true, false, 128 << 10},
 	}
 	for _, tc := range cases {
-		s := newSender(infoConn{transport: tc.transport}, streamConfig{}, timeouts{}, "receiver")
+		s := newSender(infoConn{copies: tc.copies}, streamConfig{}, timeouts{}, "receiver")
 		s.seal = tc.st
 		if tc.forwards {
 			s.fwd = &forwarding{}

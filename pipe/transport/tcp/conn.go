@@ -118,7 +118,7 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 		src = newRawReader(nc, c.direct.raw)
 	}
 	c.in.br = bufio.NewReaderSize(countingReader{src, &c.in.arrived}, readBufferSize)
-	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
+	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth, Copies: true}
 	for i := range ctrl {
 		c.ctrlFree <- i
 	}
