@@ -102,3 +102,5 @@ func (rs *replaySource) Next(ctx context.Context) (int, int, bool, error) {
 func (rs *replaySource) Close(int64) { rs.inner.Close(rs.handed) }
 
 func (rs *replaySource) Describe() string { return rs.inner.Describe() + ", resendable" }
+
+func (rs *replaySource) Serial() bool { return rs.inner.Serial() }

@@ -3,6 +3,7 @@ package pipe
 import (
 	"context"
 	"encoding/binary"
+	"math"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/internal/seal"
@@ -32,13 +33,14 @@ func (s *sender) buf(i int) []byte {
 
 // read fills send buffers from the source and hands them to the poster,
 // each with a job for the pool that seals it, then the end of the stream.
-// A small message with nothing queued before it (a line typed into the
-// stream) it seals and posts itself, sparing it two hand-overs.
+// A message below inlineMin with nothing queued before it (a line typed
+// into the stream) it seals and posts itself, sparing it two hand-overs.
 func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, msgs chan<- *message) error {
 	var seq uint32
 	var index uint64 // of data messages: the nonce of a keyed one's tag
 	var read int64
 	room := s.seal.Room()
+	inline := s.inlineMin(src)
 	for {
 		i, n, eof, rerr := src.Next(ctx)
 		if ctx.Err() != nil {
@@ -51,7 +53,7 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 		m := &message{buf: i, n: n, seq: seq, rerr: rerr}
 		// The poster is idle when nothing is queued, and only this
 		// goroutine queues: then the message may skip it.
-		direct := n < parallelMin(s.seal) && s.queued.Load() == 0
+		direct := n < inline && s.queued.Load() == 0
 		if n > 0 {
 			index++
 			read += int64(n)
@@ -78,6 +80,19 @@ func (s *sender) read(ctx context.Context, src source.Source, pool *work.Pool, m
 			return nil
 		}
 	}
+}
+
+// inlineMin returns the payload below which the reader seals and posts a
+// message itself when nothing is queued before it: parallelMin, except
+// for an unkeyed stream that the reader reads itself (a pipe) over a
+// connection that copies what it sends (TCP), which it sends that way
+// whole. There a poster would only add its hand-overs, and XXH3 costs a
+// small part of the read's own copy, on bytes still in this core's cache.
+func (s *sender) inlineMin(src source.Source) int {
+	if !s.seal.Keyed() && src.Serial() && s.fwd == nil && s.c.Info().Copies {
+		return math.MaxInt
+	}
+	return parallelMin(s.seal)
 }
 
 // post posts the messages the reader queued, in order.

@@ -220,6 +220,10 @@ func (rs *relaySource) Close(int64) {}
 
 func (rs *relaySource) Describe() string { return rs.rl.describe() }
 
+// Serial reports false, which leaves a relay's sender handing its messages
+// over as before: their payloads arrive already in memory.
+func (rs *relaySource) Serial() bool { return false }
+
 // describe says where the stream goes on, and how (Stats.IO).
 func (rl *relay) describe() string {
 	if rl.s.fwd != nil {

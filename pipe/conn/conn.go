@@ -163,6 +163,7 @@ type Info struct {
 	Chunk     int    // negotiated data payload per message, in bytes
 	Depth     int    // negotiated buffers per side (Depth-1 data messages in flight)
 	Pinned    int64  // bytes of buffer memory registered (pinned) by this side; 0 where nothing is
+	Copies    bool   // the CPU copies each message out as it is posted (a socket's write), rather than a NIC reading the buffer
 }
 
 // ErrClosed is returned by Poll after Close.

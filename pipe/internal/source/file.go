@@ -192,6 +192,8 @@ func (fs *fileSource) Close(sent int64) {
 	_, _ = fs.f.Seek(fs.base+sent, io.SeekStart)
 }
 
+func (fs *fileSource) Serial() bool { return false }
+
 func (fs *fileSource) Describe() string {
 	if fs.direct {
 		return "pread O_DIRECT"

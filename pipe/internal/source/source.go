@@ -44,6 +44,10 @@ type Source interface {
 	Close(sent int64)
 	// Describe says how the input is read (pipe.Stats.IO).
 	Describe() string
+	// Serial reports whether Next reads each piece itself, on its
+	// caller's goroutine, one after the other (a pipe), rather than on
+	// goroutines of its own, ahead of the caller (a file).
+	Serial() bool
 }
 
 // New returns a Source of r into b: parallel positional reads for a
@@ -76,3 +80,5 @@ func (ss *streamSource) Next(ctx context.Context) (int, int, bool, error) {
 func (ss *streamSource) Close(int64) {}
 
 func (ss *streamSource) Describe() string { return "read" }
+
+func (ss *streamSource) Serial() bool { return true }

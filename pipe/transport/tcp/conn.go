@@ -23,6 +23,7 @@ package tcp
 
 import (
 	"bufio"
+	"io"
 	"net"
 	"sync"
 	"sync/atomic"
@@ -112,8 +113,12 @@ func newConn(nc net.Conn, l conn.Layout, p conn.Params, peerRecvBufs, spares int
 		c.direct.raw, _ = sc.SyscallConn()
 		c.direct.writev = c.direct.writevIov
 	}
-	c.in.br = bufio.NewReaderSize(countingReader{nc, &c.in.arrived}, readBufferSize)
-	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth}
+	var src io.Reader = nc
+	if c.direct.raw != nil {
+		src = newRawReader(nc, c.direct.raw)
+	}
+	c.in.br = bufio.NewReaderSize(countingReader{src, &c.in.arrived}, readBufferSize)
+	c.info = conn.Info{Transport: "tcp", Local: nc.LocalAddr().String(), Remote: c.remote, Chunk: p.Chunk, Depth: p.Depth, Copies: true}
 	for i := range ctrl {
 		c.ctrlFree <- i
 	}

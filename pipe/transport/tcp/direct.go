@@ -96,9 +96,10 @@ func (d *direct) writeFrame(w work, p []byte) (int, error) {
 
 // writevIov is the function tryWrite hands the socket's RawConn: one
 // writev of c.direct.iov, whatever the socket takes, never a wait for it to
-// drain. It is made once (newConn), so that a write allocates nothing.
+// drain, made as a raw system call, which keeps its P (see rawReader). It
+// is made once (newConn), so that a write allocates nothing.
 func (d *direct) writevIov(fd uintptr) bool {
-	n, _, e := unix.Syscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.iov[0])), uintptr(len(d.iov)))
+	n, _, e := unix.RawSyscall(unix.SYS_WRITEV, fd, uintptr(unsafe.Pointer(&d.iov[0])), uintptr(len(d.iov)))
 	if e != 0 {
 		d.err = e
 	} else {
