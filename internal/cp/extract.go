@@ -89,7 +89,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	ds := newDirs(root)
 	defer ds.close()
-	w := newWriters()
+	w := newWriters(ms.umask)
 	defer w.close()
 	for {
 		h, err := tr.Next()
