@@ -167,7 +167,8 @@ func (w *writers) writeOne(j writeJob) error {
 // writeUnnamed writes the file of j into dirfd, its directory, which this
 // extraction made, as a file without a name (O_TMPFILE) that gets its
 // mode and times and then its name (linkat): complete under its name or
-// absent, even if the process dies, in six calls with no rename. It says
+// absent, even if the process dies, in five calls (six where its mode
+// is given after, see madeMode) with no rename. It says
 // false, leaving nothing, where the file system or kernel cannot
 // do that. An earlier entry of the same name, which the archive put there,
 // is replaced (see replaceWith). The file is made with its mode where

@@ -178,3 +178,29 @@ func TestExtractDefaultACL(t *testing.T) {
 	}
 	checkFile(t, filepath.Join(dst, "top/d/f"), "body", 0o644, time.Unix(0, 0))
 }
+
+// TestMadeMode: a file is made with its mode only where the umask, a
+// default ACL or the kernel's handling of setuid, setgid and sticky
+// cannot change it.
+func TestMadeMode(t *testing.T) {
+	for _, c := range []struct {
+		m, umask fs.FileMode
+		plain    bool
+		made     uint32
+		exact    bool
+	}{
+		{0o644, 0o022, true, 0o644, true},
+		{0o600, 0o077, true, 0o600, true},
+		{0, 0o022, true, 0, true},
+		{0o664, 0o022, true, 0o600, false},
+		{0o644, 0o022, false, 0o600, false},
+		{0o755 | fs.ModeSetuid, 0, true, 0o600, false},
+		{0o755 | fs.ModeSetgid, 0, true, 0o600, false},
+		{0o755 | fs.ModeSticky, 0, true, 0o600, false},
+	} {
+		made, exact := madeMode(c.m, c.umask, c.plain)
+		if made != c.made || exact != c.exact {
+			t.Errorf("madeMode(%v, %o, %v) = %o, %v; want %o, %v", c.m, c.umask, c.plain, made, exact, c.made, c.exact)
+		}
+	}
+}
