@@ -1,9 +1,12 @@
 package cp
 
 import (
+	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
+
+	"golang.org/x/sys/unix"
 )
 
 // dirs keeps open the directories an extraction writes into, so that an
@@ -28,6 +31,10 @@ type dir struct {
 	// file holds it open.
 	fd   int
 	file *os.File
+	// plain says that a file made in the directory gets the mode it is
+	// made with less the umask: the directory is fresh and has no default
+	// ACL (which would stand for the umask).
+	plain bool
 	// partials lists the partial files in the directory when it was first
 	// needed, by the name of the file they are partial copies of (nil
 	// until then).
@@ -65,10 +72,18 @@ func (ds *dirs) of(name string) (*dir, error) {
 				return nil, entryErr("open directory", name, err)
 			}
 			d.fd = int(d.file.Fd())
+			d.plain = noDefaultACL(d.fd)
 		}
 	}
 	ds.open[name] = d
 	return d, nil
+}
+
+// noDefaultACL says whether the directory fd surely has no default ACL:
+// the file system has no such attribute on it, or none at all.
+func noDefaultACL(fd int) bool {
+	_, err := unix.Fgetxattr(fd, "system.posix_acl_default", nil)
+	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP)
 }
 
 // keepsOpen says whether making directory name (see mkdir), which opens

@@ -26,6 +26,8 @@ type dirMeta struct {
 // modes says how an archive's modes are applied: exactly with preserve
 // (setuid, setgid and sticky too), else less umask and without setuid and
 // setgid, and without sticky on files, as a new file of one's own would be.
+// umask is the process's: files are made with modes it must leave whole
+// (see madeMode).
 type modes struct {
 	preserve bool
 	umask    fs.FileMode
@@ -89,7 +91,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	ds := newDirs(root)
 	defer ds.close()
-	w := newWriters()
+	w := newWriters(ms.umask)
 	defer w.close()
 	for {
 		h, err := tr.Next()

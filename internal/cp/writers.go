@@ -37,6 +37,7 @@ type writers struct {
 	// byPath says that this process may not link a file by its descriptor
 	// alone (see linkFD).
 	byPath atomic.Bool
+	umask  fs.FileMode // the process's, for the modes files are made with
 }
 
 // writeJob is one file for writers.
@@ -54,9 +55,10 @@ const (
 	poolBufs    = 2 * poolWriters
 )
 
-// newWriters starts the writers' goroutines; close stops them.
-func newWriters() *writers {
-	w := &writers{jobs: make(chan writeJob), free: make(chan []byte, poolBufs), names: map[string]bool{}}
+// newWriters starts the writers' goroutines, for a process whose umask
+// is umask; close stops them.
+func newWriters(umask fs.FileMode) *writers {
+	w := &writers{jobs: make(chan writeJob), free: make(chan []byte, poolBufs), names: map[string]bool{}, umask: umask}
 	for range poolBufs {
 		w.free <- make([]byte, smallFile)
 	}
@@ -153,7 +155,7 @@ func (w *writers) close() {
 // partial name (see writeSmall).
 func (w *writers) writeOne(j writeJob) error {
 	if !w.noTmpfile.Load() {
-		ok, err := writeUnnamed(j.s.in.fd, j, &w.byPath)
+		ok, err := writeUnnamed(j.s.in.fd, j, w.umask, &w.byPath)
 		if ok || err != nil {
 			return err
 		}
@@ -165,12 +167,15 @@ func (w *writers) writeOne(j writeJob) error {
 // writeUnnamed writes the file of j into dirfd, its directory, which this
 // extraction made, as a file without a name (O_TMPFILE) that gets its
 // mode and times and then its name (linkat): complete under its name or
-// absent, even if the process dies, in six calls with no rename. It says
+// absent, even if the process dies, in five calls (six where its mode
+// is given after, see madeMode) with no rename. It says
 // false, leaving nothing, where the file system or kernel cannot
 // do that. An earlier entry of the same name, which the archive put there,
-// is replaced (see replaceWith). byPath is linkFD's.
-func writeUnnamed(dirfd int, j writeJob, byPath *atomic.Bool) (bool, error) {
-	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, 0o600)
+// is replaced (see replaceWith). The file is made with its mode where
+// that comes out exact (see madeMode), else given it. byPath is linkFD's.
+func writeUnnamed(dirfd int, j writeJob, umask fs.FileMode, byPath *atomic.Bool) (bool, error) {
+	mode, exact := madeMode(j.meta.mode, umask, j.s.in.plain)
+	fd, err := unix.Openat(dirfd, ".", unix.O_WRONLY|unix.O_TMPFILE|unix.O_CLOEXEC, mode)
 	if err != nil {
 		return false, nil
 	}
@@ -182,8 +187,10 @@ func writeUnnamed(dirfd int, j writeJob, byPath *atomic.Bool) (bool, error) {
 		}
 		off += n
 	}
-	if err := unix.Fchmod(fd, unixMode(j.meta.mode)); err != nil {
-		return true, entryErr("write", j.s.name, err)
+	if !exact {
+		if err := unix.Fchmod(fd, unixMode(j.meta.mode)); err != nil {
+			return true, entryErr("write", j.s.name, err)
+		}
 	}
 	ts := []unix.Timespec{timespec(orNow(j.meta.atime, j.meta.mtime)), timespec(j.meta.mtime)}
 	if err := unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH); err != nil {
@@ -202,6 +209,18 @@ func writeUnnamed(dirfd int, j writeJob, byPath *atomic.Bool) (bool, error) {
 		return true, entryErr("write", j.s.name, err)
 	}
 	return true, nil
+}
+
+// madeMode returns the mode to make a file of mode m with, in a
+// directory whose new files get the mode they are made with less umask
+// (plain, see dir), and whether the file has m then: when m has none of
+// umask's bits, nor setuid, setgid or sticky (which the kernel may drop).
+// Else it is 0600, for a chmod to m once written.
+func madeMode(m, umask fs.FileMode, plain bool) (uint32, bool) {
+	if plain && m&^fs.ModePerm == 0 && m&umask == 0 {
+		return uint32(m), true
+	}
+	return 0o600, false
 }
 
 // linkFD gives fd, a file without a name, the name base in dirfd: by the

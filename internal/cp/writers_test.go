@@ -24,7 +24,7 @@ func unnamed(t *testing.T, byPath bool) func(int, writeJob) error {
 	return func(dirfd int, j writeJob) error {
 		var b atomic.Bool
 		b.Store(byPath)
-		ok, err := writeUnnamed(dirfd, j, &b)
+		ok, err := writeUnnamed(dirfd, j, umask(), &b)
 		if !ok && err == nil {
 			t.Skipf("O_TMPFILE and linkat through /proc not available in %s", t.TempDir())
 		}
@@ -38,7 +38,6 @@ func unnamed(t *testing.T, byPath bool) func(int, writeJob) error {
 // entry of the same name and fails on a directory, which stays; neither
 // way leaves a temporary file.
 func TestWriteSmallWays(t *testing.T) {
-	mtime, atime := time.Unix(1e9, 123456789), time.Unix(1.5e9, 987654321)
 	ways := []struct {
 		name  string
 		write func(dirfd int, j writeJob) error
@@ -47,43 +46,53 @@ func TestWriteSmallWays(t *testing.T) {
 		{"unnamed, linked through /proc", unnamed(t, true)},
 		{"partial", writeSmall},
 	}
-	for _, way := range ways {
-		for _, before := range []string{"nothing", "file", "directory"} {
-			t.Run(way.name+"/"+before, func(t *testing.T) {
-				dir := t.TempDir()
-				p := filepath.Join(dir, "f")
-				switch before {
-				case "file":
-					os.WriteFile(p, []byte("older and longer"), 0o600)
-				case "directory":
-					os.Mkdir(p, 0o700)
-				}
-				fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
-				if err != nil {
-					t.Fatal(err)
-				}
-				defer unix.Close(fd)
-				j := writeJob{s: spot{base: "f", name: "top/f"}, data: []byte("new body"), meta: fileMeta{mode: 0o755 | fs.ModeSetuid, atime: atime, mtime: mtime}}
-				err = way.write(fd, j)
-				if before == "directory" {
-					if fi, serr := os.Lstat(p); err == nil || serr != nil || !fi.IsDir() {
-						t.Fatalf("over a directory: %v, and it is %v, %v; want an error and the directory kept", err, fi, serr)
-					}
-					noTemps(t, dir)
-					return
-				}
-				if err != nil {
-					t.Fatal(err)
-				}
-				var st unix.Stat_t
-				if err := unix.Lstat(p, &st); err != nil || !time.Unix(st.Atim.Unix()).Equal(atime) {
-					t.Errorf("atime %v, %v; want %v", time.Unix(st.Atim.Unix()), err, atime)
-				}
-				checkFile(t, p, "new body", 0o755|fs.ModeSetuid, mtime)
-				noTemps(t, dir)
-			})
+	// 0644 is made so where the umask allows, the others chmod-ed to.
+	for _, mode := range []fs.FileMode{0o755 | fs.ModeSetuid, 0o644, 0o777} {
+		for _, way := range ways {
+			for _, before := range []string{"nothing", "file", "directory"} {
+				t.Run(fmt.Sprint(mode, "/", way.name, "/", before), func(t *testing.T) {
+					writeSmallWay(t, way.write, before, mode)
+				})
+			}
 		}
 	}
+}
+
+// writeSmallWay writes a file of mode with write over what is there
+// before (see TestWriteSmallWays) and checks it.
+func writeSmallWay(t *testing.T, write func(int, writeJob) error, before string, mode fs.FileMode) {
+	mtime, atime := time.Unix(1e9, 123456789), time.Unix(1.5e9, 987654321)
+	tmp := t.TempDir()
+	p := filepath.Join(tmp, "f")
+	switch before {
+	case "file":
+		os.WriteFile(p, []byte("older and longer"), 0o600)
+	case "directory":
+		os.Mkdir(p, 0o700)
+	}
+	fd, err := unix.Open(tmp, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	j := writeJob{s: spot{base: "f", name: "top/f", in: &dir{plain: noDefaultACL(fd)}}, data: []byte("new body"), meta: fileMeta{mode: mode, atime: atime, mtime: mtime}}
+	err = write(fd, j)
+	if before == "directory" {
+		if fi, serr := os.Lstat(p); err == nil || serr != nil || !fi.IsDir() {
+			t.Fatalf("over a directory: %v, and it is %v, %v; want an error and the directory kept", err, fi, serr)
+		}
+		noTemps(t, tmp)
+		return
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(p, &st); err != nil || !time.Unix(st.Atim.Unix()).Equal(atime) {
+		t.Errorf("atime %v, %v; want %v", time.Unix(st.Atim.Unix()), err, atime)
+	}
+	checkFile(t, p, "new body", mode, mtime)
+	noTemps(t, tmp)
 }
 
 // checkFile fails t unless p is a regular file with body, mode and mtime.
@@ -147,5 +156,51 @@ func TestExtractDirsAhead(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestExtractDefaultACL: files extracted into directories the extraction
+// made under a directory with a default ACL, which stands for the umask
+// there, come out in their modes all the same.
+func TestExtractDefaultACL(t *testing.T) {
+	dst := t.TempDir()
+	// The default ACL u::rwx g::rwx o::--- (version 2, then tag, permissions
+	// and id of each entry, little-endian).
+	acl := []byte{2, 0, 0, 0, 1, 0, 7, 0, 255, 255, 255, 255, 4, 0, 7, 0, 255, 255, 255, 255, 32, 0, 0, 0, 255, 255, 255, 255}
+	if err := unix.Setxattr(dst, "system.posix_acl_default", acl, 0); err != nil {
+		t.Skipf("no default ACL on %s: %v", dst, err)
+	}
+	data := archive(t, entry{name: "top/", typ: tar.TypeDir, mode: 0o755}, entry{name: "top/d/", typ: tar.TypeDir, mode: 0o755},
+		entry{name: "top/d/f", typ: tar.TypeReg, body: "body", mode: 0o644})
+	root := openRoot(t, dst)
+	if err := extract(context.Background(), root, bytes.NewReader(data), []string{"top"}, "", modes{preserve: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	checkFile(t, filepath.Join(dst, "top/d/f"), "body", 0o644, time.Unix(0, 0))
+}
+
+// TestMadeMode: a file is made with its mode only where the umask, a
+// default ACL or the kernel's handling of setuid, setgid and sticky
+// cannot change it.
+func TestMadeMode(t *testing.T) {
+	for _, c := range []struct {
+		m, umask fs.FileMode
+		plain    bool
+		made     uint32
+		exact    bool
+	}{
+		{0o644, 0o022, true, 0o644, true},
+		{0o600, 0o077, true, 0o600, true},
+		{0, 0o022, true, 0, true},
+		{0o664, 0o022, true, 0o600, false},
+		{0o644, 0o022, false, 0o600, false},
+		{0o755 | fs.ModeSetuid, 0, true, 0o600, false},
+		{0o755 | fs.ModeSetgid, 0, true, 0o600, false},
+		{0o755 | fs.ModeSticky, 0, true, 0o600, false},
+	} {
+		made, exact := madeMode(c.m, c.umask, c.plain)
+		if made != c.made || exact != c.exact {
+			t.Errorf("madeMode(%v, %o, %v) = %o, %v; want %o, %v", c.m, c.umask, c.plain, made, exact, c.made, c.exact)
+		}
 	}
 }
