@@ -220,8 +220,8 @@ func (rs *relaySource) Close(int64) {}
 
 func (rs *relaySource) Describe() string { return rs.rl.describe() }
 
-// Serial reports false, which leaves a relay's sender handing its messages
-// over as before: their payloads arrive already in memory.
+// Serial reports false: a relay's payloads arrive already in memory, and
+// its sender hands them to the pool to be sealed.
 func (rs *relaySource) Serial() bool { return false }
 
 // describe says where the stream goes on, and how (Stats.IO).

@@ -2,7 +2,6 @@ package cp
 
 import (
 	"archive/tar"
-	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -52,29 +51,14 @@ func writeSparseEntry(w io.Writer, h *tar.Header, f *os.File, segs []segment, bu
 	recs := paxRecord("GNU.sparse.major", "1") + paxRecord("GNU.sparse.minor", "0") +
 		paxRecord("GNU.sparse.name", h.Name) + paxRecord("GNU.sparse.realsize", strconv.FormatInt(h.Size, 10)) +
 		paxRecord("mtime", paxTime(h.ModTime))
-	if !h.AccessTime.IsZero() {
-		recs += paxRecord("atime", paxTime(h.AccessTime))
+	if fits(stored, 12) {
+		hdr.size = stored
+	} else {
+		recs += paxRecord("size", strconv.FormatInt(stored, 10))
 	}
-	for _, n := range []struct {
-		key   string
-		v     int64
-		field *int64
-		width int
-	}{{"size", stored, &hdr.size, 12}, {"uid", int64(h.Uid), &hdr.uid, 8}, {"gid", int64(h.Gid), &hdr.gid, 8}} {
-		if fits(n.v, n.width) {
-			*n.field = n.v
-		} else {
-			recs += paxRecord(n.key, strconv.FormatInt(n.v, 10))
-		}
-	}
-	ext := block{name: path.Join(dir, "PaxHeaders.0", file), typ: tar.TypeXHeader, mode: 0o644, size: int64(len(recs))}
-	var head bytes.Buffer
-	head.Write(ext.encode())
-	head.WriteString(recs)
-	head.Write(padding(int64(len(recs))))
-	head.Write(hdr.encode())
-	head.Write(m)
-	if _, err := w.Write(head.Bytes()); err != nil {
+	recs += ownerRecords(&hdr, h)
+	head := append(appendHead(nil, path.Join(dir, file), recs, hdr), m...)
+	if _, err := w.Write(head); err != nil {
 		return err
 	}
 	for _, s := range segs {
@@ -112,14 +96,45 @@ func sparseMap(segs []segment) []byte {
 	return append(b, padding(int64(len(b)))...)
 }
 
-// padding is the zeros that fill n bytes up to a whole block.
+// padding is the zeros that fill n bytes up to a whole block, to be
+// written or copied, never changed.
 func padding(n int64) []byte {
-	return make([]byte, padLen(n))
+	return zeros[:(blockSize-n%blockSize)%blockSize]
 }
 
-// padLen is how many bytes fill n bytes up to a whole block.
-func padLen(n int64) int {
-	return int((blockSize - n%blockSize) % blockSize)
+// ownerRecords puts h's user and group ids in hdr where they fit its
+// fields and returns the PAX records of h's access time, if it has one,
+// and of the ids that do not fit.
+func ownerRecords(hdr *block, h *tar.Header) string {
+	var recs string
+	if !h.AccessTime.IsZero() {
+		recs += paxRecord("atime", paxTime(h.AccessTime))
+	}
+	for _, n := range []struct {
+		key   string
+		v     int64
+		field *int64
+	}{{"uid", int64(h.Uid), &hdr.uid}, {"gid", int64(h.Gid), &hdr.gid}} {
+		if fits(n.v, 8) {
+			*n.field = n.v
+		} else {
+			recs += paxRecord(n.key, strconv.FormatInt(n.v, 10))
+		}
+	}
+	return recs
+}
+
+// appendHead appends to dst the header of the entry called name: an
+// extended header of recs, if there are any, named as archive/tar names
+// it, then the ustar block hdr.
+func appendHead(dst []byte, name, recs string, hdr block) []byte {
+	if recs != "" {
+		dir, file := path.Split(name)
+		ext := block{name: path.Join(dir, "PaxHeaders.0", file), typ: tar.TypeXHeader, mode: 0o644, size: int64(len(recs))}
+		dst = append(ext.appendTo(dst), recs...)
+		dst = append(dst, padding(int64(len(recs)))...)
+	}
+	return hdr.appendTo(dst)
 }
 
 // paxRecord is one record of a PAX extended header: "LEN KEY=VALUE\n",

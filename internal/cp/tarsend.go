@@ -7,7 +7,6 @@ import (
 	"io"
 	"io/fs"
 	"os"
-	"path"
 	"strconv"
 	"strings"
 	"syscall"
@@ -213,7 +212,7 @@ func (a archiver) addData(h *tar.Header, data []byte, p string) error {
 		if err := a.tw.Flush(); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
-		for _, b := range [][]byte{fileHead(a.buf[:0], h), data, zeros[:padLen(h.Size)]} {
+		for _, b := range [][]byte{fileHead(a.buf[:0], h), data, padding(h.Size)} {
 			if _, err := a.w.Write(b); err != nil {
 				return fmt.Errorf("%s: %w", p, err)
 			}
@@ -240,30 +239,10 @@ func fileHead(dst []byte, h *tar.Header) []byte {
 	if len(h.Name) > 100 || !isASCII(h.Name) {
 		recs += paxRecord("path", h.Name)
 	}
-	if !h.AccessTime.IsZero() {
-		recs += paxRecord("atime", paxTime(h.AccessTime))
-	}
 	if h.ModTime.Nanosecond() != 0 {
 		recs += paxRecord("mtime", paxTime(h.ModTime))
 	}
-	for _, n := range []struct {
-		key   string
-		v     int64
-		field *int64
-	}{{"uid", int64(h.Uid), &hdr.uid}, {"gid", int64(h.Gid), &hdr.gid}} {
-		if fits(n.v, 8) {
-			*n.field = n.v
-		} else {
-			recs += paxRecord(n.key, strconv.FormatInt(n.v, 10))
-		}
-	}
-	if recs != "" {
-		dir, file := path.Split(h.Name)
-		ext := block{name: path.Join(dir, "PaxHeaders.0", file), typ: tar.TypeXHeader, mode: 0o644, size: int64(len(recs))}
-		dst = append(ext.appendTo(dst), recs...)
-		dst = append(dst, zeros[:padLen(int64(len(recs)))]...)
-	}
-	return hdr.appendTo(dst)
+	return appendHead(dst, h.Name, recs+ownerRecords(&hdr, h), hdr)
 }
 
 // isASCII says whether s is all ASCII, as a ustar name field must be.
