@@ -2,14 +2,17 @@ package server
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // acceptLoop hands each sender that connects to l to accepted, and each
-// accept failure to errs, until ctx ends; after a failure it pauses
-// briefly, so that a listener failing again at once does not spin.
+// accept failure to errs, until ctx ends. After a failure of the listener
+// itself (such as too many open files) it pauses briefly, so that it does
+// not spin; after a refused peer (conn.ErrRefused) it goes on at once, so
+// that refused peers cannot hold up real ones.
 func acceptLoop(ctx context.Context, l conn.Listener, accepted chan<- conn.Conn, errs chan<- error) {
 	for {
 		c, err := l.Accept(ctx)
@@ -22,8 +25,9 @@ func acceptLoop(ctx context.Context, l conn.Listener, accepted chan<- conn.Conn,
 			case <-ctx.Done():
 				return
 			}
-			// A listener that fails at once again (a local resource
-			// problem) must not spin.
+			if errors.Is(err, conn.ErrRefused) {
+				continue
+			}
 			select {
 			case <-time.After(100 * time.Millisecond):
 			case <-ctx.Done():

@@ -421,3 +421,42 @@ func TestCancelledWhileRelaySetUp(t *testing.T) {
 		t.Fatalf("Serve: %v (%v), want the context's end, aborted", got, conn.KindOf(got))
 	}
 }
+
+// TestRefusalsDoNotPause hands the Server 500 refused peers, then the real
+// sender: the accept loop goes on at once after each refusal (it pauses
+// only after the listener's own failures), so the real stream is served
+// long before 500 pauses could have passed.
+func TestRefusalsDoNotPause(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound(20*time.Second))
+	defer cancel()
+	p := conn.NewParams(4096, 4)
+	l := &memListener{conns: make(chan conn.Conn), errs: make(chan error)}
+	var out bytes.Buffer
+	done := make(chan error, 1)
+	go func() {
+		srv := Server{Listener: l, Out: &out, Log: io.Discard}
+		_, err := srv.Serve(ctx)
+		done <- err
+	}()
+	refusal := conn.Refused(conn.Errorf(conn.KindSetup, "accept from 10.0.0.1:40000", "another protocol version"))
+	for i := range 500 {
+		select {
+		case l.errs <- refusal:
+		case <-ctx.Done():
+			t.Fatalf("the accept loop took only %d of 500 refusals before the deadline", i)
+		}
+	}
+	s, r, err := memconn.Pair(p, p, memconn.Faults{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	l.conns <- r
+	if _, err := pipe.Send(ctx, s, strings.NewReader("the real stream"), pipe.SendConfig{}); err != nil {
+		t.Fatalf("real sender after the refusals: %v", err)
+	}
+	if err := <-done; err != nil || out.String() != "the real stream" {
+		t.Fatalf("receiver: %v, wrote %q", err, out.String())
+	}
+}

@@ -73,3 +73,18 @@ var ErrBusy = errors.New("receiver busy with another stream: retry later")
 // peer (too little locked memory, no memory, no device resources): a
 // receiver that meets one cannot serve any sender until it is fixed.
 var ErrLocal = errors.New("local resources")
+
+// ErrRefused is matched (errors.Is) by the Accept errors that report a
+// peer the listener refused: the refusal cost nothing that outlives it, so
+// Accept may be called again at once.
+var ErrRefused = errors.New("peer refused")
+
+// Refused marks err, keeping its message, as a listener's refusal of a peer
+// (see ErrRefused).
+func Refused(err error) error { return refusal{err} }
+
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+func (refusal) Is(target error) bool { return target == ErrRefused }

@@ -35,6 +35,14 @@ func setups() admit.Policy {
 	return admit.Policy{PerSource: 4, Start: 8, Full: 16, Rate: 0.3}
 }
 
+// penalties returns the policy for sources whose requests fail (a bad
+// proposal, a setup they do not complete): from the second failure on,
+// their refusals are not reported, and they get less time to complete
+// each setup, down to a quarter of a second.
+func penalties() admit.PenaltyPolicy {
+	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: 250 * time.Millisecond, Sources: 4096}
+}
+
 // errDropped ends a setup that the setups policy dropped for a newer one.
 var errDropped = errors.New("dropped for a newer connect request: too many connections in set-up")
 
@@ -71,10 +79,11 @@ type Listener struct {
 
 	done     context.Context // ended by Close
 	stop     context.CancelFunc
-	results  chan accepted // from setups to Accept, unbuffered
-	refused  chan error    // refusals of bad proposals, for Accept; dropped when full
-	mu       sync.Mutex
-	pending  *admit.Table[*setup] // the setups in progress
+	results   chan accepted // from setups to Accept, unbuffered
+	refused   chan error    // refusals of peers, for Accept; dropped when full
+	mu        sync.Mutex
+	pending   *admit.Table[*setup] // the setups in progress
+	penalties *admit.Penalties     // the sources whose requests failed
 	loopDone chan struct{}        // closed when the request loop ends
 	loopErr  error                // why the loop ended, unless Close
 	wg       sync.WaitGroup       // the request loop and the setups
@@ -147,6 +156,7 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 	l.results = make(chan accepted)
 	l.refused = make(chan error, backlog)
 	l.pending = admit.NewTable[*setup](setups(), rand.Float64)
+	l.penalties = admit.NewPenalties(penalties())
 	l.loopDone = make(chan struct{})
 	l.wg.Add(1)
 	go l.serve()
@@ -234,11 +244,12 @@ func (l *Listener) Addr() string { return l.addr }
 // Requests that cannot be served are rejected with the listener's Params
 // as private data, so that the dialer can explain it, and Accept returns
 // the error: bad or incompatible proposals (kind conn.KindSetup), device
-// mismatches, peers that do not complete the connection within
-// establishTimeout, and failures of this host's resources (locked-memory
-// limit, memory, device resources), which satisfy errors.Is(err,
-// conn.ErrLocal). Busy refusals (see SetBusy) are not reported. The
-// Listener stays usable after an error. After Close, Accept returns an
+// mismatches and peers that do not complete the connection within
+// establishTimeout, which match conn.ErrRefused, and failures of this
+// host's resources (locked-memory limit, memory, device resources), which
+// satisfy errors.Is(err, conn.ErrLocal). Busy refusals (see SetBusy), and
+// refusals of a source within its penalty (see penalties), are not
+// reported. The Listener stays usable after an error. After Close, Accept returns an
 // error wrapping net.ErrClosed.
 func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 	if l.done.Err() != nil {
@@ -302,23 +313,24 @@ func (l *Listener) request(req *event) {
 		l.join(req, j)
 		return
 	}
+	source := sourceOf(peerAddr(id))
 	var proposal conn.Params
 	if err := proposal.UnmarshalBinary(privateData(req)); err != nil {
 		l.reject(id, l.local)
-		l.report(&conn.Error{Kind: conn.KindSetup, Op: op, Err: err})
+		l.fail(source, &conn.Error{Kind: conn.KindSetup, Op: op, Err: err})
 		return
 	}
 	p, err := conn.Negotiate(l.local, proposal)
 	if err != nil {
 		l.reject(id, l.local)
-		l.report(&conn.Error{Kind: conn.KindOf(err), Op: op, Err: err})
+		l.fail(source, &conn.Error{Kind: conn.KindOf(err), Op: op, Err: err})
 		return
 	}
 	if l.busy.Load() {
 		l.reject(id, l.busyParams())
 		return
 	}
-	su := l.admit(peerAddr(id))
+	su := l.admit(source)
 	if su == nil {
 		l.reject(id, l.busyParams())
 		return
@@ -335,36 +347,50 @@ func (l *Listener) request(req *event) {
 			lanes = 0
 		}
 		c, err := l.setup(su, req, p, proposal, op, lanes, nics)
-		select {
-		case l.results <- accepted{c, err}:
-		case <-l.done.Done():
-			if c != nil {
-				c.Close()
+		if err != nil && !errors.Is(err, conn.ErrLocal) {
+			if l.done.Err() == nil {
+				l.fail(source, err)
+			}
+		} else {
+			select {
+			case l.results <- accepted{c, err}:
+			case <-l.done.Done():
+				if c != nil {
+					c.Close()
+				}
 			}
 		}
 		l.leave(su)
 	}()
 }
 
-// setup is one connect request in set-up: its context ends when the
-// listener closes or the setups policy drops it.
-type setup struct {
-	ctx    context.Context
-	cancel context.CancelCauseFunc
+// sourceOf names the host of peer (host:port), for the setups and
+// penalties policies.
+func sourceOf(peer string) string {
+	if ap, err := netip.ParseAddrPort(peer); err == nil {
+		return ap.Addr().String()
+	}
+	return peer
 }
 
-// admit enters a setup for a connect request from peer (host:port) among
-// those in progress, dropping the one the policy drops for it, or returns
-// nil when the policy refuses it.
-func (l *Listener) admit(peer string) *setup {
-	source := peer
-	if ap, err := netip.ParseAddrPort(peer); err == nil {
-		source = ap.Addr().String()
-	}
+// setup is one connect request in set-up: its context ends when the
+// listener closes or the setups policy drops it; its peer has establish
+// to complete the connection.
+type setup struct {
+	ctx       context.Context
+	cancel    context.CancelCauseFunc
+	establish time.Duration
+}
+
+// admit enters a setup for a connect request from source among those in
+// progress, dropping the one the policy drops for it, or returns nil when
+// the policy refuses it.
+func (l *Listener) admit(source string) *setup {
 	su := &setup{}
 	su.ctx, su.cancel = context.WithCancelCause(l.done)
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	su.establish, _ = l.penalties.Timeout(source, time.Now(), l.establish)
 	victim, drop, ok := l.pending.Arrive(source, su)
 	if drop {
 		victim.cancel(errDropped)
@@ -434,11 +460,20 @@ func (l *Listener) endJoins(token uint64, joins chan *event) {
 	}
 }
 
-// report hands a refusal to Accept, or drops it when backlog refusals are
-// already waiting for an Accept.
-func (l *Listener) report(err error) {
+// fail records a failed request from source, and hands err to Accept
+// unless source was already penalized or backlog refusals are waiting for
+// an Accept: a refused peer holds no goroutine and no buffer.
+func (l *Listener) fail(source string, err error) {
+	l.mu.Lock()
+	now := time.Now()
+	_, penalized := l.penalties.Timeout(source, now, l.establish)
+	l.penalties.Fail(source, now)
+	l.mu.Unlock()
+	if penalized {
+		return
+	}
 	select {
-	case l.refused <- err:
+	case l.refused <- conn.Refused(err):
 	default:
 	}
 }
@@ -448,7 +483,7 @@ func (l *Listener) report(err error) {
 // sender to write into over that many queue pairs, see ring.go and
 // lanes.go; with nics, the addresses of this host's other devices for
 // them, see nics.go), accepts, and waits for the peer to complete the
-// connection and its other lanes, at most l.establish, unless su ends
+// connection and its other lanes, at most su.establish, unless su ends
 // first.
 func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op string, lanes int, nics bool) (*Conn, error) {
 	id := req.id
@@ -525,9 +560,9 @@ func (l *Listener) setup(su *setup, req *event, p, proposal conn.Params, op stri
 
 // complete waits, once c's answer went out, for the peer to complete the
 // connection and its other lanes and, if await, to send its first message
-// (first.go), all within l.establish, unless su ends first.
+// (first.go), all within su.establish, unless su ends first.
 func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, proposal conn.Params, await bool) error {
-	ctx, cancel := context.WithTimeout(su.ctx, l.establish)
+	ctx, cancel := context.WithTimeout(su.ctx, su.establish)
 	defer cancel()
 	_, err := c.expect(ctx, C.RDMA_CM_EVENT_ESTABLISHED, proposal)
 	if err == nil && lanes > 1 {
@@ -543,7 +578,7 @@ func (l *Listener) complete(su *setup, c *Conn, lanes int, joins chan *event, pr
 	case errors.Is(context.Cause(su.ctx), errDropped):
 		err = errDropped
 	case errors.Is(err, context.DeadlineExceeded):
-		err = fmt.Errorf("peer did not %s within %v", what, l.establish)
+		err = fmt.Errorf("peer did not %s within %v", what, su.establish)
 	}
 	return err
 }

@@ -48,8 +48,8 @@ func loopbackPair(t *testing.T, ln net.Listener) (client, server net.Conn) {
 // handshake never panics or hangs; it answers exactly a well-formed
 // proposal (the negotiated parameters, a refusal with the listener's
 // version, or the busy answer), hands Accept a Conn only for an accepted
-// proposal and a KindSetup error only for a refused one, and closes every
-// other connection without a word.
+// proposal, reports a refusal (KindSetup, conn.ErrRefused) only for a
+// refused one, and closes every other connection without a word.
 func FuzzListenerHandshake(f *testing.F) {
 	for _, b := range seedProposals() {
 		f.Add(b, false)
@@ -100,8 +100,16 @@ func FuzzListenerHandshake(f *testing.F) {
 		switch {
 		case refused != nil:
 			want = conn.Params{Version: conn.Version}
-			if !ok || c != nil || conn.KindOf(a.err) != conn.KindSetup {
+			if ok || c != nil {
 				t.Fatalf("refused %+v: ok %v, %+v", prop, ok, a)
+			}
+			select {
+			case err := <-l.refused:
+				if conn.KindOf(err) != conn.KindSetup || !errors.Is(err, conn.ErrRefused) {
+					t.Fatalf("refused %+v, reported as %v", prop, err)
+				}
+			default:
+				t.Fatalf("refused %+v, not reported", prop)
 			}
 		case busy:
 			want = conn.Params{Version: conn.Version, Chunk: local.Chunk, Depth: local.Depth, Busy: true}

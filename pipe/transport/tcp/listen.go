@@ -28,6 +28,18 @@ func handshakes() admit.Policy {
 	return admit.Policy{PerSource: 16, Start: 32, Full: 64, Rate: 0.3}
 }
 
+// penalties returns the policy for sources whose handshakes fail (another
+// version, garbage, silence, a hang-up): from the second failure on, their
+// refusals get no answer and are not reported, and their handshakes may
+// take less time with each failure, down to a quarter of a second.
+func penalties() admit.PenaltyPolicy {
+	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: 250 * time.Millisecond, Sources: 4096}
+}
+
+// refusalBacklog is how many refusals wait for an Accept to report them;
+// more are dropped, so that a flood of refused peers holds no memory.
+const refusalBacklog = 8
+
 // ListenConfig holds the options for listening. Its zero value uses the
 // defaults.
 type ListenConfig struct {
@@ -48,16 +60,18 @@ type Listener struct {
 	local   conn.Params
 	timeout time.Duration // see ListenConfig.HandshakeTimeout
 
-	ready   chan accepted // finished handshakes, for Accept
-	mu      sync.Mutex
-	pending *admit.Table[net.Conn] // the handshakes in progress
+	ready     chan accepted // finished handshakes, for Accept
+	refused   chan error    // refusals of peers, for Accept; never waited on
+	mu        sync.Mutex
+	pending   *admit.Table[net.Conn] // the handshakes in progress
+	penalties *admit.Penalties       // the sources whose handshakes failed
 	closed  context.Context        // ends when Close is called
 	close   context.CancelFunc
 	wg      sync.WaitGroup // the accepting goroutine and the handshakes
 }
 
 // accepted is one result for Accept: a connection whose handshake
-// succeeded with parameters p, or an error. Its buffers are allocated only
+// succeeded with parameters p, or the listener's own error. Its buffers are allocated only
 // when Accept takes it (conn), so that handshakes that finished while the
 // receiver was not accepting hold a socket each, not a stream's memory.
 type accepted struct {
@@ -110,8 +124,9 @@ func newListener(local conn.Params, timeout time.Duration) *Listener {
 		timeout = DefaultListenHandshake
 	}
 	closed, cancel := context.WithCancel(context.Background())
-	return &Listener{local: local, timeout: timeout, ready: make(chan accepted),
-		pending: admit.NewTable[net.Conn](handshakes(), rand.Float64), closed: closed, close: cancel}
+	return &Listener{local: local, timeout: timeout, ready: make(chan accepted), refused: make(chan error, refusalBacklog),
+		pending: admit.NewTable[net.Conn](handshakes(), rand.Float64), penalties: admit.NewPenalties(penalties()),
+		closed: closed, close: cancel}
 }
 
 // SetBusy says whether the receiver is serving a stream; while it is,
@@ -140,7 +155,9 @@ func (l *Listener) Close() error {
 // and senders refused as busy, are closed and skipped: Accept goes on
 // waiting. A sender whose proposal the listener refuses (another protocol
 // version, bad parameters) is told why, and Accept returns a *conn.Error of
-// kind KindSetup; the listener stays open, so the caller may Accept again.
+// kind KindSetup that matches conn.ErrRefused; the listener stays open, so
+// the caller may Accept again at once. A source refused again within its
+// penalty (see penalties) is neither told nor reported.
 // After Close, Accept returns an error wrapping conn.ErrClosed; when ctx
 // ends, one of kind KindAborted.
 func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
@@ -154,6 +171,8 @@ func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 			return nil, a.err
 		}
 		return a.conn()
+	case err := <-l.refused:
+		return nil, err
 	case <-ctx.Done():
 		return nil, interrupted(op, ctx.Err())
 	case <-l.closed.Done():
@@ -241,31 +260,62 @@ func (l *Listener) deliver(a accepted) {
 }
 
 // handshake reads the sender's proposal from nc and answers it. It returns
-// the connection, or the refusal Accept reports, with ok true; or ok false
-// when the connection was skipped and closed (not an rdmapipe sender, busy,
-// listener closed).
+// the connection with ok true, or ok false when the connection was refused
+// (reported, see report), skipped (not an rdmapipe sender, busy) or the
+// listener closed, and closed it.
 func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
-	op := "accept from " + nc.RemoteAddr().String()
-	end := guard(l.closed, nc, l.timeout)
+	src := source(nc)
+	timeout, penalized := l.penalty(src)
+	end := guard(l.closed, nc, timeout)
 	p, reply, refused, err := l.answer(nc)
 	if err == nil && refused == nil {
 		l.progressed(nc)
 	}
-	if err == nil {
+	if err == nil && (refused == nil || !penalized) {
 		_, err = nc.Write(reply)
 	}
 	if cerr := end(); cerr != nil {
 		err = cerr
 	}
-	switch {
-	case err != nil || p.Busy:
-		_ = nc.Close()
-		return accepted{}, false
-	case refused != nil:
-		_ = nc.Close()
-		return accepted{err: &conn.Error{Kind: conn.KindSetup, Op: op, Err: refused}}, true
+	if err == nil && refused == nil {
+		if p.Busy {
+			_ = nc.Close()
+			return accepted{}, false
+		}
+		return accepted{nc: nc, p: p}, true
 	}
-	return accepted{nc: nc, p: p}, true
+	_ = nc.Close()
+	if l.closed.Err() == nil {
+		l.fail(src)
+	}
+	if refused != nil && !penalized {
+		l.report(&conn.Error{Kind: conn.KindSetup, Op: "accept from " + nc.RemoteAddr().String(), Err: refused})
+	}
+	return accepted{}, false
+}
+
+// penalty returns how long a handshake from src may take, and whether src
+// is penalized.
+func (l *Listener) penalty(src string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.penalties.Timeout(src, time.Now(), l.timeout)
+}
+
+// fail records a failed handshake from src.
+func (l *Listener) fail(src string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.penalties.Fail(src, time.Now())
+}
+
+// report hands a refusal to Accept, or drops it when refusalBacklog are
+// already waiting: a refused peer holds no goroutine and no buffer.
+func (l *Listener) report(err error) {
+	select {
+	case l.refused <- conn.Refused(err):
+	default:
+	}
 }
 
 // answer reads a proposal from r and returns the reply to write: the
