@@ -77,16 +77,16 @@ type Listener struct {
 	// (establishTimeout; tests lengthen it).
 	establish time.Duration
 
-	done     context.Context // ended by Close
-	stop     context.CancelFunc
+	done      context.Context // ended by Close
+	stop      context.CancelFunc
 	results   chan accepted // from setups to Accept, unbuffered
 	refused   chan error    // refusals of peers, for Accept; dropped when full
 	mu        sync.Mutex
 	pending   *admit.Table[*setup] // the setups in progress
 	penalties *admit.Penalties     // the sources whose requests failed
-	loopDone chan struct{}        // closed when the request loop ends
-	loopErr  error                // why the loop ended, unless Close
-	wg       sync.WaitGroup       // the request loop and the setups
+	loopDone  chan struct{}        // closed when the request loop ends
+	loopErr   error                // why the loop ended, unless Close
+	wg        sync.WaitGroup       // the request loop and the setups
 
 	// acceptWaits counts the Accepts that began to wait. Tests read it to
 	// know that an Accept is blocked.

@@ -65,9 +65,9 @@ type Listener struct {
 	mu        sync.Mutex
 	pending   *admit.Table[net.Conn] // the handshakes in progress
 	penalties *admit.Penalties       // the sources whose handshakes failed
-	closed  context.Context        // ends when Close is called
-	close   context.CancelFunc
-	wg      sync.WaitGroup // the accepting goroutine and the handshakes
+	closed    context.Context        // ends when Close is called
+	close     context.CancelFunc
+	wg        sync.WaitGroup // the accepting goroutine and the handshakes
 }
 
 // accepted is one result for Accept: a connection whose handshake
