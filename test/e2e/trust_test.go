@@ -73,6 +73,73 @@ func TestSilentConnections(t *testing.T) {
 	}
 }
 
+// refusedFlood sends addr, from the address from, a proposal of another
+// protocol version or garbage in turn, one connection every 10 ms, each
+// closed at once, until the test ends.
+func refusedFlood(t *testing.T, addr, from string) {
+	t.Helper()
+	p := conn.NewParams(1<<20, 4)
+	p.Version = conn.Version + 1
+	old, _ := p.MarshalBinary()
+	garbage := bytes.Repeat([]byte{0xa5}, len(old))
+	stop := make(chan struct{})
+	done := make(chan struct{})
+	t.Cleanup(func() { close(stop); <-done })
+	go func() {
+		defer close(done)
+		d := net.Dialer{LocalAddr: &net.TCPAddr{IP: net.ParseIP(from)}, Timeout: time.Second}
+		tick := time.NewTicker(10 * time.Millisecond)
+		defer tick.Stop()
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+			if c, err := d.Dial("tcp", addr); err == nil {
+				if i%2 == 0 {
+					c.Write(old)
+				} else {
+					c.Write(garbage)
+				}
+				c.Close()
+			}
+		}
+	}()
+}
+
+// TestRefusedFlood is issue 42's case: while proposals the receiver
+// refuses (another version, garbage) arrive 100 a second, from another
+// address or from the sender's own, a keyed sender with --wait gets its
+// stream through exactly. (Each refusal used to pause the accept loop for
+// 100 ms, so that real senders waited behind the flood for good.)
+func TestRefusedFlood(t *testing.T) {
+	tcpOnly(t)
+	for _, from := range []string{"127.0.0.2", suite.host} {
+		t.Run("from "+from, func(t *testing.T) {
+			t.Parallel()
+			port := testutil.FreePort(t)
+			keyFile := filepath.Join(t.TempDir(), "key")
+			if err := os.WriteFile(keyFile, []byte("refused-flood-key-0123456789abcdef"), 0o600); err != nil {
+				t.Fatal(err)
+			}
+			var out testutil.Buffer
+			r := recv(t, port, &out, "-k", "-v", "--key-file", keyFile)
+			r.waitStderr(30*time.Second, listening)
+			refusedFlood(t, net.JoinHostPort(suite.host, itoa(int64(port))), from)
+			r.waitStderr(30*time.Second, "refused a connection")
+			in := bytes.Repeat([]byte("past the refused\n"), 1<<16)
+			s := start(t, "rdmasend", bytes.NewReader(in), io.Discard, append(flags(port, "--key-file", keyFile, "--wait", "20s"), suite.host)...)
+			code, stderr := s.wait(60 * time.Second)
+			expect(t, "rdmasend", code, stderr, 0, "")
+			testutil.WaitFor(t, 30*time.Second, "the receiver's output", func() bool { return len(out.String()) >= len(in) })
+			if got := out.String(); got != string(in) {
+				t.Errorf("the receiver wrote %d bytes, want %d", len(got), len(in))
+			}
+		})
+	}
+}
+
 // TestNotARdmapipeReceiver points rdmasend at servers that are not
 // rdmapipe: it must say so and exit 3 within its --timeout, not hang.
 func TestNotARdmapipeReceiver(t *testing.T) {

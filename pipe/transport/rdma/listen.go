@@ -38,9 +38,9 @@ func setups() admit.Policy {
 // penalties returns the policy for sources whose requests fail (a bad
 // proposal, a setup they do not complete): from the second failure on,
 // their refusals are not reported, and they get less time to complete
-// each setup, down to a quarter of a second.
+// each setup, down to a second (a real peer needs a few round trips).
 func penalties() admit.PenaltyPolicy {
-	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: 250 * time.Millisecond, Sources: 4096}
+	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: time.Second, Sources: 4096}
 }
 
 // errDropped ends a setup that the setups policy dropped for a newer one.

@@ -159,9 +159,11 @@ func TestStalledPeer(t *testing.T) {
 		full := setups().Full
 		for range 2 * full {
 			stall(t, l.Addr())
+			// From one host, they recycle that host's slots.
+			if n := l.inSetup(); n > setups().PerSource {
+				t.Fatalf("%d setups of one host in progress, at most %d", n, setups().PerSource)
+			}
 		}
-		// From one host, they recycle that host's slots.
-		testutil.WaitFor(t, 30*time.Second, "the flood's setups to be in progress", func() bool { return l.inSetup() == setups().PerSource })
 		c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
 		if err != nil {
 			t.Fatalf("Dial behind %d stalled connect requests: %v", 2*full, err)
@@ -172,11 +174,43 @@ func TestStalledPeer(t *testing.T) {
 			if a.err == nil {
 				break
 			}
-			if !errors.Is(a.err, errDropped) {
-				t.Fatalf("Accept = %v, want the sender, or stalled setups dropped", a.err)
+			if !errors.Is(a.err, errDropped) && !strings.Contains(a.err.Error(), "did not complete the connection") {
+				t.Fatalf("Accept = %v, want the sender, or stalled setups dropped or ended", a.err)
 			}
 		}
 	})
+}
+
+// TestFailedSetupsHoldNothing stalls setups from one host while no Accept
+// waits: each ends (dropped, or its peer late) without waiting for an
+// Accept, so no slot stays taken; only the host's first failure is
+// reported (conn.ErrRefused), and a sender from the same host still
+// connects.
+func TestFailedSetupsHoldNothing(t *testing.T) {
+	if iwarp() {
+		t.Skip("iWARP connections are established by the kernel: a dialer cannot stall its setup")
+	}
+	p := conn.NewParams(4096, 4)
+	l := listenFor(t, 200*time.Millisecond)
+	for range 3 * setups().PerSource {
+		stall(t, l.Addr())
+	}
+	testutil.WaitFor(t, 30*time.Second, "the failed setups to end", func() bool { return l.inSetup() == 0 })
+	if n := len(l.refused); n != 1 {
+		t.Errorf("%d refusals reported, want the host's first only", n)
+	}
+	if err := <-l.refused; !errors.Is(err, conn.ErrRefused) {
+		t.Errorf("reported %v, want a refusal", err)
+	}
+	results := acceptAll(t, l)
+	c, err := Dialer{Options: DefaultOptions()}.Dial(timeout(t, 20*time.Second), l.Addr(), p)
+	if err != nil {
+		t.Fatalf("a sender from the failing host: %v", err)
+	}
+	c.Close()
+	if a := next(t, results); a.err != nil {
+		t.Fatalf("Accept = %v, want the sender", a.err)
+	}
 }
 
 // TestFloodSparesEstablished checks that a connection its sender
