@@ -8,8 +8,8 @@
 #            valid proposal, then nothing, held open), silent, mixed (held open too);
 #            version (another protocol version's proposal), garbage (16 random bytes):
 #            these two are refused, and close at once
-#   SOURCES  the flood comes from 127.0.0.2 ... 127.0.0.(SOURCES+1), and the real sender
-#            from 127.0.0.1; 0: the flood from 127.0.0.1 too
+#   SOURCES  the flood comes from 127.0.0.2 ... 127.0.0.(SOURCES+1) (at most 253), and the
+#            real sender from 127.0.0.1; 0: the flood from 127.0.0.1 too
 #   SHAPE    N/OVER: N connections evenly over OVER (e.g. 1000/15s); RxFOR: R a second for
 #            FOR (e.g. 60x30s); a stream case. N alone: N connections as fast as the
 #            flooder can (e.g. 60000); a memory case
@@ -50,6 +50,8 @@ BYTES=$(to_bytes "$FLOOD_SIZE")
 for c in $CASES; do
   [[ $c =~ ^(silent|proposal|stall|mixed|version|garbage):[0-9]+:([0-9]+/[0-9]+s|[0-9]+x[0-9]+s|[0-9]+)$ ]] ||
     { echo "flood: case '$c': want MODE:SOURCES:SHAPE (see bench/flood.sh)" >&2; exit 2; }
+  IFS=: read -r _ s _ <<< "$c"
+  ((10#$s <= 253)) || { echo "flood: case '$c': at most 253 sources" >&2; exit 2; }
 done
 for f in "$BENCH_BIN/rdmasend" "$BENCH_BIN/rdmarecv"; do
   [ -x "$f" ] || { echo "flood: $f missing: run make build" >&2; exit 1; }
@@ -206,7 +208,7 @@ awk -F'\t' -v runs="$RUNS" -v size="$FLOOD_SIZE" -v wait="$WAIT" '
   function mib(kb) { return kb == "" || kb == "-" ? "-" : sprintf("%.0f", kb / 1024) }
   function from(s) { return s == 0 ? "127.0.0.1" : s == 1 ? "127.0.0.2" : "127.0.0.2-" (s + 1) }
   function shape(s,   p) {
-    if (s ~ /\//) { split(s, p, "/"); return p[1] " over " p[2] }
+    if (s ~ /\//) { split(s, p, "/"); return p[1] (p[2] + 0 ? " over " p[2] : " at once, held") }
     if (s ~ /x/) { split(s, p, "x"); return p[1] "/s for " p[2] }
     return s " as fast as it can"
   }
