@@ -1,20 +1,31 @@
 #!/usr/bin/env bash
-# bench/flood.sh - what a pre-auth connect flood costs the real sender (`make bench-flood`;
-# also a host-only section of `make bench`), issue 30's case over TCP on loopback: a
-# keyed `rdmarecv -k --key-file` while FLOOD connections (default 1000) arrive evenly over
-# OVER (default 15s) from 127.0.0.1, each sending a valid proposal and then nothing
-# (MODE=proposal; silent: nothing at all; mixed: every other one), and a keyed sender
-# with --wait WAIT (default 20s) sends FLOOD_SIZE (default 256M) of zeros, starting once
-# a third of the flood is open (the receiver's pending handshakes are full by then).
-# Each of RUNS rounds (default 10) runs the same stream once without the flood and once
-# under it, each against a receiver of its own. A run is exact when the sender exits 0
-# and the receiver wrote FLOOD_SIZE bytes. Prints a markdown section on stdout: runs exact
-# out of RUNS, the sender's median and worst time with and without the flood, and their
-# ratio against the target (10 of 10 exact, within 2x); progress goes to stderr, and the
-# raw figures to $FLOOD_TSV if set. While the flood is open, the receiver's peak RSS is
-# read from /proc (VmHWM) too.
+# bench/flood.sh - what pre-auth connect floods cost a keyed receiver and its real sender
+# (`make bench-flood`; also a host-only section of `make bench`), over TCP on loopback,
+# issue 30's and issue 42's cases: a keyed `rdmarecv -k --key-file` under a flood of
+# connections from bench/flood, one case for each of CASES (space-separated), each
+# MODE:SOURCES:SHAPE:
+#   MODE     what each flood connection does (bench/flood's -mode): proposal or stall (a
+#            valid proposal, then nothing, held open), silent, mixed (held open too);
+#            version (another protocol version's proposal), garbage (16 random bytes):
+#            these two are refused, and close at once
+#   SOURCES  the flood comes from 127.0.0.2 ... 127.0.0.(SOURCES+1) (at most 253), and the
+#            real sender from 127.0.0.1; 0: the flood from 127.0.0.1 too
+#   SHAPE    N/OVER: N connections evenly over OVER (e.g. 1000/15s); RxFOR: R a second for
+#            FOR (e.g. 60x30s); a stream case. N alone: N connections as fast as the
+#            flooder can (e.g. 60000); a memory case
+# A stream case runs RUNS rounds (default 10), each with one keyed sender (--wait WAIT,
+# default 20s) of FLOOD_SIZE (default 256M) zeros without the flood and one under it,
+# starting once a third of the flood was tried, each against a receiver of its own. A run
+# is exact when the sender exits 0 and the receiver wrote FLOOD_SIZE bytes. Its target:
+# exact in RUNS of RUNS runs under the flood, the worst within 2x the median without.
+# A memory case floods a receiver once and reads its peak RSS (VmHWM) from /proc when the
+# flood ends, against the target of at most 64 MiB; then one keyed stream shows whether
+# the receiver still serves. Prints a markdown section on stdout, one table row a case;
+# progress goes to stderr, and the raw figures to $FLOOD_TSV if set.
 #
-# env: RUNS, FLOOD, OVER, MODE, WAIT, FLOOD_SIZE (K/M/G are binary), FLOOD_TSV;
+# env: RUNS, CASES (default: issue 30's proposal:0:1000/15s; version, garbage and stall,
+#   each from 1 and from 200 sources, as 1000/15s and as 60x30s; version:200:60000),
+#   WAIT, FLOOD_SIZE (K/M/G are binary), FLOOD_TSV;
 #   BENCH_BIN  where rdmasend and rdmarecv are (default bin/, after `make build`)
 #   GO         the go command that builds bench/flood (default go)
 set -euo pipefail
@@ -23,15 +34,25 @@ cd "$(dirname "$0")/.."
 . bench/lib.sh   # free_port, to_bytes
 
 RUNS=${RUNS:-10}
-FLOOD=${FLOOD:-1000}
-OVER=${OVER:-15s}
-MODE=${MODE:-proposal}
+if [ -z "${CASES:-}" ]; then
+  CASES=proposal:0:1000/15s
+  for m in version garbage stall; do
+    for s in 1 200; do CASES+=" $m:$s:1000/15s $m:$s:60x30s"; done
+  done
+  CASES+=" version:200:60000"
+fi
 WAIT=${WAIT:-20s}
 FLOOD_SIZE=${FLOOD_SIZE:-256M}
 BENCH_BIN=${BENCH_BIN:-bin}
 GO=${GO:-go}
 [[ $RUNS =~ ^[1-9][0-9]*$ ]] || { echo "flood: RUNS must be a positive number" >&2; exit 2; }
 BYTES=$(to_bytes "$FLOOD_SIZE")
+for c in $CASES; do
+  [[ $c =~ ^(silent|proposal|stall|mixed|version|garbage):[0-9]+:([0-9]+/[0-9]+s|[0-9]+x[0-9]+s|[0-9]+)$ ]] ||
+    { echo "flood: case '$c': want MODE:SOURCES:SHAPE (see bench/flood.sh)" >&2; exit 2; }
+  IFS=: read -r _ s _ <<< "$c"
+  ((10#$s <= 253)) || { echo "flood: case '$c': at most 253 sources" >&2; exit 2; }
+done
 for f in "$BENCH_BIN/rdmasend" "$BENCH_BIN/rdmarecv"; do
   [ -x "$f" ] || { echo "flood: $f missing: run make build" >&2; exit 1; }
 done
@@ -63,9 +84,9 @@ wait_line() {
   return 1
 }
 
-# one KIND RUN: one stream, KIND none or flood; appends "KIND RUN EXACT SECONDS RSS_KB" to $raw
-one() {
-  local kind=$1 run=$2 port rpid fpid='' t0 t1 rc=0 got rss=-
+# receiver: start a keyed receiver on a free port; sets port and rpid, fails if it never
+# listens
+receiver() {
   port=$(free_port)
   "$BENCH_BIN/rdmarecv" --transport tcp -k -v --key-file "$tmp/key" --bind 127.0.0.1 --port "$port" \
     > "$out/out" 2> "$tmp/recv.log" &
@@ -74,72 +95,153 @@ one() {
   if ! wait_line "$tmp/recv.log" "listening on" 10; then
     echo "flood: the receiver never listened: $(tail -n 3 "$tmp/recv.log")" >&2
     kill "$rpid" 2> /dev/null || true
-    printf '%s\t%s\t0\t-\t-\n' "$kind" "$run" >> "$raw"
-    return 0
+    return 1
   fi
-  if [ "$kind" = flood ]; then
-    rm -f "$tmp/hold"
-    mkfifo "$tmp/hold"   # the flood holds its connections until its stdin closes
-    "$tmp/flood" -addr "127.0.0.1:$port" -n "$FLOOD" -over "$OVER" -mode "$MODE" -mark $((FLOOD / 3)) \
-      < "$tmp/hold" > "$tmp/flood.log" &
-    fpid=$!
-    pids+=("$fpid")
-    exec 9> "$tmp/hold"
-    wait_line "$tmp/flood.log" "open" 120 || echo "flood: the flood never reached its mark" >&2
-  fi
+}
+
+# stream: one keyed sender of FLOOD_SIZE to the receiver on port; sets exact (1 or 0) and
+# secs, and says so on stderr after the text $1
+stream() {
+  local t0 t1 rc=0 got
   t0=$(date +%s.%N)
   head -c "$BYTES" /dev/zero |
     "$BENCH_BIN/rdmasend" --transport tcp --key-file "$tmp/key" --wait "$WAIT" --port "$port" 127.0.0.1 \
       2> "$tmp/send.log" || rc=$?
   t1=$(date +%s.%N)
+  secs=$(echo "$t1 - $t0" | bc)
+  got=$(stat -c %s "$out/out")
+  exact=0
+  if [ "$rc" = 0 ] && [ "$got" = "$BYTES" ]; then exact=1; fi
+  if [ "$exact" = 1 ]; then
+    echo "flood: $1: exact, $secs s" >&2
+  else
+    echo "flood: $1: NOT exact (sender exit $rc, $got of $BYTES bytes written), $secs s: $(tail -n 2 "$tmp/send.log" | tr '\n' ' ')" >&2
+  fi
+}
+
+# stop_receiver: end the receiver of rpid, and drop its output
+stop_receiver() {
+  kill "$rpid" 2> /dev/null || true
+  wait "$rpid" 2> /dev/null || true
+  rm -f "$out/out"
+}
+
+# hwm PID: the peak RSS of PID in KiB (VmHWM), or - if it is gone
+hwm() { awk '/VmHWM/ {print $2}' "/proc/$1/status" 2> /dev/null || echo -; }
+
+# one CASE KIND RUN FLOOD_ARGS...: one stream, KIND none or flood; appends
+# "CASE KIND RUN EXACT SECONDS RSS_KB - -" to $raw
+one() {
+  local id=$1 kind=$2 run=$3 fpid='' rss=- port rpid exact secs
+  shift 3
+  if ! receiver; then
+    printf '%s\t%s\t%s\t0\t-\t-\t-\t-\n' "$id" "$kind" "$run" >> "$raw"
+    return 0
+  fi
+  if [ "$kind" = flood ]; then
+    rm -f "$tmp/hold"
+    mkfifo "$tmp/hold"   # the held connections stay open until the flood's stdin closes
+    "$tmp/flood" -addr "127.0.0.1:$port" "$@" < "$tmp/hold" > "$tmp/flood.log" &
+    fpid=$!
+    pids+=("$fpid")
+    exec 9> "$tmp/hold"
+    wait_line "$tmp/flood.log" "mark:" 120 || echo "flood: the flood never reached its mark" >&2
+  fi
+  stream "$id, run $run, $kind"
   if [ -n "$fpid" ]; then
-    rss=$(awk '/VmHWM/ {print $2}' "/proc/$rpid/status" 2> /dev/null || echo -)
+    rss=$(hwm "$rpid")
     exec 9>&-
     kill "$fpid" 2> /dev/null || true
     wait "$fpid" 2> /dev/null || true
   fi
-  kill "$rpid" 2> /dev/null || true
-  wait "$rpid" 2> /dev/null || true
-  got=$(stat -c %s "$out/out")
-  rm -f "$out/out"
-  local exact=0 secs
-  secs=$(echo "$t1 - $t0" | bc)
-  if [ "$rc" = 0 ] && [ "$got" = "$BYTES" ]; then exact=1; fi
-  printf '%s\t%s\t%s\t%s\t%s\n' "$kind" "$run" "$exact" "$secs" "$rss" >> "$raw"
-  if [ "$exact" = 1 ]; then
-    echo "flood: run $run, $kind: exact, $secs s" >&2
-  else
-    echo "flood: run $run, $kind: NOT exact (sender exit $rc, $got of $BYTES bytes written), $secs s: $(tail -n 2 "$tmp/send.log" | tr '\n' ' ')" >&2
-  fi
+  stop_receiver
+  printf '%s\t%s\t%s\t%s\t%s\t%s\t-\t-\n' "$id" "$kind" "$run" "$exact" "$secs" "$rss" >> "$raw"
 }
 
-echo "flood: $RUNS rounds: $FLOOD_SIZE keyed, without and under $FLOOD $MODE connections over $OVER" >&2
-for ((i = 1; i <= RUNS; i++)); do
-  one none "$i"
-  one flood "$i"
+# memory CASE FLOOD_ARGS...: one flood against a receiver, its peak RSS when the flood
+# ends, then one stream; appends "CASE memory 1 EXACT FLOOD_SECONDS RSS_KB MADE FAILED"
+memory() {
+  local id=$1 rss=- port rpid exact secs summary made=- failed=- fsecs=-
+  shift
+  if ! receiver; then
+    printf '%s\tmemory\t1\t0\t-\t-\t-\t-\n' "$id" >> "$raw"
+    return 0
+  fi
+  timeout 600 "$tmp/flood" -addr "127.0.0.1:$port" "$@" < /dev/null > "$tmp/flood.log" || true
+  rss=$(hwm "$rpid")
+  if summary=$(grep 'flood: done:' "$tmp/flood.log"); then
+    read -r made failed fsecs <<< "$(echo "$summary" | awk '{print $3, $5, $7}')"
+  fi
+  echo "flood: $id: $made made, $failed failed in $fsecs s; the receiver's peak RSS $rss KiB" >&2
+  stream "$id, a stream after the flood"
+  stop_receiver
+  printf '%s\tmemory\t1\t%s\t%s\t%s\t%s\t%s\n' "$id" "$exact" "$fsecs" "$rss" "$made" "$failed" >> "$raw"
+}
+
+for c in $CASES; do
+  IFS=: read -r mode sources shape <<< "$c"
+  args=(-mode "$mode" -sources "$sources")
+  case $shape in
+    */*) total=${shape%/*}; args+=(-n "$total" -over "${shape#*/}") ;;
+    *x*) rate=${shape%x*} span=${shape#*x}; total=$((rate * ${span%s})); args+=(-rate "$rate" -for "$span") ;;
+    *)
+      echo "flood: $c: $shape connections as fast as the flooder can" >&2
+      memory "$c" "${args[@]}" -n "$shape"
+      continue
+      ;;
+  esac
+  echo "flood: $c: $RUNS rounds: $FLOOD_SIZE keyed, without and under the flood" >&2
+  for ((i = 1; i <= RUNS; i++)); do
+    one "$c" none "$i"
+    one "$c" flood "$i" "${args[@]}" -mark $((total / 3 > 0 ? total / 3 : 1))
+  done
 done
 if [ -n "${FLOOD_TSV:-}" ]; then cp "$raw" "$FLOOD_TSV"; fi
 
-# the report: medians and worst times of the exact runs, the ratio, the target
-awk -F'\t' -v runs="$RUNS" -v flood="$FLOOD" -v over="$OVER" -v mode="$MODE" -v size="$FLOOD_SIZE" -v wait="$WAIT" '
+# the report: per case, medians and worst times of the exact runs, the ratio, the target
+awk -F'\t' -v runs="$RUNS" -v size="$FLOOD_SIZE" -v wait="$WAIT" '
   function median(a, n,   i, j, t) {
     for (i = 2; i <= n; i++) for (j = i; j > 1 && a[j-1] > a[j]; j--) { t = a[j]; a[j] = a[j-1]; a[j-1] = t }
     return n % 2 ? a[(n+1)/2] : (a[n/2] + a[n/2+1]) / 2
   }
-  { if ($3 == 1) { n[$1]++; t[$1, n[$1]] = $4; if ($4 > worst[$1]) worst[$1] = $4 } else failed[$1]++
-    if ($5 != "-" && $5 > rss) rss = $5 }
+  function secs(x) { return sprintf("%.2f", x) }
+  function mib(kb) { return kb == "" || kb == "-" ? "-" : sprintf("%.0f", kb / 1024) }
+  function from(s) { return s == 0 ? "127.0.0.1" : s == 1 ? "127.0.0.2" : "127.0.0.2-" (s + 1) }
+  function shape(s,   p) {
+    if (s ~ /\//) { split(s, p, "/"); return p[1] (p[2] + 0 ? " over " p[2] : " at once, held") }
+    if (s ~ /x/) { split(s, p, "x"); return p[1] "/s for " p[2] }
+    return s " as fast as it can"
+  }
+  !($1 in seen) { seen[$1] = 1; order[++cases] = $1 }
+  $2 == "memory" { mem[$1] = 1; mexact[$1] = $4; msecs[$1] = $5; rss[$1] = $6; made[$1] = $7; failed[$1] = $8; next }
+  { k = $1 SUBSEP $2
+    if ($4 == 1) { n[k]++; t[k, n[k]] = $5; if ($5 > worst[k]) worst[k] = $5 }
+    if ($6 != "-" && $6 + 0 > rss[$1] + 0) rss[$1] = $6 }
   END {
-    for (k in n) { delete a; for (i = 1; i <= n[k]; i++) a[i] = t[k, i]; med[k] = median(a, n[k]) }
     printf "## Pre-auth connect flood (host, TCP loopback)\n\n"
-    printf "%s connections from 127.0.0.1 over %s, each %s, against `rdmarecv -k --key-file`; the keyed sender (--wait %s) sends %s once a third are open. %d rounds, each without and under the flood.\n\n", flood, over, (mode == "proposal" ? "a valid proposal and then nothing" : mode == "silent" ? "silent" : "silent or a proposal, in turn"), wait, size, runs
-    printf "| stream | exact | median s | worst s |\n| --- | --- | --- | --- |\n"
-    printf "| without the flood | %d of %d | %s | %s |\n", n["none"], runs, n["none"] ? sprintf("%.2f", med["none"]) : "-", n["none"] ? sprintf("%.2f", worst["none"]) : "-"
-    printf "| under the flood | %d of %d | %s | %s |\n\n", n["flood"], runs, n["flood"] ? sprintf("%.2f", med["flood"]) : "-", n["flood"] ? sprintf("%.2f", worst["flood"]) : "-"
-    if (n["none"] && n["flood"]) {
-      r = med["flood"] / med["none"]; w = worst["flood"] / med["none"]
-      printf "Ratio under/without the flood: %.2fx (medians), %.2fx (worst under the flood against the median without). The receiver'"'"'s peak RSS under the flood: %s MiB.\n\n", r, w, rss == "" ? "?" : sprintf("%.0f", rss / 1024)
-      printf "Target (issue 30): the real stream exact in every run under the flood, within 2x its time without it: %s.\n", (n["flood"] == runs && w <= 2) ? "pass" : "miss"
-    } else {
-      printf "Target (issue 30): miss (no exact run to compare).\n"
+    printf "A keyed `rdmarecv -k --key-file` on 127.0.0.1 under floods from bench/flood; the real keyed sender (--wait %s, from 127.0.0.1) sends %s of zeros once a third of the flood was tried, in %d rounds each without and under the flood. ", wait, size, runs
+    printf "Each flood connection: *proposal*, *stall*: a valid proposal, then nothing, held open (issue 30); *version*: a proposal of another protocol version, then closed; *garbage*: 16 random bytes, then closed (issue 42). "
+    printf "Targets: a stream case, the real stream exact in %d of %d runs under the flood, its worst time within 2x its median without; a memory case (a flood as fast as the flooder can), the receiver'"'"'s peak RSS (VmHWM) when the flood ends at most 64 MiB (a keyed stream after the flood shows whether it still serves).\n\n", runs, runs
+    printf "| case | flood | from | exact without / under | median s without / under | worst s under | worst / median without | receiver peak RSS MiB | target | result |\n"
+    printf "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n"
+    for (c = 1; c <= cases; c++) {
+      id = order[c]; split(id, f, ":")
+      what = f[1] ", " shape(f[3])
+      if (id in mem) {
+        ok = rss[id] != "-" && rss[id] + 0 <= 64 * 1024
+        printf "| %s | %s: %s made, %s failed, in %s s | %s | the stream after it: %s | - | - | - | %s | at most 64 MiB | %s |\n", id, what, made[id], failed[id], msecs[id], from(f[2]), mexact[id] == 1 ? "exact" : "NOT exact", mib(rss[id]), ok ? "pass" : "miss"
+      } else {
+        for (j = 1; j <= 2; j++) {
+          k = id SUBSEP (j == 1 ? "none" : "flood")
+          delete a; for (i = 1; i <= n[k]; i++) a[i] = t[k, i]
+          med[j] = n[k] ? median(a, n[k]) : ""
+        }
+        kn = id SUBSEP "none"; kf = id SUBSEP "flood"
+        ratio = n[kn] && n[kf] ? worst[kf] / med[1] : ""
+        ok = n[kf] == runs && ratio != "" && ratio <= 2
+        printf "| %s | %s | %s | %d / %d of %d | %s / %s | %s | %s | %s | %d of %d exact, within 2x | %s |\n", id, what, from(f[2]), n[kn], n[kf], runs, n[kn] ? secs(med[1]) : "-", n[kf] ? secs(med[2]) : "-", n[kf] ? secs(worst[kf]) : "-", ratio == "" ? "-" : sprintf("%.2fx", ratio), mib(rss[id]), runs, runs, ok ? "pass" : "miss"
+      }
+      met += ok
     }
+    printf "\nTargets met: %d of %d.\n", met, cases
   }' "$raw"

@@ -10,7 +10,7 @@
 #      line latency, rdmasend/rdmarecv (auto and --transport tcp) vs nc; then
 #      bench/ceiling.sh: each side's own ceiling without a network (BenchmarkCeiling),
 #      unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, RUNS rounds; then
-#      bench/flood.sh: a keyed stream under a pre-auth connect flood, FLOOD_RUNS rounds;
+#      bench/flood.sh: a keyed stream under pre-auth connect floods, FLOOD_RUNS rounds;
 #      then bench/ratelimit.sh: rdmasend --limit-rate's achieved vs asked rate;
 #      then bench/cp.sh (as root): rdmacp against scp and rsync -a through a private sshd,
 #      one big file, 20,000 small files and 2,000 files of 1 MiB, CP_RUNS rounds;
@@ -32,7 +32,7 @@
 #   BENCH_LATENCY 0 skips the host's latency section (bench/latency.sh; LINES, GAP)
 #   BENCH_CEILING 0 skips the host's ceiling section (bench/ceiling.sh; BENCHTIME, CPUS, PIN)
 #   BENCH_FLOOD 0 skips the host's flood section (bench/flood.sh; FLOOD_RUNS rounds, default
-#              10, of about 20 s each; FLOOD, OVER, MODE, WAIT, FLOOD_SIZE)
+#              10, of 7-35 s each per stream case of CASES; WAIT, FLOOD_SIZE)
 #   BENCH_RATELIMIT 0 skips the host's --limit-rate section (bench/ratelimit.sh;
 #              RATELIMIT_RUNS rounds, default 1, of SECONDS_PER_RUN, default 60, per rate of
 #              RATES, default "10M 100M 1G")
