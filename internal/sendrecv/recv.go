@@ -16,9 +16,12 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Recv runs the rdmarecv command with args (args[0] is the program name)
-// and returns its exit code.
+// Recv runs the rdmarecv command with args (args[0] is the program name,
+// or guardName for the guard of an --exec command) and returns its exit code.
 func Recv(args []string) int {
+	if len(args) == 1 && args[0] == guardName {
+		return runGuard()
+	}
 	app := &cli.App{
 		Name:      "rdmarecv",
 		Usage:     "receive a stream from rdmasend over RDMA (or TCP) and write it to standard output",
