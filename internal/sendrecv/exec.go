@@ -100,8 +100,9 @@ func startGuard(w *os.File, log io.Writer) (*handler, error) {
 	return h, nil
 }
 
-// runGuard is rdmarecv started by startGuard: its control pipe is fd 3,
-// the command's stdin fd 4, and only the control pipe may end it.
+// runGuard is rdmarecv started by startGuard, its control pipe on fd 3
+// and the command's stdin on fd 4; it ignores SIGHUP, SIGINT and SIGTERM,
+// which are rdmarecv's to act on.
 func runGuard() int {
 	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
 	kill := func() error { return syscall.Kill(0, syscall.SIGKILL) }
