@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"os/signal"
 	"strconv"
 	"strings"
 	"syscall"
@@ -19,17 +20,26 @@ import (
 // process group is killed.
 const killGrace = 10 * time.Second
 
+// guardName is argv[0] of rdmarecv started as the guard of a command's
+// stdin: Recv then runs runGuard, not its flags.
+const guardName = "rdmarecv-exec-guard"
+
 // handler is one stream's --exec command, reading the stream on its
-// stdin.
+// stdin, and the command's guard, which holds a copy of the pipe's write
+// end so that rdmarecv's death cannot end the command's stdin.
 type handler struct {
 	cmd       *exec.Cmd
 	stdin     *os.File // the pipe's write end
-	waited    bool     // cmd has been waited for
-	committed bool     // by exiting 0 after the whole stream
+	pgid      int      // the command's process group: its guard's pid
+	guard     *exec.Cmd
+	ctl       *os.File      // the guard's control pipe: a byte releases it
+	guardDone chan struct{} // closed once the guard has exited
+	waited    bool          // cmd has been waited for
+	committed bool          // by exiting 0 after the whole stream
 	log       io.Writer
 }
 
-// startHandler starts sh -c command in a process group of its own, the
+// startHandler starts sh -c command in its guard's process group, the
 // stream st on its stdin, its number and sender in its environment, and
 // rdmarecv's stdout and stderr as its own. The key is not passed on.
 func startHandler(command string, st server.Stream, pipeSize int, log io.Writer) (*server.Output, error) {
@@ -37,24 +47,103 @@ func startHandler(command string, st server.Stream, pipeSize int, log io.Writer)
 	if err != nil {
 		return nil, conn.Errorf(conn.KindAborted, "start the receiver's command", "%v", err)
 	}
+	h, err := startGuard(w, log)
+	if err != nil {
+		r.Close()
+		w.Close()
+		return nil, err
+	}
 	cmd := exec.Command("/bin/sh", "-c", command)
 	cmd.Stdin, cmd.Stdout, cmd.Stderr = r, os.Stdout, os.Stderr
 	cmd.Env = append(environ(os.Environ()), "RDMAPIPE_STREAM="+strconv.FormatInt(st.N, 10), "RDMAPIPE_PEER="+st.Remote)
-	// Its own group, so that it can be stopped as a whole; SIGTERM if
-	// rdmarecv dies first, so that it does not take the end of its
-	// stdin for the end of the stream (Linux sends it when the thread
-	// that started it ends: Go ends one only for a goroutine that locked
-	// it, which rdmarecv has none of).
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGTERM}
+	// The guard kills its group should rdmarecv die; SIGKILL covers sh
+	// until it has joined the group (Go's child checks that rdmarecv is
+	// still there once it is set; Linux also sends it when the thread that
+	// started sh ends, which Go does only for a goroutine that locked it:
+	// rdmarecv has none).
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pgid: h.pgid, Pdeathsig: syscall.SIGKILL}
 	err = cmd.Start()
 	r.Close()
 	if err != nil {
 		w.Close()
+		h.release()
 		return nil, conn.Errorf(conn.KindAborted, "start the receiver's command", "%v", err)
 	}
+	h.cmd = cmd
 	growPipe(w, pipeSize)
-	h := &handler{cmd: cmd, stdin: w, log: log}
-	return &server.Output{W: w, Commit: h.commit, End: h.end}, nil
+	return &server.Output{W: h, Commit: h.commit, End: h.end}, nil
+}
+
+// startGuard starts rdmarecv again as the guard of w, a command's stdin,
+// in a process group of its own for the command to join (see guard).
+func startGuard(w *os.File, log io.Writer) (*handler, error) {
+	ctlR, ctlW, err := os.Pipe()
+	if err != nil {
+		return nil, conn.Errorf(conn.KindAborted, "start the guard of the receiver's command", "%v", err)
+	}
+	g := exec.Command("/proc/self/exe")
+	g.Args = []string{guardName}
+	g.Env, g.Stderr = environ(os.Environ()), log
+	g.ExtraFiles = []*os.File{ctlR, w} // fd 3 and 4
+	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	err = g.Start()
+	ctlR.Close()
+	if err != nil {
+		ctlW.Close()
+		return nil, conn.Errorf(conn.KindAborted, "start the guard of the receiver's command", "%v", err)
+	}
+	h := &handler{stdin: w, pgid: g.Process.Pid, guard: g, ctl: ctlW, guardDone: make(chan struct{}), log: log}
+	go func() {
+		g.Wait()
+		close(h.guardDone)
+	}()
+	return h, nil
+}
+
+// runGuard is rdmarecv started by startGuard, its control pipe on fd 3
+// and the command's stdin on fd 4; it ignores SIGHUP, SIGINT and SIGTERM,
+// which are rdmarecv's to act on.
+func runGuard() int {
+	signal.Ignore(syscall.SIGHUP, syscall.SIGINT, syscall.SIGTERM)
+	kill := func() error { return syscall.Kill(0, syscall.SIGKILL) }
+	if err := guard(os.NewFile(3, "control pipe"), os.NewFile(4, "command's stdin"), kill); err != nil {
+		fmt.Fprintf(os.Stderr, "rdmarecv: guard of the receiver's command: %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+// guard holds w until ctl says how the stream ended: a byte (rdmarecv
+// ended it) lets w go; the end of ctl (rdmarecv died) calls kill, which
+// ends the guard's process group with the command in it, before w closes.
+func guard(ctl io.Reader, w io.Closer, kill func() error) error {
+	defer w.Close()
+	if n, _ := ctl.Read(make([]byte, 1)); n == 1 {
+		return nil
+	}
+	if err := kill(); err != nil {
+		return fmt.Errorf("kill the command's process group: %w", err)
+	}
+	return nil
+}
+
+// Write writes p to the command's stdin while its guard lives: without
+// it rdmarecv's death would end the command's stdin as a clean end.
+func (h *handler) Write(p []byte) (int, error) {
+	select {
+	case <-h.guardDone:
+		return 0, conn.Errorf(conn.KindAborted, "write to the receiver's command", "its guard %s", status(h.guard.ProcessState))
+	default:
+	}
+	return h.stdin.Write(p)
+}
+
+// release tells the guard that rdmarecv ended the command's stdin, so that
+// it lets go of its copy, and waits for it to exit.
+func (h *handler) release() {
+	h.ctl.Write([]byte{1})
+	h.ctl.Close()
+	<-h.guardDone
 }
 
 // environ is env without RDMAPIPE_KEY: the command needs no key.
@@ -72,6 +161,7 @@ func environ(env []string) []string {
 // confirmed to the sender only if it exits 0.
 func (h *handler) commit() error {
 	h.stdin.Close()
+	h.release()
 	err := h.cmd.Wait()
 	h.waited = true
 	if err != nil {
@@ -94,9 +184,9 @@ func (h *handler) end(err error) error {
 	case h.waited:
 		return err // the command failed the commit
 	}
-	pid := h.cmd.Process.Pid
-	syscall.Kill(-pid, syscall.SIGTERM)
+	syscall.Kill(-h.pgid, syscall.SIGTERM)
 	h.stdin.Close()
+	h.release()
 	done := make(chan struct{})
 	go func() {
 		h.cmd.Wait()
@@ -106,7 +196,7 @@ func (h *handler) end(err error) error {
 	case <-done:
 	case <-time.After(killGrace):
 		fmt.Fprintf(h.log, "rdmarecv: the command of a failed stream still runs %v after SIGTERM: killing its process group\n", killGrace)
-		syscall.Kill(-pid, syscall.SIGKILL)
+		syscall.Kill(-h.pgid, syscall.SIGKILL)
 		<-done
 	}
 	if ws, ok := h.cmd.ProcessState.Sys().(syscall.WaitStatus); ok && ws.Exited() {

@@ -16,9 +16,12 @@ import (
 	"github.com/urfave/cli/v2"
 )
 
-// Recv runs the rdmarecv command with args (args[0] is the program name)
-// and returns its exit code.
+// Recv runs the rdmarecv command with args (args[0] is the program name,
+// or guardName for the guard of an --exec command) and returns its exit code.
 func Recv(args []string) int {
+	if len(args) == 1 && args[0] == guardName {
+		return runGuard()
+	}
 	app := &cli.App{
 		Name:      "rdmarecv",
 		Usage:     "receive a stream from rdmasend over RDMA (or TCP) and write it to standard output",
@@ -49,7 +52,7 @@ EXAMPLES:
 			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
 			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},
 			&cli.StringFlag{Category: catCommon, Name: "output", Aliases: []string{"o"}, Usage: "write each stream to a file of its own, named by `TEMPLATE`, in which %n is the stream's number (from 1), %t the UTC time it began (20261127T201045Z) and %% a % (with -k the name must hold %n): the stream is written to .NAME.part-* beside it and linked to NAME once whole and verified, before the sender is told; a failed stream leaves no file (but for the part file of a receiver killed with SIGKILL), and an existing file is never overwritten: that stream fails"},
-			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, so that a cut stream never looks whole to CMD"},
+			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, and a guard process kills the group (SIGKILL) if rdmarecv itself is killed, so that a cut stream never looks whole to CMD"},
 			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (standard output must be a file or a device; or each --output file)"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
