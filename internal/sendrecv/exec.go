@@ -81,13 +81,20 @@ func startGuard(w *os.File, log io.Writer) (*handler, error) {
 	if err != nil {
 		return nil, conn.Errorf(conn.KindAborted, "start the guard of the receiver's command", "%v", err)
 	}
+	held, err := reopen(w)
+	if err != nil {
+		ctlR.Close()
+		ctlW.Close()
+		return nil, conn.Errorf(conn.KindAborted, "start the guard of the receiver's command", "%v", err)
+	}
 	g := exec.Command("/proc/self/exe")
 	g.Args = []string{guardName}
 	g.Env, g.Stderr = environ(os.Environ()), log
-	g.ExtraFiles = []*os.File{ctlR, w} // fd 3 and 4
+	g.ExtraFiles = []*os.File{ctlR, held} // fd 3 and 4
 	g.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	err = g.Start()
 	ctlR.Close()
+	held.Close()
 	if err != nil {
 		ctlW.Close()
 		return nil, conn.Errorf(conn.KindAborted, "start the guard of the receiver's command", "%v", err)
@@ -98,6 +105,24 @@ func startGuard(w *os.File, log io.Writer) (*handler, error) {
 		close(h.guardDone)
 	}()
 	return h, nil
+}
+
+// reopen opens the pipe whose write end is w anew, as a file of its own:
+// handing it to a child makes it blocking, and w stays non-blocking in
+// Go's poller.
+func reopen(w *os.File) (*os.File, error) {
+	raw, err := w.SyscallConn()
+	if err != nil {
+		return nil, err
+	}
+	var f *os.File
+	cerr := raw.Control(func(fd uintptr) {
+		f, err = os.OpenFile("/proc/self/fd/"+strconv.Itoa(int(fd)), os.O_WRONLY, 0)
+	})
+	if cerr != nil {
+		return nil, cerr
+	}
+	return f, err
 }
 
 // runGuard is rdmarecv started by startGuard, its control pipe on fd 3

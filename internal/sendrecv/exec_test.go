@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/server"
+	"golang.org/x/sys/unix"
 )
 
 // TestMain runs the test binary as the guard of an --exec command when
@@ -116,6 +117,15 @@ func startMarking(t *testing.T) (string, *handler) {
 // end of its stdin, and its guard is gone once the stream is committed.
 func TestHandlerCommits(t *testing.T) {
 	dir, h := startMarking(t)
+	raw, err := h.stdin.SyscallConn()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw.Control(func(fd uintptr) {
+		if fl, _ := unix.FcntlInt(fd, unix.F_GETFL, 0); fl&unix.O_NONBLOCK == 0 {
+			t.Error("the command's stdin is blocking in rdmarecv: its writes would hold a thread each")
+		}
+	})
 	data := bytes.Repeat([]byte("stream"), 100000)
 	if _, err := h.Write(data); err != nil {
 		t.Fatal(err)
