@@ -19,13 +19,15 @@ func TestRelayedPlan(t *testing.T) {
 		a     asked
 		c     Contents
 		claim string // "": taken
+		files bool   // the receiving side takes only files
 	}{
-		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, ""},
-		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc"},
-		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, ""},
-		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, ""},
-		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh"},
-		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice"},
+		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
+		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
+		{"archive of several without -r", asked{srcs: []string{"a", "*.txt"}}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
+		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
+		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
+		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +41,7 @@ func TestRelayedPlan(t *testing.T) {
 			case tc.claim != "":
 				return
 			}
-			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) {
+			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) || c.Files != tc.files {
 				t.Fatalf("got %+v from %+v", c, tc.c)
 			}
 			if err := c.validate(); err != nil {

@@ -64,10 +64,9 @@ func (c *counter) Read(p []byte) (int, error) {
 // symbolic link on it) to anywhere outside. Regular files (sparse ones
 // too), directories and symbolic links are created with the archive's
 // permission bits as ms says and its modification times; any other entry
-// type fails the extraction. Every entry must lie under one of names, the
-// archive's top-level names as asked for; if top is not empty, the first
-// element of every name is replaced with it. It stops, failing, when ctx
-// ends.
+// type fails the extraction. Every entry must be what sc allows (see
+// scope.check); if top is not empty, the first element of every name is
+// replaced with it. It stops, failing, when ctx ends.
 //
 // Files and links are written under a temporary name and renamed into
 // place, atomically replacing a file or link in the way (never writing
@@ -83,7 +82,7 @@ func (c *counter) Read(p []byte) (int, error) {
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
 // files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, top string, ms modes, rr *resumed) error {
+func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
@@ -110,7 +109,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 				return err
 			}
 		}
-		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
+		if err := checkEntry(root, h, name, sc, seen, rr); err != nil {
 			return err
 		}
 		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
@@ -266,11 +265,11 @@ func entryName(name, top string) (string, error) {
 }
 
 // checkEntry checks an archive entry h, to be written at name under root,
-// before anything of it is written: it must lie under names, resume only
+// before anything of it is written: it must be what sc allows, resume only
 // a file that rr offered, and go only through real directories (see
 // checkParents, which seen is for).
-func checkEntry(root *os.Root, h *tar.Header, name string, names []string, seen map[string]bool, rr *resumed) error {
-	if err := underNames(h.Name, names); err != nil {
+func checkEntry(root *os.Root, h *tar.Header, name string, sc scope, seen map[string]bool, rr *resumed) error {
+	if err := sc.check(h); err != nil {
 		return err
 	}
 	if _, ok := h.PAXRecords[resumeRecord]; ok && !rr.offers(h) {
