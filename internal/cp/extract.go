@@ -23,6 +23,26 @@ type dirMeta struct {
 	atime, mtime time.Time
 }
 
+// dirMetas are the modes and times to set at the end of an extraction:
+// one record per directory, its first entry's, in the order they came,
+// however many times the archive names it.
+type dirMetas struct {
+	list []dirMeta
+	has  map[string]bool
+}
+
+// add records d, unless its directory has a record.
+func (m *dirMetas) add(d dirMeta) {
+	if m.has[d.name] {
+		return
+	}
+	if m.has == nil {
+		m.has = map[string]bool{}
+	}
+	m.has[d.name] = true
+	m.list = append(m.list, d)
+}
+
 // modes says how an archive's modes are applied: exactly with preserve
 // (setuid, setgid and sticky too), else less umask and without setuid and
 // setgid, and without sticky on files, as a new file of one's own would be.
@@ -86,7 +106,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
-	var dirs []dirMeta
+	var dirs dirMetas
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	ds := newDirs(root)
 	defer ds.close()
@@ -132,7 +152,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 			}
 			seen[name] = true
 			if made || ms.preserve || rr != nil {
-				dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
 			}
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
@@ -156,7 +176,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 	if err := w.wait(); err != nil {
 		return err
 	}
-	return setDirs(root, dirs)
+	return setDirs(root, dirs.list)
 }
 
 // setDirs gives the directories of dirs their modes and times, the last

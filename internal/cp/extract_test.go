@@ -11,6 +11,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -530,5 +531,43 @@ func TestExtractHonestWithoutR(t *testing.T) {
 		if got, err := os.ReadFile(filepath.Join(dst, n)); err != nil || !bytes.Equal(got, want) {
 			t.Errorf("%s: %d bytes, %v; want %d", n, len(got), err, len(want))
 		}
+	}
+}
+
+// TestDirMetas: a directory named many times keeps one record, its first
+// entry's; records stay in the order their directories first came.
+func TestDirMetas(t *testing.T) {
+	t.Parallel()
+	var m dirMetas
+	for i := range 20000 {
+		m.add(dirMeta{name: "d", mode: fs.FileMode(i % 0o777)})
+		m.add(dirMeta{name: filepath.Join("d", "e"), mode: 0o700})
+	}
+	m.add(dirMeta{name: "f", mode: 0o755})
+	want := []dirMeta{{name: "d"}, {name: filepath.Join("d", "e"), mode: 0o700}, {name: "f", mode: 0o755}}
+	if !slices.Equal(m.list, want) || len(m.has) != len(want) {
+		t.Fatalf("records %v (%d names), want %v", m.list, len(m.has), want)
+	}
+}
+
+// TestExtractRepeatedDir: with -p, an archive that names one existing
+// directory many times extracts, and the directory gets its first
+// entry's mode.
+func TestExtractRepeatedDir(t *testing.T) {
+	t.Parallel()
+	dst := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dst, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries := []entry{{name: "d/", typ: tar.TypeDir, mode: 0o750}}
+	for range 2000 {
+		entries = append(entries, entry{name: "d/", typ: tar.TypeDir, mode: 0o777})
+	}
+	root := openRoot(t, dst)
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"d"}}, "", modes{preserve: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "d")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("d: %v, %v; want 0750", fi.Mode(), err)
 	}
 }
