@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -251,6 +252,9 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 // one that knows what was written (a refused DST, a damaged or
 // unauthenticated stream), where the sending side mostly sees its end.
 func betweenOutcome(sent, got status, from, to string) error {
+	if u, ok := refusedClaim(got); ok {
+		return claimOf(from, &unasked{u.claim, u.why + " (refused on " + to + ")"})
+	}
 	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
 	switch {
 	case sendErr != nil && recvErr != nil:
@@ -263,6 +267,23 @@ func betweenOutcome(sent, got status, from, to string) error {
 		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
 	}
 	return remoteDone(to, got, sent.n, "sent by "+from)
+}
+
+// refusedClaim returns what got, the receiving side's status in a copy
+// between two hosts, says it refused of the sending side's archive as not
+// asked for (exit 9, with the claim as unasked quotes it), and whether it
+// says so.
+func refusedClaim(got status) (*unasked, bool) {
+	if got.kind != "fail" || got.n != command.ExitUnasked {
+		return nil, false
+	}
+	_, rest, _ := strings.Cut(got.msg, "not asked for: ")
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return nil, false
+	}
+	claim, _ := strconv.Unquote(quoted)
+	return &unasked{claim, strings.TrimPrefix(rest[len(quoted):], ": ")}, true
 }
 
 // cannotConnectOp starts a remote side's failure to connect to the host

@@ -53,7 +53,9 @@ func TestRelayedPlan(t *testing.T) {
 
 // TestBetweenOutcome: a copy between two hosts succeeds only when both
 // say they moved the same bytes; when both failed, the receiving side's
-// failure gives the exit code, and both are said.
+// failure gives the exit code, and both are said. A receiving side that
+// refused an entry of the sending side's archive as not asked for makes
+// it exit 9, quoting the entry as the sending side's claim.
 func TestBetweenOutcome(t *testing.T) {
 	ok := func(n int64) status { return status{kind: "ok", n: n, valid: true} }
 	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
@@ -69,6 +71,9 @@ func TestBetweenOutcome(t *testing.T) {
 		{"the receiver failed", ok(9), fail(3, "DST not writable"), command.ExitSetup, "DST not writable", ""},
 		{"the sender failed", fail(4, "input failed"), ok(0), command.ExitAborted, "input failed", ""},
 		{"both failed", fail(4, "the peer aborted"), fail(6, "authentication failed"), command.ExitAuth, "authentication failed", "the peer aborted"},
+		{"the receiver refused an entry", ok(9), fail(9, (&unasked{"bin/planted", "a directory, or in one, without -r"}).Error()), command.ExitUnasked,
+			`the remote side on h0 sent what was not asked for: "bin/planted": a directory, or in one, without -r (refused on h1)`, ""},
+		{"the receiver says 9 of nothing", ok(9), fail(9, "not asked for"), command.ExitInternal, `remote side on h1: "not asked for"`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
