@@ -204,9 +204,9 @@ func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mod
 // relayedPlan checks the sending side's plan c against what a asked for,
 // as a download's (see asked.check), and returns the contents the
 // receiving side is told: the names checked, whether only files may come
-// (no -r), nothing of what only a download's local side reads. A name only the sending side knows (a
-// source such as "." or "~") is refused: nothing here can tell whether
-// DST is a new name for it.
+// (no -r), nothing of what only a download's local side reads. A name
+// only the sending side knows (a source such as "." or "~") is refused:
+// nothing here can tell whether DST is a new name for it.
 func relayedPlan(a asked, c Contents) (Contents, error) {
 	names, err := a.check(c, false)
 	if err != nil {
