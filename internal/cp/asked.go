@@ -1,6 +1,7 @@
 package cp
 
 import (
+	"archive/tar"
 	"fmt"
 	"path"
 	"slices"
@@ -146,6 +147,30 @@ func underNames(name string, names []string) error {
 	first, _, _ := strings.Cut(path.Clean(name), "/")
 	if !slices.Contains(names, first) {
 		return &unasked{name, "outside the names asked for (" + strings.Join(names, ", ") + ")"}
+	}
+	return nil
+}
+
+// scope is what an archive may write, as asked for: entries under names,
+// its top-level names, and with files (a download without -r) only regular
+// files, each one of those names.
+type scope struct {
+	names []string
+	files bool
+}
+
+// check checks h, an archive entry, against s, before anything of it is
+// written.
+func (s scope) check(h *tar.Header) error {
+	if err := underNames(h.Name, s.names); err != nil {
+		return err
+	}
+	switch {
+	case !s.files:
+	case h.Typeflag == tar.TypeDir || strings.Contains(path.Clean(h.Name), "/"):
+		return &unasked{h.Name, "a directory, or in one, without -r"}
+	case h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse:
+		return &unasked{h.Name, "not a regular file, without -r"}
 	}
 	return nil
 }

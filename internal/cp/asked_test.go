@@ -173,6 +173,23 @@ func TestPrepareUnknownName(t *testing.T) {
 	}
 }
 
+// TestPrepareWithoutR: a download's archive asked for without -r (several
+// sources, or a pattern) is extracted taking only files; with -r, trees.
+func TestPrepareWithoutR(t *testing.T) {
+	t.Parallel()
+	c := Contents{Mode: modeTar, Names: []string{"a", "b"}, Counts: []int{2}}
+	for _, recursive := range []bool{false, true} {
+		s, err := prepare(asked{srcs: []string{"*"}, recursive: recursive}, c, t.TempDir()+"/", Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ts := s.(*tarSink); ts.files == recursive {
+			t.Errorf("with -r %v: files only %v", recursive, ts.files)
+		}
+		s.Abort(0)
+	}
+}
+
 // FuzzPlan feeds the remote side's status lines to parseStatus and the
 // plans among them to the check of what a download of src asked for: no
 // line panics, and a plan taken names only src's name as written, or for a

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -202,16 +203,16 @@ func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mod
 
 // relayedPlan checks the sending side's plan c against what a asked for,
 // as a download's (see asked.check), and returns the contents the
-// receiving side is told: the names checked, nothing of what only a
-// download's local side reads. A name only the sending side knows (a
-// source such as "." or "~") is refused: nothing here can tell whether
-// DST is a new name for it.
+// receiving side is told: the names checked, whether only files may come
+// (no -r), nothing of what only a download's local side reads. A name
+// only the sending side knows (a source such as "." or "~") is refused:
+// nothing here can tell whether DST is a new name for it.
 func relayedPlan(a asked, c Contents) (Contents, error) {
 	names, err := a.check(c, false)
 	if err != nil {
 		return Contents{}, err
 	}
-	c.Names, c.Counts, c.Left = names, nil, 0
+	c.Names, c.Counts, c.Left, c.Files = names, nil, 0, c.Mode == modeTar && !a.recursive
 	return c, nil
 }
 
@@ -251,6 +252,9 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 // one that knows what was written (a refused DST, a damaged or
 // unauthenticated stream), where the sending side mostly sees its end.
 func betweenOutcome(sent, got status, from, to string) error {
+	if u, ok := refusedClaim(got); ok {
+		return claimOf(from, &unasked{u.claim, u.why + " (refused on " + to + ")"})
+	}
 	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
 	switch {
 	case sendErr != nil && recvErr != nil:
@@ -263,6 +267,23 @@ func betweenOutcome(sent, got status, from, to string) error {
 		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
 	}
 	return remoteDone(to, got, sent.n, "sent by "+from)
+}
+
+// refusedClaim returns what got, the receiving side's status in a copy
+// between two hosts, says it refused of the sending side's archive as not
+// asked for (exit 9, with the claim as unasked quotes it), and whether it
+// says so.
+func refusedClaim(got status) (*unasked, bool) {
+	if got.kind != "fail" || got.n != command.ExitUnasked {
+		return nil, false
+	}
+	_, rest, _ := strings.Cut(got.msg, "not asked for: ")
+	quoted, err := strconv.QuotedPrefix(rest)
+	if err != nil {
+		return nil, false
+	}
+	claim, _ := strconv.Unquote(quoted)
+	return &unasked{claim, strings.TrimPrefix(rest[len(quoted):], ": ")}, true
 }
 
 // cannotConnectOp starts a remote side's failure to connect to the host

@@ -19,13 +19,15 @@ func TestRelayedPlan(t *testing.T) {
 		a     asked
 		c     Contents
 		claim string // "": taken
+		files bool   // the receiving side takes only files
 	}{
-		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, ""},
-		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc"},
-		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, ""},
-		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, ""},
-		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh"},
-		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice"},
+		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
+		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
+		{"archive of several without -r", asked{srcs: []string{"a", "*.txt"}}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
+		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
+		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
+		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -39,7 +41,7 @@ func TestRelayedPlan(t *testing.T) {
 			case tc.claim != "":
 				return
 			}
-			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) {
+			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) || c.Files != tc.files {
 				t.Fatalf("got %+v from %+v", c, tc.c)
 			}
 			if err := c.validate(); err != nil {
@@ -51,7 +53,9 @@ func TestRelayedPlan(t *testing.T) {
 
 // TestBetweenOutcome: a copy between two hosts succeeds only when both
 // say they moved the same bytes; when both failed, the receiving side's
-// failure gives the exit code, and both are said.
+// failure gives the exit code, and both are said. A receiving side that
+// refused an entry of the sending side's archive as not asked for makes
+// it exit 9, quoting the entry as the sending side's claim.
 func TestBetweenOutcome(t *testing.T) {
 	ok := func(n int64) status { return status{kind: "ok", n: n, valid: true} }
 	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
@@ -67,6 +71,9 @@ func TestBetweenOutcome(t *testing.T) {
 		{"the receiver failed", ok(9), fail(3, "DST not writable"), command.ExitSetup, "DST not writable", ""},
 		{"the sender failed", fail(4, "input failed"), ok(0), command.ExitAborted, "input failed", ""},
 		{"both failed", fail(4, "the peer aborted"), fail(6, "authentication failed"), command.ExitAuth, "authentication failed", "the peer aborted"},
+		{"the receiver refused an entry", ok(9), fail(9, (&unasked{"bin/planted", "a directory, or in one, without -r"}).Error()), command.ExitUnasked,
+			`the remote side on h0 sent what was not asked for: "bin/planted": a directory, or in one, without -r (refused on h1)`, ""},
+		{"the receiver says 9 of nothing", ok(9), fail(9, "not asked for"), command.ExitInternal, `remote side on h1: "not asked for"`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -23,6 +23,26 @@ type dirMeta struct {
 	atime, mtime time.Time
 }
 
+// dirMetas are the modes and times to set at the end of an extraction:
+// one record per directory, its first entry's, in the order they came,
+// however many times the archive names it.
+type dirMetas struct {
+	list []dirMeta
+	has  map[string]bool
+}
+
+// add records d, unless its directory has a record.
+func (m *dirMetas) add(d dirMeta) {
+	if m.has[d.name] {
+		return
+	}
+	if m.has == nil {
+		m.has = map[string]bool{}
+	}
+	m.has[d.name] = true
+	m.list = append(m.list, d)
+}
+
 // modes says how an archive's modes are applied: exactly with preserve
 // (setuid, setgid and sticky too), else less umask and without setuid and
 // setgid, and without sticky on files, as a new file of one's own would be.
@@ -64,10 +84,9 @@ func (c *counter) Read(p []byte) (int, error) {
 // symbolic link on it) to anywhere outside. Regular files (sparse ones
 // too), directories and symbolic links are created with the archive's
 // permission bits as ms says and its modification times; any other entry
-// type fails the extraction. Every entry must lie under one of names, the
-// archive's top-level names as asked for; if top is not empty, the first
-// element of every name is replaced with it. It stops, failing, when ctx
-// ends.
+// type fails the extraction. Every entry must be what sc allows (see
+// scope.check); if top is not empty, the first element of every name is
+// replaced with it. It stops, failing, when ctx ends.
 //
 // Files and links are written under a temporary name and renamed into
 // place, atomically replacing a file or link in the way (never writing
@@ -83,11 +102,11 @@ func (c *counter) Read(p []byte) (int, error) {
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
 // files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, top string, ms modes, rr *resumed) error {
+func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	buf := make([]byte, copyBuf)
-	var dirs []dirMeta
+	var dirs dirMetas
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
 	ds := newDirs(root)
 	defer ds.close()
@@ -110,7 +129,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 				return err
 			}
 		}
-		if err := checkEntry(root, h, name, names, seen, rr); err != nil {
+		if err := checkEntry(root, h, name, sc, seen, rr); err != nil {
 			return err
 		}
 		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
@@ -133,7 +152,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 			}
 			seen[name] = true
 			if made || ms.preserve || rr != nil {
-				dirs = append(dirs, dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
 			}
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
@@ -157,7 +176,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, names []string, to
 	if err := w.wait(); err != nil {
 		return err
 	}
-	return setDirs(root, dirs)
+	return setDirs(root, dirs.list)
 }
 
 // setDirs gives the directories of dirs their modes and times, the last
@@ -266,11 +285,11 @@ func entryName(name, top string) (string, error) {
 }
 
 // checkEntry checks an archive entry h, to be written at name under root,
-// before anything of it is written: it must lie under names, resume only
+// before anything of it is written: it must be what sc allows, resume only
 // a file that rr offered, and go only through real directories (see
 // checkParents, which seen is for).
-func checkEntry(root *os.Root, h *tar.Header, name string, names []string, seen map[string]bool, rr *resumed) error {
-	if err := underNames(h.Name, names); err != nil {
+func checkEntry(root *os.Root, h *tar.Header, name string, sc scope, seen map[string]bool, rr *resumed) error {
+	if err := sc.check(h); err != nil {
 		return err
 	}
 	if _, ok := h.PAXRecords[resumeRecord]; ok && !rr.offers(h) {

@@ -35,7 +35,7 @@ func BenchmarkExtractSmall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := extract(context.Background(), root, bytes.NewReader(ar.Bytes()), []string{"src"}, "", modes{umask: 0o022}, nil); err != nil {
+		if err := extract(context.Background(), root, bytes.NewReader(ar.Bytes()), scope{names: []string{"src"}}, "", modes{umask: 0o022}, nil); err != nil {
 			b.Fatal(err)
 		}
 		root.Close()

@@ -7,9 +7,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +94,7 @@ func TestExtractHostile(t *testing.T) {
 				data = archive(t, tc.entries...)
 			}
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(data), tops(tc.entries), "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data), scope{names: tops(tc.entries)}, "", modes{}, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -111,7 +113,7 @@ func TestExtractTop(t *testing.T) {
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
 		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
 	)
-	if err := extract(context.Background(), root, bytes.NewReader(data), []string{"src"}, "renamed", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"src"}}, "renamed", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {
@@ -152,7 +154,7 @@ func TestExtractUnasked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, tc.top, modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, tc.top, modes{}, nil)
 			var u *unasked
 			last := tc.entries[len(tc.entries)-1].name
 			if !errors.As(err, &u) || u.claim != last {
@@ -196,7 +198,7 @@ func TestExtractThroughLinkInside(t *testing.T) {
 				}
 			}
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil)
 			if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
 				t.Fatalf("got %v, want %q", err, tc.fail)
 			}
@@ -226,7 +228,7 @@ func TestExtractQuotesNames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			root := openRoot(t, t.TempDir())
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), []string{"dir"}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil)
 			if err == nil || strings.ContainsAny(err.Error(), "\x1b\r") || !strings.Contains(err.Error(), `\x1b[2J\rdone`) {
 				t.Fatalf("got %q, want an error naming the entry quoted", err)
 			}
@@ -248,7 +250,7 @@ func TestExtractKeepsExistingDirs(t *testing.T) {
 			}
 			root := openRoot(t, dst)
 			entries := []entry{{name: "dir/", typ: tar.TypeDir, mode: 0o777}, {name: "dir/new/", typ: tar.TypeDir, mode: 0o750}}
-			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"dir"}, "", modes{preserve: preserve}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"dir"}}, "", modes{preserve: preserve}, nil); err != nil {
 				t.Fatal(err)
 			}
 			want := fs.FileMode(0o700)
@@ -301,7 +303,7 @@ func TestExtractManyDirs(t *testing.T) {
 	entries = append(entries, entry{name: "top/d0/f0", typ: tar.TypeReg, body: "short"}, entry{name: "top/old/f", typ: tar.TypeReg, body: "new f"})
 	want["top/d0/f0"] = "short"
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), []string{"top"}, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"top"}}, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, body := range want {
@@ -350,7 +352,7 @@ func TestExtractWriters(t *testing.T) {
 			root := openRoot(t, dst)
 			entries := append([]entry{{name: "top/", typ: tar.TypeDir, mode: 0o755}}, tc.entries...)
 			data := archive(t, entries...)
-			err := extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), []string{"top"}, "", modes{preserve: true}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), scope{names: []string{"top"}}, "", modes{preserve: true}, nil)
 			if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
 				t.Fatalf("extract: %v, want an error with %q", err, tc.says)
 			}
@@ -444,5 +446,128 @@ func TestCutTo(t *testing.T) {
 	}
 	if fi, err := f.Stat(); err != nil || fi.Size() != 4 {
 		t.Errorf("after cutTo(f, 4): %v, %v; want 4 bytes", fi.Size(), err)
+	}
+}
+
+// TestExtractWithoutR: an archive asked for without -r writes only regular
+// files at its top level; a directory entry, an entry below a top-level
+// name (even into a directory that exists here) or a link is refused,
+// quoted, before anything of it is written.
+func TestExtractWithoutR(t *testing.T) {
+	t.Parallel()
+	cases := []struct {
+		name    string
+		entries []entry
+		claim   string // "": taken
+	}{
+		{"a file", []entry{{name: "a", typ: tar.TypeReg, body: "a"}}, ""},
+		{"into an existing directory", []entry{{name: "bin/planted", typ: tar.TypeReg, body: "evil"}}, "bin/planted"},
+		{"with ./", []entry{{name: "./bin/planted", typ: tar.TypeReg, body: "evil"}}, "./bin/planted"},
+		{"a directory", []entry{{name: "bin/", typ: tar.TypeDir, mode: 0o777}, {name: "bin/planted", typ: tar.TypeReg, body: "evil"}}, "bin/"},
+		{"after a file", []entry{{name: "a", typ: tar.TypeReg, body: "a"}, {name: "bin/new/planted", typ: tar.TypeReg, body: "evil"}}, "bin/new/planted"},
+		{"a link", []entry{{name: "bin", typ: tar.TypeSymlink, link: "/etc"}}, "bin"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			dst := t.TempDir()
+			if err := os.Mkdir(filepath.Join(dst, "bin"), 0o755); err != nil {
+				t.Fatal(err)
+			}
+			root := openRoot(t, dst)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"a", "bin"}, files: true}, "", modes{}, nil)
+			var u *unasked
+			switch {
+			case tc.claim == "" && err != nil:
+				t.Fatalf("refused: %v", err)
+			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
+			case tc.claim == "":
+				if b, err := os.ReadFile(filepath.Join(dst, "a")); err != nil || string(b) != "a" {
+					t.Fatalf("a: %q, %v", b, err)
+				}
+			}
+			if left, _ := os.ReadDir(filepath.Join(dst, "bin")); tc.claim != "" && len(left) != 0 {
+				t.Errorf("bin holds %v", left)
+			}
+			if fi, err := os.Lstat(filepath.Join(dst, "bin")); err != nil || tc.claim != "" && fi.Mode() != fs.ModeDir|0o755 {
+				t.Errorf("bin: %v, %v; want the directory as it was", fi.Mode(), err)
+			}
+		})
+	}
+}
+
+// TestExtractHonestWithoutR: what our sending side sends for files asked
+// for without -r (a pattern's: several, one with holes, one a link to a
+// file) is taken whole by an extraction that takes only files.
+func TestExtractHonestWithoutR(t *testing.T) {
+	t.Parallel()
+	src, dst := t.TempDir(), t.TempDir()
+	if err := os.WriteFile(filepath.Join(src, "plain"), []byte("plain"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	sparseFile(t, filepath.Join(src, "holes"), 1<<20, []fragment{{off: 4096, data: []byte("data")}})
+	if err := os.Symlink("plain", filepath.Join(src, "link")); err != nil {
+		t.Fatal(err)
+	}
+	var paths []string
+	for _, n := range []string{"plain", "holes", "link"} {
+		paths = append(paths, filepath.Join(src, n))
+	}
+	p, err := planCopy(paths, false, true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b bytes.Buffer
+	if err := writeTar(&b, p.srcs, io.Discard, nil); err != nil {
+		t.Fatal(err)
+	}
+	root := openRoot(t, dst)
+	if err := extract(context.Background(), root, &b, scope{names: p.contents(false).Names, files: true}, "", modes{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"plain", "holes", "link"} {
+		want, _ := os.ReadFile(filepath.Join(src, n))
+		if got, err := os.ReadFile(filepath.Join(dst, n)); err != nil || !bytes.Equal(got, want) {
+			t.Errorf("%s: %d bytes, %v; want %d", n, len(got), err, len(want))
+		}
+	}
+}
+
+// TestDirMetas: a directory named many times keeps one record, its first
+// entry's; records stay in the order their directories first came.
+func TestDirMetas(t *testing.T) {
+	t.Parallel()
+	var m dirMetas
+	for i := range 20000 {
+		m.add(dirMeta{name: "d", mode: fs.FileMode(i % 0o777)})
+		m.add(dirMeta{name: filepath.Join("d", "e"), mode: 0o700})
+	}
+	m.add(dirMeta{name: "f", mode: 0o755})
+	want := []dirMeta{{name: "d"}, {name: filepath.Join("d", "e"), mode: 0o700}, {name: "f", mode: 0o755}}
+	if !slices.Equal(m.list, want) || len(m.has) != len(want) {
+		t.Fatalf("records %v (%d names), want %v", m.list, len(m.has), want)
+	}
+}
+
+// TestExtractRepeatedDir: with -p, an archive that names one existing
+// directory many times extracts, and the directory gets its first
+// entry's mode.
+func TestExtractRepeatedDir(t *testing.T) {
+	t.Parallel()
+	dst := t.TempDir()
+	if err := os.Mkdir(filepath.Join(dst, "d"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	entries := []entry{{name: "d/", typ: tar.TypeDir, mode: 0o750}}
+	for range 2000 {
+		entries = append(entries, entry{name: "d/", typ: tar.TypeDir, mode: 0o777})
+	}
+	root := openRoot(t, dst)
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"d"}}, "", modes{preserve: true}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if fi, err := os.Stat(filepath.Join(dst, "d")); err != nil || fi.Mode().Perm() != 0o750 {
+		t.Fatalf("d: %v, %v; want 0750", fi.Mode(), err)
 	}
 }

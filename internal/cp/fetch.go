@@ -127,7 +127,7 @@ func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	c.Names = names
+	c.Names, c.Files = names, c.Mode == modeTar && !a.recursive
 	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Resume: o.Resume}
 	if c.Mode != modeTar || askedName(a.srcs[0]) != "" {
 		return newSink(req)

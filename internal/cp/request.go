@@ -70,13 +70,18 @@ type Contents struct {
 	// Left is, in such a plan, how many paths the sending side left out
 	// (missing, or not to be copied without -r): the copy then fails.
 	Left int `json:"left,omitempty"`
+	// Files says, in tar mode, that the archive was asked for without -r:
+	// its entries must be regular files, each a top-level name (the
+	// receiving side of a copy between two hosts checks it). An rdmacp
+	// from before it refuses the field.
+	Files bool `json:"files,omitempty"`
 }
 
 // isZero reports whether c describes nothing: a request that says no
 // contents at all (a present but empty Names says something).
 func (c Contents) isZero() bool {
 	return c.Mode == "" && c.Name == "" && c.Perm == 0 && c.ATime == 0 && c.MTime == 0 &&
-		!c.Single && c.Names == nil && c.Size == 0 && c.Changed == 0
+		!c.Single && c.Names == nil && c.Size == 0 && c.Changed == 0 && !c.Files
 }
 
 // validate checks contents described by the peer.

@@ -51,10 +51,14 @@ func ServeSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) i
 }
 
 // report runs serve and reports its result on stdout: "ok BYTES" or the
-// failure. It returns the exit code.
+// failure, exit 9 for an archive entry the sending side sent unasked (see
+// refusedClaim). It returns the exit code.
 func report(stdout io.Writer, serve func() (int64, error)) int {
 	n, err := serve()
 	code := command.ExitCode(err)
+	if u := (*unasked)(nil); errors.As(err, &u) {
+		code = command.ExitUnasked
+	}
 	if err != nil {
 		writeFail(stdout, code, err.Error())
 		return code

@@ -154,7 +154,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	}
 	dst := t.TempDir()
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, &b, []string{"tree"}, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, &b, scope{names: []string{"tree"}}, "", modes{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range sparseCases {

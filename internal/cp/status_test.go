@@ -97,6 +97,7 @@ func TestReadRequest(t *testing.T) {
 		{name: "download", change: download, ok: true},
 		{name: "download with a destination", change: func(r *Request) { download(r); r.Dest = "/tmp" }},
 		{name: "download with contents", change: func(r *Request) { download(r); r.Mode = modeFile }},
+		{name: "download with contents of files only", change: func(r *Request) { download(r); r.Files = true }},
 		{name: "download nowhere", change: func(r *Request) { download(r); r.Connect = "" }},
 		{name: "download to a name", change: func(r *Request) { download(r); r.Connect = "evil.example:80" }},
 		{name: "download of an empty path", change: func(r *Request) { download(r); r.Send = []string{"a", ""} }},

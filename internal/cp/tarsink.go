@@ -23,6 +23,7 @@ type tarSink struct {
 	dir     string
 	top     string   // what the single top-level entry becomes, if not itself
 	names   []string // the archive's top-level entries
+	files   bool     // only regular files among them, nothing else (see Contents.Files)
 	ms      modes
 	resumed *resumed // what a resume offered (see offers)
 	once    sync.Once
@@ -65,7 +66,7 @@ func openTarSink(req Request, dir, top string) (*tarSink, error) {
 	if err != nil {
 		return nil, setupf("destination: %v", err)
 	}
-	return &tarSink{root: root, dir: dir, top: top, names: req.Names, ms: modes{preserve: req.Preserve, umask: umask()}}, nil
+	return &tarSink{root: root, dir: dir, top: top, names: req.Names, files: req.Files, ms: modes{preserve: req.Preserve, umask: umask()}}, nil
 }
 
 // resumedNewName says whether dst, an existing directory, is where a
@@ -84,7 +85,7 @@ func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
 			// Headers and small files: one read of the pipe for many.
-			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), s.names, s.top, s.ms, s.resumed)
+			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), scope{s.names, s.files}, s.top, s.ms, s.resumed)
 		})
 	})
 	return s.x

@@ -2,6 +2,7 @@ package rdmacp
 
 import (
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -211,6 +212,51 @@ func TestHostileBetween(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestHostileBetweenWithoutR copies h1:* without -r from a hostile h1 (see
+// hostileMain) to the real rdmacp on h2, into a DST with a bin/
+// directory: h1 answers with the name bin, which the pattern matches, and
+// an archive of bin/planted, or of bin/ and bin/planted. h2 refuses the
+// entry (exit 9, quoting it) and nothing lands in bin/. An honest h1 with
+// a file and a directory that the pattern matches sends the file, leaves
+// the directory out and names it (exit 1, as scp).
+func TestHostileBetweenWithoutR(t *testing.T) {
+	c := betweenCluster(t, 2)
+	bin := filepath.Join(c.dirs[1], "bin")
+	for _, lie := range []string{"glob-bin", "glob-bin-dir"} {
+		t.Run(lie, func(t *testing.T) {
+			clear(t, c.dirs[1])
+			if err := os.Mkdir(bin, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			r := c.ssh.rdmacp(t, "--remote-cmd", hostileBetweenCmd(t, lie), "h1:*", "h2:"+c.dst+"/")
+			says := "the remote side on h1 sent what was not asked for: \"bin/"
+			if r.code != 9 || !strings.Contains(r.stderr, says) || !strings.Contains(r.stderr, "without -r") {
+				t.Errorf("exit %d, want 9 saying %s...without -r; stderr:\n%s", r.code, says, r.stderr)
+			}
+			if entries, _ := os.ReadDir(bin); len(entries) != 0 {
+				t.Errorf("h2's bin has %v", entries)
+			}
+		})
+	}
+	t.Run("honest", func(t *testing.T) {
+		clear(t, c.dirs[1])
+		src := filepath.Join(c.dirs[0], "src")
+		if err := os.MkdirAll(filepath.Join(src, "bin"), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		writeFile(t, filepath.Join(src, "bin", "f"), "in bin\n")
+		writeFile(t, filepath.Join(src, "a"), "a\n")
+		r := c.ssh.rdmacp(t, "h1:"+filepath.Join(c.dst, "src", "*"), "h2:"+c.dst+"/")
+		if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(c.dst, "src", "bin")+" is a directory") {
+			t.Errorf("exit %d, want 1 naming bin as a directory; stderr:\n%s", r.code, r.stderr)
+		}
+		got := snapshot(t, c.dirs[1])
+		if want := map[string]string{".": got["."], "a": snapshot(t, src)["a"]}; !maps.Equal(got, want) {
+			t.Errorf("h2 has %q, want %q", got, want)
+		}
+	})
 }
 
 // TestBetweenResume resumes copies between two hosts with -C: a file

@@ -74,6 +74,11 @@ var lies = map[string]struct {
 	// The tree asked for, dir, which is a link to .ssh here, without its
 	// directory entry: a key written through the link.
 	"archive-link": {plan: `{"mode":"tar","single":true,"names":["dir"]}`, stream: hostileArchive(hostileEntry{name: "dir/authorized_keys", body: hostileKey})},
+	// A pattern without -r answered with a name it matches, bin, and a
+	// file planted in the directory of that name here; or with bin's
+	// directory entry first.
+	"glob-bin":     {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(planted)},
+	"glob-bin-dir": {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(hostileEntry{name: "bin/", dir: true}, planted)},
 }
 
 // ownKey is what DST/.ssh/authorized_keys holds before the hostile remote
@@ -88,9 +93,10 @@ type hostileEntry struct {
 }
 
 var (
-	sshDir = hostileEntry{name: ".ssh/", dir: true}
-	key    = hostileEntry{name: ".ssh/authorized_keys", body: hostileKey}
-	keys   = hostileArchive(sshDir, key)
+	sshDir  = hostileEntry{name: ".ssh/", dir: true}
+	planted = hostileEntry{name: "bin/planted", body: "#!/bin/sh\necho evil\n"}
+	key     = hostileEntry{name: ".ssh/authorized_keys", body: hostileKey}
+	keys    = hostileArchive(sshDir, key)
 )
 
 // resumedKey is the entry that appends hostileKey to ownKey at name.
@@ -117,12 +123,19 @@ func hostileArchive(entries ...hostileEntry) []byte {
 	return b.Bytes()
 }
 
-// hostileMain runs the hostile remote with args: the lie's name, then the
-// flag that starts the remote side (--remote-send or --remote-receive).
-// It returns the exit code.
+// hostileMain runs the hostile remote with args: the lie's name, then
+// the real rdmacp to run as a receiving side, if any (see
+// hostileBetweenCmd), then the flag that starts the remote side
+// (--remote-send or --remote-receive). It returns the exit code.
 func hostileMain(args []string) int {
+	if len(args) == 3 && args[2] == "--remote-receive" {
+		return execRdmacp(args[1], args[2])
+	}
+	if len(args) == 3 {
+		args = []string{args[0], args[2]}
+	}
 	if len(args) != 2 {
-		fmt.Fprintf(os.Stderr, "hostile: want LIE and the remote side's flag, got %q\n", args)
+		fmt.Fprintf(os.Stderr, "hostile: want LIE, [RDMACP] and the remote side's flag, got %q\n", args)
 		return 2
 	}
 	br := bufio.NewReader(os.Stdin)
@@ -172,13 +185,24 @@ func readOffers(br *bufio.Reader) bool {
 	}
 }
 
-// hostileStream streams data to the local side as the request says,
-// until stdin, the rest of which br holds, ends (as the real remote side
-// does: the local side closes it when it gives up).
+// hostileStream streams data to the local side as the request says (or,
+// in a copy between two hosts, to the receiving host that the connect
+// line names), until stdin, the rest of which br holds, ends (as the real
+// remote side does: the local side closes it when it gives up).
 func hostileStream(req hostileRequest, data []byte, br *bufio.Reader) (int64, error) {
 	key, err := hex.DecodeString(req.Key)
 	if err != nil {
 		return 0, err
+	}
+	if req.Connect == "" {
+		var c struct {
+			Connect string `json:"connect"`
+		}
+		line, err := br.ReadString('\n')
+		if err != nil || json.Unmarshal([]byte(line), &c) != nil {
+			return 0, fmt.Errorf("read the connect line %q: %v", line, err)
+		}
+		req.Connect = c.Connect
 	}
 	var d conn.Dialer = tcp.Dialer{}
 	if req.Transport == "rdma" {
@@ -242,9 +266,7 @@ func hostileChain(args []string) int {
 		return 2
 	}
 	if args[2] == "--remote-receive" {
-		err := syscall.Exec(args[0], []string{args[0], args[2]}, os.Environ())
-		fmt.Fprintf(os.Stderr, "hostile: exec %s: %v\n", args[0], err)
-		return 1
+		return execRdmacp(args[0], args[2])
 	}
 	br := bufio.NewReader(os.Stdin)
 	var req hostileRequest
@@ -289,6 +311,14 @@ func hostileChain(args []string) int {
 	return 0
 }
 
+// execRdmacp runs the real rdmacp, bin, as the remote side that flag
+// starts, in place of this process; it returns only if it cannot.
+func execRdmacp(bin, flag string) int {
+	err := syscall.Exec(bin, []string{bin, flag}, os.Environ())
+	fmt.Fprintf(os.Stderr, "hostile: exec %s: %v\n", bin, err)
+	return 1
+}
+
 // hostileCmd is the --remote-cmd that starts the hostile remote with lie.
 func hostileCmd(t *testing.T, lie string) string {
 	t.Helper()
@@ -299,9 +329,16 @@ func hostileCmd(t *testing.T, lie string) string {
 	return self + " hostile " + lie
 }
 
+// hostileBetweenCmd is the --remote-cmd of a copy between two hosts that
+// starts, as the sending side, the hostile remote with lie, and, as the
+// receiving side, the real rdmacp.
+func hostileBetweenCmd(t *testing.T, lie string) string {
+	return hostileCmd(t, lie) + " " + bin
+}
+
 // hostileHome makes a home directory as an attacker finds it: .bashrc,
-// .ssh/authorized_keys, and a partial copy of nothing asked for; it
-// returns the directory and what is in it (see snapshot).
+// .ssh/authorized_keys, an empty bin/, and a partial copy of nothing
+// asked for; it returns the directory and what is in it (see snapshot).
 func hostileHome(t *testing.T) (string, map[string]string) {
 	home := t.TempDir()
 	writeFile(t, filepath.Join(home, ".bashrc"), "# mine\n")
@@ -309,6 +346,9 @@ func hostileHome(t *testing.T) (string, map[string]string) {
 		t.Fatal(err)
 	}
 	writeFile(t, filepath.Join(home, ".ssh", "authorized_keys"), ownKey)
+	if err := os.Mkdir(filepath.Join(home, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
 	return home, snapshot(t, home)
 }
 
@@ -348,7 +388,8 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 // TestHostileRemote downloads from a hostile remote rdmacp (see
 // hostileMain) into a home directory: a file under another name, an
 // archive without -r, a name that the pattern asked for does not match, an archive of another name or with an entry outside
-// the name asked for, a resume that names .ssh or goes through a link.
+// the name asked for, a directory or a file in one for a pattern without
+// -r, a resume that names .ssh or goes through a link.
 // Each is refused with exit 9 quoting the remote side's claim, nothing in
 // the home directory is written or changed, and a resume offers nothing.
 // An entry asked for whose way here is a link is refused too (exit 4,
@@ -369,6 +410,8 @@ func TestHostileRemote(t *testing.T) {
 		{"an archive of another name for .", "archive-ssh", []string{"-r"}, ".", `".ssh"`, ""},
 		{"a name the pattern does not match", "glob-bashrc", nil, "dir/*.txt", `".bashrc"`, ""},
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
+		{"a file in a directory without -r", "glob-bin", nil, "*", `"bin/planted": a directory, or in one, without -r`, ""},
+		{"a directory without -r", "glob-bin-dir", nil, "*", `"bin/": a directory, or in one, without -r`, ""},
 		{"a resume that names .ssh", "resume-ssh", []string{"-C", "-r"}, "dir", `".ssh"`, ""},
 		{"a resume through a link", "resume-link", []string{"-C", "-r"}, "dir", `"dir/authorized_keys"`, ""},
 		// The failure reaches us as our own error or as the remote side's

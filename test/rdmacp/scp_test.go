@@ -2,6 +2,7 @@ package rdmacp
 
 import (
 	"fmt"
+	"maps"
 	"net"
 	"os"
 	"path/filepath"
@@ -51,6 +52,28 @@ func TestMissingAmongSeveral(t *testing.T) {
 			}
 			noStrays(t)
 		})
+	}
+}
+
+// TestRemotePatternWithoutR downloads HOST:src/* without -r where the
+// pattern matches a file and a directory: the file arrives, the remote
+// side leaves the directory out and names it, and rdmacp exits 1 (as scp:
+// "not a regular file"); nothing of the directory lands here.
+func TestRemotePatternWithoutR(t *testing.T) {
+	s := startSSHD(t)
+	src, dst := t.TempDir(), t.TempDir()
+	writeFile(t, filepath.Join(src, "a"), "a\n")
+	if err := os.Mkdir(filepath.Join(src, "bin"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	writeFile(t, filepath.Join(src, "bin", "f"), "in bin\n")
+	r := s.rdmacp(t, "target:"+src+"/*", dst)
+	if r.code != 1 || !strings.Contains(r.stderr, filepath.Join(src, "bin")+" is a directory: use -r") {
+		t.Fatalf("exit %d, want 1 naming bin as a directory; stderr:\n%s", r.code, r.stderr)
+	}
+	got := snapshot(t, dst)
+	if want := map[string]string{".": got["."], "a": snapshot(t, src)["a"]}; !maps.Equal(got, want) {
+		t.Errorf("DST has %q, want %q", got, want)
 	}
 }
 
