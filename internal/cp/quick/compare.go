@@ -1,0 +1,179 @@
+package quick
+
+import (
+	"path"
+	"slices"
+	"strings"
+)
+
+// Rules are how a source's listing is compared with a destination's: as
+// rsync's quick check (same size and modification time: not sent) unless
+// Checksum (same size and hash) or SizeOnly (same size); with Update a
+// file newer at the destination is not sent, with IgnoreExisting no file
+// that exists there. Perms says that the copy sets permission bits (a
+// file whose bits differ is sent), Times that it sets directories' times
+// (a tree's files always get theirs). A file not sent keeps its times.
+type Rules struct {
+	Checksum, SizeOnly, Update, IgnoreExisting bool
+	Perms, Times                               bool
+	// Delete plans the removal of what the destination has and the
+	// source not, in the directories the copy covers, but what Protect
+	// says it protects (nil: nothing).
+	Delete  bool
+	Protect func(path string, isDir bool) bool
+	// Sending says that this side sends (rsync's '<'), else it receives
+	// ('>').
+	Sending bool
+}
+
+// Plan is what a comparison found: the source's files and links not to
+// send, the destination's entries to remove (children before their
+// directory), and rsync's itemized changes, removals first.
+type Plan struct {
+	Skip   map[string]bool
+	Delete []string
+	Items  []string
+}
+
+// Compare compares src with dst under r.
+func Compare(src, dst *Listing, r Rules) Plan {
+	p := Plan{Skip: map[string]bool{}}
+	if r.Delete {
+		p.Delete = deletions(src, dst, r.Protect)
+		for _, n := range p.Delete {
+			e, _ := dst.Get(n)
+			p.Items = append(p.Items, "*deleting   "+itemName(e))
+		}
+	}
+	for _, n := range src.Names() {
+		s, _ := src.Get(n)
+		d, ok := dst.Get(n)
+		send, item := r.decide(s, d, ok)
+		if !send && s.Type != Dir {
+			p.Skip[n] = true
+		}
+		if item != "" {
+			p.Items = append(p.Items, item+" "+itemName(s))
+		}
+	}
+	return p
+}
+
+// decide says whether s, a source entry, is sent, d being what the
+// destination has of it (if has), and its itemized change ("" if none).
+// Directories always go (their modes and times are set at the end), and
+// special files never (an archive does not carry them).
+func (r Rules) decide(s, d Entry, has bool) (bool, string) {
+	switch {
+	case s.Type == Other:
+		return false, ""
+	case !has || d.Type != s.Type:
+		return true, r.verb(s) + s.Type + "+++++++++"
+	case s.Type == Dir:
+		return true, r.changes(".", s, d, "")
+	case r.IgnoreExisting:
+		return false, ""
+	case s.Type == Link:
+		if s.Link == d.Link && s.Link != "" {
+			return false, ""
+		}
+		return true, "cLc........"
+	case r.Update && d.MTime > s.MTime:
+		return false, ""
+	}
+	c := ""
+	same := s.Size == d.Size
+	switch {
+	case r.Checksum:
+		same = same && s.Hash == d.Hash && s.Hash != ""
+		if s.Size == d.Size && !same {
+			c = "c"
+		}
+	case !r.SizeOnly:
+		same = same && s.MTime == d.MTime
+	}
+	if same && (!r.Perms || s.Mode == d.Mode) {
+		return false, ""
+	}
+	// Other data, or other permissions, which only sending it sets here.
+	return true, r.changes(r.verb(s), s, d, c)
+}
+
+// verb is the first letter of an itemized change that creates or sends s.
+func (r Rules) verb(s Entry) string {
+	switch {
+	case s.Type != File:
+		return "c"
+	case r.Sending:
+		return "<"
+	}
+	return ">"
+}
+
+// changes is the itemized change of s over d, an entry of its type, that
+// starts with verb and has c in the checksum column: "" if a directory
+// has nothing to change.
+func (r Rules) changes(verb string, s, d Entry, c string) string {
+	b := []byte(verb + s.Type + ".........")
+	if c != "" {
+		b[2] = 'c'
+	}
+	if s.Type == File && s.Size != d.Size {
+		b[3] = 's'
+	}
+	if s.MTime != d.MTime && (s.Type == File || r.Times) {
+		b[4] = 't'
+	}
+	if r.Perms && s.Mode != d.Mode {
+		b[5] = 'p'
+	}
+	if s.Type == Dir && string(b[2:]) == "........." {
+		return ""
+	}
+	return string(b)
+}
+
+// itemName is how an itemized change names e: a directory with a slash,
+// a link with its target.
+func itemName(e Entry) string {
+	switch e.Type {
+	case Dir:
+		return e.Name + "/"
+	case Link:
+		return e.Name + " -> " + e.Link
+	}
+	return e.Name
+}
+
+// deletions returns what dst has that src has not (or has as another
+// type where dst has a directory), within the directories of src, and
+// everything under those; not what protect protects, nor the
+// directories above it. Children come before their directory.
+func deletions(src, dst *Listing, protect func(string, bool) bool) []string {
+	gone := map[string]bool{}
+	for _, n := range dst.Names() { // parents first
+		d, _ := dst.Get(n)
+		s, has := src.Get(n)
+		parent := path.Dir(n)
+		p, _ := src.Get(parent)
+		covered := parent != "." && (p.Type == Dir || gone[parent])
+		if covered && (!has || d.Type == Dir && s.Type != Dir || gone[parent]) {
+			gone[n] = true
+		}
+	}
+	for n := range gone {
+		d, _ := dst.Get(n)
+		if protect == nil || !protect(n, d.Type == Dir) {
+			continue
+		}
+		for a := n; a != "."; a = path.Dir(a) {
+			delete(gone, a)
+		}
+	}
+	var list []string
+	for n := range gone {
+		list = append(list, n)
+	}
+	slices.SortFunc(list, func(a, b string) int { return strings.Compare(b, a) })
+	return list
+}

@@ -1,0 +1,107 @@
+package quick
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestListingRefuses checks that a peer's listing cannot name what is
+// outside the copy's names, nor break its bounds.
+func TestListingRefuses(t *testing.T) {
+	t.Parallel()
+	dir := Entry{Name: "t", Type: Dir}
+	for _, e := range []Entry{
+		{Name: "../t", Type: File},
+		{Name: "/etc/passwd", Type: File},
+		{Name: "t/../x", Type: File},
+		{Name: "t//x", Type: File},
+		{Name: "t/./x", Type: File},
+		{Name: "t/x/", Type: File},
+		{Name: "u/x", Type: File},
+		{Name: "t/a/b", Type: File},
+		{Name: "t/x\x00y", Type: File},
+		{Name: "t/" + strings.Repeat("x", MaxElem+1), Type: File},
+		{Name: "t/x", Type: "c"},
+		{Name: "t/x", Type: File, Size: -1},
+		{Name: "t/x", Type: Dir, Size: 1},
+		{Name: "t/x", Type: File, Mode: 0o10000},
+		{Name: "t/x", Type: File, Link: "y"},
+		{Name: "t/x", Type: File, Hash: "00"},
+		{Name: "t", Type: Dir},
+	} {
+		l := NewListing([]string{"t"})
+		if err := l.Add(dir); err != nil {
+			t.Fatal(err)
+		}
+		if err := l.Add(e); err == nil {
+			t.Errorf("%+v: added", e)
+		}
+	}
+}
+
+// TestList checks a listing's entries, and that it does not go through a
+// link.
+func TestList(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
+	top := makeTree(t, t.TempDir(), []node{{"a", "data", 0}, {"d/", "", 0}})
+	os.Symlink(outside, filepath.Join(top, "out"))
+	list, err := List(top, "t", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]Entry{}
+	for _, e := range list {
+		got[e.Name] = e
+	}
+	if len(got) != 4 || got["t"].Type != Dir || got["t/d"].Type != Dir || got["t/out"].Link != outside {
+		t.Fatalf("listed %+v", list)
+	}
+	if a := got["t/a"]; a.Type != File || a.Size != 4 || a.MTime != t0.UnixNano() || a.Mode != 0o644 || len(a.Hash) != 2*hashLen {
+		t.Errorf("t/a: %+v", a)
+	}
+	if list, err := List(filepath.Join(top, "missing"), "m", false); err != nil || len(list) != 0 {
+		t.Errorf("a missing top: %v, %v", list, err)
+	}
+}
+
+// TestRemove checks that Remove removes a file, a link (not what it leads
+// to) and an empty directory, and nothing through a link.
+func TestRemove(t *testing.T) {
+	t.Parallel()
+	outside := t.TempDir()
+	secret := filepath.Join(outside, "secret")
+	os.WriteFile(secret, []byte("s"), 0o600)
+	top := makeTree(t, t.TempDir(), []node{{"f", "x", 0}, {"d/", "", 0}})
+	os.Symlink(outside, filepath.Join(top, "out"))
+	r, err := OpenRoot(filepath.Dir(top))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	if err := r.Remove("t/out/secret"); err == nil {
+		t.Error("removed through a link")
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Fatalf("the file behind the link: %v", err)
+	}
+	for _, n := range []string{"t/f", "t/d", "t/out"} {
+		if err := r.Remove(n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := os.Lstat(filepath.Join(filepath.Dir(top), n)); !errors.Is(err, fs.ErrNotExist) {
+			t.Errorf("%s: still there (%v)", n, err)
+		}
+	}
+	if _, err := os.Stat(secret); err != nil {
+		t.Errorf("the file behind the removed link: %v", err)
+	}
+	if err := r.Remove("../x"); err == nil {
+		t.Error("removed ../x")
+	}
+}
