@@ -157,6 +157,15 @@ func Main(args []string) int {
 			&cli.IntFlag{Name: "fanout", Value: DefaultFanout, Usage: "with several hosts, start at most `N` remote sides at once"},
 			&cli.StringFlag{Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh: its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)"},
 			&cli.StringFlag{Name: "stats-json", Usage: "with several hosts, write the result, each host's too, as JSON to `FILE`"},
+			// An incremental copy, as rsync's (see incr.go).
+			&cli.BoolFlag{Name: "archive", Aliases: []string{"a"}, Usage: "as rsync -a: -r and -p, links kept as links, and a tree's files that the destination has with the same size and modification time are not sent"},
+			&cli.BoolFlag{Name: "update", Aliases: []string{"u"}, Usage: "in a tree, do not send a file that is newer at the destination"},
+			&cli.BoolFlag{Name: "checksum", Aliases: []string{"c"}, Usage: "in a tree, send a file unless the destination has it with the same size and XXH3 hash (both sides read every file)"},
+			&cli.BoolFlag{Name: "size-only", Usage: "in a tree, send a file unless the destination has it with the same size"},
+			&cli.BoolFlag{Name: "ignore-existing", Usage: "in a tree, send no file that the destination has"},
+			&cli.BoolFlag{Name: "delete", Usage: "remove what the destination has under the copied directories and the sources do not (never through a link)"},
+			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, and change nothing"},
+			&cli.BoolFlag{Name: "itemize-changes", Usage: "list each change as rsync -i does (>f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending); -i is ssh's identity here"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
 			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
 		),
@@ -244,6 +253,11 @@ func copyAction(c *cli.Context) error {
 		}
 	}
 	between := from != nil && upErr == nil
+	if hosts != nil || between {
+		if err := o.hostsOnly(); err != nil {
+			return err
+		}
+	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	switch {
@@ -294,7 +308,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 	if err := checkSettings(o.Transport, o.Timeout); err != nil {
 		return o, command.Usagef("--%v", err)
 	}
-	return o, nil
+	return o, incrementalOf(c, &o, os.Stdout)
 }
 
 // userWindow returns the chunk size and depth this side proposes when

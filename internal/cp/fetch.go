@@ -49,6 +49,15 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
+	if ts, ok := s.(*tarSink); ok && o.Incr.on {
+		if err := o.fetchListing(ctx, r, ts, t.Host); err != nil || o.Incr.dryRun {
+			s.Abort(0)
+			return claimOf(t.Host, err)
+		}
+	} else if err := o.Incr.treeOnly(st.contents.Mode); err != nil {
+		s.Abort(0)
+		return err
+	}
 	skipped := int64(-1)
 	if o.Resume {
 		if skipped, err = offerDownload(ctx, r, s, key, t.Host, o.Stderr); err != nil {

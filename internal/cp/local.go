@@ -56,6 +56,11 @@ type Options struct {
 	// stream (the two sides use the smaller of their proposals); zero:
 	// defaultParams.
 	Window conn.Params
+	// Incr is what an incremental copy asks for (see incr.go).
+	Incr incremental
+	// Owner, Group and Devices are what -a asks for of rsync's -o, -g
+	// and -D: to keep owners, groups, and devices and special files.
+	Owner, Group, Devices bool
 }
 
 // params returns the chunk size and depth this side proposes.
@@ -91,6 +96,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if in != nil {
 		defer in.Close()
 	}
+	if err := o.Incr.treeOnly(p.mode); err != nil {
+		return err
+	}
 	key := newKey()
 	host, listen, err := o.streamHost(ctx, t)
 	if err != nil {
@@ -103,6 +111,14 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return err
 	}
 	defer r.close()
+	if o.Incr.compares(p.mode) {
+		if st, err = o.listUpload(ctx, r, &p, st, t.Host); err != nil {
+			return err
+		}
+		if o.Incr.dryRun {
+			return remoteDone(t.Host, st, 0, "sent")
+		}
+	}
 	if o.Resume && p.mode == modeSparse {
 		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
 	}
@@ -212,7 +228,8 @@ func newKey() []byte {
 // request is the part of a request that o sets, with key.
 func (o Options) request(key []byte) Request {
 	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Encrypt: o.Encrypt,
-		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
+		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose,
+		List: o.Incr.on, Checksum: o.Incr.on && o.Incr.rules.Checksum, DryRun: o.Incr.on && o.Incr.dryRun}
 }
 
 // begin starts the remote side on t (`rdmacp flag`), hands it req and
@@ -225,8 +242,8 @@ func begin(ctx context.Context, t Target, o Options, flag string, req Request) (
 	// A failed write means ssh is gone; next says why.
 	_ = writeRequest(r.stdin, req)
 	wait := portWait
-	if req.Resume && !req.download() {
-		wait = offerWait // the remote side hashes what it has first
+	if (req.Resume || req.List) && !req.download() {
+		wait = offerWait // the remote side lists or hashes what it has first
 	}
 	st, err := r.next(ctx, wait)
 	switch {

@@ -102,6 +102,9 @@ func (r *readAhead) walk(srcs []source) {
 		}
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 			e := walked{err: err}
+			if err == nil && s.skip != nil && s.skip[archiveName(p, root, s.name)] {
+				return nil
+			}
 			if err == nil {
 				e = r.load(p, root, s.name)
 			}
@@ -141,6 +144,13 @@ func (r *readAhead) load(p, root, top string) walked {
 	n, err := readWhole(p, e.buf[:e.fi.Size()+1])
 	e.data, e.err = e.buf[:n], err
 	return e
+}
+
+// archiveName is the name in the archive of p, under root, which goes
+// into the archive under top.
+func archiveName(p, root, top string) string {
+	rel, _ := filepath.Rel(root, p)
+	return path.Join(top, filepath.ToSlash(rel))
 }
 
 // send hands e over, with the batch it ends if it is full or failed;

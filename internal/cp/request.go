@@ -164,7 +164,18 @@ type Request struct {
 	DataPorts string `json:"data_ports,omitempty"`
 	// LimitRate is, in a download, the most bytes per second the remote
 	// side sends (--limit-rate); 0: no limit.
-	LimitRate int64         `json:"limit_rate,omitempty"`
+	LimitRate int64 `json:"limit_rate,omitempty"`
+	// List asks, in tar mode, for an incremental copy's listing (see
+	// incr.go): in an upload, of what DST has of the archive's entries,
+	// then the local side's decisions; in a download, of the sources,
+	// then the local side's decisions. An rdmacp from before it refuses
+	// the request.
+	List bool `json:"list,omitempty"`
+	// Checksum asks the listing for each regular file's hash (-c).
+	Checksum bool `json:"checksum,omitempty"`
+	// DryRun says that the remote side ends after its listing, having
+	// changed nothing (-n).
+	DryRun    bool          `json:"dry_run,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -239,6 +250,9 @@ func (r Request) validate() error {
 	}
 	if err := checkSettings(r.Transport, r.Timeout); err != nil {
 		return err
+	}
+	if (r.Checksum || r.DryRun) && !r.List || r.List && (r.Resume || r.Relay || r.ConnectLater) {
+		return errors.New("a checksum or dry run without a listing, or a listing with a resume, a relay or another host")
 	}
 	if r.download() {
 		return r.validateDownload()

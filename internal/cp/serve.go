@@ -88,6 +88,12 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 			return 0, err
 		}
 	}
+	if ts, ok := s.(*tarSink); ok && req.List {
+		if err := listDest(ts, req, br, stdout, stderr); err != nil || req.DryRun {
+			s.Abort(0)
+			return 0, err
+		}
+	}
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
 	ports, _ := parsePorts(req.DataPorts) // validated; zero if none
 	l, port, err := listenAnyPort(ctx, req.Transport, host, ports, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
@@ -214,6 +220,14 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	}
 	if err := writePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
+	}
+	if p.mode == modeTar && req.List {
+		if err := listSources(&p, req, br, stdout); err != nil {
+			return 0, err
+		}
+	}
+	if req.DryRun {
+		return 0, nil
 	}
 	skipped := int64(-1)
 	if in != nil && req.Resume {

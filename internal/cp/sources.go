@@ -12,10 +12,11 @@ import (
 
 // source is one SRC argument.
 type source struct {
-	arg  int         // its place among the paths planCopy was given
-	path string      // as given
-	name string      // its name at the destination (base name)
-	info os.FileInfo // of what path leads to (links on the command line are followed)
+	arg  int             // its place among the paths planCopy was given
+	path string          // as given
+	name string          // its name at the destination (base name)
+	info os.FileInfo     // of what path leads to (links on the command line are followed)
+	skip map[string]bool // names in the archive of its files and links not to send (see incr.go)
 }
 
 // plan is what a copy streams.

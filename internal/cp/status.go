@@ -7,6 +7,8 @@ import (
 	"io"
 	"strconv"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 )
 
 // The remote side reports on its stdout, the ssh channel, in lines that
@@ -17,7 +19,9 @@ import (
 // remote side says "have {OFFER AS JSON}" before its port, a download's
 // "from N" after its plan (see resume.go). A download's sending side
 // that sent down a chain of hosts (a request with Chain) names each host
-// the stream gave up, "lost "ADDRESS"", before its "ok".
+// the stream gave up, "lost "ADDRESS"", before its "ok". An incremental
+// copy's listing (see incr.go) is "entry {ENTRY AS JSON}" lines, then
+// "listed N": an upload's before its port, a download's after its plan.
 const statusPrefix = "RDMACP "
 
 // maxStatusLine bounds one line from the remote side.
@@ -25,12 +29,13 @@ const maxStatusLine = 16 << 10
 
 // status is one parsed status line.
 type status struct {
-	kind     string   // "port", "plan", "have", "from", "lost", "ok" or "fail"
-	n        int64    // the port, where the stream starts, the byte count, or the exit code
-	msg      string   // the failure, for "fail"; the address, for "lost"
-	contents Contents // for "plan"
-	offer    offer    // for "have"
-	valid    bool     // the line was a status line
+	kind     string      // "port", "plan", "have", "from", "entry", "listed", "lost", "ok" or "fail"
+	n        int64       // the port, where the stream starts, the byte count, or the exit code
+	msg      string      // the failure, for "fail"; the address, for "lost"
+	contents Contents    // for "plan"
+	offer    offer       // for "have"
+	entry    quick.Entry // for "entry"
+	valid    bool        // the line was a status line
 }
 
 func writePort(w io.Writer, port int) error {
@@ -114,7 +119,13 @@ func parseStatus(line string) (status, error) {
 			return status{}, fmt.Errorf("the remote side's offer: %v", err)
 		}
 		return status{kind: kind, offer: o, valid: true}, nil
-	case "from":
+	case "entry":
+		var e quick.Entry
+		if err := strictJSON(args, &e); err != nil {
+			return status{}, bad
+		}
+		return status{kind: kind, entry: e, valid: true}, nil
+	case "from", "listed":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {
 			return status{}, bad

@@ -6,6 +6,7 @@ package quick
 
 import (
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,7 @@ const (
 	MaxPath    = 4096      // bytes of a name or a link's target
 	MaxElem    = 255       // bytes of one element of a name
 	MaxBytes   = 128 << 20 // bytes of names and targets in all
+	MaxLine    = 12 << 10  // bytes of an entry in JSON
 	hashLen    = 16        // bytes of an XXH3-128 hash
 )
 
@@ -56,10 +58,10 @@ type Entry struct {
 // List lists the tree at top, whose entries are named under name: top
 // itself (not followed if it is a link) and, if it is a directory,
 // everything under it, never through a link, parents before children.
-// With hash it hashes each regular file. Names that are not valid UTF-8
-// or are longer than MaxPath are left out (and what is under them): a
-// peer cannot name them, so they are never skipped nor removed. A missing
-// top lists nothing.
+// With hash it hashes each regular file. Names that are not valid UTF-8,
+// longer than MaxPath, or whose entry is longer than MaxLine in JSON are
+// left out (and what is under them): a peer cannot name them, so they are
+// never skipped nor removed. A missing top lists nothing.
 func List(top, name string, hash bool) ([]Entry, error) {
 	var list []Entry
 	total := 0
@@ -84,6 +86,12 @@ func List(top, name string, hash bool) ([]Entry, error) {
 		e, err := entryOf(p, n, d, hash)
 		if err != nil {
 			return err
+		}
+		if b, _ := json.Marshal(e); len(b) > MaxLine {
+			if d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
 		}
 		total += len(e.Name) + len(e.Link)
 		if len(list) == MaxEntries || total > MaxBytes {

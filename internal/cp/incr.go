@@ -1,0 +1,381 @@
+package cp
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"path"
+	"path/filepath"
+	"strings"
+
+	"github.com/urfave/cli/v2"
+
+	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
+)
+
+// An incremental copy (-a, -u, -c, --size-only, --ignore-existing,
+// --delete, -n, --itemize-changes) of a tree: the receiving side lists
+// what it has under DST of the archive's top-level entries, the sending
+// side lists its sources, and the local side compares the two (see
+// quick.Compare). In an upload the remote side's listing comes as "entry"
+// lines up to "listed" before its port, and the local side answers with
+// the entries to remove (decision lines); in a download the remote side
+// lists its sources after its plan, and the local side removes what it
+// has to and answers with the files not to send. Only what differs
+// travels.
+
+// incremental is what the flags of an incremental copy ask for.
+type incremental struct {
+	on       bool // compare with the destination (any of the flags)
+	explicit bool // a flag but -a: one that a copy of one file or between hosts cannot do
+	rules    quick.Rules
+	dryRun   bool
+	itemize  bool
+	out      io.Writer // where the changes are listed
+}
+
+// incrementalOf returns what c's flags ask of an incremental copy, and
+// sets o's recursion and preservation for -a.
+func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
+	in := incremental{dryRun: c.Bool("dry-run"), itemize: c.Bool("itemize-changes"), out: out}
+	in.rules = quick.Rules{Checksum: c.Bool("checksum"), SizeOnly: c.Bool("size-only"), Update: c.Bool("update"),
+		IgnoreExisting: c.Bool("ignore-existing"), Delete: c.Bool("delete")}
+	r := in.rules
+	in.explicit = in.dryRun || in.itemize || r.Checksum || r.SizeOnly || r.Update || r.IgnoreExisting || r.Delete
+	in.on = in.explicit || c.Bool("archive")
+	if in.rules.Checksum && in.rules.SizeOnly {
+		return command.Usagef("--checksum and --size-only do not go together")
+	}
+	if in.on && o.Resume {
+		return command.Usagef("--resume does not go with -a, -u, -c, --size-only, --ignore-existing, --delete, -n or --itemize-changes (each file that differs travels whole)")
+	}
+	if c.Bool("archive") {
+		o.Recursive, o.Preserve = true, true
+		o.Owner, o.Group, o.Devices = true, true, true
+	}
+	o.Incr = in
+	return nil
+}
+
+// hostsOnly checks, for a copy between hosts or to several, that only -a
+// of an incremental copy's flags is given, and leaves it a plain copy.
+func (o *Options) hostsOnly() error {
+	if o.Incr.explicit {
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes go with an upload or a download, not a copy between hosts or to several (-a does: as -r -p)")
+	}
+	o.Incr.on = false
+	return nil
+}
+
+// treeOnly checks that a copy in mode (its plan's) is a tree when a flag
+// asks to compare it: one file travels whole (-a alone allows it).
+func (in incremental) treeOnly(mode string) error {
+	if in.explicit && mode != modeTar {
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
+	}
+	return nil
+}
+
+// compares says whether a copy in mode compares with the destination.
+func (in incremental) compares(mode string) bool { return in.on && mode == modeTar }
+
+// decisionLine is one of the local side's answers to a listing: in an
+// upload, a destination entry to remove; in a download, a source's file
+// or link not to send; End ends them.
+type decisionLine struct {
+	Delete string `json:"delete,omitempty"`
+	Skip   string `json:"skip,omitempty"`
+	End    bool   `json:"end,omitempty"`
+}
+
+// entryTop is where a listing's top-level entry is and its name there.
+type entryTop struct{ path, name string }
+
+// listTrees lists the trees at tops (see quick.List) into a checked
+// listing, and returns it with its entries in order.
+func listTrees(tops []entryTop, hash bool) (*quick.Listing, []quick.Entry, error) {
+	var names []string
+	for _, t := range tops {
+		names = append(names, t.name)
+	}
+	l := quick.NewListing(names)
+	var all []quick.Entry
+	for _, t := range tops {
+		list, err := quick.List(t.path, t.name, hash)
+		if err != nil {
+			return nil, nil, err
+		}
+		for _, e := range list {
+			if err := l.Add(e); err != nil {
+				return nil, nil, fmt.Errorf("list %s: %w", t.path, err)
+			}
+		}
+		all = append(all, list...)
+	}
+	return l, all, nil
+}
+
+// sourceTops are where p's sources are (links on the command line
+// followed, as the archive's walk does) and their names.
+func sourceTops(p plan) ([]entryTop, error) {
+	var tops []entryTop
+	for _, s := range p.srcs {
+		root, err := filepath.EvalSymlinks(s.path)
+		if err != nil {
+			return nil, err
+		}
+		tops = append(tops, entryTop{root, s.name})
+	}
+	return tops, nil
+}
+
+// destTops are where the destination of s has the archive's top-level
+// entries, and their names in the archive.
+func (s *tarSink) destTops() []entryTop {
+	var tops []entryTop
+	for _, n := range s.names {
+		tops = append(tops, entryTop{filepath.Join(s.dir, s.localName(n)), n})
+	}
+	return tops
+}
+
+// localName is where the entry name of the archive is under the
+// destination directory: its first element is the new name, if any.
+func (s *tarSink) localName(name string) string {
+	if s.top == "" {
+		return name
+	}
+	_, rest, _ := strings.Cut(name, "/")
+	return path.Join(s.top, rest)
+}
+
+// writeListing writes list as status lines, then "listed N".
+func writeListing(w io.Writer, list []quick.Entry) error {
+	for _, e := range list {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return err
+		}
+		if _, err := fmt.Fprintf(w, "%sentry %s\n", statusPrefix, b); err != nil {
+			return err
+		}
+	}
+	_, err := fmt.Fprintf(w, "%slisted %d\n", statusPrefix, len(list))
+	return err
+}
+
+// readListing reads the remote side's listing from r, whose first status
+// line st is, into a listing of entries under tops; what breaks its
+// bounds or names what is not under tops is refused.
+func readListing(ctx context.Context, r *remote, st status, tops []string, host string) (*quick.Listing, error) {
+	l := quick.NewListing(tops)
+	for st.kind == "entry" {
+		if err := l.Add(st.entry); err != nil {
+			return nil, &unasked{st.entry.Name, fmt.Sprintf("the listing from %s: %v", host, err)}
+		}
+		var err error
+		if st, err = r.next(ctx, offerWait); err != nil {
+			return nil, conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
+		}
+	}
+	if err := remoteFailed(host, st); err != nil {
+		return nil, err
+	}
+	if st.kind != "listed" || st.n != int64(l.Len()) {
+		return nil, conn.Errorf(conn.KindSetup, "list on "+host, "expected the end of its listing, got %q %d after %d entries", st.kind, st.n, l.Len())
+	}
+	return l, nil
+}
+
+// compare compares src with dst and lists the changes on in.out: with
+// --itemize-changes rsync's items, else, with -n, the names.
+func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool) quick.Plan {
+	r := in.rules
+	r.Sending, r.Perms, r.Times = sending, preserve, preserve
+	p := quick.Compare(src, dst, r)
+	for _, item := range p.Items {
+		switch {
+		case in.itemize:
+			fmt.Fprintln(in.out, item)
+		case in.dryRun && strings.HasPrefix(item, "*deleting"):
+			fmt.Fprintln(in.out, "deleting "+item[12:])
+		case in.dryRun:
+			fmt.Fprintln(in.out, item[12:])
+		}
+	}
+	return p
+}
+
+// listUpload is an upload's comparison on the local side, from st, the
+// remote side's first status line: it reads the destination's listing,
+// lists p's sources, compares them, tells the remote side what to remove
+// and marks in p what not to send. It returns the status line after the
+// listing.
+func (o Options) listUpload(ctx context.Context, r *remote, p *plan, st status, host string) (status, error) {
+	dst, err := readListing(ctx, r, st, p.contents(false).Names, host)
+	if err != nil {
+		return status{}, err
+	}
+	tops, err := sourceTops(*p)
+	if err != nil {
+		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+	}
+	src, _, err := listTrees(tops, o.Incr.rules.Checksum)
+	if err != nil {
+		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+	}
+	plan := o.Incr.compare(src, dst, true, o.Preserve)
+	if !o.Incr.dryRun {
+		// A failed write means ssh is gone; the next status says why.
+		for _, n := range plan.Delete {
+			_ = writeJSONLine(r.stdin, decisionLine{Delete: n})
+		}
+		_ = writeJSONLine(r.stdin, decisionLine{End: true})
+	}
+	for i := range p.srcs {
+		p.srcs[i].skip = plan.Skip
+	}
+	return r.next(ctx, portWait)
+}
+
+// listDest is an upload's listing on the remote side: it lists what s,
+// the destination, has of the archive (with hashes if req asks), and,
+// unless a dry run, removes what the local side's answer on br says.
+func listDest(s *tarSink, req Request, br *bufio.Reader, stdout, stderr io.Writer) error {
+	have, list, err := listTrees(s.destTops(), req.Checksum)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
+	}
+	if err := writeListing(stdout, list); err != nil {
+		return conn.Errorf(conn.KindAborted, "list the destination", "%v", err)
+	}
+	if req.DryRun {
+		return nil
+	}
+	root, err := quick.OpenRoot(s.dir)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "delete", "%v", err)
+	}
+	defer root.Close()
+	return readDecisions(br, have, func(d decisionLine) error {
+		if d.Skip != "" {
+			return fmt.Errorf("a file not to send, in an upload")
+		}
+		if err := root.Remove(s.localName(d.Delete)); err != nil {
+			fmt.Fprintf(stderr, "rdmacp: %v\n", err)
+		}
+		return nil
+	})
+}
+
+// readDecisions reads the local side's decision lines from br up to
+// their end, each naming an entry of have, and hands each to do.
+func readDecisions(br *bufio.Reader, have *quick.Listing, do func(decisionLine) error) error {
+	for n := 0; ; n++ {
+		var d decisionLine
+		if err := lineWithin(br, offerWait, &d); err != nil {
+			return conn.Errorf(conn.KindSetup, "read the decisions", "%v", err)
+		}
+		if d.End {
+			return nil
+		}
+		name := d.Delete + d.Skip
+		if _, ok := have.Get(name); !ok || n == have.Len() || d.Delete != "" && d.Skip != "" {
+			return conn.Errorf(conn.KindSetup, "read the decisions", "%.64q: not an entry of the listing, or more decisions than entries", name)
+		}
+		if err := do(d); err != nil {
+			return conn.Errorf(conn.KindSetup, "read the decisions", "%v", err)
+		}
+	}
+}
+
+// listSources is a download's listing on the remote side: it lists p's
+// sources (with hashes if req asks) and, unless a dry run, marks in p the
+// files that the local side's answer on br says not to send.
+func listSources(p *plan, req Request, br *bufio.Reader, stdout io.Writer) error {
+	tops, err := sourceTops(*p)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+	}
+	have, list, err := listTrees(tops, req.Checksum)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+	}
+	if err := writeListing(stdout, list); err != nil {
+		return conn.Errorf(conn.KindAborted, "list the sources", "%v", err)
+	}
+	if req.DryRun {
+		return nil
+	}
+	skip := map[string]bool{}
+	for i := range p.srcs {
+		p.srcs[i].skip = skip
+	}
+	return readDecisions(br, have, func(d decisionLine) error {
+		if d.Delete != "" {
+			return fmt.Errorf("an entry to delete, in a download")
+		}
+		skip[d.Skip] = true
+		return nil
+	})
+}
+
+// listDownload is a download's comparison on the local side, from st,
+// the remote side's status line after its plan: it reads the sources'
+// listing (only entries under the names the plan was checked for), lists
+// what s, the destination, has of them, compares the two, removes what
+// --delete says from s (never through a link) and tells the remote side
+// what not to send.
+func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, st status, host string) error {
+	src, err := readListing(ctx, r, st, s.names, host)
+	if err != nil {
+		return err
+	}
+	dst, _, err := listTrees(s.destTops(), o.Incr.rules.Checksum)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
+	}
+	plan := o.Incr.compare(src, dst, false, o.Preserve)
+	if o.Incr.dryRun {
+		return nil
+	}
+	if len(plan.Delete) > 0 {
+		root, err := quick.OpenRoot(s.dir)
+		if err != nil {
+			return conn.Errorf(conn.KindSetup, "delete", "%v", err)
+		}
+		defer root.Close()
+		for _, n := range plan.Delete {
+			if err := root.Remove(s.localName(n)); err != nil {
+				fmt.Fprintf(o.Stderr, "rdmacp: %v\n", err)
+			}
+		}
+	}
+	// A failed write means ssh is gone; the remote side's status says why.
+	for n := range plan.Skip {
+		_ = writeJSONLine(r.stdin, decisionLine{Skip: n})
+	}
+	_ = writeJSONLine(r.stdin, decisionLine{End: true})
+	return nil
+}
+
+// fetchListing is a download's comparison (see listDownload) on the
+// local side, after the plan; a dry run ends with the remote side's "ok
+// 0".
+func (o Options) fetchListing(ctx context.Context, r *remote, s *tarSink, host string) error {
+	st, err := r.next(ctx, offerWait)
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
+	}
+	if err := o.listDownload(ctx, r, s, st, host); err != nil || !o.Incr.dryRun {
+		return err
+	}
+	if st, err = r.next(ctx, statusWait); err != nil {
+		return conn.Errorf(conn.KindAborted, "after the listing", "%v", err)
+	}
+	return remoteDone(host, st, 0, "received")
+}
