@@ -5,7 +5,7 @@
 # Debian/Ubuntu: apt-get; on RHEL-like systems install rdma-core-devel, gcc
 # and openssh-server/-clients yourself.
 set -euo pipefail
-pkgs=(gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev openssh-client openssh-server iproute2 pdsh clustershell "$@")
+pkgs=(gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev openssh-client openssh-server iproute2 pdsh clustershell acl attr rsync "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -135,6 +136,14 @@ func Main(args []string) int {
 		Flags: append(command.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
 			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the receiving side's umask, without those), and a single file's times (directory copies always keep times)"},
+			// What an archive keeps besides data, modes and times (see keepFlags).
+			&cli.BoolFlag{Name: "hard-links", Aliases: []string{"H"}, Usage: "with -r, files linked to each other in the copy stay hard links, sent once"},
+			&cli.BoolFlag{Name: "xattrs", Aliases: []string{"X"}, Usage: "with -r, keep extended attributes: user.*, and where both sides are root trusted.* and security.*"},
+			&cli.BoolFlag{Name: "acls", Aliases: []string{"A"}, Usage: "with -r, keep POSIX ACLs (access and default; implies -p)"},
+			&cli.BoolFlag{Name: "owner", Usage: "with -r, keep the owning user, by name (else by number), where the receiving side is root (-o is ssh's, as in scp)"},
+			&cli.BoolFlag{Name: "group", Aliases: []string{"g"}, Usage: "with -r, keep the group, by name (else by number), where the receiving side is root"},
+			&cli.BoolFlag{Name: "devices", Aliases: []string{"D"}, Usage: "with -r, copy devices (made where the receiving side is root) and named pipes; sockets are skipped"},
+			&cli.BoolFlag{Name: "numeric-ids", Usage: "with --owner and -g, keep users and groups by number, not mapped by name"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
 			&cli.StringFlag{Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
 			&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
@@ -265,6 +274,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 	o := Options{
 		Recursive: c.Bool("recursive"),
 		Preserve:  c.Bool("preserve"),
+		Keep:      keepFlags(c),
 		Encrypt:   !c.Bool("no-encrypt"),
 		Resume:    c.Bool("resume"),
 		RemoteCmd: c.String("remote-cmd"),
@@ -295,6 +305,13 @@ func optionsOf(c *cli.Context) (Options, error) {
 		return o, command.Usagef("--%v", err)
 	}
 	return o, nil
+}
+
+// keepFlags returns what c's flags ask an archive to keep besides data,
+// modes and times.
+func keepFlags(c *cli.Context) meta.Flags {
+	return meta.Flags{Links: c.Bool("hard-links"), Xattrs: c.Bool("xattrs"), ACLs: c.Bool("acls"), Owner: c.Bool("owner"),
+		Group: c.Bool("group"), Devices: c.Bool("devices"), NumericIDs: c.Bool("numeric-ids")}
 }
 
 // userWindow returns the chunk size and depth this side proposes when

@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // BenchmarkExtractSmall extracts an archive of 2,000 files of 4 KiB in 20
@@ -21,7 +23,7 @@ func BenchmarkExtractSmall(b *testing.B) {
 		b.Fatal(err)
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, p.srcs, os.Stderr, nil); err != nil {
+	if err := writeTar(&ar, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
 		b.Fatal(err)
 	}
 	base := cmp.Or(os.Getenv("RDMACP_BENCH_DIR"), b.TempDir())
@@ -51,7 +53,7 @@ func BenchmarkWriteTarSmall(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil); err != nil {
+		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -519,7 +520,7 @@ func TestExtractHonestWithoutR(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := writeTar(&b, p.srcs, io.Discard, nil); err != nil {
+	if err := writeTar(&b, p.srcs, io.Discard, nil, meta.Flags{}); err != nil {
 		t.Fatal(err)
 	}
 	root := openRoot(t, dst)

@@ -55,6 +55,7 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 	if in != nil {
 		defer in.Close()
 	}
+	o.noteSingle(p.mode)
 	err = copyDown(ctx, hosts, p.contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
 		first := live[0]
 		cfg := o.sendConfig(first.key)

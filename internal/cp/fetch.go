@@ -49,6 +49,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
+	o.noteSingle(st.contents.Mode)
 	skipped := int64(-1)
 	if o.Resume {
 		if skipped, err = offerDownload(ctx, r, s, key, t.Host, o.Stderr); err != nil {
@@ -128,7 +129,7 @@ func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
 		return nil, err
 	}
 	c.Names, c.Files = names, c.Mode == modeTar && !a.recursive
-	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Resume: o.Resume}
+	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
 	if c.Mode != modeTar || askedName(a.srcs[0]) != "" {
 		return newSink(req)
 	}

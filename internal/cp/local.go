@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -34,6 +35,7 @@ const (
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
+	Keep      meta.Flags    // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
 	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
 	Resume    bool          // go on from a partial copy of a file (see resume.go)
 	SSH       []string      // the ssh command and its options
@@ -91,6 +93,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if in != nil {
 		defer in.Close()
 	}
+	o.noteSingle(p.mode)
 	key := newKey()
 	host, listen, err := o.streamHost(ctx, t)
 	if err != nil {
@@ -211,7 +214,7 @@ func newKey() []byte {
 
 // request is the part of a request that o sets, with key.
 func (o Options) request(key []byte) Request {
-	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Encrypt: o.Encrypt,
+	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Keep: o.Keep.String(), Encrypt: o.Encrypt,
 		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose}
 }
 
@@ -355,7 +358,7 @@ func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Op
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -147,6 +148,10 @@ type Request struct {
 	// in tar mode, for the archive's modes exactly. Else modes lose the
 	// umask, setuid and setgid (and sticky on files).
 	Preserve bool `json:"preserve,omitempty"`
+	// Keep is, in tar mode, what the archive keeps besides data, modes and
+	// times (see meta.Flags): the sending side writes it, the receiving
+	// side applies it. An rdmacp from before it refuses the field.
+	Keep string `json:"keep,omitempty"`
 	// Listen is the address an upload's remote side listens on, an IP
 	// address: the local side's --data-host, resolved there. Empty: the
 	// address the ssh connection arrived on.
@@ -238,6 +243,9 @@ func (r Request) validate() error {
 		return errors.New("the key is not 32 bytes in hex")
 	}
 	if err := checkSettings(r.Transport, r.Timeout); err != nil {
+		return err
+	}
+	if _, err := meta.Parse(r.Keep); err != nil {
 		return err
 	}
 	if r.download() {
