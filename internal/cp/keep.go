@@ -88,11 +88,12 @@ func makeHardLink(root *os.Root, name, top string, h *tar.Header, keep *meta.App
 }
 
 // makeSpecial makes the device or named pipe of the entry h at name (see
-// meta.Applier.Special), under a temporary name renamed into place (see
-// clearWay), with its mode as ms says, its times and what ms keeps of it.
+// meta.Applier.Special), under a temporary name renamed into place over
+// anything but a directory (a rename opens nothing), with its mode as ms
+// says, its times and what ms keeps of it.
 func makeSpecial(ds *dirs, name string, h *tar.Header, ms modes) error {
-	if err := clearWay(ds.root, name, name); err != nil {
-		return err
+	if fi, err := ds.root.Lstat(name); err == nil && fi.IsDir() {
+		return fmt.Errorf("%q is a directory: not replaced with a device or named pipe", name)
 	}
 	tmp, err := tempName(name)
 	if err != nil {
