@@ -124,7 +124,7 @@ func TestExpand(t *testing.T) {
 	if !slices.Equal(paths, want) || !slices.Equal(from, []int{0, 0, 1, 2}) {
 		t.Fatalf("got %q from %v, want %q from [0 0 1 2]", paths, from, want)
 	}
-	p, err := planCopy(paths, false, true)
+	p, err := planCopy(paths, false, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

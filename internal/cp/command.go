@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -132,7 +133,7 @@ func Main(args []string) int {
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
-		Flags: append(command.DocFlags(),
+		Flags: append(append(command.DocFlags(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
 			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the receiving side's umask, without those), and a single file's times (directory copies always keep times)"},
 			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
@@ -159,7 +160,7 @@ func Main(args []string) int {
 			&cli.StringFlag{Name: "stats-json", Usage: "with several hosts, write the result, each host's too, as JSON to `FILE`"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
 			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
-		),
+		), filterFlags()...),
 		OnUsageError: command.OnUsageError,
 		Action: func(c *cli.Context) error {
 			if handled, err := command.Docs(c, os.Stdout); handled {
@@ -178,6 +179,28 @@ func Main(args []string) int {
 		return rc
 	}
 	return code
+}
+
+// filterFlags are rsync's include and exclude flags (see package filter),
+// which all add to one list of rules, in the command line's order: the
+// sending side leaves out what they exclude.
+func filterFlags() []cli.Flag {
+	rs := &filter.Rules{}
+	flag := func(name, usage string, add func(*filter.Rules, string) error) cli.Flag {
+		return &cli.GenericFlag{Name: name, Value: &filter.Flag{Rules: rs, Add: add}, Usage: usage + " (repeatable; the first rule that matches a path decides, as in rsync)"}
+	}
+	return []cli.Flag{
+		flag("exclude", "leave out what `PATTERN` matches (rsync's rules: a leading / anchors at the sources' parent, a trailing / matches directories only, * does not cross a /, ** does; without a /, the last element at any depth)", (*filter.Rules).Exclude),
+		flag("include", "do not leave out what `PATTERN` matches", (*filter.Rules).Include),
+		flag("exclude-from", "--exclude each pattern of `FILE` (- for stdin), one a line; \"+ PATTERN\" includes", (*filter.Rules).ExcludeFrom),
+		flag("include-from", "--include each pattern of `FILE` (- for stdin), one a line; \"- PATTERN\" excludes", (*filter.Rules).IncludeFrom),
+		flag("filter", "add the filter `RULE` \"- PATTERN\", \"+ PATTERN\" (or exclude, include), \"merge FILE\" (or . FILE: its lines are rules) or \"clear\" (!); no modifiers, dir-merge, hide, show, protect or risk", (*filter.Rules).Filter),
+	}
+}
+
+// filterOf returns the rules that filterFlags gathered.
+func filterOf(c *cli.Context) *filter.Rules {
+	return c.Generic("exclude").(*filter.Flag).Rules
 }
 
 // defaultTimeout is --timeout's default, as rdmasend's.
@@ -275,6 +298,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 		Stderr:    os.Stderr,
 		Fanout:    c.Int("fanout"),
 		Stats:     c.String("stats-json"),
+		Filter:    filterOf(c),
 	}
 	var err error
 	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {

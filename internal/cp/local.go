@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -33,6 +34,7 @@ const (
 // Options are the local side's settings.
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
+	Filter    *filter.Rules // what the sending side leaves out (--exclude and the like); nil: nothing
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
 	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
 	Resume    bool          // go on from a partial copy of a file (see resume.go)
@@ -84,7 +86,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false)
+	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -319,7 +320,11 @@ func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, e
 		return plan{}, nil, Contents{}, err
 	}
 	several := len(req.Send) > 1 || slices.ContainsFunc(req.Send, isPattern)
-	if p, in, err = openSources(paths, req.Recursive, several); err != nil {
+	rules, err := filter.Parse(req.Filter) // validate has checked them
+	if err != nil {
+		return plan{}, nil, Contents{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+	}
+	if p, in, err = openSources(paths, req.Recursive, several, rules); err != nil {
 		return plan{}, nil, Contents{}, err
 	}
 	c = p.contents(req.Preserve)
