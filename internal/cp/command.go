@@ -53,7 +53,9 @@ scp://h//tmp/f is /tmp/f and scp://h/f is f in the home directory), whose PORT g
 ssh (before -P's). A source missing among several is left out, named, and the others are
 copied (exit 1). A download's source whose last part has a wildcard (HOST:dir/*.txt,
 quoted from the local shell) is expanded by the remote rdmacp itself (Go's filepath.Glob,
-no shell; * does not match a leading dot), and this side takes only names it matches.
+no shell; * does not match a leading dot), and this side takes only names it matches. As in
+scp, a pattern that matches nothing is the literal name (HOST:'g[1]' copies g[1]), and a
+pattern's one match is copied as one source is.
 
 The data connection goes straight between the hosts (to the HostName of an ssh alias),
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
