@@ -25,8 +25,9 @@ type source struct {
 type plan struct {
 	mode string // modeFile, modeSparse or modeTar
 	srcs []source
-	// several says that more than one source was asked for (or a
-	// pattern): the copy is an archive, even of one, and DST a directory.
+	// several says that more than one source was asked for, or came of
+	// them (a pattern's matches): the copy is an archive, even of one,
+	// and DST a directory.
 	several bool
 	left    []error     // why each source that several left out was left out
 	rs      *resumption // in tar mode, what the receiving side has of it, when resuming
