@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the packages rdmapipe needs to build (cgo against rdma-core) and
 # test (rdmacp's tests run a real sshd and ssh, and start remote sides with
-# pdsh and clush as cluster launchers) when they are missing.
+# pdsh and clush as cluster launchers; internal/cp/filter compares its rules
+# with rsync's own) when they are missing.
 # Debian/Ubuntu: apt-get; on RHEL-like systems install rdma-core-devel, gcc
 # and openssh-server/-clients yourself.
 set -euo pipefail

@@ -18,7 +18,7 @@ import (
 // under RDMACP_BENCH_DIR (default the test's temporary directory).
 func BenchmarkExtractSmall(b *testing.B) {
 	src := smallTree(b)
-	p, err := planCopy([]string{src}, true, false)
+	p, err := planCopy([]string{src}, true, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -47,7 +47,7 @@ func BenchmarkExtractSmall(b *testing.B) {
 // BenchmarkWriteTarSmall archives 2,000 files of 4 KiB in 20 directories.
 func BenchmarkWriteTarSmall(b *testing.B) {
 	src := smallTree(b)
-	p, err := planCopy([]string{src}, true, false)
+	p, err := planCopy([]string{src}, true, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -515,7 +515,7 @@ func TestExtractHonestWithoutR(t *testing.T) {
 	for _, n := range []string{"plain", "holes", "link"} {
 		paths = append(paths, filepath.Join(src, n))
 	}
-	p, err := planCopy(paths, false, true)
+	p, err := planCopy(paths, false, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

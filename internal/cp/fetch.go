@@ -74,7 +74,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 // where to connect, and what it asks for.
 func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
 	req := o.request(key)
-	req.Recursive, req.LimitRate = o.Recursive, o.LimitRate
+	req.Recursive, req.LimitRate, req.Filter = o.Recursive, o.LimitRate, o.Filter.Lines()
 	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
@@ -34,6 +35,7 @@ const (
 // Options are the local side's settings.
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
+	Filter    *filter.Rules // what the sending side leaves out (--exclude and the like); nil: nothing
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
 	Keep      meta.Flags    // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
 	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
@@ -86,7 +88,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false)
+	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -169,7 +170,11 @@ type Request struct {
 	DataPorts string `json:"data_ports,omitempty"`
 	// LimitRate is, in a download, the most bytes per second the remote
 	// side sends (--limit-rate); 0: no limit.
-	LimitRate int64         `json:"limit_rate,omitempty"`
+	LimitRate int64 `json:"limit_rate,omitempty"`
+	// Filter is, in a download, the rules of what the remote side leaves
+	// out of its walk, as filter.Rules.Lines gives them (--exclude and
+	// the like). An rdmacp from before it refuses the request.
+	Filter    []string      `json:"filter,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -251,8 +256,8 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 {
-		return errors.New("an upload's request names where to connect, a chain, recursion or a rate")
+	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 || r.Filter != nil {
+		return errors.New("an upload's request names where to connect, a chain, recursion, a rate or filter rules")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")
@@ -345,6 +350,9 @@ func (r Request) validateDownload() error {
 	}
 	if r.LimitRate < 0 {
 		return fmt.Errorf("rate %d: negative", r.LimitRate)
+	}
+	if _, err := filter.Parse(r.Filter); err != nil {
+		return err
 	}
 	for _, p := range r.Send {
 		if err := checkPath("source", p); err != nil {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -312,16 +313,20 @@ func readConnect(br *bufio.Reader) (string, error) {
 }
 
 // planSend plans a download's copy of req.Send, patterns expanded (see
-// expand), and opens its file in file mode; c is the plan to report, with
-// how many names each source gave, unless one each, and how many paths
-// were left out (each named on stderr).
+// expand; a lone pattern's one path is planned as one source), and opens
+// its file in file mode; c is the plan to report, with how many names
+// each source gave, unless one each, and how many paths were left out
+// (each named on stderr).
 func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, err error) {
 	paths, from, err := expand(req.Send)
 	if err != nil {
 		return plan{}, nil, Contents{}, err
 	}
-	several := len(req.Send) > 1 || slices.ContainsFunc(req.Send, isPattern)
-	if p, in, err = openSources(paths, req.Recursive, several); err != nil {
+	rules, err := filter.Parse(req.Filter) // validate has checked them
+	if err != nil {
+		return plan{}, nil, Contents{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+	}
+	if p, in, err = openSources(paths, req.Recursive, len(req.Send) > 1, rules); err != nil {
 		return plan{}, nil, Contents{}, err
 	}
 	c = p.contents(req.Preserve)

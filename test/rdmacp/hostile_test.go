@@ -61,6 +61,11 @@ var lies = map[string]struct {
 	"archive-keys": {plan: `{"mode":"tar","single":true,"names":["report.txt"]}`, stream: keys},
 	// A pattern answered with a name it does not match.
 	"glob-bashrc": {plan: `{"mode":"tar","names":["a.txt",".bashrc"],"counts":[2]}`, stream: hostileArchive(hostileEntry{name: "a.txt", body: "ok"}, hostileEntry{name: ".bashrc", body: "evil\n"})},
+	// A literal name asked for (a pattern that matches nothing there),
+	// answered with that name and another that is neither a match nor it.
+	"literal-bashrc": {plan: `{"mode":"tar","names":["g[1]",".bashrc"],"counts":[2]}`, stream: hostileArchive(hostileEntry{name: "g[1]", body: "ok"}, hostileEntry{name: ".bashrc", body: "evil\n"})},
+	// A literal name asked for, answered with a file of another name.
+	"literal-file": {plan: `{"mode":"file","name":"g[2]","perm":420,"size":5}`, stream: []byte("evil\n")},
 	// An archive whose top-level name is not the one asked for.
 	"archive-ssh": {plan: `{"mode":"tar","single":true,"names":[".ssh"]}`, stream: keys},
 	// The name asked for in the plan, an entry outside it in the archive.
@@ -387,9 +392,11 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 
 // TestHostileRemote downloads from a hostile remote rdmacp (see
 // hostileMain) into a home directory: a file under another name, an
-// archive without -r, a name that the pattern asked for does not match, an archive of another name or with an entry outside
-// the name asked for, a directory or a file in one for a pattern without
-// -r, a resume that names .ssh or goes through a link.
+// archive without -r, a name that the pattern asked for does not match
+// (nor is it: after its literal name, or a file for it), an archive of
+// another name or with an entry outside the name asked for, a directory or
+// a file in one for a pattern without -r, a resume that names .ssh or goes
+// through a link.
 // Each is refused with exit 9 quoting the remote side's claim, nothing in
 // the home directory is written or changed, and a resume offers nothing.
 // An entry asked for whose way here is a link is refused too (exit 4,
@@ -409,6 +416,8 @@ func TestHostileRemote(t *testing.T) {
 		{"an archive of another name", "archive-ssh", []string{"-r"}, "dir", `".ssh"`, ""},
 		{"an archive of another name for .", "archive-ssh", []string{"-r"}, ".", `".ssh"`, ""},
 		{"a name the pattern does not match", "glob-bashrc", nil, "dir/*.txt", `".bashrc"`, ""},
+		{"a name after the literal one", "literal-bashrc", nil, "dir/g[1]", `".bashrc"`, ""},
+		{"a file for the literal one", "literal-file", nil, "dir/g[1]", `"g[2]"`, ""},
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
 		{"a file in a directory without -r", "glob-bin", nil, "*", `"bin/planted": a directory, or in one, without -r`, ""},
 		{"a directory without -r", "glob-bin-dir", nil, "*", `"bin/": a directory, or in one, without -r`, ""},
