@@ -84,17 +84,21 @@ var lies = map[string]struct {
 	// directory entry first.
 	"glob-bin":     {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(planted)},
 	"glob-bin-dir": {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(hostileEntry{name: "bin/", dir: true}, planted)},
+	// The tree asked for with -H, dir, as a hard link to the
+	// authorized_keys that is here.
+	"hardlink-keys": {plan: `{"mode":"tar","single":true,"names":["dir"]}`, stream: hostileArchive(hostileEntry{name: "dir", link: ".ssh/authorized_keys"})},
 }
 
 // ownKey is what DST/.ssh/authorized_keys holds before the hostile remote
 // tries to plant its key (see hostileHome).
 const ownKey = "ssh-ed25519 AAAAmine me@here\n"
 
-// hostileEntry is an entry of a hostile archive: a directory, or a file
-// with body, resuming a file at the byte at if at is set.
+// hostileEntry is an entry of a hostile archive: a directory, a hard
+// link to link, or a file with body, resuming a file at the byte at if at
+// is set.
 type hostileEntry struct {
-	name, body, at string
-	dir            bool
+	name, body, at, link string
+	dir                  bool
 }
 
 var (
@@ -117,6 +121,9 @@ func hostileArchive(entries ...hostileEntry) []byte {
 		h := &tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(e.body)), ModTime: time.Now(), Format: tar.FormatPAX}
 		if e.dir {
 			h.Typeflag, h.Mode = tar.TypeDir, 0o700
+		}
+		if e.link != "" {
+			h.Typeflag, h.Linkname = tar.TypeLink, e.link
 		}
 		if e.at != "" {
 			h.PAXRecords = map[string]string{"RDMACP.resume": e.at}
@@ -427,6 +434,7 @@ func TestHostileRemote(t *testing.T) {
 		// quote of it (which escapes the quotes around "dir"), whichever
 		// comes first.
 		{"an entry through a link", "archive-link", []string{"-r"}, "dir", `is not a directory here (a link is not followed)`, ""},
+		{"a hard link to a file here", "hardlink-keys", []string{"-r", "-H"}, "dir", `not a file this copy wrote`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -440,7 +448,7 @@ func TestHostileRemote(t *testing.T) {
 			args := append([]string{"--remote-cmd", hostileCmd(t, tc.lie)}, tc.args...)
 			r := s.rdmacp(t, append(args, "target:"+tc.src, home)...)
 			code, says := 9, "sent what was not asked for: "+tc.claim
-			if tc.lie == "archive-link" { // asked for, but not through a link: an output failure
+			if tc.lie == "archive-link" || tc.lie == "hardlink-keys" { // asked for, but not through a link nor linked to what is here: an output failure
 				code, says = 4, tc.claim
 			}
 			if r.code != code || !strings.Contains(r.stderr, says) {
