@@ -20,8 +20,7 @@ const (
 // Applier applies what Flags keep to the entries of an extraction, on
 // the receiving side, treating the archive as hostile: it takes only the
 // xattr namespaces this process may set, within bounds, and hard links
-// only to files that this extraction wrote. Its zero value and nil keep
-// nothing.
+// only to files that this extraction wrote. A nil Applier keeps nothing.
 type Applier struct {
 	f     Flags
 	root  bool

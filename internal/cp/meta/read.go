@@ -127,7 +127,7 @@ func (r *Reader) name(cache map[int]string, id int, isUser bool) string {
 
 // xattrNames returns the names of the xattrs of the file at path to
 // send: with -X those of the namespaces this process may send (see
-// Sendable), with -A the ACLs (not on a symbolic link, which has none).
+// allowed), with -A the ACLs (not on a symbolic link, which has none).
 func (r *Reader) xattrNames(path string, fi fs.FileInfo) ([]string, error) {
 	link := fi.Mode()&fs.ModeSymlink != 0
 	if !r.f.Xattrs {
@@ -147,7 +147,7 @@ func (r *Reader) xattrNames(path string, fi fs.FileInfo) ([]string, error) {
 			if r.f.ACLs {
 				names = append(names, n)
 			}
-		case Allowed(n, r.root):
+		case allowed(n, r.root):
 			names = append(names, n)
 		case !strings.HasPrefix(n, "system."):
 			r.notes.once("send "+namespace(n), "-X: %s: %s.* xattrs are not sent (only as root), nor others'", path, namespace(n))
@@ -156,10 +156,10 @@ func (r *Reader) xattrNames(path string, fi fs.FileInfo) ([]string, error) {
 	return names, nil
 }
 
-// Allowed says whether the xattr name is of a namespace that -X keeps
+// allowed says whether the xattr name is of a namespace that -X keeps
 // for a process that is root if root: user.*, and as root trusted.* and
 // security.* too.
-func Allowed(name string, root bool) bool {
+func allowed(name string, root bool) bool {
 	switch namespace(name) {
 	case "user":
 		return true

@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"fmt"
 	"io/fs"
+	"maps"
 	"os/user"
 	"slices"
 	"strconv"
@@ -28,16 +29,9 @@ func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.Fil
 		}
 	}
 	path := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + base
-	keys := slices.Sorted(func(yield func(string) bool) {
-		for k := range h.PAXRecords {
-			if strings.HasPrefix(k, XattrPrefix) && !yield(k) {
-				return
-			}
-		}
-	})
-	for _, k := range keys {
-		x := strings.TrimPrefix(k, XattrPrefix)
-		if !a.takes(x, name, h.Typeflag) {
+	for _, k := range slices.Sorted(maps.Keys(h.PAXRecords)) {
+		x, ok := strings.CutPrefix(k, XattrPrefix)
+		if !ok || !a.takes(x, name, h.Typeflag) {
 			continue
 		}
 		if err := unix.Lsetxattr(path, x, []byte(h.PAXRecords[k]), 0); err != nil {
@@ -57,7 +51,7 @@ func (a *Applier) takes(x, name string, typ byte) bool {
 		return a.f.ACLs && typ != tar.TypeSymlink && (x == aclAccess || typ == tar.TypeDir)
 	case !a.f.Xattrs:
 		return false
-	case !Allowed(x, a.root):
+	case !allowed(x, a.root):
 		a.notes.once("ns "+namespace(x), "-X: %s.* xattrs are not kept here (user.* only, as non-root; no system.*), such as %s of %q", namespace(x), x, name)
 		return false
 	}
