@@ -46,26 +46,28 @@ func askedName(src string) string {
 }
 
 // check checks the remote side's plan c against what a asked for: one
-// regular file, asked for alone, under its own name (or, if it has holes,
-// as an archive of that one file); an archive only with -r, several
-// sources or a pattern, whose top-level names are, in order, those each
-// source gave (c.Counts; one each if nil): its name, or for a pattern,
-// names the pattern matches (see globMatch), or none for a source left
-// out. A name only the remote side knows (see askedName) is taken only
-// when newName says that DST itself is the name it gets here (a single
-// source to a new name). It returns the names, as the archive has them,
-// that the extraction takes.
+// regular file, asked for alone (or a lone pattern's one match), under
+// its own name (or, if it has holes, as an archive of that one file); an
+// archive only with -r, several sources or a pattern, whose top-level
+// names are, in order, those each source gave (c.Counts; one each if
+// nil): its name, or for a pattern, names the pattern takes (see takes),
+// or none for a source left out. A name only the remote side knows (see
+// askedName) is taken only when newName says that DST itself is the name
+// it gets here (a single source to a new name). It returns the names, as
+// the archive has them, that the extraction takes.
 func (a asked) check(c Contents, newName bool) ([]string, error) {
 	if c.Mode == modeFile || c.Mode == modeSparse {
 		return nil, a.checkFile(c)
 	}
 	archive := "an archive of " + strings.Join(c.Names, ", ")
-	single := len(a.srcs) == 1 && !isPattern(a.srcs[0])
+	single := len(a.srcs) == 1 && (c.Single || !isPattern(a.srcs[0]))
 	switch {
 	case single && !a.recursive:
 		return nil, &unasked{archive, fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
 	case c.Single != single:
 		return nil, &unasked{archive, fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+	case c.Single && len(c.Names) != 1:
+		return nil, &unasked{archive, fmt.Sprintf("%d names for one top-level entry", len(c.Names))}
 	}
 	counts, err := a.counts(c)
 	if err != nil {
@@ -114,8 +116,8 @@ func (a asked) counts(c Contents) ([]int, error) {
 // checkName checks name, a top-level name of the archive that src gave.
 func (a asked) checkName(src, name string, newName bool) error {
 	if isPattern(src) {
-		if !globMatch(path.Base(src), name) {
-			return &unasked{name, fmt.Sprintf("not a name that %s matches", src)}
+		if !takes(path.Base(src), name) {
+			return &unasked{name, fmt.Sprintf("neither a name that %s matches nor that pattern itself", src)}
 		}
 		return nil
 	}
@@ -130,12 +132,15 @@ func (a asked) checkName(src, name string, newName bool) error {
 }
 
 // checkFile checks a plan for one regular file, which only a single
-// source that is not a pattern gives.
+// source gives: under its name, or for a pattern, a name it takes.
 func (a asked) checkFile(c Contents) error {
 	if len(a.srcs) != 1 {
 		return &unasked{c.Name, fmt.Sprintf("one file, where %d sources were asked for", len(a.srcs))}
 	}
-	if want := askedName(a.srcs[0]); c.Name != want || isPattern(a.srcs[0]) {
+	if isPattern(a.srcs[0]) {
+		return a.checkName(a.srcs[0], c.Name, false)
+	}
+	if c.Name != askedName(a.srcs[0]) {
 		return &unasked{c.Name, fmt.Sprintf("%s was asked for", a.srcs[0])}
 	}
 	return nil

@@ -2,6 +2,7 @@ package cp
 
 import (
 	"errors"
+	"io"
 	"os"
 	"path"
 	"path/filepath"
@@ -66,7 +67,30 @@ func TestAskedCheck(t *testing.T) {
 		{"dot pattern, a dot file", asked{srcs: []string{"d/.*rc"}}, tarOf(false, ".bashrc"), false, ""},
 		{"pattern, a name counted for the file", asked{srcs: []string{"*.txt", "x"}}, counted(tarOf(false, "a.txt", "y"), 1, 1), false, "y"},
 		{"pattern said single", asked{srcs: []string{"*.txt"}}, tarOf(true, "a.txt"), false, "an archive of a.txt"},
-		{"pattern as a file", asked{srcs: []string{"*.txt"}}, file("a.txt"), false, "a.txt"},
+		// a pattern's one match is one source; a pattern that matches
+		// nothing is the literal name (as OpenSSH's scp takes them)
+		{"pattern's one match as a file", asked{srcs: []string{"*.txt"}}, file("a.txt"), false, ""},
+		{"pattern's one match as a sparse file", asked{srcs: []string{"d/*.img"}}, Contents{Mode: modeSparse, Name: "disk.img"}, false, ""},
+		{"pattern as a file it does not match", asked{srcs: []string{"*.txt"}}, file(".bashrc"), false, ".bashrc"},
+		{"pattern's one match said single, -r", asked{srcs: []string{"d/run*"}, recursive: true}, tarOf(true, "run1"), false, ""},
+		{"pattern's one match said single, another name", asked{srcs: []string{"d/run*"}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
+		{"pattern said single, two names", asked{srcs: []string{"d/run*"}, recursive: true}, counted(tarOf(true, "run1", "run2"), 2), false, "an archive of run1, run2"},
+		{"single said, no names", asked{srcs: []string{"dir"}, recursive: true}, counted(tarOf(true), 0), false, "an archive of "},
+		{"pattern said single among several", asked{srcs: []string{"run*", "b"}, recursive: true}, counted(tarOf(true, "run1", "b"), 1, 1), false, "an archive of run1, b"},
+		{"literal g[1] as a file", asked{srcs: []string{"d/g[1]"}}, file("g[1]"), false, ""},
+		{"literal copy.glob[123] as a file", asked{srcs: []string{"copy.glob[123]"}}, file("copy.glob[123]"), false, ""},
+		{"literal a*b as a file", asked{srcs: []string{"d/a*b"}}, file("a*b"), false, ""},
+		{"literal q? as a file", asked{srcs: []string{"d/q?"}}, file("q?"), false, ""},
+		{"literal g[1] in an archive", asked{srcs: []string{"d/g[1]"}}, tarOf(false, "g[1]"), false, ""},
+		{"literal g[1] and a file", asked{srcs: []string{"d/g[1]", "x"}}, counted(tarOf(false, "g[1]", "x"), 1, 1), false, ""},
+		{"literal among the matches", asked{srcs: []string{"*.txt"}}, counted(tarOf(false, "a.txt", "*.txt"), 2), false, ""},
+		{"malformed pattern, its literal", asked{srcs: []string{"d/g[1"}}, file("g[1"), false, ""},
+		{"lying: g[2] for g[1]", asked{srcs: []string{"d/g[1]"}}, file("g[2]"), false, "g[2]"},
+		{"lying: g1x for g[1]", asked{srcs: []string{"d/g[1]"}}, file("g1x"), false, "g1x"},
+		{"lying: .bashrc after the literal", asked{srcs: []string{"d/g[1]"}}, counted(tarOf(false, "g[1]", ".bashrc"), 2), false, ".bashrc"},
+		{"lying: another pattern's literal", asked{srcs: []string{"d/g[1]", "e/h[2]"}}, counted(tarOf(false, "h[2]", "g[1]"), 1, 1), false, "h[2]"},
+		{"lying: the literal of the directory", asked{srcs: []string{"d[1]/g*"}}, file("d[1]"), false, "d[1]"},
+		{"lying: g1 for a malformed pattern", asked{srcs: []string{"d/g[1"}}, file("g1"), false, "g1"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -106,30 +130,85 @@ func TestGlobMatch(t *testing.T) {
 	}
 }
 
+// TestTakes: a pattern takes the names it matches and itself, the name
+// the remote side sends when it matches nothing; no other name.
+func TestTakes(t *testing.T) {
+	for _, tc := range []struct {
+		pattern, name string
+		want          bool
+	}{
+		{"g[1]", "g[1]", true}, {"g[1]", "g1", true}, {"g[1]", "g2", false}, {"g[1]", "g[2]", false},
+		{"copy.glob[123]", "copy.glob[123]", true}, {"copy.glob[123]", "copy.glob2", true}, {"copy.glob[123]", "copy.glob[12]", false},
+		{"a*b", "a*b", true}, {"q?", "q?", true}, {"q?", "qq", true}, {"q?", "q", false},
+		{"g[1", "g[1", true}, {"g[1", "g1", false}, {"*", ".ssh", false}, {"*", "*", true}, {"*.txt", "*.TXT", false},
+	} {
+		if got := takes(tc.pattern, tc.name); got != tc.want {
+			t.Errorf("takes(%q, %q) = %v, want %v", tc.pattern, tc.name, got, tc.want)
+		}
+	}
+}
+
 // TestExpand: patterns are expanded on this side, with what each source
-// gave; a pattern that matches nothing stays, and is missing.
+// gave; a pattern that matches nothing, or is malformed, stays as the
+// literal name (there, or missing).
 func TestExpand(t *testing.T) {
 	dir := t.TempDir()
-	for _, n := range []string{"a.txt", "b.txt", ".c.txt", "d.log"} {
+	for _, n := range []string{"a.txt", "b.txt", ".c.txt", "d.log", "g[1]", "g[1"} {
 		if err := os.WriteFile(filepath.Join(dir, n), nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
 	}
-	srcs := []string{dir + "/*.txt", dir + "/d.log", dir + "/*.none"}
+	srcs := []string{dir + "/*.txt", dir + "/d.log", dir + "/*.none", dir + "/g[1]", dir + "/g[1"}
 	paths, from, err := expand(srcs)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{dir + "/a.txt", dir + "/b.txt", dir + "/d.log", dir + "/*.none"}
-	if !slices.Equal(paths, want) || !slices.Equal(from, []int{0, 0, 1, 2}) {
-		t.Fatalf("got %q from %v, want %q from [0 0 1 2]", paths, from, want)
+	want := []string{dir + "/a.txt", dir + "/b.txt", dir + "/d.log", dir + "/*.none", dir + "/g[1]", dir + "/g[1"}
+	if !slices.Equal(paths, want) || !slices.Equal(from, []int{0, 0, 1, 2, 3, 4}) {
+		t.Fatalf("got %q from %v, want %q from [0 0 1 2 3 4]", paths, from, want)
 	}
-	p, err := planCopy(paths, false, true)
+	p, err := planCopy(paths, false, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := p.counts(from, len(srcs)); !slices.Equal(c, []int{2, 1, 0}) || len(p.left) != 1 || p.mode != modeTar {
-		t.Fatalf("counts %v, left %v, mode %s; want [2 1 0], one left, tar", c, p.left, p.mode)
+	if c := p.counts(from, len(srcs)); !slices.Equal(c, []int{2, 1, 0, 1, 1}) || len(p.left) != 1 || p.mode != modeTar {
+		t.Fatalf("counts %v, left %v, mode %s; want [2 1 0 1 1], one left, tar", c, p.left, p.mode)
+	}
+}
+
+// TestPlanSendPattern: the remote side plans a lone pattern's one match,
+// or the literal name it stands for, as one source (a file, under its
+// name); several matches as an archive of them; nothing there as one
+// missing source.
+func TestPlanSendPattern(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"g[1]", "a.txt", "b.txt", "one.log"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		src  string
+		want Contents // its mode and name or names
+	}{
+		{"g[1]", Contents{Mode: modeFile, Name: "g[1]"}},
+		{"*.log", Contents{Mode: modeFile, Name: "one.log"}},
+		{"*.txt", Contents{Mode: modeTar, Names: []string{"a.txt", "b.txt"}, Counts: []int{2}}},
+		{"*.none", Contents{}},
+	} {
+		p, in, c, err := planSend(Request{Send: []string{dir + "/" + tc.src}}, io.Discard)
+		if in != nil {
+			in.Close()
+		}
+		switch {
+		case tc.want.Mode == "" && err == nil:
+			t.Errorf("%s: planned %+v, want no such file", tc.src, c)
+		case tc.want.Mode == "":
+		case err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case c.Mode != tc.want.Mode || c.Name != tc.want.Name || !slices.Equal(c.Names, tc.want.Names) || !slices.Equal(c.Counts, tc.want.Counts) || c.Single || p.several != (c.Mode == modeTar):
+			t.Errorf("%s: planned %+v (several %v), want %+v", tc.src, c, p.several, tc.want)
+		}
 	}
 }
 
@@ -193,13 +272,15 @@ func TestPrepareWithoutR(t *testing.T) {
 // FuzzPlan feeds the remote side's status lines to parseStatus and the
 // plans among them to the check of what a download of src asked for: no
 // line panics, and a plan taken names only src's name as written, or for a
-// pattern, as an archive, names the pattern matches.
+// pattern, names the pattern matches or the pattern itself.
 func FuzzPlan(f *testing.F) {
 	f.Add(`RDMACP plan {"mode":"file","name":"report.txt","size":5}`, "report.txt", false)
 	f.Add(`RDMACP plan {"mode":"file","name":".bashrc"}`, "report.txt", false)
 	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":["dir"]}`, "d/dir/", true)
 	f.Add(`RDMACP plan {"mode":"tar","single":true,"names":[".ssh"]}`, ".", true)
 	f.Add(`RDMACP have {"block":1048576,"size":1,"hashes":["00000000000000000000000000000000"]}`, "x", false)
+	f.Add(`RDMACP plan {"mode":"file","name":"g[1]"}`, "d/g[1]", false)
+	f.Add(`RDMACP plan {"mode":"tar","names":["g[1]",".bashrc"],"counts":[2]}`, "d/g[1]", false)
 	f.Fuzz(func(t *testing.T, line, src string, recursive bool) {
 		st, err := parseStatus(line)
 		if err != nil || st.kind != "plan" {
@@ -209,9 +290,12 @@ func FuzzPlan(f *testing.F) {
 		if err != nil {
 			return
 		}
+		if isPattern(src) && st.contents.Mode != modeTar {
+			names = []string{st.contents.Name}
+		}
 		if isPattern(src) {
 			for _, name := range names {
-				if st.contents.Mode != modeTar || !globMatch(path.Base(src), name) {
+				if !globMatch(path.Base(src), name) && name != path.Base(src) {
 					t.Fatalf("%q taken for the pattern %q", line, src)
 				}
 			}

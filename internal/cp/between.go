@@ -109,6 +109,7 @@ func sendingSide(ctx context.Context, from Target, o Options, req Request, a ask
 		sender.close()
 		return nil, Contents{}, Contents{}, claimOf(from.Host, err)
 	}
+	o.noteSingle(c.Mode)
 	return sender, st.contents, c, nil
 }
 

@@ -28,6 +28,10 @@ func TestRelayedPlan(t *testing.T) {
 		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
 		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
 		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice", false},
+		{"a pattern's one match as a file", asked{srcs: []string{"src/g*"}}, Contents{Mode: modeFile, Name: "g1", Perm: 0o644, Size: 2}, "", false},
+		{"a pattern's literal as a file", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeFile, Name: "g[1]", Size: 2}, "", false},
+		{"a pattern's literal, and another name", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeTar, Names: []string{"g[1]", ".ssh"}, Counts: []int{2}}, ".ssh", false},
+		{"another name for a pattern's literal", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -14,13 +14,17 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
-// dirMeta is a directory's mode and times, set once its contents are in.
+// dirMeta is a directory's mode and times, set once its contents are in,
+// and its header, for what modes.keep keeps of it.
 type dirMeta struct {
 	name         string
 	mode         fs.FileMode
 	atime, mtime time.Time
+	hdr          *tar.Header
 }
 
 // dirMetas are the modes and times to set at the end of an extraction:
@@ -47,10 +51,11 @@ func (m *dirMetas) add(d dirMeta) {
 // (setuid, setgid and sticky too), else less umask and without setuid and
 // setgid, and without sticky on files, as a new file of one's own would be.
 // umask is the process's: files are made with modes it must leave whole
-// (see madeMode).
+// (see madeMode). keep applies what the copy keeps besides (nil: nothing).
 type modes struct {
 	preserve bool
 	umask    fs.FileMode
+	keep     *meta.Applier
 }
 
 // of returns the mode to give an entry of the archive with mode m.
@@ -132,6 +137,9 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 		if err := checkEntry(root, h, name, sc, seen, rr); err != nil {
 			return err
 		}
+		if err := ms.keep.Check(h, name); err != nil {
+			return err
+		}
 		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
 			if err != nil {
 				return err
@@ -151,8 +159,8 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 				return err
 			}
 			seen[name] = true
-			if made || ms.preserve || rr != nil {
-				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime})
+			if made || ms.preserve || rr != nil || ms.keep.Applies() {
+				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime, h})
 			}
 		case tar.TypeReg, tar.TypeGNUSparse:
 			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
@@ -162,6 +170,9 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 			} else {
 				err = writeEntry(ds, name, data, meta, isSparse(h))
 			}
+			if err == nil {
+				err = keepEntry(ds, ms, name, h, meta.mode)
+			}
 			if err != nil {
 				return err
 			}
@@ -169,21 +180,30 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 			if err := makeLink(root, name, h.Linkname); err != nil {
 				return err
 			}
+			if err := keepEntry(ds, ms, name, h, 0); err != nil {
+				return err
+			}
 		default:
-			return fmt.Errorf("archive entry %q: unsupported type %q", name, h.Typeflag)
+			if err := makeKept(root, ds, name, top, h, ms); err != nil {
+				return err
+			}
 		}
 	}
 	if err := w.wait(); err != nil {
 		return err
 	}
-	return setDirs(root, dirs.list)
+	return setDirs(root, dirs.list, ms.keep)
 }
 
-// setDirs gives the directories of dirs their modes and times, the last
-// made first, once nothing more is written in them.
-func setDirs(root *os.Root, dirs []dirMeta) error {
+// setDirs gives the directories of dirs their modes, what keep keeps of
+// them and their times, the last made first, once nothing more is written
+// in them.
+func setDirs(root *os.Root, dirs []dirMeta, keep *meta.Applier) error {
 	for _, d := range slices.Backward(dirs) {
 		if err := root.Chmod(d.name, d.mode); err != nil {
+			return err
+		}
+		if err := keepDir(root, d, keep); err != nil {
 			return err
 		}
 		if err := root.Chtimes(d.name, orNow(d.atime, d.mtime), d.mtime); err != nil {
@@ -348,11 +368,11 @@ func metaOf(h *tar.Header, ms modes) fileMeta {
 }
 
 // handOver hands the file entry h, to be written at name, over to w if w
-// takes it (see writers.takes) and its directory is open in ds; it says
-// whether it did. It stops, failing, when ctx has ended.
+// takes it (see writers.takes), its directory is open in ds and ms keeps
+// nothing besides modes and times; it says whether it did. It stops, failing, when ctx has ended.
 func handOver(ctx context.Context, w *writers, ds *dirs, tr io.Reader, h *tar.Header, name string, ms modes) (bool, error) {
 	d, ok := ds.open[filepath.Dir(name)]
-	if !ok {
+	if !ok || ms.keep != nil {
 		return false, nil
 	}
 	s := spot{root: d.root, base: filepath.Base(name), name: name, in: d}

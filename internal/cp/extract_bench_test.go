@@ -9,6 +9,8 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // BenchmarkExtractSmall extracts an archive of 2,000 files of 4 KiB in 20
@@ -16,12 +18,12 @@ import (
 // under RDMACP_BENCH_DIR (default the test's temporary directory).
 func BenchmarkExtractSmall(b *testing.B) {
 	src := smallTree(b)
-	p, err := planCopy([]string{src}, true, false)
+	p, err := planCopy([]string{src}, true, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, p.srcs, os.Stderr, nil); err != nil {
+	if err := writeTar(&ar, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
 		b.Fatal(err)
 	}
 	base := cmp.Or(os.Getenv("RDMACP_BENCH_DIR"), b.TempDir())
@@ -45,13 +47,13 @@ func BenchmarkExtractSmall(b *testing.B) {
 // BenchmarkWriteTarSmall archives 2,000 files of 4 KiB in 20 directories.
 func BenchmarkWriteTarSmall(b *testing.B) {
 	src := smallTree(b)
-	p, err := planCopy([]string{src}, true, false)
+	p, err := planCopy([]string{src}, true, false, nil)
 	if err != nil {
 		b.Fatal(err)
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil); err != nil {
+		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
 			b.Fatal(err)
 		}
 	}

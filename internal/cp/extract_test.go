@@ -18,6 +18,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -514,12 +515,12 @@ func TestExtractHonestWithoutR(t *testing.T) {
 	for _, n := range []string{"plain", "holes", "link"} {
 		paths = append(paths, filepath.Join(src, n))
 	}
-	p, err := planCopy(paths, false, true)
+	p, err := planCopy(paths, false, true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := writeTar(&b, p.srcs, io.Discard, nil); err != nil {
+	if err := writeTar(&b, p.srcs, io.Discard, nil, meta.Flags{}); err != nil {
 		t.Fatal(err)
 	}
 	root := openRoot(t, dst)

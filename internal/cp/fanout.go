@@ -48,13 +48,14 @@ type member struct {
 // the copy in place, a *command.Partial when some have, else the first
 // host's failure; -v and o.Stats report each host's result.
 func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false)
+	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}
 	if in != nil {
 		defer in.Close()
 	}
+	o.noteSingle(p.mode)
 	err = copyDown(ctx, hosts, p.contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
 		first := live[0]
 		cfg := o.sendConfig(first.key)

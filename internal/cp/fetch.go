@@ -49,6 +49,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
+	o.noteSingle(st.contents.Mode)
 	if ts, ok := s.(*tarSink); ok && o.Incr.on {
 		if err := o.fetchListing(ctx, r, ts, t.Host); err != nil || o.Incr.dryRun {
 			s.Abort(0)
@@ -82,7 +83,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 // where to connect, and what it asks for.
 func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
 	req := o.request(key)
-	req.Recursive, req.LimitRate = o.Recursive, o.LimitRate
+	req.Recursive, req.LimitRate, req.Filter = o.Recursive, o.LimitRate, o.Filter.Lines()
 	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)
@@ -137,7 +138,7 @@ func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
 		return nil, err
 	}
 	c.Names, c.Files = names, c.Mode == modeTar && !a.recursive
-	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Resume: o.Resume}
+	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
 	if c.Mode != modeTar || askedName(a.srcs[0]) != "" {
 		return newSink(req)
 	}

@@ -11,7 +11,10 @@ import (
 // A download's source whose last element has a wildcard (h0:dir/*.txt) is
 // a pattern: the remote side expands it itself, with filepath.Glob and
 // never through a shell, and the local side takes only names that the
-// pattern matches (see asked.check).
+// pattern matches, or the pattern itself (see takes and asked.check).
+// As in OpenSSH's scp, a pattern that matches nothing names the file of
+// that literal name (h0:'g[1]' copies g[1]), and a pattern's one match is
+// copied as one source is (into a new DST name, it becomes DST).
 
 // isPattern says whether src, a download's source as the user wrote it,
 // is a pattern: its last element has *, ? or [.
@@ -30,10 +33,19 @@ func globMatch(pattern, name string) bool {
 	return err == nil && ok
 }
 
+// takes says whether name, a base name the remote side sends, is one that
+// pattern, a pattern's last element, asks for: a name it matches, or the
+// pattern itself, which names the file of that name when it matches
+// nothing (OpenSSH's scp takes it the same way in sink()).
+func takes(pattern, name string) bool {
+	return globMatch(pattern, name) || name == pattern
+}
+
 // expand returns the local paths that srcs, a download's sources as the
 // user wrote them, name on this side: each as is, or for a pattern, what it
-// matches, in order (a pattern that matches nothing stays as it is, and is
-// missing). from holds the index in srcs of each path's source.
+// matches, in order (a pattern that matches nothing, or is malformed, stays
+// as it is: the path of that literal name). from holds the index in srcs of
+// each path's source.
 func expand(srcs []string) (paths []string, from []int, err error) {
 	for i, src := range srcs {
 		p := expandHome(src)
@@ -41,10 +53,7 @@ func expand(srcs []string) (paths []string, from []int, err error) {
 			paths, from = append(paths, p), append(from, i)
 			continue
 		}
-		matches, err := filepath.Glob(p)
-		if err != nil {
-			return nil, nil, command.Usagef("%s: %v", src, err)
-		}
+		matches, _ := filepath.Glob(p) // a malformed pattern (g[1) matches nothing
 		n := 0
 		for _, m := range matches {
 			if globMatch(path.Base(src), filepath.Base(m)) {

@@ -13,6 +13,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -55,7 +56,7 @@ func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
 	}
 	if c.Bool("archive") {
 		o.Recursive, o.Preserve = true, true
-		o.Owner, o.Group, o.Devices = true, true, true
+		o.Keep.Owner, o.Keep.Group, o.Keep.Devices = true, true, true
 	}
 	o.Incr = in
 	return nil
@@ -92,8 +93,12 @@ type decisionLine struct {
 	End    bool   `json:"end,omitempty"`
 }
 
-// entryTop is where a listing's top-level entry is and its name there.
-type entryTop struct{ path, name string }
+// entryTop is where a listing's top-level entry is, its name there, and
+// what of it the copy leaves out (nil: nothing).
+type entryTop struct {
+	path, name string
+	leave      func(string, bool) bool
+}
 
 // listTrees lists the trees at tops (see quick.List) into a checked
 // listing, and returns it with its entries in order.
@@ -105,7 +110,7 @@ func listTrees(tops []entryTop, hash bool) (*quick.Listing, []quick.Entry, error
 	l := quick.NewListing(names)
 	var all []quick.Entry
 	for _, t := range tops {
-		list, err := quick.List(t.path, t.name, hash)
+		list, err := quick.List(t.path, t.name, hash, t.leave)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -120,7 +125,8 @@ func listTrees(tops []entryTop, hash bool) (*quick.Listing, []quick.Entry, error
 }
 
 // sourceTops are where p's sources are (links on the command line
-// followed, as the archive's walk does) and their names.
+// followed, as the archive's walk does), their names, and what their
+// filter rules leave out.
 func sourceTops(p plan) ([]entryTop, error) {
 	var tops []entryTop
 	for _, s := range p.srcs {
@@ -128,7 +134,7 @@ func sourceTops(p plan) ([]entryTop, error) {
 		if err != nil {
 			return nil, err
 		}
-		tops = append(tops, entryTop{root, s.name})
+		tops = append(tops, entryTop{root, s.name, s.rules.Match})
 	}
 	return tops, nil
 }
@@ -138,7 +144,7 @@ func sourceTops(p plan) ([]entryTop, error) {
 func (s *tarSink) destTops() []entryTop {
 	var tops []entryTop
 	for _, n := range s.names {
-		tops = append(tops, entryTop{filepath.Join(s.dir, s.localName(n)), n})
+		tops = append(tops, entryTop{path: filepath.Join(s.dir, s.localName(n)), name: n})
 	}
 	return tops
 }
@@ -192,10 +198,14 @@ func readListing(ctx context.Context, r *remote, st status, tops []string, host 
 }
 
 // compare compares src with dst and lists the changes on in.out: with
-// --itemize-changes rsync's items, else, with -n, the names.
-func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool) quick.Plan {
+// --itemize-changes rsync's items, else, with -n, the names. What the
+// filter rules exclude is never deleted.
+func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, rules *filter.Rules) quick.Plan {
 	r := in.rules
 	r.Sending, r.Perms, r.Times = sending, preserve, preserve
+	if rules != nil {
+		r.Protect = rules.Match
+	}
 	p := quick.Compare(src, dst, r)
 	for _, item := range p.Items {
 		switch {
@@ -228,7 +238,7 @@ func (o Options) listUpload(ctx context.Context, r *remote, p *plan, st status, 
 	if err != nil {
 		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
-	plan := o.Incr.compare(src, dst, true, o.Preserve)
+	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Filter)
 	if !o.Incr.dryRun {
 		// A failed write means ssh is gone; the next status says why.
 		for _, n := range plan.Delete {
@@ -339,7 +349,7 @@ func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, st sta
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
 	}
-	plan := o.Incr.compare(src, dst, false, o.Preserve)
+	plan := o.Incr.compare(src, dst, false, o.Preserve, o.Filter)
 	if o.Incr.dryRun {
 		return nil
 	}

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -33,7 +35,9 @@ const (
 // Options are the local side's settings.
 type Options struct {
 	Recursive bool          // copy directories (as a tar archive)
+	Filter    *filter.Rules // what the sending side leaves out (--exclude and the like); nil: nothing
 	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
+	Keep      meta.Flags    // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
 	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
 	Resume    bool          // go on from a partial copy of a file (see resume.go)
 	SSH       []string      // the ssh command and its options
@@ -58,9 +62,6 @@ type Options struct {
 	Window conn.Params
 	// Incr is what an incremental copy asks for (see incr.go).
 	Incr incremental
-	// Owner, Group and Devices are what -a asks for of rsync's -o, -g
-	// and -D: to keep owners, groups, and devices and special files.
-	Owner, Group, Devices bool
 }
 
 // params returns the chunk size and depth this side proposes.
@@ -89,7 +90,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false)
+	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}
@@ -99,6 +100,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if err := o.Incr.treeOnly(p.mode); err != nil {
 		return err
 	}
+	o.noteSingle(p.mode)
 	key := newKey()
 	host, listen, err := o.streamHost(ctx, t)
 	if err != nil {
@@ -227,7 +229,7 @@ func newKey() []byte {
 
 // request is the part of a request that o sets, with key.
 func (o Options) request(key []byte) Request {
-	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Encrypt: o.Encrypt,
+	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Keep: o.Keep.String(), Encrypt: o.Encrypt,
 		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose,
 		List: o.Incr.on, Checksum: o.Incr.on && o.Incr.rules.Checksum, DryRun: o.Incr.on && o.Incr.dryRun}
 }
@@ -372,7 +374,7 @@ func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Op
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))

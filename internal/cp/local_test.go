@@ -101,7 +101,7 @@ func TestStreamRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer in.Close()
-			p, err := planCopy([]string{src}, false, false)
+			p, err := planCopy([]string{src}, false, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -89,8 +89,9 @@ func (r *readAhead) close() {
 	}
 }
 
-// walk walks srcs in order, handing over each entry, until the end, a
-// failure or close.
+// walk walks srcs in order, handing over each entry that its source's
+// rules do not exclude (nor one under an excluded directory), until the
+// end, a failure or close.
 func (r *readAhead) walk(srcs []source) {
 	defer close(r.batches)
 	defer r.flush()
@@ -101,12 +102,19 @@ func (r *readAhead) walk(srcs []source) {
 			return
 		}
 		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			name := ""
+			if err == nil {
+				name, err = walkName(p, root, s.name)
+			}
+			if err == nil && s.rules.Match(name, d.IsDir()) {
+				return skipEntry(d)
+			}
 			e := walked{err: err}
-			if err == nil && s.skip != nil && s.skip[archiveName(p, root, s.name)] {
+			if err == nil && s.skip[name] {
 				return nil
 			}
 			if err == nil {
-				e = r.load(p, root, s.name)
+				e = r.load(p, name)
 			}
 			if !r.send(e) {
 				return filepath.SkipAll
@@ -119,17 +127,30 @@ func (r *readAhead) walk(srcs []source) {
 	}
 }
 
-// load stats the entry at p, under root, which goes into the archive
-// under top, and reads it if it is a small file without holes that the
-// receiving side did not offer.
-func (r *readAhead) load(p, root, top string) walked {
-	e := walked{path: p}
+// skipEntry is what a walk returns to leave d out: all of it, if it is a
+// directory.
+func skipEntry(d fs.DirEntry) error {
+	if d.IsDir() {
+		return filepath.SkipDir
+	}
+	return nil
+}
+
+// walkName is the name in the archive of the entry at p, under root,
+// which goes into the archive under top.
+func walkName(p, root, top string) (string, error) {
 	rel, err := filepath.Rel(root, p)
 	if err != nil {
-		e.err = err
-		return e
+		return "", err
 	}
-	e.name = path.Join(top, filepath.ToSlash(rel))
+	return path.Join(top, filepath.ToSlash(rel)), nil
+}
+
+// load stats the entry at p, which goes into the archive as name, and
+// reads it if it is a small file without holes that the receiving side
+// did not offer.
+func (r *readAhead) load(p, name string) walked {
+	e := walked{path: p, name: name}
 	if e.fi, e.err = os.Lstat(p); e.err != nil {
 		return e
 	}
@@ -144,13 +165,6 @@ func (r *readAhead) load(p, root, top string) walked {
 	n, err := readWhole(p, e.buf[:e.fi.Size()+1])
 	e.data, e.err = e.buf[:n], err
 	return e
-}
-
-// archiveName is the name in the archive of p, under root, which goes
-// into the archive under top.
-func archiveName(p, root, top string) string {
-	rel, _ := filepath.Rel(root, p)
-	return path.Join(top, filepath.ToSlash(rel))
 }
 
 // send hands e over, with the batch it ends if it is full or failed;

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -147,6 +149,10 @@ type Request struct {
 	// in tar mode, for the archive's modes exactly. Else modes lose the
 	// umask, setuid and setgid (and sticky on files).
 	Preserve bool `json:"preserve,omitempty"`
+	// Keep is, in tar mode, what the archive keeps besides data, modes and
+	// times (see meta.Flags): the sending side writes it, the receiving
+	// side applies it. An rdmacp from before it refuses the field.
+	Keep string `json:"keep,omitempty"`
 	// Listen is the address an upload's remote side listens on, an IP
 	// address: the local side's --data-host, resolved there. Empty: the
 	// address the ssh connection arrived on.
@@ -165,6 +171,10 @@ type Request struct {
 	// LimitRate is, in a download, the most bytes per second the remote
 	// side sends (--limit-rate); 0: no limit.
 	LimitRate int64 `json:"limit_rate,omitempty"`
+	// Filter is, in a download, the rules of what the remote side leaves
+	// out of its walk, as filter.Rules.Lines gives them (--exclude and
+	// the like). An rdmacp from before it refuses the request.
+	Filter []string `json:"filter,omitempty"`
 	// List asks, in tar mode, for an incremental copy's listing (see
 	// incr.go): in an upload, of what DST has of the archive's entries,
 	// then the local side's decisions; in a download, of the sources,
@@ -254,11 +264,14 @@ func (r Request) validate() error {
 	if (r.Checksum || r.DryRun) && !r.List || r.List && (r.Resume || r.Relay || r.ConnectLater) {
 		return errors.New("a checksum or dry run without a listing, or a listing with a resume, a relay or another host")
 	}
+	if _, err := meta.Parse(r.Keep); err != nil {
+		return err
+	}
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 {
-		return errors.New("an upload's request names where to connect, a chain, recursion or a rate")
+	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 || r.Filter != nil {
+		return errors.New("an upload's request names where to connect, a chain, recursion, a rate or filter rules")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")
@@ -351,6 +364,9 @@ func (r Request) validateDownload() error {
 	}
 	if r.LimitRate < 0 {
 		return fmt.Errorf("rate %d: negative", r.LimitRate)
+	}
+	if _, err := filter.Parse(r.Filter); err != nil {
+		return err
 	}
 	for _, p := range r.Send {
 		if err := checkPath("source", p); err != nil {

@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -241,7 +243,8 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
-	o := Options{Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
+	keep, _ := meta.Parse(req.Keep) // validated
+	o := Options{Keep: keep, Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
 	addr, cfg, err := sendTo(req, br, o)
 	if err != nil {
 		return 0, err
@@ -324,16 +327,20 @@ func readConnect(br *bufio.Reader) (string, error) {
 }
 
 // planSend plans a download's copy of req.Send, patterns expanded (see
-// expand), and opens its file in file mode; c is the plan to report, with
-// how many names each source gave, unless one each, and how many paths
-// were left out (each named on stderr).
+// expand; a lone pattern's one path is planned as one source), and opens
+// its file in file mode; c is the plan to report, with how many names
+// each source gave, unless one each, and how many paths were left out
+// (each named on stderr).
 func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, err error) {
 	paths, from, err := expand(req.Send)
 	if err != nil {
 		return plan{}, nil, Contents{}, err
 	}
-	several := len(req.Send) > 1 || slices.ContainsFunc(req.Send, isPattern)
-	if p, in, err = openSources(paths, req.Recursive, several); err != nil {
+	rules, err := filter.Parse(req.Filter) // validate has checked them
+	if err != nil {
+		return plan{}, nil, Contents{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+	}
+	if p, in, err = openSources(paths, req.Recursive, len(req.Send) > 1, rules); err != nil {
 		return plan{}, nil, Contents{}, err
 	}
 	c = p.contents(req.Preserve)

@@ -7,6 +7,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -17,14 +18,17 @@ type source struct {
 	name string          // its name at the destination (base name)
 	info os.FileInfo     // of what path leads to (links on the command line are followed)
 	skip map[string]bool // names in the archive of its files and links not to send (see incr.go)
+	// rules say what of the tree under it the walk leaves out; nil: nothing.
+	rules *filter.Rules
 }
 
 // plan is what a copy streams.
 type plan struct {
 	mode string // modeFile, modeSparse or modeTar
 	srcs []source
-	// several says that more than one source was asked for (or a
-	// pattern): the copy is an archive, even of one, and DST a directory.
+	// several says that more than one source was asked for, or came of
+	// them (a pattern's matches): the copy is an archive, even of one,
+	// and DST a directory.
 	several bool
 	left    []error     // why each source that several left out was left out
 	rs      *resumption // in tar mode, what the receiving side has of it, when resuming
@@ -34,8 +38,9 @@ type plan struct {
 // it has holes, as a tar archive of one sparse entry); several sources, or
 // a directory (only with recursive), as a tar archive. With several (see
 // plan.several), a source that cannot be copied is left out (p.left says
-// why) unless none can.
-func planCopy(paths []string, recursive, several bool) (plan, error) {
+// why) unless none can. A source that rules exclude is left out, as no
+// failure, and the rest go with rules for their walk.
+func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (plan, error) {
 	p := plan{several: several || len(paths) > 1}
 	for i, path := range paths {
 		s, err := planSource(path, recursive)
@@ -45,9 +50,14 @@ func planCopy(paths []string, recursive, several bool) (plan, error) {
 		case err != nil:
 			p.left = append(p.left, err)
 			continue
+		case rules.Match(s.name, s.info.IsDir()):
+			continue
 		}
-		s.arg = i
+		s.arg, s.rules = i, rules
 		p.srcs = append(p.srcs, s)
+	}
+	if len(p.srcs) == 0 && len(p.left) == 0 {
+		return plan{}, command.Usagef("nothing to copy: the filter rules exclude every source")
 	}
 	if len(p.srcs) == 0 {
 		return plan{}, &leftOut{why: p.left, none: true}
@@ -100,8 +110,8 @@ func (e *leftOut) Error() string {
 // openSources plans the copy of paths (see planCopy) and, in file mode,
 // opens the file, the stream's input (nil in tar mode, whose input is
 // made while it streams).
-func openSources(paths []string, recursive, several bool) (plan, *os.File, error) {
-	p, err := planCopy(paths, recursive, several)
+func openSources(paths []string, recursive, several bool, rules *filter.Rules) (plan, *os.File, error) {
+	p, err := planCopy(paths, recursive, several, rules)
 	if err != nil || p.mode != modeFile {
 		return p, nil, err
 	}

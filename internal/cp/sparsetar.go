@@ -4,6 +4,7 @@ import (
 	"archive/tar"
 	"errors"
 	"io"
+	"maps"
 	"os"
 	"path"
 	"slices"
@@ -104,11 +105,20 @@ func padding(n int64) []byte {
 
 // ownerRecords puts h's user and group ids in hdr where they fit its
 // fields and returns the PAX records of h's access time, if it has one,
-// and of the ids that do not fit.
+// of its user and group names, if it has them, of its own PAX records
+// (xattrs, see meta.Reader), and of the ids that do not fit.
 func ownerRecords(hdr *block, h *tar.Header) string {
 	var recs string
 	if !h.AccessTime.IsZero() {
 		recs += paxRecord("atime", paxTime(h.AccessTime))
+	}
+	for _, n := range []struct{ key, v string }{{"uname", h.Uname}, {"gname", h.Gname}} {
+		if n.v != "" {
+			recs += paxRecord(n.key, n.v)
+		}
+	}
+	for _, k := range slices.Sorted(maps.Keys(h.PAXRecords)) {
+		recs += paxRecord(k, h.PAXRecords[k])
 	}
 	for _, n := range []struct {
 		key   string

@@ -11,6 +11,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // writeTar writes the sources to w as a tar archive (PAX, with
@@ -18,14 +20,18 @@ import (
 // everything in them. Files with holes are stored as sparse entries,
 // without their holes (see writeSparseEntry). Symbolic links inside
 // directories are stored as links; sockets, pipes and devices are skipped
-// with a warning on warn.
+// with a warning on warn, but with keep what it keeps of them (see
+// meta.Reader): hard links, xattrs, ACLs, owners' names, devices.
 //
 // With rs, a file that the receiving side offered (see resume.go) is sent
 // from where its offer stops matching: the entry carries where its data
 // starts (resumeRecord), and rs counts the bytes not sent again.
-func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption) error {
+func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption, keep meta.Flags) error {
 	bw := bufio.NewWriterSize(w, tarBuf)
 	a := archiver{w: bw, tw: tar.NewWriter(bw), warn: warn, buf: make([]byte, copyBuf), rs: rs}
+	if keep.Any() {
+		a.keep = meta.NewReader(keep, os.Geteuid() == 0, warn)
+	}
 	if rs != nil {
 		rs.kept = 0
 	}
@@ -54,8 +60,9 @@ type archiver struct {
 	w    io.Writer
 	tw   *tar.Writer
 	warn io.Writer
-	buf  []byte      // for copying files' data
-	rs   *resumption // what the receiving side has, when resuming
+	buf  []byte       // for copying files' data
+	rs   *resumption  // what the receiving side has, when resuming
+	keep *meta.Reader // what the archive keeps besides data, modes and times; nil: nothing
 }
 
 // resumeRecord is the PAX record of a resumed entry: where its data
@@ -125,7 +132,10 @@ func (rs *resumption) resume(f *os.File, h *tar.Header) error {
 	if _, err := f.Seek(at, io.SeekStart); err != nil {
 		return err
 	}
-	h.PAXRecords = map[string]string{resumeRecord: strconv.FormatInt(at, 10)}
+	if h.PAXRecords == nil {
+		h.PAXRecords = map[string]string{}
+	}
+	h.PAXRecords[resumeRecord] = strconv.FormatInt(at, 10)
 	h.Size -= at
 	rs.kept += at
 	return nil
@@ -144,6 +154,7 @@ func (a archiver) add(e walked) error {
 		if link, err = os.Readlink(p); err != nil {
 			return err
 		}
+	case a.keep != nil && a.keep.Special(fi):
 	case !fi.IsDir() && !fi.Mode().IsRegular():
 		fmt.Fprintf(a.warn, "rdmacp: %s: skipped (%v, not a file, directory or link)\n", p, fi.Mode().Type())
 		return nil
@@ -157,7 +168,12 @@ func (a archiver) add(e walked) error {
 	if fi.IsDir() {
 		h.Name += "/"
 	}
-	if !fi.Mode().IsRegular() {
+	if a.keep != nil {
+		if err := a.keep.Header(p, fi, h); err != nil {
+			return err
+		}
+	}
+	if h.Typeflag != tar.TypeReg {
 		if err := a.tw.WriteHeader(h); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
@@ -229,7 +245,8 @@ func (a archiver) addData(h *tar.Header, data []byte, p string) error {
 }
 
 // fileHead appends to dst the PAX header of h, a regular file's
-// FileInfoHeader with add's changes (no user, group or change time names):
+// FileInfoHeader with add's changes (no change time; user and group names
+// and PAX records only as keep adds them):
 // what tw writes for it, as archive/tar's Reader reads it. An extended
 // header carries the times to the nanosecond and whatever does not fit
 // the ustar block.

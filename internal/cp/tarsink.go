@@ -13,6 +13,8 @@ import (
 	"sync"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // tarSink receives a tar archive and extracts it as it arrives (see
@@ -66,7 +68,12 @@ func openTarSink(req Request, dir, top string) (*tarSink, error) {
 	if err != nil {
 		return nil, setupf("destination: %v", err)
 	}
-	return &tarSink{root: root, dir: dir, top: top, names: req.Names, files: req.Files, ms: modes{preserve: req.Preserve, umask: umask()}}, nil
+	keep, _ := meta.Parse(req.Keep) // validated, or this side's own
+	ms := modes{preserve: req.Preserve || keep.ACLs, umask: umask()}
+	if keep.Any() {
+		ms.keep = meta.NewApplier(keep, os.Geteuid() == 0, os.Stderr)
+	}
+	return &tarSink{root: root, dir: dir, top: top, names: req.Names, files: req.Files, ms: ms}, nil
 }
 
 // resumedNewName says whether dst, an existing directory, is where a

@@ -136,6 +136,10 @@ func checkCommand(spec flagSpec, c command) error {
 		return err
 	}
 	cmd := exec.Command(filepath.Join(bin, c.name), append(flags, "--help")...)
+	if cmd.Dir, err = readFiles(flags); err != nil {
+		return err
+	}
+	defer os.RemoveAll(cmd.Dir)
 	out, err := cmd.Output()
 	if err != nil {
 		msg := ""
@@ -148,6 +152,33 @@ func checkCommand(spec flagSpec, c command) error {
 		return fmt.Errorf("%s --help printed no usage on stdout", c.name)
 	}
 	return nil
+}
+
+// readFiles makes a scratch directory to run a command in, holding an
+// empty file for each file its flags read as they are parsed (rdmacp's
+// filter rules: --exclude-from, --include-from, a merge rule).
+func readFiles(flags []string) (string, error) {
+	dir, err := os.MkdirTemp("", "rdmapipe-examples")
+	if err != nil {
+		return "", err
+	}
+	for i, f := range flags {
+		name := ""
+		switch {
+		case (f == "--exclude-from" || f == "--include-from") && i+1 < len(flags):
+			name = flags[i+1]
+		case f == "--filter" && i+1 < len(flags):
+			if rule, ok := strings.CutPrefix(flags[i+1], "merge "); ok {
+				name = rule
+			}
+		}
+		if name != "" && name != "-" {
+			if err := os.WriteFile(filepath.Join(dir, name), nil, 0o644); err != nil {
+				return "", err
+			}
+		}
+	}
+	return dir, nil
 }
 
 // operandCount checks that command name takes as many operands as it got.

@@ -1,6 +1,7 @@
 package rdmacp
 
 import (
+	"cmp"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -180,6 +181,37 @@ func TestBetweenErrors(t *testing.T) {
 	}
 }
 
+// TestBetweenLiteral copies names with wildcard characters from h1 to h2
+// as a download does (see TestRemoteLiteral): g[1], which its pattern
+// does not match, by its literal name into a directory and to a new name,
+// and h1:'one/g*', one match, to a new name, which it becomes.
+func TestBetweenLiteral(t *testing.T) {
+	c := betweenCluster(t, 2)
+	if err := os.Mkdir(filepath.Join(c.dirs[0], "one"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []string{"g[1]", "one/g1", "one/h"} {
+		writeFile(t, filepath.Join(c.dirs[0], n), n+"\n")
+	}
+	for _, tc := range []struct{ src, dst, got, want string }{
+		{"g[1]", "", "g[1]", "g[1]"},
+		{"g[1]", "new", "new", "g[1]"},
+		{"one/g*", "new", "new", "one/g1"},
+	} {
+		t.Run(tc.src+" to "+cmp.Or(tc.dst, "a directory"), func(t *testing.T) {
+			clear(t, c.dirs[1])
+			r := c.ssh.rdmacp(t, "h1:"+filepath.Join(c.dst, tc.src), "h2:"+filepath.Join(c.dst, tc.dst))
+			if r.code != 0 {
+				t.Fatalf("exit %d; stderr:\n%s", r.code, r.stderr)
+			}
+			if b, err := os.ReadFile(filepath.Join(c.dirs[1], tc.got)); err != nil || string(b) != tc.want+"\n" {
+				t.Fatalf("h2's %s holds %q (%v), want a copy of %s", tc.got, b, err, tc.want)
+			}
+			noStrays(t)
+		})
+	}
+}
+
 // TestHostileBetween copies from a hostile h1 (see hostileMain) to h2:
 // a plan of what was not asked for is refused with exit 9 quoting h1's
 // claim, before anything starts on h2 (whose remote command, the hostile
@@ -197,6 +229,8 @@ func TestHostileBetween(t *testing.T) {
 		{"archive-ssh", []string{"-r"}, "dir", `".ssh"`},
 		{"archive-ssh", []string{"-r"}, ".", `".ssh"`},
 		{"glob-bashrc", nil, "dir/*.txt", `".bashrc"`},
+		{"literal-bashrc", nil, "dir/g[1]", `".bashrc"`},
+		{"literal-file", nil, "dir/g[1]", `"g[2]"`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.lie+" for "+tc.src, func(t *testing.T) {

@@ -61,6 +61,11 @@ var lies = map[string]struct {
 	"archive-keys": {plan: `{"mode":"tar","single":true,"names":["report.txt"]}`, stream: keys},
 	// A pattern answered with a name it does not match.
 	"glob-bashrc": {plan: `{"mode":"tar","names":["a.txt",".bashrc"],"counts":[2]}`, stream: hostileArchive(hostileEntry{name: "a.txt", body: "ok"}, hostileEntry{name: ".bashrc", body: "evil\n"})},
+	// A literal name asked for (a pattern that matches nothing there),
+	// answered with that name and another that is neither a match nor it.
+	"literal-bashrc": {plan: `{"mode":"tar","names":["g[1]",".bashrc"],"counts":[2]}`, stream: hostileArchive(hostileEntry{name: "g[1]", body: "ok"}, hostileEntry{name: ".bashrc", body: "evil\n"})},
+	// A literal name asked for, answered with a file of another name.
+	"literal-file": {plan: `{"mode":"file","name":"g[2]","perm":420,"size":5}`, stream: []byte("evil\n")},
 	// An archive whose top-level name is not the one asked for.
 	"archive-ssh": {plan: `{"mode":"tar","single":true,"names":[".ssh"]}`, stream: keys},
 	// The name asked for in the plan, an entry outside it in the archive.
@@ -79,17 +84,21 @@ var lies = map[string]struct {
 	// directory entry first.
 	"glob-bin":     {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(planted)},
 	"glob-bin-dir": {plan: `{"mode":"tar","names":["bin"],"counts":[1]}`, stream: hostileArchive(hostileEntry{name: "bin/", dir: true}, planted)},
+	// The tree asked for with -H, dir, as a hard link to the
+	// authorized_keys that is here.
+	"hardlink-keys": {plan: `{"mode":"tar","single":true,"names":["dir"]}`, stream: hostileArchive(hostileEntry{name: "dir", link: ".ssh/authorized_keys"})},
 }
 
 // ownKey is what DST/.ssh/authorized_keys holds before the hostile remote
 // tries to plant its key (see hostileHome).
 const ownKey = "ssh-ed25519 AAAAmine me@here\n"
 
-// hostileEntry is an entry of a hostile archive: a directory, or a file
-// with body, resuming a file at the byte at if at is set.
+// hostileEntry is an entry of a hostile archive: a directory, a hard
+// link to link, or a file with body, resuming a file at the byte at if at
+// is set.
 type hostileEntry struct {
-	name, body, at string
-	dir            bool
+	name, body, at, link string
+	dir                  bool
 }
 
 var (
@@ -112,6 +121,9 @@ func hostileArchive(entries ...hostileEntry) []byte {
 		h := &tar.Header{Name: e.name, Typeflag: tar.TypeReg, Mode: 0o600, Size: int64(len(e.body)), ModTime: time.Now(), Format: tar.FormatPAX}
 		if e.dir {
 			h.Typeflag, h.Mode = tar.TypeDir, 0o700
+		}
+		if e.link != "" {
+			h.Typeflag, h.Linkname = tar.TypeLink, e.link
 		}
 		if e.at != "" {
 			h.PAXRecords = map[string]string{"RDMACP.resume": e.at}
@@ -387,9 +399,11 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 
 // TestHostileRemote downloads from a hostile remote rdmacp (see
 // hostileMain) into a home directory: a file under another name, an
-// archive without -r, a name that the pattern asked for does not match, an archive of another name or with an entry outside
-// the name asked for, a directory or a file in one for a pattern without
-// -r, a resume that names .ssh or goes through a link.
+// archive without -r, a name that the pattern asked for does not match
+// (nor is it: after its literal name, or a file for it), an archive of
+// another name or with an entry outside the name asked for, a directory or
+// a file in one for a pattern without -r, a resume that names .ssh or goes
+// through a link.
 // Each is refused with exit 9 quoting the remote side's claim, nothing in
 // the home directory is written or changed, and a resume offers nothing.
 // An entry asked for whose way here is a link is refused too (exit 4,
@@ -409,6 +423,8 @@ func TestHostileRemote(t *testing.T) {
 		{"an archive of another name", "archive-ssh", []string{"-r"}, "dir", `".ssh"`, ""},
 		{"an archive of another name for .", "archive-ssh", []string{"-r"}, ".", `".ssh"`, ""},
 		{"a name the pattern does not match", "glob-bashrc", nil, "dir/*.txt", `".bashrc"`, ""},
+		{"a name after the literal one", "literal-bashrc", nil, "dir/g[1]", `".bashrc"`, ""},
+		{"a file for the literal one", "literal-file", nil, "dir/g[1]", `"g[2]"`, ""},
 		{"an entry outside the name asked for", "archive-outside", []string{"-r"}, "dir", `".ssh/"`, "dir"},
 		{"a file in a directory without -r", "glob-bin", nil, "*", `"bin/planted": a directory, or in one, without -r`, ""},
 		{"a directory without -r", "glob-bin-dir", nil, "*", `"bin/": a directory, or in one, without -r`, ""},
@@ -418,6 +434,7 @@ func TestHostileRemote(t *testing.T) {
 		// quote of it (which escapes the quotes around "dir"), whichever
 		// comes first.
 		{"an entry through a link", "archive-link", []string{"-r"}, "dir", `is not a directory here (a link is not followed)`, ""},
+		{"a hard link to a file here", "hardlink-keys", []string{"-r", "-H"}, "dir", `not a file this copy wrote`, ""},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -431,7 +448,7 @@ func TestHostileRemote(t *testing.T) {
 			args := append([]string{"--remote-cmd", hostileCmd(t, tc.lie)}, tc.args...)
 			r := s.rdmacp(t, append(args, "target:"+tc.src, home)...)
 			code, says := 9, "sent what was not asked for: "+tc.claim
-			if tc.lie == "archive-link" { // asked for, but not through a link: an output failure
+			if tc.lie == "archive-link" || tc.lie == "hardlink-keys" { // asked for, but not through a link nor linked to what is here: an output failure
 				code, says = 4, tc.claim
 			}
 			if r.code != code || !strings.Contains(r.stderr, says) {

@@ -436,6 +436,7 @@ func TestCopyErrors(t *testing.T) {
 		{"remote command missing", []string{"--remote-cmd", "/nonexistent/rdmacp", file, "target:/tmp/"}, 3, "exit status 127"},
 		{"chunk size not a size", []string{"--chunk-size", "lots", file, "target:/tmp/"}, 2, `--chunk-size: "lots" is not a size`},
 		{"depth out of range", []string{"--depth", "2", file, "target:/tmp/"}, 2, "depth 2 out of range"},
+		{"compression asked for", []string{"-z", file, "target:/tmp/"}, 2, "rdmacp does not compress"},
 		// downloads
 		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
 		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},

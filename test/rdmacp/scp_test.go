@@ -1,10 +1,12 @@
 package rdmacp
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -80,7 +82,8 @@ func TestRemotePatternWithoutR(t *testing.T) {
 // TestRemotePattern downloads HOST:dir/*.txt: the remote side expands it
 // (no shell: a name with shell metacharacters is just a name) and exactly
 // the names it matches arrive, not those it does not, nor dot files; a
-// pattern that matches nothing fails with exit 1 naming it.
+// pattern that matches nothing is the literal name, here missing, which
+// fails as one missing source does (exit 2), naming it.
 func TestRemotePattern(t *testing.T) {
 	s := startSSHD(t)
 	src := t.TempDir()
@@ -108,9 +111,90 @@ func TestRemotePattern(t *testing.T) {
 		t.Errorf("got %q, want a.txt and b;touch x.txt", names)
 	}
 	r = s.rdmacp(t, "target:"+src+"/*.none", t.TempDir())
-	if r.code != 1 || !strings.Contains(r.stderr, src+"/*.none") {
-		t.Fatalf("no match: exit %d, want 1 naming the pattern; stderr:\n%s", r.code, r.stderr)
+	if r.code != 2 || !strings.Contains(r.stderr, src+"/*.none: no such file or directory") {
+		t.Fatalf("no match: exit %d, want 2 naming the pattern; stderr:\n%s", r.code, r.stderr)
 	}
+}
+
+// TestRemoteLiteral downloads names with wildcard characters as OpenSSH's
+// scp does (regress/scp.sh's "unmatched glob" cases): a pattern that
+// matches nothing is the literal name, each such file arrives into a
+// directory and to a new name, and the directory dd.glob[456] with -r to
+// a new name; a pattern's one match to a new name becomes it; several
+// matches into a file exit 3, the file kept. scp, in its SFTP mode and
+// its old one (-O), against the same sshd, copies what rdmacp copies.
+func TestRemoteLiteral(t *testing.T) {
+	s := startSSHD(t)
+	src := t.TempDir()
+	tree, one, two := filepath.Join(src, "dd.glob[456]"), filepath.Join(src, "one"), filepath.Join(src, "two")
+	for _, dir := range []string{tree, one, two} {
+		if err := os.Mkdir(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, n := range []string{"g[1]", "copy.glob[123]", "a*b", "q?", "dd.glob[456]/copy.glob[1234]", "one/g1", "one/h", "two/g1", "two/g2"} {
+		writeFile(t, filepath.Join(src, n), n+"\n")
+	}
+	type copyCase struct {
+		name string
+		args []string // flags and the source
+		dst  string   // DST, under a new directory ("": that directory)
+		got  string   // where the file arrives, under that directory
+		want string   // the source file it is a copy of
+	}
+	var cases []copyCase
+	for _, n := range []string{"g[1]", "copy.glob[123]", "a*b", "q?"} {
+		cases = append(cases,
+			copyCase{n + " into a directory", []string{"target:" + filepath.Join(src, n)}, "", n, n},
+			copyCase{n + " to a new name", []string{"target:" + filepath.Join(src, n)}, "new", "new", n})
+	}
+	cases = append(cases,
+		copyCase{"dd.glob[456] to a new name, -r", []string{"-r", "target:" + tree}, "new", "new/copy.glob[1234]", "dd.glob[456]/copy.glob[1234]"},
+		copyCase{"one match to a new name", []string{"target:" + one + "/g*"}, "new", "new", "one/g1"})
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, cmd := range []string{"rdmacp", "scp", "scp -O"} {
+				dir := t.TempDir()
+				if code, out := s.copyWith(t, cmd, append(tc.args, filepath.Join(dir, tc.dst))...); code != 0 {
+					t.Fatalf("%s: exit %d, want 0; stderr:\n%s", cmd, code, out)
+				}
+				if b, err := os.ReadFile(filepath.Join(dir, tc.got)); err != nil || string(b) != tc.want+"\n" {
+					t.Fatalf("%s: %s holds %q (%v), want a copy of %s", cmd, tc.got, b, err, tc.want)
+				}
+			}
+			noStrays(t)
+		})
+	}
+	file := filepath.Join(t.TempDir(), "file")
+	writeFile(t, file, "mine\n")
+	r := s.rdmacp(t, "target:"+two+"/g*", file)
+	if b, _ := os.ReadFile(file); r.code != 3 || !strings.Contains(r.stderr, file+" exists and is not a directory") || string(b) != "mine\n" {
+		t.Fatalf("several matches into a file: exit %d, the file holds %q; want 3, it kept; stderr:\n%s", r.code, b, r.stderr)
+	}
+	if code, out := s.copyWith(t, "scp", "target:"+two+"/g*", file); code == 0 {
+		t.Fatalf("scp took several matches into a file; stderr:\n%s", out)
+	}
+}
+
+// copyWith runs cmd (rdmacp, or scp with its flags) against s with args,
+// and returns its exit code and stderr.
+func (s *sshd) copyWith(t *testing.T, cmd string, args ...string) (int, string) {
+	t.Helper()
+	if cmd == "rdmacp" {
+		r := s.rdmacp(t, args...)
+		return r.code, r.stderr
+	}
+	words := strings.Fields(cmd)
+	c := exec.Command(words[0], append(append(words[1:], "-q", "-F", s.config), args...)...)
+	out, err := c.CombinedOutput()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee):
+		return ee.ExitCode(), string(out)
+	case err != nil:
+		t.Fatalf("%s: %v", cmd, err)
+	}
+	return 0, string(out)
 }
 
 // TestURI copies to and from scp://target:PORT//PATH with -P naming a

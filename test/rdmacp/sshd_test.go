@@ -123,6 +123,7 @@ KbdInteractiveAuthentication no
 UsePAM no
 PidFile none
 StrictModes no
+Subsystem sftp internal-sftp
 `, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
 	log := &testutil.Buffer{}
 	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)

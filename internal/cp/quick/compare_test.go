@@ -58,7 +58,7 @@ func makeTree(t *testing.T, dir string, nodes []node) string {
 // listing lists the tree at top as the copy's entry t.
 func listing(t *testing.T, top string, hash bool) *Listing {
 	t.Helper()
-	list, err := List(top, "t", hash)
+	list, err := List(top, "t", hash, nil)
 	if err != nil {
 		t.Fatal(err)
 	}

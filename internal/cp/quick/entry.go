@@ -58,11 +58,12 @@ type Entry struct {
 // List lists the tree at top, whose entries are named under name: top
 // itself (not followed if it is a link) and, if it is a directory,
 // everything under it, never through a link, parents before children.
-// With hash it hashes each regular file. Names that are not valid UTF-8,
+// With hash it hashes each regular file. What leave (if not nil) says to
+// leave out is, as what is under it (the copy's filter rules). Names that are not valid UTF-8,
 // longer than MaxPath, or whose entry is longer than MaxLine in JSON are
 // left out (and what is under them): a peer cannot name them, so they are
 // never skipped nor removed. A missing top lists nothing.
-func List(top, name string, hash bool) ([]Entry, error) {
+func List(top, name string, hash bool, leave func(name string, isDir bool) bool) ([]Entry, error) {
 	var list []Entry
 	total := 0
 	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
@@ -77,7 +78,7 @@ func List(top, name string, hash bool) ([]Entry, error) {
 			return err
 		}
 		n := path.Join(name, filepath.ToSlash(rel))
-		if checkName(n) != nil {
+		if checkName(n) != nil || leave != nil && leave(n, d.IsDir()) {
 			if d.IsDir() {
 				return fs.SkipDir
 			}

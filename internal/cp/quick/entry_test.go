@@ -51,7 +51,7 @@ func TestList(t *testing.T) {
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
 	top := makeTree(t, t.TempDir(), []node{{"a", "data", 0}, {"d/", "", 0}})
 	os.Symlink(outside, filepath.Join(top, "out"))
-	list, err := List(top, "t", true)
+	list, err := List(top, "t", true, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -65,7 +65,7 @@ func TestList(t *testing.T) {
 	if a := got["t/a"]; a.Type != File || a.Size != 4 || a.MTime != t0.UnixNano() || a.Mode != 0o644 || len(a.Hash) != 2*hashLen {
 		t.Errorf("t/a: %+v", a)
 	}
-	if list, err := List(filepath.Join(top, "missing"), "m", false); err != nil || len(list) != 0 {
+	if list, err := List(filepath.Join(top, "missing"), "m", false, nil); err != nil || len(list) != 0 {
 		t.Errorf("a missing top: %v, %v", list, err)
 	}
 }

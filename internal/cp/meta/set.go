@@ -1,0 +1,157 @@
+package meta
+
+import (
+	"archive/tar"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os/user"
+	"slices"
+	"strconv"
+	"strings"
+
+	"golang.org/x/sys/unix"
+)
+
+// Apply gives the entry base in the directory dirfd, which the archive
+// entry h called name put there with mode, what the flags keep of it:
+// its owner and group (as root; mode again after them, as chown clears
+// setuid and setgid), then its xattrs and ACLs, never following a link.
+// What it cannot keep it notes, once each.
+func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.FileMode) error {
+	if !a.Applies() {
+		return nil
+	}
+	link := h.Typeflag == tar.TypeSymlink
+	if a.chown(dirfd, base, name, h) && !link {
+		if err := unix.Fchmodat(dirfd, base, unixMode(mode), 0); err != nil {
+			return fmt.Errorf("chmod %q: %w", name, err)
+		}
+	}
+	path := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + base
+	for _, k := range slices.Sorted(maps.Keys(h.PAXRecords)) {
+		x, ok := strings.CutPrefix(k, XattrPrefix)
+		if !ok || !a.takes(x, name, h.Typeflag) {
+			continue
+		}
+		if err := unix.Lsetxattr(path, x, []byte(h.PAXRecords[k]), 0); err != nil {
+			a.notes.once("set "+x+err.Error(), "%s: %s of %q not kept: %v", flagOf(x), x, name, err)
+		}
+	}
+	return nil
+}
+
+// takes says whether the xattr x of the entry name, of type typ, is to
+// be set: an ACL with -A (a default one on a directory only, none on a
+// symbolic link); another with -X, of a namespace this process may set
+// (noted once otherwise).
+func (a *Applier) takes(x, name string, typ byte) bool {
+	switch {
+	case x == aclAccess || x == aclDefault:
+		return a.f.ACLs && typ != tar.TypeSymlink && (x == aclAccess || typ == tar.TypeDir)
+	case !a.f.Xattrs:
+		return false
+	case !allowed(x, a.root):
+		a.notes.once("ns "+namespace(x), "-X: %s.* xattrs are not kept here (user.* only, as non-root; no system.*), such as %s of %q", namespace(x), x, name)
+		return false
+	}
+	return true
+}
+
+// flagOf names the flag that keeps the xattr x.
+func flagOf(x string) string {
+	if x == aclAccess || x == aclDefault {
+		return "-A"
+	}
+	return "-X"
+}
+
+// chown gives base in dirfd the owner and group of h called name, as root
+// and as the flags say; it says whether it did. What it cannot give, it
+// notes.
+func (a *Applier) chown(dirfd int, base, name string, h *tar.Header) bool {
+	if !a.f.Owner && !a.f.Group {
+		return false
+	}
+	if !a.root {
+		a.notes.once("owner", "--owner, -g: not root here: owners and groups are not kept")
+		return false
+	}
+	uid, gid := -1, -1
+	if a.f.Owner {
+		uid = a.id(a.uids, h.Uname, h.Uid, user.Lookup)
+	}
+	if a.f.Group {
+		gid = a.id(a.gids, h.Gname, h.Gid, lookupGroup)
+	}
+	if err := unix.Fchownat(dirfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		a.notes.once("chown "+err.Error(), "--owner, -g: owner of %q not kept: %v", name, err)
+		return false
+	}
+	return true
+}
+
+// id returns the id to give for name and id of an archive entry: that of
+// the user (or group) name here, looked up once, unless --numeric-ids or
+// no name or no such name here; else id.
+func (a *Applier) id(cache map[string]int, name string, id int, lookup func(string) (*user.User, error)) int {
+	if a.f.NumericIDs || name == "" {
+		return id
+	}
+	local, ok := cache[name]
+	if !ok {
+		local = -1
+		if u, err := lookup(name); err == nil {
+			local, _ = strconv.Atoi(u.Uid)
+		}
+		cache[name] = local
+	}
+	if local < 0 {
+		return id
+	}
+	return local
+}
+
+// lookupGroup looks up the group name, its id as a User's Uid (for id).
+func lookupGroup(name string) (*user.User, error) {
+	g, err := user.LookupGroup(name)
+	if err != nil {
+		return nil, err
+	}
+	return &user.User{Uid: g.Gid}, nil
+}
+
+// Special makes the device or named pipe of the archive entry h called
+// name at base in dirfd, with mode, and says whether it did: a named pipe
+// always, a device only as root (else it notes, once, that devices are
+// not made).
+func (a *Applier) Special(dirfd int, base, name string, h *tar.Header, mode fs.FileMode) (bool, error) {
+	typ := map[byte]uint32{tar.TypeFifo: unix.S_IFIFO, tar.TypeChar: unix.S_IFCHR, tar.TypeBlock: unix.S_IFBLK}[h.Typeflag]
+	if typ != unix.S_IFIFO && !a.root {
+		a.notes.once("devices", "-D: not root here: devices are not made, such as %q", name)
+		return false, nil
+	}
+	dev := unix.Mkdev(uint32(h.Devmajor), uint32(h.Devminor))
+	if err := unix.Mknodat(dirfd, base, typ|0o600, int(dev)); err != nil {
+		return false, fmt.Errorf("mknod %q: %w", name, err)
+	}
+	if err := unix.Fchmodat(dirfd, base, unixMode(mode), 0); err != nil {
+		return false, fmt.Errorf("chmod %q: %w", name, err)
+	}
+	return true, nil
+}
+
+// unixMode returns the system's mode bits for m's permission, setuid,
+// setgid and sticky bits.
+func unixMode(m fs.FileMode) uint32 {
+	o := uint32(m.Perm())
+	for _, b := range []struct {
+		m   fs.FileMode
+		sys uint32
+	}{{fs.ModeSetuid, unix.S_ISUID}, {fs.ModeSetgid, unix.S_ISGID}, {fs.ModeSticky, unix.S_ISVTX}} {
+		if m&b.m != 0 {
+			o |= b.sys
+		}
+	}
+	return o
+}
