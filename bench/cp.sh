@@ -7,6 +7,15 @@
 # DIRECTION=down times downloads instead (rdmacp -r target:TREE DIR, and the same for
 # scp and rsync -a), through the same sshd.
 #
+# Then issue 43's table: rdmacp -a -H -X -A against rsync -aHAX, the two run one after
+# the other in every round, each verdict on the median of the rounds' paired speed-ups
+# (rsync's time over rdmacp's): the first copy of each workload (target >= 1.5x), and,
+# for each of INCR_WORKLOADS, the second copy of the unchanged tree and the copy after 1
+# file in 100 changed (target >= 1.0x each). For those two the destination first gets
+# the tree by the same tool (untimed), then its file system is unmounted and mounted
+# again, so that each tool starts with the destination's caches dropped and the sources
+# page-cached (no drop_caches: the sources would come from the virtual disk).
+#
 # Needs root (sshd, logins as root with a throw-away key, and mount); installs rsync and
 # openssh-server with apt-get when they are missing. The sources stay page-cached; the
 # tools take turns, one run each per round. Every copy (every tool, every run) goes into
@@ -20,15 +29,19 @@
 # the next tool's timed copy; umount writes them back before the next copy starts. Every
 # tool gets the identical new file system (same size, options and inode count, mounted
 # with the defaults, no discard). Memory: /dev/shm holds one copy at a time (about
-# 2.3 GiB for mid) besides the sources' page cache (3.1 GiB).
+# 2.3 GiB for mid) besides the sources' page cache (3.1 GiB, and a changed copy of each
+# of INCR_WORKLOADS).
 #
 # Environment:
 #   RUNS       runs per tool and workload (default 3)
 #   WORKLOADS  which of big, small, mid to run (default "big small mid")
-#   TOOLS      which of rdmacp, scp, rsync to run (default all three; the table has a
-#              blank for each left out)
+#   TOOLS      which of rdmacp, scp, rsync, rdmacp-aHAX (rdmacp -a -H -X -A) and
+#              rsync-aHAX (rsync -aHAX) to run on first copies (default all five; the
+#              tables have a blank for each left out)
+#   INCR_WORKLOADS  which of big, small, mid get the second-copy rows (default small;
+#              empty: none)
 #   BENCH_BIN  where rdmacp is (default bin, as make build leaves it)
-#   BEFORE_BIN where an earlier rdmacp is, to compare with: it runs as a fourth
+#   BEFORE_BIN where an earlier rdmacp is, to compare with: it runs as a sixth
 #              tool, "before", in the same rounds, and the table gets its column
 #              and rdmacp's speed-up over it
 #   DIRECTION  up (default): the local trees to target:DIR; down: target:TREE to a
@@ -36,13 +49,15 @@
 #   CP_DIR     scratch directory for the sources, keys and mount point (default a new
 #              one under /var/tmp, removed at the end)
 #   CP_SHM     where the file systems' backing files go (default /dev/shm)
-#   CP_TSV     if set, one line per run appended there: workload tool seconds
+#   CP_TSV     if set, one line per run appended there: workload tool seconds (the
+#              workload as small-unchanged or small-changed for the second copies)
 set -euo pipefail
 export LC_ALL=C
 
 RUNS=${RUNS:-3}
 WORKLOADS=${WORKLOADS:-big small mid}
-TOOLS=${TOOLS:-rdmacp scp rsync}
+TOOLS=${TOOLS:-rdmacp scp rsync rdmacp-aHAX rsync-aHAX}
+INCR_WORKLOADS=${INCR_WORKLOADS-small}
 DIRECTION=${DIRECTION:-up}
 case $DIRECTION in
   up) WHAT=uploads ;;
@@ -76,7 +91,7 @@ cleanup() {
   if [ -n "${CP_DIR:-}" ]; then rmdir "$DIR/dst" 2>/dev/null || true; else rm -rf "$DIR"; fi
 }
 trap cleanup EXIT
-mkdir -p "$DIR/keys" "$DIR/src" "$DIR/dst" /run/sshd
+mkdir -p "$DIR/keys" "$DIR/src" "$DIR/changed" "$DIR/dst" /run/sshd
 
 # fresh_fs WORKLOAD: a new ext4 file system for one copy of WORKLOAD, mounted on
 # $DIR/dst: a file in RAM of the workload's size and a half (a GiB at least), on a
@@ -146,7 +161,7 @@ ssh -F "$DIR/keys/ssh_config" target true
 make_workload() {
   local w=$DIR/src/$1 d
   [ -e "$w.done" ] && return
-  rm -rf "$w"
+  rm -rf "$w" "$w.md5" "$DIR/changed/$1.done"
   mkdir -p "$w"
   case $1 in
     big) head -c 1G /dev/urandom > "$w/big" ;;
@@ -163,36 +178,94 @@ make_workload() {
   touch "$w.done"
 }
 
-# run_tool TOOL WORKLOAD: one copy into a fresh file system (see fresh_fs), printing
-# its wall time in seconds.
+# make_changed NAME: $DIR/changed/NAME, workload NAME's tree with every hundredth file
+# (in sorted order, the first one included) rewritten with new bytes of the same size
+# and a new modification time.
+make_changed() {
+  local c=$DIR/changed/$1 f
+  [ -e "$c.done" ] && return
+  rm -rf "$c" "$c.md5"
+  cp -a "$DIR/src/$1" "$c"
+  (cd "$c" && find . -type f | sort | awk 'NR % 100 == 1') | while read -r f; do
+    head -c "$(stat -c %s "$c/$f")" /dev/urandom > "$c/$f.new"
+    mv "$c/$f.new" "$c/$f"
+  done
+  touch "$c.done"
+}
+
+# copy TOOL FROM TO: one copy of FROM into the directory TO by TOOL.
+copy() {
+  local ssh_cfg=$DIR/keys/ssh_config
+  case $1 in
+    rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$ssh_cfg" -r "$2" "$3" ;;
+    before) RDMACP_REMOTE_CMD=$BEFORE "$BEFORE" -t tcp -F "$ssh_cfg" -r "$2" "$3" ;;
+    rdmacp-aHAX) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$ssh_cfg" -a -H -X -A "$2" "$3" ;;
+    scp) scp -q -F "$ssh_cfg" -r "$2" "$3" ;;
+    rsync) rsync -a -e "ssh -F $ssh_cfg" "$2" "$3" ;;
+    rsync-aHAX) rsync -aHAX -e "ssh -F $ssh_cfg" "$2" "$3" ;;
+    *) echo "bench/cp.sh: no tool $1" >&2; exit 1 ;;
+  esac
+}
+
+# run_tool TOOL WORKLOAD [ROW]: one copy into a fresh file system (see fresh_fs),
+# printing its wall time in seconds. ROW is first (the default), unchanged (the second
+# copy of the tree) or changed (the copy of its changed tree, see make_changed, over
+# the first); for the last two the first copy is made before, untimed, and the file
+# system mounted again.
 run_tool() {
-  local dst=$DIR/dst/copy src=$DIR/src/$2 t0 t1 from to
+  local dst=$DIR/dst/copy src=$DIR/src/$2 t0 t1 host='' to loop
   fresh_fs "$2" >&2
   mkdir "$dst"
+  to=target:$dst/
+  [ "$DIRECTION" = up ] || host=target: to=$dst/
+  if [ "${3:-first}" != first ]; then
+    copy "$1" "$host$src" "$to" >&2
+    loop=$(findmnt -n -o SOURCE "$DIR/dst")
+    umount "$DIR/dst"
+    mount -t ext4 "$loop" "$DIR/dst"
+    [ "$3" = unchanged ] || src=$DIR/changed/$2
+  fi
   sync
-  from=$src to=target:$dst/
-  [ "$DIRECTION" = up ] || from=target:$src to=$dst/
   t0=$EPOCHREALTIME
-  case $1 in
-    rdmacp) RDMACP_REMOTE_CMD=$RDMACP "$RDMACP" -t tcp -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
-    before) RDMACP_REMOTE_CMD=$BEFORE "$BEFORE" -t tcp -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
-    scp) scp -q -F "$DIR/keys/ssh_config" -r "$from" "$to" ;;
-    rsync) rsync -a -e "ssh -F $DIR/keys/ssh_config" "$from" "$to" ;;
-  esac
+  copy "$1" "$host$src" "$to"
   t1=$EPOCHREALTIME
   cmp_tree "$src" "$dst/$2"
   drop_fs >&2
   awk -v a="$t0" -v b="$t1" 'BEGIN { printf "%.2f\n", b - a }'
 }
 
-# cmp_tree SRC DST: fails unless DST holds SRC's files with the same bytes.
+# sum_tree DIR: the md5 sum of DIR's files' bytes, in name order.
+sum_tree() { (cd "$1" && find . -type f -print0 | sort -z | xargs -0 cat | md5sum); }
+
+# cmp_tree SRC DST: fails unless DST holds SRC's files with the same bytes (SRC's sum
+# is kept beside it, as SRC.md5).
 cmp_tree() {
-  (cd "$1" && find . -type f -print0 | sort -z | xargs -0 cat | md5sum) > "$DIR/a.sum"
-  (cd "$2" && find . -type f -print0 | sort -z | xargs -0 cat | md5sum) > "$DIR/b.sum"
-  cmp -s "$DIR/a.sum" "$DIR/b.sum" || { echo "bench/cp.sh: $2 differs from $1" >&2; exit 1; }
+  [ -e "$1.md5" ] || sum_tree "$1" > "$1.md5"
+  sum_tree "$2" > "$DIR/b.sum"
+  cmp -s "$1.md5" "$DIR/b.sum" || { echo "bench/cp.sh: $2 differs from $1" >&2; exit 1; }
 }
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print v[int((NR + 1) / 2)] }'; }
+
+# issue43_row ROW WORKLOAD TARGET: a row of issue 43's table from times.rdmacp-aHAX and
+# times.rsync-aHAX (a line per round each): the medians, the median of the rounds'
+# speed-ups (rsync's time over rdmacp's) and its verdict against TARGET.
+issue43_row() {
+  local r y
+  r=$(median < "$DIR/times.rdmacp-aHAX")
+  y=$(median < "$DIR/times.rsync-aHAX")
+  paste "$DIR/times.rdmacp-aHAX" "$DIR/times.rsync-aHAX" | awk '{ printf "%.4f\n", $2 / $1 }' | median |
+    awk -v row="$1" -v w="$2" -v r="$r" -v y="$y" -v t="$3" \
+      '{ printf "| %s | %s | %.2f | %.2f | %.2fx | >= %.1fx | %s |\n", row, w, r, y, $1, t, ($1 >= t ? "pass" : "miss") }'
+}
+
+label() {
+  case $1 in
+    big) echo "one file of 1 GiB" ;;
+    small) echo "20,000 x 4 KiB" ;;
+    mid) echo "2,000 x 1 MiB" ;;
+  esac
+}
 
 echo "## rdmacp against scp and rsync -a ($WHAT through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
 echo
@@ -203,18 +276,21 @@ else
   echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
   echo "|---|---|---|---|---|---|"
 fi
+: > "$DIR/issue43.md"
 for w in $WORKLOADS; do
   make_workload "$w"
   declare -A med=([before]=0 [rdmacp]=0 [scp]=0 [rsync]=0)
   for tool in $TOOLS; do : > "$DIR/times.$tool"; done
-  for run in $(seq "$RUNS"); do
+  for _ in $(seq "$RUNS"); do
     for tool in $TOOLS; do
       s=$(run_tool "$tool" "$w")
       echo "$s" >> "$DIR/times.$tool"
       [ -z "${CP_TSV:-}" ] || printf '%s\t%s\t%s\n' "$w" "$tool" "$s" >> "$CP_TSV"
     done
   done
-  for tool in $TOOLS; do med[$tool]=$(median < "$DIR/times.$tool"); done
+  for tool in before rdmacp scp rsync; do
+    [[ " $TOOLS " != *" $tool "* ]] || med[$tool]=$(median < "$DIR/times.$tool")
+  done
   awk -v w="$w" -v b="${med[before]}" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" -v cmp="$BEFORE" \
     'function t(x) { return x > 0 ? sprintf("%.2f", x) : "" }
      function q(x) { return x > 0 && r > 0 ? sprintf("%.2fx", x / r) : "" }
@@ -222,4 +298,33 @@ for w in $WORKLOADS; do
        if (cmp != "") printf "| %s | %s | %s | %s | %s | %s | %s | %s |\n", w, t(b), t(r), t(s), t(y), q(b), q(s), q(y)
        else printf "| %s | %s | %s | %s | %s | %s |\n", w, t(r), t(s), t(y), q(s), q(y)
      }'
+  if [[ " $TOOLS " == *" rdmacp-aHAX "* && " $TOOLS " == *" rsync-aHAX "* ]]; then
+    issue43_row "first copy" "$(label "$w")" 1.5 >> "$DIR/issue43.md"
+  fi
 done
+for w in $INCR_WORKLOADS; do
+  make_workload "$w"
+  make_changed "$w"
+  for row in unchanged changed; do
+    for tool in rdmacp-aHAX rsync-aHAX; do : > "$DIR/times.$tool"; done
+    for _ in $(seq "$RUNS"); do
+      for tool in rdmacp-aHAX rsync-aHAX; do
+        s=$(run_tool "$tool" "$w" "$row")
+        echo "$s" >> "$DIR/times.$tool"
+        [ -z "${CP_TSV:-}" ] || printf '%s\t%s\t%s\n' "$w-$row" "$tool" "$s" >> "$CP_TSV"
+      done
+    done
+    case $row in
+      unchanged) issue43_row "second copy, unchanged" "$(label "$w")" 1.0 ;;
+      changed) issue43_row "after 1 in 100 changed" "$(label "$w")" 1.0 ;;
+    esac >> "$DIR/issue43.md"
+  done
+done
+if [ -s "$DIR/issue43.md" ]; then
+  echo
+  echo "## rdmacp -a -H -X -A against rsync -aHAX (issue 43; $WHAT, the same sshd; medians of $RUNS paired rounds)"
+  echo
+  echo "| row | workload | rdmacp s | rsync -aHAX s | speed-up (median of pairs) | target | verdict |"
+  echo "|---|---|---|---|---|---|---|"
+  cat "$DIR/issue43.md"
+fi
