@@ -159,19 +159,39 @@ func (s *tarSink) localName(name string) string {
 	return path.Join(s.top, rest)
 }
 
+// linesBuf is the buffer of a listing's or decisions' lines: written one
+// by one, each line would cost the ssh channel a packet of its own.
+const linesBuf = 64 << 10
+
 // writeListing writes list as status lines, then "listed N".
 func writeListing(w io.Writer, list []quick.Entry) error {
+	bw := bufio.NewWriterSize(w, linesBuf)
 	for _, e := range list {
 		b, err := json.Marshal(e)
 		if err != nil {
 			return err
 		}
-		if _, err := fmt.Fprintf(w, "%sentry %s\n", statusPrefix, b); err != nil {
+		if _, err := fmt.Fprintf(bw, "%sentry %s\n", statusPrefix, b); err != nil {
 			return err
 		}
 	}
-	_, err := fmt.Fprintf(w, "%slisted %d\n", statusPrefix, len(list))
-	return err
+	fmt.Fprintf(bw, "%slisted %d\n", statusPrefix, len(list))
+	return bw.Flush()
+}
+
+// writeDecisions writes a decision line for each of del (entries to
+// remove) and of skip (files and links not to send), then the end. bw
+// keeps the first failed write, which Flush returns.
+func writeDecisions(w io.Writer, del []string, skip map[string]bool) error {
+	bw := bufio.NewWriterSize(w, linesBuf)
+	for _, n := range del {
+		writeJSONLine(bw, decisionLine{Delete: n})
+	}
+	for n := range skip {
+		writeJSONLine(bw, decisionLine{Skip: n})
+	}
+	writeJSONLine(bw, decisionLine{End: true})
+	return bw.Flush()
 }
 
 // readListing reads the remote side's listing from r, whose first status
@@ -241,10 +261,7 @@ func (o Options) listUpload(ctx context.Context, r *remote, p *plan, st status, 
 	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Filter)
 	if !o.Incr.dryRun {
 		// A failed write means ssh is gone; the next status says why.
-		for _, n := range plan.Delete {
-			_ = writeJSONLine(r.stdin, decisionLine{Delete: n})
-		}
-		_ = writeJSONLine(r.stdin, decisionLine{End: true})
+		_ = writeDecisions(r.stdin, plan.Delete, nil)
 	}
 	for i := range p.srcs {
 		p.srcs[i].skip = plan.Skip
@@ -366,10 +383,7 @@ func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, st sta
 		}
 	}
 	// A failed write means ssh is gone; the remote side's status says why.
-	for n := range plan.Skip {
-		_ = writeJSONLine(r.stdin, decisionLine{Skip: n})
-	}
-	_ = writeJSONLine(r.stdin, decisionLine{End: true})
+	_ = writeDecisions(r.stdin, nil, plan.Skip)
 	return nil
 }
 
