@@ -267,14 +267,19 @@ label() {
   esac
 }
 
-echo "## rdmacp against scp and rsync -a ($WHAT through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
-echo
-if [ -n "$BEFORE" ]; then
-  echo "| workload | rdmacp before s | rdmacp s | scp s | rsync -a s | vs before | vs scp | vs rsync |"
-  echo "|---|---|---|---|---|---|---|---|"
-else
-  echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
-  echo "|---|---|---|---|---|---|"
+# The first table is issue 34's, printed when TOOLS has one of its tools.
+plain=0
+for tool in before rdmacp scp rsync; do [[ " $TOOLS " != *" $tool "* ]] || plain=1; done
+if [ $plain = 1 ]; then
+  echo "## rdmacp against scp and rsync -a ($WHAT through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
+  echo
+  if [ -n "$BEFORE" ]; then
+    echo "| workload | rdmacp before s | rdmacp s | scp s | rsync -a s | vs before | vs scp | vs rsync |"
+    echo "|---|---|---|---|---|---|---|---|"
+  else
+    echo "| workload | rdmacp s | scp s | rsync -a s | vs scp | vs rsync |"
+    echo "|---|---|---|---|---|---|"
+  fi
 fi
 : > "$DIR/issue43.md"
 for w in $WORKLOADS; do
@@ -291,7 +296,7 @@ for w in $WORKLOADS; do
   for tool in before rdmacp scp rsync; do
     [[ " $TOOLS " != *" $tool "* ]] || med[$tool]=$(median < "$DIR/times.$tool")
   done
-  awk -v w="$w" -v b="${med[before]}" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" -v cmp="$BEFORE" \
+  [ $plain = 0 ] || awk -v w="$w" -v b="${med[before]}" -v r="${med[rdmacp]}" -v s="${med[scp]}" -v y="${med[rsync]}" -v cmp="$BEFORE" \
     'function t(x) { return x > 0 ? sprintf("%.2f", x) : "" }
      function q(x) { return x > 0 && r > 0 ? sprintf("%.2fx", x / r) : "" }
      BEGIN {
@@ -321,7 +326,7 @@ for w in $INCR_WORKLOADS; do
   done
 done
 if [ -s "$DIR/issue43.md" ]; then
-  echo
+  [ $plain = 0 ] || echo
   echo "## rdmacp -a -H -X -A against rsync -aHAX (issue 43; $WHAT, the same sshd; medians of $RUNS paired rounds)"
   echo
   echo "| row | workload | rdmacp s | rsync -aHAX s | speed-up (median of pairs) | target | verdict |"
