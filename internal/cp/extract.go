@@ -106,10 +106,12 @@ func (c *counter) Read(p []byte) (int, error) {
 // A regular file is written under its partial name (see partialName),
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
-// files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed) error {
+// files that rr lists (by name in the archive), and only from those. t,
+// if not nil, counts the entries and their data as they are written.
+func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed, t *tally) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
+	data := t.reader(tr)
 	buf := make([]byte, copyBuf)
 	var dirs dirMetas
 	seen := map[string]bool{} // directories known to be real ones (see checkParents)
@@ -140,10 +142,11 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 		if err := ms.keep.Check(h, name); err != nil {
 			return err
 		}
-		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
+		if ok, err := handOver(ctx, w, ds, data, h, name, ms); ok || err != nil {
 			if err != nil {
 				return err
 			}
+			t.entry(h.Typeflag)
 			continue
 		}
 		if !w.passes(h, name, ds) {
@@ -163,12 +166,12 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime, h})
 			}
 		case tar.TypeReg, tar.TypeGNUSparse:
-			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
+			write := func(f *os.File, base int64) error { return writeData(ctx, f, data, arrived, buf, base) }
 			meta := metaOf(h, ms)
 			if at, ok := h.PAXRecords[resumeRecord]; ok {
-				err = rr.resume(root, name, h, at, data, meta)
+				err = rr.resume(root, name, h, at, write, meta)
 			} else {
-				err = writeEntry(ds, name, data, meta, isSparse(h))
+				err = writeEntry(ds, name, write, meta, isSparse(h))
 			}
 			if err == nil {
 				err = keepEntry(ds, ms, name, h, meta.mode)
@@ -188,6 +191,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 				return err
 			}
 		}
+		t.entry(h.Typeflag)
 	}
 	if err := w.wait(); err != nil {
 		return err

@@ -46,6 +46,8 @@ type Options struct {
 	Transport string        // "auto", "rdma" or "tcp"
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
+	Progress  bool          // a progress line on Stderr (see tally)
+	Redraw    bool          // Stderr is a terminal: the progress line is redrawn in place
 	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
 	DataPorts portRange     // the ports the receiving side may listen on; zero: any
 	Stderr    io.Writer
@@ -153,7 +155,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
-	stats, err := stream(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
+	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
 	if err != nil {
 		r.close()
 		return streamFailed(err, r)
@@ -372,9 +374,10 @@ func (e *dialError) Unwrap() error { return e.err }
 func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
+	p.tally.restart()
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep, p.tally))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))
