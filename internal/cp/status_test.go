@@ -122,6 +122,8 @@ func TestReadRequest(t *testing.T) {
 		{name: "between hosts, down a chain, resuming", change: func(r *Request) { later(r); r.Chain, r.Resume = true, true }},
 		{name: "download that relays", change: func(r *Request) { later(r); r.Relay = true }},
 		{name: "upload down a chain", change: func(r *Request) { r.Chain = true }},
+		{name: "download with its totals", change: func(r *Request) { download(r); r.Progress = true }, ok: true},
+		{name: "upload that asks for totals", change: func(r *Request) { r.Progress = true }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
 		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},
