@@ -86,6 +86,36 @@ func defaultParams(transport string, relay bool) conn.Params {
 	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
 }
 
+// takeOffers takes the remote side's resume offers, from st on, for the
+// one file in or the tree of p, and returns the status after them and how
+// many bytes of the one file the remote side has (-1: none offered).
+func takeOffers(ctx context.Context, r *remote, st status, in *os.File, p *plan, key []byte, host string) (status, int64, error) {
+	skipped := int64(-1)
+	for st.kind == "have" {
+		var err error
+		switch {
+		case in != nil && skipped >= 0:
+			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
+		case in != nil:
+			skipped, err = resumeUpload(r, in, st.offer, key)
+		case p.rs != nil:
+			err = p.rs.add(st.offer)
+		default:
+			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
+		}
+		if err != nil {
+			return st, skipped, err
+		}
+		if st, err = r.next(ctx, offerWait); err != nil {
+			return st, skipped, conn.Errorf(conn.KindSetup, "start the remote side on "+host, "%v", err)
+		}
+		if err := remoteFailed(host, st); err != nil {
+			return st, skipped, err
+		}
+	}
+	return st, skipped, nil
+}
+
 // Copy copies the files and directories at paths to t (an upload): it
 // starts the remote side over ssh (see Serve), sends it the request with a
 // one-time key, connects to the port it reports and streams the sources,
@@ -129,27 +159,9 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if o.Resume && p.mode == modeTar {
 		p.rs = newResumption(p, key)
 	}
-	skipped := int64(-1)
-	for st.kind == "have" {
-		switch {
-		case in != nil && skipped >= 0:
-			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
-		case in != nil:
-			skipped, err = resumeUpload(r, in, st.offer, key)
-		case p.rs != nil:
-			err = p.rs.add(st.offer)
-		default:
-			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
-		}
-		if err != nil {
-			return err
-		}
-		if st, err = r.next(ctx, offerWait); err != nil {
-			return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "%v", err)
-		}
-		if err := remoteFailed(t.Host, st); err != nil {
-			return err
-		}
+	st, skipped, err := takeOffers(ctx, r, st, in, &p, key, t.Host)
+	if err != nil {
+		return err
 	}
 	if st.kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
