@@ -18,6 +18,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -58,6 +59,13 @@ quoted from the local shell) is expanded by the remote rdmacp itself (Go's filep
 no shell; * does not match a leading dot), and this side takes only names it matches. As in
 scp, a pattern that matches nothing is the literal name (HOST:'g[1]' copies g[1]), and a
 pattern's one match is copied as one source is.
+
+--progress (and -v when stderr is a terminal) shows the copy's progress on stderr, as
+rsync --info=progress2: bytes, percent, rate, time left, files sent and entries left of
+the total (to-chk=LEFT/TOTAL). The sending side counts a tree first (a download's remote
+side reports its totals, which only feed the display). On a terminal the line is redrawn
+in place; elsewhere --progress prints a line a second, and -v none. Between two remote
+hosts and with --to there is no progress line.
 
 The data connection goes straight between the hosts (to the HostName of an ssh alias),
 not through ssh or a jump host: use --data-host to name another address of HOST, e.g.
@@ -157,7 +165,8 @@ func Main(args []string) int {
 			&cli.StringFlag{Name: "data-host", Usage: "HOST's address for the stream (e.g. that of its InfiniBand interface) instead of the one ssh connects to; between two remote hosts, HOST2's"},
 			&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto (RDMA when a device can reach HOST, else TCP), rdma or tcp"},
 			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption"},
+			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption (and, on a terminal, --progress's line)"},
+			&cli.BoolFlag{Name: "progress", Usage: "show the copy's progress on stderr, as rsync --info=progress2: bytes, percent, rate, time left, files sent, entries left of the total (a tree is counted first); redrawn in place on a terminal, else a line a second; none between two remote hosts or with --to"},
 			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
 			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
 			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
@@ -295,6 +304,7 @@ func copyAction(c *cli.Context) error {
 		if err := o.hostsOnly(); err != nil {
 			return err
 		}
+		o.Progress = false // this host sees no stream, or, with --to, does not show its own
 	}
 	ctx, stop := command.SignalContext(syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
@@ -325,11 +335,13 @@ func optionsOf(c *cli.Context) (Options, error) {
 		Transport: c.String("transport"),
 		Timeout:   c.Duration("timeout"),
 		Verbose:   c.Bool("verbose"),
+		Redraw:    progress.Terminal(os.Stderr),
 		Stderr:    os.Stderr,
 		Fanout:    c.Int("fanout"),
 		Stats:     c.String("stats-json"),
 		Filter:    filterOf(c),
 	}
+	o.Progress = c.Bool("progress") || o.Verbose && o.Redraw
 	var err error
 	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {
 		return o, err

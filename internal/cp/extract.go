@@ -106,15 +106,14 @@ func (c *counter) Read(p []byte) (int, error) {
 // A regular file is written under its partial name (see partialName),
 // which a failed extraction keeps, cut to what arrived, for a resume. An
 // entry that resumes a file (see resumeRecord) goes on from one of the
-// files that rr lists (by name in the archive), and only from those.
-func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed) error {
+// files that rr lists (by name in the archive), and only from those. t,
+// if not nil, counts the entries and their data as they are written.
+func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed, t *tally) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
-	buf := make([]byte, copyBuf)
-	var dirs dirMetas
-	seen := map[string]bool{} // directories known to be real ones (see checkParents)
-	ds := newDirs(root)
-	defer ds.close()
+	x := &placer{ctx: ctx, root: root, top: top, ms: ms, rr: rr, arrived: arrived, data: t.reader(tr),
+		buf: make([]byte, copyBuf), ds: newDirs(root), seen: map[string]bool{}}
+	defer x.ds.close()
 	w := newWriters(ms.umask)
 	defer w.close()
 	for {
@@ -134,65 +133,91 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 				return err
 			}
 		}
-		if err := checkEntry(root, h, name, sc, seen, rr); err != nil {
+		if err := checkEntry(root, h, name, sc, x.seen, rr); err != nil {
 			return err
 		}
 		if err := ms.keep.Check(h, name); err != nil {
 			return err
 		}
-		if ok, err := handOver(ctx, w, ds, tr, h, name, ms); ok || err != nil {
+		if ok, err := handOver(ctx, w, x.ds, x.data, h, name, ms); ok || err != nil {
 			if err != nil {
 				return err
 			}
+			t.entry(h.Typeflag)
 			continue
 		}
-		if !w.passes(h, name, ds) {
+		if !w.passes(h, name, x.ds) {
 			if err := w.wait(); err != nil {
 				return err
 			}
 		}
-		mode := h.FileInfo().Mode()
-		switch h.Typeflag {
-		case tar.TypeDir:
-			made, err := ds.mkdir(name)
-			if err != nil {
-				return err
-			}
-			seen[name] = true
-			if made || ms.preserve || rr != nil || ms.keep.Applies() {
-				dirs.add(dirMeta{name, ms.of(mode, true), h.AccessTime, h.ModTime, h})
-			}
-		case tar.TypeReg, tar.TypeGNUSparse:
-			data := func(f *os.File, base int64) error { return writeData(ctx, f, tr, arrived, buf, base) }
-			meta := metaOf(h, ms)
-			if at, ok := h.PAXRecords[resumeRecord]; ok {
-				err = rr.resume(root, name, h, at, data, meta)
-			} else {
-				err = writeEntry(ds, name, data, meta, isSparse(h))
-			}
-			if err == nil {
-				err = keepEntry(ds, ms, name, h, meta.mode)
-			}
-			if err != nil {
-				return err
-			}
-		case tar.TypeSymlink:
-			if err := makeLink(root, name, h.Linkname); err != nil {
-				return err
-			}
-			if err := keepEntry(ds, ms, name, h, 0); err != nil {
-				return err
-			}
-		default:
-			if err := makeKept(root, ds, name, top, h, ms); err != nil {
-				return err
-			}
+		if err := x.place(h, name); err != nil {
+			return err
 		}
+		t.entry(h.Typeflag)
 	}
 	if err := w.wait(); err != nil {
 		return err
 	}
-	return setDirs(root, dirs.list, ms.keep)
+	return setDirs(root, x.dirs.list, ms.keep)
+}
+
+// placer is what one extract writes into and has made, beside the
+// archive's reader.
+type placer struct {
+	ctx     context.Context
+	root    *os.Root
+	top     string
+	ms      modes
+	rr      *resumed
+	arrived *counter  // the archive's bytes as they arrive, for a resume's cut
+	data    io.Reader // the entries' data, counted for the progress line
+	buf     []byte
+	ds      *dirs
+	dirs    dirMetas        // the directories whose modes and times are set at the end
+	seen    map[string]bool // directories known to be real ones (see checkParents)
+}
+
+// place makes entry h, named name, here itself: a directory (its modes and
+// times kept for the end), a file, a link or, with -D, a special file.
+func (x *placer) place(h *tar.Header, name string) error {
+	switch h.Typeflag {
+	case tar.TypeDir:
+		made, err := x.ds.mkdir(name)
+		if err != nil {
+			return err
+		}
+		x.seen[name] = true
+		if made || x.ms.preserve || x.rr != nil || x.ms.keep.Applies() {
+			x.dirs.add(dirMeta{name, x.ms.of(h.FileInfo().Mode(), true), h.AccessTime, h.ModTime, h})
+		}
+		return nil
+	case tar.TypeReg, tar.TypeGNUSparse:
+		return x.file(h, name)
+	case tar.TypeSymlink:
+		if err := makeLink(x.root, name, h.Linkname); err != nil {
+			return err
+		}
+		return keepEntry(x.ds, x.ms, name, h, 0)
+	}
+	return makeKept(x.root, x.ds, name, x.top, h, x.ms)
+}
+
+// file writes the regular file h, named name: anew, or on from the
+// partial copy a resume offered.
+func (x *placer) file(h *tar.Header, name string) error {
+	write := func(f *os.File, base int64) error { return writeData(x.ctx, f, x.data, x.arrived, x.buf, base) }
+	meta := metaOf(h, x.ms)
+	var err error
+	if at, ok := h.PAXRecords[resumeRecord]; ok {
+		err = x.rr.resume(x.root, name, h, at, write, meta)
+	} else {
+		err = writeEntry(x.ds, name, write, meta, isSparse(h))
+	}
+	if err != nil {
+		return err
+	}
+	return keepEntry(x.ds, x.ms, name, h, meta.mode)
 }
 
 // setDirs gives the directories of dirs their modes, what keep keeps of

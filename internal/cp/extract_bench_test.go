@@ -23,7 +23,7 @@ func BenchmarkExtractSmall(b *testing.B) {
 		b.Fatal(err)
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
+	if err := writeTar(&ar, p.srcs, os.Stderr, nil, meta.Flags{}, nil); err != nil {
 		b.Fatal(err)
 	}
 	base := cmp.Or(os.Getenv("RDMACP_BENCH_DIR"), b.TempDir())
@@ -37,7 +37,7 @@ func BenchmarkExtractSmall(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := extract(context.Background(), root, bytes.NewReader(ar.Bytes()), scope{names: []string{"src"}}, "", modes{umask: 0o022}, nil); err != nil {
+		if err := extract(context.Background(), root, bytes.NewReader(ar.Bytes()), scope{names: []string{"src"}}, "", modes{umask: 0o022}, nil, nil); err != nil {
 			b.Fatal(err)
 		}
 		root.Close()
@@ -53,7 +53,7 @@ func BenchmarkWriteTarSmall(b *testing.B) {
 	}
 	b.ResetTimer()
 	for range b.N {
-		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil, meta.Flags{}); err != nil {
+		if err := writeTar(io.Discard, p.srcs, os.Stderr, nil, meta.Flags{}, nil); err != nil {
 			b.Fatal(err)
 		}
 	}

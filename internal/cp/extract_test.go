@@ -95,7 +95,7 @@ func TestExtractHostile(t *testing.T) {
 				data = archive(t, tc.entries...)
 			}
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(data), scope{names: tops(tc.entries)}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data), scope{names: tops(tc.entries)}, "", modes{}, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}
@@ -114,7 +114,7 @@ func TestExtractTop(t *testing.T) {
 		entry{name: "src/f", typ: tar.TypeReg, body: "hello"},
 		entry{name: "src/l", typ: tar.TypeSymlink, link: "f"},
 	)
-	if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"src"}}, "renamed", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"src"}}, "renamed", modes{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "renamed", "l")); err != nil || string(b) != "hello" {
@@ -155,7 +155,7 @@ func TestExtractUnasked(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := t.TempDir()
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, tc.top, modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, tc.top, modes{}, nil, nil)
 			var u *unasked
 			last := tc.entries[len(tc.entries)-1].name
 			if !errors.As(err, &u) || u.claim != last {
@@ -199,7 +199,7 @@ func TestExtractThroughLinkInside(t *testing.T) {
 				}
 			}
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil, nil)
 			if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
 				t.Fatalf("got %v, want %q", err, tc.fail)
 			}
@@ -229,7 +229,7 @@ func TestExtractQuotesNames(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			root := openRoot(t, t.TempDir())
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, "", modes{}, nil, nil)
 			if err == nil || strings.ContainsAny(err.Error(), "\x1b\r") || !strings.Contains(err.Error(), `\x1b[2J\rdone`) {
 				t.Fatalf("got %q, want an error naming the entry quoted", err)
 			}
@@ -251,7 +251,7 @@ func TestExtractKeepsExistingDirs(t *testing.T) {
 			}
 			root := openRoot(t, dst)
 			entries := []entry{{name: "dir/", typ: tar.TypeDir, mode: 0o777}, {name: "dir/new/", typ: tar.TypeDir, mode: 0o750}}
-			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"dir"}}, "", modes{preserve: preserve}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"dir"}}, "", modes{preserve: preserve}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			want := fs.FileMode(0o700)
@@ -304,7 +304,7 @@ func TestExtractManyDirs(t *testing.T) {
 	entries = append(entries, entry{name: "top/d0/f0", typ: tar.TypeReg, body: "short"}, entry{name: "top/old/f", typ: tar.TypeReg, body: "new f"})
 	want["top/d0/f0"] = "short"
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"top"}}, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"top"}}, "", modes{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for name, body := range want {
@@ -353,7 +353,7 @@ func TestExtractWriters(t *testing.T) {
 			root := openRoot(t, dst)
 			entries := append([]entry{{name: "top/", typ: tar.TypeDir, mode: 0o755}}, tc.entries...)
 			data := archive(t, entries...)
-			err := extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), scope{names: []string{"top"}}, "", modes{preserve: true}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data[:len(data)-tc.cut]), scope{names: []string{"top"}}, "", modes{preserve: true}, nil, nil)
 			if tc.says == "" && err != nil || tc.says != "" && (err == nil || !strings.Contains(err.Error(), tc.says)) {
 				t.Fatalf("extract: %v, want an error with %q", err, tc.says)
 			}
@@ -476,7 +476,7 @@ func TestExtractWithoutR(t *testing.T) {
 				t.Fatal(err)
 			}
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"a", "bin"}, files: true}, "", modes{}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"a", "bin"}, files: true}, "", modes{}, nil, nil)
 			var u *unasked
 			switch {
 			case tc.claim == "" && err != nil:
@@ -520,11 +520,11 @@ func TestExtractHonestWithoutR(t *testing.T) {
 		t.Fatal(err)
 	}
 	var b bytes.Buffer
-	if err := writeTar(&b, p.srcs, io.Discard, nil, meta.Flags{}); err != nil {
+	if err := writeTar(&b, p.srcs, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, &b, scope{names: p.contents(false).Names, files: true}, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, &b, scope{names: p.contents(false).Names, files: true}, "", modes{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"plain", "holes", "link"} {
@@ -565,7 +565,7 @@ func TestExtractRepeatedDir(t *testing.T) {
 		entries = append(entries, entry{name: "d/", typ: tar.TypeDir, mode: 0o777})
 	}
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"d"}}, "", modes{preserve: true}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(archive(t, entries...)), scope{names: []string{"d"}}, "", modes{preserve: true}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	if fi, err := os.Stat(filepath.Join(dst, "d")); err != nil || fi.Mode().Perm() != 0o750 {

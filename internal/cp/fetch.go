@@ -66,7 +66,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 			return err
 		}
 	}
-	stats, err := fetchStream(ctx, r, server.Server{Listener: l, Config: o.receiveConfig(key), Log: o.Stderr}, s, t.Host, dst)
+	stats, err := o.fetchShown(ctx, r, server.Server{Listener: l, Config: o.receiveConfig(key), Log: o.Stderr}, s, st.contents, t.Host, dst)
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
@@ -83,7 +83,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 // where to connect, and what it asks for.
 func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
 	req := o.request(key)
-	req.Recursive, req.LimitRate, req.Filter = o.Recursive, o.LimitRate, o.Filter.Lines()
+	req.Recursive, req.LimitRate, req.Filter, req.Progress = o.Recursive, o.LimitRate, o.Filter.Lines(), o.Progress
 	a := asked{recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)

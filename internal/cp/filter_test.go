@@ -89,7 +89,7 @@ func TestWalkFilter(t *testing.T) {
 		t.Fatalf("planned %d sources (%v), want t alone, and no failure", len(p.srcs), p.leftErr())
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, p.srcs, io.Discard, nil, meta.Flags{}); err != nil {
+	if err := writeTar(&ar, p.srcs, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := tarNames(t, &ar)

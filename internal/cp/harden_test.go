@@ -94,7 +94,7 @@ func TestExtractSparse(t *testing.T) {
 			data := sparseArchive(t, "s", tc.realsize, tc.frags)
 			dst := t.TempDir()
 			root := openRoot(t, dst)
-			if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"s"}}, "", modes{}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"s"}}, "", modes{}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			got, err := os.ReadFile(filepath.Join(dst, "s"))
@@ -128,7 +128,7 @@ func TestExtractStops(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
-		done <- extract(ctx, root, bytes.NewReader(data), scope{names: []string{"s"}}, "", modes{}, nil)
+		done <- extract(ctx, root, bytes.NewReader(data), scope{names: []string{"s"}}, "", modes{}, nil, nil)
 	}()
 	testutil.WaitFor(t, time.Minute, "the file to be started", func() bool {
 		m, _ := filepath.Glob(filepath.Join(dst, ".s.rdmacp-*"))
@@ -165,7 +165,7 @@ func TestExtractModes(t *testing.T) {
 			dst := t.TempDir()
 			root := openRoot(t, dst)
 			data := archive(t, entry{name: "e", typ: tc.typ, body: "x", mode: tc.mode})
-			if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"e"}}, "", modes{preserve: tc.preserve, umask: 0o022}, nil); err != nil {
+			if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"e"}}, "", modes{preserve: tc.preserve, umask: 0o022}, nil, nil); err != nil {
 				t.Fatal(err)
 			}
 			fi, err := os.Lstat(filepath.Join(dst, "e"))
@@ -199,7 +199,7 @@ var inTheWay = []struct {
 func TestExtractInTheWay(t *testing.T) {
 	checkInTheWay(t, func(dst string) error {
 		root := openRoot(t, dst)
-		return extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), scope{names: []string{"f"}}, "", modes{}, nil)
+		return extract(context.Background(), root, bytes.NewReader(archive(t, entry{name: "f", typ: tar.TypeReg, body: "new"})), scope{names: []string{"f"}}, "", modes{}, nil, nil)
 	})
 }
 
@@ -257,7 +257,7 @@ func TestExtractCutKeepsOld(t *testing.T) {
 	}
 	root := openRoot(t, dst)
 	data := archive(t, entry{name: "f", typ: tar.TypeReg, body: strings.Repeat("new", 1000)})
-	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), scope{names: []string{"f"}}, "", modes{}, nil); err == nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data[:512+1000]), scope{names: []string{"f"}}, "", modes{}, nil, nil); err == nil {
 		t.Fatal("a cut archive extracted without an error")
 	}
 	if b, err := os.ReadFile(filepath.Join(dst, "f")); err != nil || string(b) != "old" {

@@ -78,12 +78,12 @@ func TestKeepRoundTrip(t *testing.T) {
 	src, dst := filepath.Join(t.TempDir(), "t"), t.TempDir()
 	keptTree(t, src)
 	var ar, warn bytes.Buffer
-	if err := writeTar(&ar, []source{{path: src, name: "t"}}, &warn, nil, allKept); err != nil {
+	if err := writeTar(&ar, []source{{path: src, name: "t"}}, &warn, nil, allKept, nil); err != nil {
 		t.Fatal(err)
 	}
 	ms := modes{preserve: true, keep: meta.NewApplier(allKept, true, &warn)}
 	for range 2 { // the second time over the first: the pipe and device are replaced
-		if err := extract(context.Background(), openRoot(t, dst), bytes.NewReader(ar.Bytes()), scope{names: []string{"t"}}, "", ms, nil); err != nil {
+		if err := extract(context.Background(), openRoot(t, dst), bytes.NewReader(ar.Bytes()), scope{names: []string{"t"}}, "", ms, nil, nil); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -205,7 +205,7 @@ func TestKeepHostile(t *testing.T) {
 			}
 			tw.Close()
 			ms := modes{keep: meta.NewApplier(allKept, os.Geteuid() == 0, &bytes.Buffer{})}
-			err := extract(context.Background(), openRoot(t, dst), &b, scope{names: []string{"t"}}, "", ms, nil)
+			err := extract(context.Background(), openRoot(t, dst), &b, scope{names: []string{"t"}}, "", ms, nil, nil)
 			if err == nil || !strings.Contains(err.Error(), tc.says) {
 				t.Fatalf("got %v, want an error saying %q", err, tc.says)
 			}

@@ -46,6 +46,8 @@ type Options struct {
 	Transport string        // "auto", "rdma" or "tcp"
 	Timeout   time.Duration // a silent peer is given up after this long
 	Verbose   bool          // a summary line on Stderr
+	Progress  bool          // a progress line on Stderr (see tally)
+	Redraw    bool          // Stderr is a terminal: the progress line is redrawn in place
 	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
 	DataPorts portRange     // the ports the receiving side may listen on; zero: any
 	Stderr    io.Writer
@@ -82,6 +84,36 @@ func defaultParams(transport string, relay bool) conn.Params {
 		pins = window.ForRelay(transport, rdma.DefaultOptions())
 	}
 	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
+}
+
+// takeOffers takes the remote side's resume offers, from st on, for the
+// one file in or the tree of p, and returns the status after them and how
+// many bytes of the one file the remote side has (-1: none offered).
+func takeOffers(ctx context.Context, r *remote, st status, in *os.File, p *plan, key []byte, host string) (status, int64, error) {
+	skipped := int64(-1)
+	for st.kind == "have" {
+		var err error
+		switch {
+		case in != nil && skipped >= 0:
+			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
+		case in != nil:
+			skipped, err = resumeUpload(r, in, st.offer, key)
+		case p.rs != nil:
+			err = p.rs.add(st.offer)
+		default:
+			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
+		}
+		if err != nil {
+			return st, skipped, err
+		}
+		if st, err = r.next(ctx, offerWait); err != nil {
+			return st, skipped, conn.Errorf(conn.KindSetup, "start the remote side on "+host, "%v", err)
+		}
+		if err := remoteFailed(host, st); err != nil {
+			return st, skipped, err
+		}
+	}
+	return st, skipped, nil
 }
 
 // Copy copies the files and directories at paths to t (an upload): it
@@ -127,33 +159,15 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if o.Resume && p.mode == modeTar {
 		p.rs = newResumption(p, key)
 	}
-	skipped := int64(-1)
-	for st.kind == "have" {
-		switch {
-		case in != nil && skipped >= 0:
-			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
-		case in != nil:
-			skipped, err = resumeUpload(r, in, st.offer, key)
-		case p.rs != nil:
-			err = p.rs.add(st.offer)
-		default:
-			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
-		}
-		if err != nil {
-			return err
-		}
-		if st, err = r.next(ctx, offerWait); err != nil {
-			return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "%v", err)
-		}
-		if err := remoteFailed(t.Host, st); err != nil {
-			return err
-		}
+	st, skipped, err := takeOffers(ctx, r, st, in, &p, key, t.Host)
+	if err != nil {
+		return err
 	}
 	if st.kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
-	stats, err := stream(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
+	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
 	if err != nil {
 		r.close()
 		return streamFailed(err, r)
@@ -372,9 +386,10 @@ func (e *dialError) Unwrap() error { return e.err }
 func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
+	p.tally.restart()
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep))
+		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep, p.tally))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))

@@ -89,30 +89,14 @@ func (r *readAhead) close() {
 	}
 }
 
-// walk walks srcs in order, handing over each entry that its source's
-// rules do not exclude (nor one under an excluded directory), until the
-// end, a failure or close.
+// walk walks srcs in order, handing over each entry (see walkSource),
+// until the end, a failure or close.
 func (r *readAhead) walk(srcs []source) {
 	defer close(r.batches)
 	defer r.flush()
 	for _, s := range srcs {
-		root, err := filepath.EvalSymlinks(s.path)
-		if err != nil {
-			r.send(walked{err: err})
-			return
-		}
-		err = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			name := ""
-			if err == nil {
-				name, err = walkName(p, root, s.name)
-			}
-			if err == nil && s.rules.Match(name, d.IsDir()) {
-				return skipEntry(d)
-			}
+		err := walkSource(s, func(p, name string, _ fs.DirEntry, err error) error {
 			e := walked{err: err}
-			if err == nil && s.skip[name] {
-				return nil
-			}
 			if err == nil {
 				e = r.load(p, name)
 			}
@@ -125,6 +109,30 @@ func (r *readAhead) walk(srcs []source) {
 			return
 		}
 	}
+}
+
+// walkSource walks s, links on its path followed, and calls visit with
+// each entry (where it is, its name in the archive) that s's rules do not
+// exclude (nor one under an excluded directory) nor s.skip names, or with
+// a failure; visit's error ends the walk, as in filepath.WalkDir.
+func walkSource(s source, visit func(p, name string, d fs.DirEntry, err error) error) error {
+	root, err := filepath.EvalSymlinks(s.path)
+	if err != nil {
+		return visit("", "", nil, err)
+	}
+	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		name := ""
+		if err == nil {
+			name, err = walkName(p, root, s.name)
+		}
+		if err == nil && s.rules.Match(name, d.IsDir()) {
+			return skipEntry(d)
+		}
+		if err == nil && s.skip[name] {
+			return nil
+		}
+		return visit(p, name, d, err)
+	})
 }
 
 // skipEntry is what a walk returns to leave d out: all of it, if it is a

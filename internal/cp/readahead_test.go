@@ -113,7 +113,7 @@ func TestReadAheadVanished(t *testing.T) {
 	src := flatTree(t, n, 4096)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- writeTar(pw, []source{{path: src, name: "t"}}, io.Discard, nil, meta.Flags{}) }()
+	go func() { done <- writeTar(pw, []source{{path: src, name: "t"}}, io.Discard, nil, meta.Flags{}, nil) }()
 	first := make([]byte, 1)
 	if _, err := io.ReadFull(pr, first); err != nil {
 		t.Fatal(err)
@@ -183,7 +183,7 @@ func TestReadAheadOffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, []source{{path: src, name: "t"}}, io.Discard, rs, meta.Flags{}); err != nil {
+	if err := writeTar(&ar, []source{{path: src, name: "t"}}, io.Discard, rs, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&ar)

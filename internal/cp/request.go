@@ -185,7 +185,11 @@ type Request struct {
 	Checksum bool `json:"checksum,omitempty"`
 	// DryRun says that the remote side ends after its listing, having
 	// changed nothing (-n).
-	DryRun    bool          `json:"dry_run,omitempty"`
+	DryRun bool `json:"dry_run,omitempty"`
+	// Progress asks, in a download, for the totals of a tar-mode plan
+	// before the stream, for the progress line (see writeTotal). An
+	// rdmacp from before it refuses the request.
+	Progress  bool          `json:"progress,omitempty"`
 	Transport string        `json:"transport"`
 	Timeout   time.Duration `json:"timeout"`
 	Verbose   bool          `json:"verbose,omitempty"`
@@ -270,8 +274,8 @@ func (r Request) validate() error {
 	if r.download() {
 		return r.validateDownload()
 	}
-	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 || r.Filter != nil {
-		return errors.New("an upload's request names where to connect, a chain, recursion, a rate or filter rules")
+	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 || r.Filter != nil || r.Progress {
+		return errors.New("an upload's request names where to connect, a chain, recursion, a rate, filter rules or totals")
 	}
 	if r.Relay && r.Resume {
 		return errors.New("a copy to several hosts cannot resume")

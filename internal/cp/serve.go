@@ -244,6 +244,12 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 		}
 	}
 	keep, _ := meta.Parse(req.Keep) // validated
+	if req.Progress && p.mode == modeTar {
+		files, bytes := countTree(p.srcs, keep)
+		if err := writeTotal(stdout, files, bytes); err != nil {
+			return 0, conn.Errorf(conn.KindAborted, "report the totals", "%v", err)
+		}
+	}
 	o := Options{Keep: keep, Encrypt: req.Encrypt, Transport: req.Transport, Timeout: req.Timeout, Verbose: req.Verbose, Stderr: stderr, LimitRate: req.LimitRate}
 	addr, cfg, err := sendTo(req, br, o)
 	if err != nil {

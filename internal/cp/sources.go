@@ -32,6 +32,7 @@ type plan struct {
 	several bool
 	left    []error     // why each source that several left out was left out
 	rs      *resumption // in tar mode, what the receiving side has of it, when resuming
+	tally   *tally      // in tar mode, counts the archive for the progress line; nil: no line
 }
 
 // planCopy checks the sources: one regular file is streamed as is (or, if

@@ -147,7 +147,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	}
 	sparseFile(t, filepath.Join(src, "big"), 16<<30, []fragment{{8 << 30, []byte("middle")}})
 	var b bytes.Buffer
-	if err := writeTar(&b, []source{{path: src, name: "tree"}}, io.Discard, nil, meta.Flags{}); err != nil {
+	if err := writeTar(&b, []source{{path: src, name: "tree"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if max := stored + 4096 + 64<<10; int64(b.Len()) > max {
@@ -155,7 +155,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	}
 	dst := t.TempDir()
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, &b, scope{names: []string{"tree"}}, "", modes{}, nil); err != nil {
+	if err := extract(context.Background(), root, &b, scope{names: []string{"tree"}}, "", modes{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range sparseCases {
@@ -274,7 +274,7 @@ func TestExtractOne(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f")
 	sparseFile(t, src, 4<<20, []fragment{{1 << 20, data(9, 5000)}})
 	var one bytes.Buffer
-	if err := writeTar(&one, []source{{path: src, name: "f"}}, io.Discard, nil, meta.Flags{}); err != nil {
+	if err := writeTar(&one, []source{{path: src, name: "f"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

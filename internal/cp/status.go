@@ -3,6 +3,7 @@ package cp
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"strconv"
@@ -22,6 +23,8 @@ import (
 // the stream gave up, "lost "ADDRESS"", before its "ok". An incremental
 // copy's listing (see incr.go) is "entry {ENTRY AS JSON}" lines, then
 // "listed N": an upload's before its port, a download's after its plan.
+// A download's sending side asked for its totals (Request.Progress) says
+// "total FILES BYTES" of a tar-mode plan before it connects.
 const statusPrefix = "RDMACP "
 
 // maxStatusLine bounds one line from the remote side.
@@ -29,8 +32,9 @@ const maxStatusLine = 16 << 10
 
 // status is one parsed status line.
 type status struct {
-	kind     string      // "port", "plan", "have", "from", "entry", "listed", "lost", "ok" or "fail"
+	kind     string      // "port", "plan", "have", "from", "entry", "listed", "total", "lost", "ok" or "fail"
 	n        int64       // the port, where the stream starts, the byte count, or the exit code
+	files    int64       // the entries, for "total"
 	msg      string      // the failure, for "fail"; the address, for "lost"
 	contents Contents    // for "plan"
 	offer    offer       // for "have"
@@ -63,6 +67,19 @@ func writeHave(w io.Writer, o offer) error {
 
 func writeFrom(w io.Writer, at int64) error {
 	_, err := fmt.Fprintf(w, "%sfrom %d\n", statusPrefix, at)
+	return err
+}
+
+// Bounds of a "total" line, which only feeds the progress line.
+const (
+	maxTotalFiles = 1 << 40
+	maxTotalBytes = 1 << 62
+)
+
+// writeTotal reports the totals of an archive: its entries and their
+// files' bytes (see countTree).
+func writeTotal(w io.Writer, files, bytes int64) error {
+	_, err := fmt.Fprintf(w, "%stotal %d %d\n", statusPrefix, files, bytes)
 	return err
 }
 
@@ -131,6 +148,12 @@ func parseStatus(line string) (status, error) {
 			return status{}, bad
 		}
 		return status{kind: kind, n: n, valid: true}, nil
+	case "total":
+		files, bytes, err := parseTotal(args)
+		if err != nil {
+			return status{}, bad
+		}
+		return status{kind: kind, files: files, n: bytes, valid: true}, nil
 	case "lost":
 		addr, err := strconv.Unquote(args)
 		if err != nil || addr == "" || len(addr) > maxLostAddr {
@@ -156,6 +179,18 @@ func parseStatus(line string) (status, error) {
 		return status{kind: kind, n: int64(code), msg: msg, valid: true}, nil
 	}
 	return status{}, bad
+}
+
+// parseTotal parses the FILES BYTES of a "total" line, each bounded.
+func parseTotal(args string) (files, bytes int64, err error) {
+	f, b, _ := strings.Cut(args, " ")
+	if files, err = strconv.ParseInt(f, 10, 64); err != nil || files < 0 || files > maxTotalFiles {
+		return 0, 0, errors.New("bad file count")
+	}
+	if bytes, err = strconv.ParseInt(b, 10, 64); err != nil || bytes < 0 || bytes > maxTotalBytes {
+		return 0, 0, errors.New("bad byte count")
+	}
+	return files, bytes, nil
 }
 
 // strictJSON decodes text, one JSON value, into v, refusing fields v has

@@ -18,6 +18,7 @@ func TestStatusRoundTrip(t *testing.T) {
 	writeHave(&b, offer{Name: "a/b", Block: minBlock})
 	writeFrom(&b, 3<<20)
 	writeLost(&b, "[fe80::1%eth0]:4000")
+	writeTotal(&b, 2021, 5<<30)
 	writeOK(&b, 1<<40)
 	writeFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
 	want := []status{
@@ -26,6 +27,7 @@ func TestStatusRoundTrip(t *testing.T) {
 		{kind: "have", offer: offer{Name: "a/b", Block: minBlock}, valid: true},
 		{kind: "from", n: 3 << 20, valid: true},
 		{kind: "lost", msg: "[fe80::1%eth0]:4000", valid: true},
+		{kind: "total", files: 2021, n: 5 << 30, valid: true},
 		{kind: "ok", n: 1 << 40, valid: true},
 		{kind: "fail", n: 3, msg: "destination \"x\"\n\x1b[31m does not exist", valid: true},
 	}
@@ -53,6 +55,13 @@ func TestParseStatusHostile(t *testing.T) {
 		{line: "RDMACP launch missiles", bad: true},
 		{line: "RDMACP fail 4 \"ok\"", valid: true},
 		{line: "RDMACP from -1", bad: true},
+		{line: "RDMACP total 1", bad: true},
+		{line: "RDMACP total -1 0", bad: true},
+		{line: "RDMACP total 0 -1", bad: true},
+		{line: "RDMACP total 1099511627777 0", bad: true},
+		{line: "RDMACP total 0 4611686018427387905", bad: true},
+		{line: "RDMACP total 1 2 3", bad: true},
+		{line: "RDMACP total 0 0", valid: true},
 		{line: "RDMACP lost 10.0.0.1:1", bad: true},
 		{line: "RDMACP lost \"\"", bad: true},
 		{line: "RDMACP lost \"" + strings.Repeat("1", maxLostAddr+1) + "\"", bad: true},
@@ -113,6 +122,8 @@ func TestReadRequest(t *testing.T) {
 		{name: "between hosts, down a chain, resuming", change: func(r *Request) { later(r); r.Chain, r.Resume = true, true }},
 		{name: "download that relays", change: func(r *Request) { later(r); r.Relay = true }},
 		{name: "upload down a chain", change: func(r *Request) { r.Chain = true }},
+		{name: "download with its totals", change: func(r *Request) { download(r); r.Progress = true }, ok: true},
+		{name: "upload that asks for totals", change: func(r *Request) { r.Progress = true }},
 		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
 		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},

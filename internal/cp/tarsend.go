@@ -25,10 +25,11 @@ import (
 //
 // With rs, a file that the receiving side offered (see resume.go) is sent
 // from where its offer stops matching: the entry carries where its data
-// starts (resumeRecord), and rs counts the bytes not sent again.
-func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption, keep meta.Flags) error {
+// starts (resumeRecord), and rs counts the bytes not sent again. t, if
+// not nil, counts the entries and their data as they pass.
+func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption, keep meta.Flags, t *tally) error {
 	bw := bufio.NewWriterSize(w, tarBuf)
-	a := archiver{w: bw, tw: tar.NewWriter(bw), warn: warn, buf: make([]byte, copyBuf), rs: rs}
+	a := archiver{w: bw, tw: tar.NewWriter(bw), warn: warn, buf: make([]byte, copyBuf), rs: rs, flags: keep, t: t}
 	if keep.Any() {
 		a.keep = meta.NewReader(keep, os.Geteuid() == 0, warn)
 	}
@@ -57,12 +58,14 @@ const tarBuf = 1 << 20
 // archiver writes an archive to w: through tw, but sparse entries, which
 // tw cannot write, straight to w.
 type archiver struct {
-	w    io.Writer
-	tw   *tar.Writer
-	warn io.Writer
-	buf  []byte       // for copying files' data
-	rs   *resumption  // what the receiving side has, when resuming
-	keep *meta.Reader // what the archive keeps besides data, modes and times; nil: nothing
+	w     io.Writer
+	tw    *tar.Writer
+	warn  io.Writer
+	buf   []byte       // for copying files' data
+	rs    *resumption  // what the receiving side has, when resuming
+	keep  *meta.Reader // what the archive keeps besides data, modes and times; nil: nothing
+	flags meta.Flags   // what keep keeps
+	t     *tally       // counts what passes, for the progress line; nil: nothing
 }
 
 // resumeRecord is the PAX record of a resumed entry: where its data
@@ -141,27 +144,41 @@ func (rs *resumption) resume(f *os.File, h *tar.Header) error {
 	return nil
 }
 
-// add adds e, an entry of the walk, to the archive.
+// add adds e, an entry of the walk, to the archive, and counts it in
+// a.t.
 func (a archiver) add(e walked) error {
 	if e.err != nil {
 		return e.err
 	}
+	h, err := a.header(e)
+	if err != nil || h == nil {
+		return err
+	}
+	if err := a.write(h, e); err != nil {
+		return err
+	}
+	a.t.entry(h.Typeflag)
+	return nil
+}
+
+// header returns the header of e in the archive, or nil if the archive
+// skips it (with a warning).
+func (a archiver) header(e walked) (*tar.Header, error) {
 	p, fi := e.path, e.fi
-	var err error
 	var link string
-	switch {
-	case fi.Mode()&fs.ModeSymlink != 0:
+	if fi.Mode()&fs.ModeSymlink != 0 {
+		var err error
 		if link, err = os.Readlink(p); err != nil {
-			return err
+			return nil, err
 		}
-	case a.keep != nil && a.keep.Special(fi):
-	case !fi.IsDir() && !fi.Mode().IsRegular():
+	}
+	if !archived(fi, a.flags) {
 		fmt.Fprintf(a.warn, "rdmacp: %s: skipped (%v, not a file, directory or link)\n", p, fi.Mode().Type())
-		return nil
+		return nil, nil
 	}
 	h, err := tar.FileInfoHeader(fi, link)
 	if err != nil {
-		return fmt.Errorf("%s: %w", p, err)
+		return nil, fmt.Errorf("%s: %w", p, err)
 	}
 	h.Name, h.Format = e.name, tar.FormatPAX
 	h.Uname, h.Gname, h.ChangeTime = "", "", time.Time{}
@@ -170,9 +187,24 @@ func (a archiver) add(e walked) error {
 	}
 	if a.keep != nil {
 		if err := a.keep.Header(p, fi, h); err != nil {
-			return err
+			return nil, err
 		}
 	}
+	return h, nil
+}
+
+// archived says whether an archive that keeps what keep says holds an
+// entry that fi describes: a directory, regular file or symbolic link,
+// or a special file that keep keeps.
+func archived(fi fs.FileInfo, keep meta.Flags) bool {
+	m := fi.Mode()
+	return m.IsDir() || m.IsRegular() || m&fs.ModeSymlink != 0 || keep.Special(fi)
+}
+
+// write writes e with its header h to the archive, its data too if it
+// is a regular file, counting the data in a.t.
+func (a archiver) write(h *tar.Header, e walked) error {
+	p, fi := e.path, e.fi
 	if h.Typeflag != tar.TypeReg {
 		if err := a.tw.WriteHeader(h); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
@@ -201,6 +233,7 @@ func (a archiver) add(e walked) error {
 		if err := writeSparseEntry(a.w, h, f, segs, a.buf); err != nil {
 			return fmt.Errorf("%s: %w", p, err)
 		}
+		a.t.add(h.Size)
 		return nil
 	}
 	if a.rs != nil {
@@ -212,7 +245,7 @@ func (a archiver) add(e walked) error {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	// Through a.buf: io.Copy would take a new buffer for each file.
-	if _, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, struct{ io.Reader }{f}, a.buf); err != nil {
+	if _, err := io.CopyBuffer(struct{ io.Writer }{a.tw}, a.t.reader(f), a.buf); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
 	return nil
@@ -233,6 +266,7 @@ func (a archiver) addData(h *tar.Header, data []byte, p string) error {
 				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
+		a.t.add(h.Size)
 		return nil
 	}
 	if err := a.tw.WriteHeader(h); err != nil {
@@ -241,6 +275,7 @@ func (a archiver) addData(h *tar.Header, data []byte, p string) error {
 	if _, err := a.tw.Write(data); err != nil {
 		return fmt.Errorf("%s: %w", p, err)
 	}
+	a.t.add(h.Size)
 	return nil
 }
 

@@ -30,6 +30,7 @@ type tarSink struct {
 	resumed *resumed // what a resume offered (see offers)
 	once    sync.Once
 	x       *extraction
+	tally   *tally // counts what the extraction writes, for the progress line; nil: nothing
 }
 
 // newTarSink prepares the destination of a tar-mode request: an existing
@@ -92,7 +93,7 @@ func (s *tarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
 			// Headers and small files: one read of the pipe for many.
-			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), scope{s.names, s.files}, s.top, s.ms, s.resumed)
+			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), scope{s.names, s.files}, s.top, s.ms, s.resumed, s.tally)
 		})
 	})
 	return s.x

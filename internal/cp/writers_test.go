@@ -132,7 +132,7 @@ func TestExtractDirsAhead(t *testing.T) {
 		t.Run(fmt.Sprint("cut ", cut), func(t *testing.T) {
 			dst := t.TempDir()
 			root := openRoot(t, dst)
-			err := extract(context.Background(), root, bytes.NewReader(data[:end]), scope{names: []string{"top"}}, "", modes{preserve: true}, nil)
+			err := extract(context.Background(), root, bytes.NewReader(data[:end]), scope{names: []string{"top"}}, "", modes{preserve: true}, nil, nil)
 			if (err != nil) != (cut != 0) {
 				t.Fatalf("extract of the archive cut by %d bytes: %v", cut, err)
 			}
@@ -173,7 +173,7 @@ func TestExtractDefaultACL(t *testing.T) {
 	data := archive(t, entry{name: "top/", typ: tar.TypeDir, mode: 0o755}, entry{name: "top/d/", typ: tar.TypeDir, mode: 0o755},
 		entry{name: "top/d/f", typ: tar.TypeReg, body: "body", mode: 0o644})
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"top"}}, "", modes{preserve: true}, nil); err != nil {
+	if err := extract(context.Background(), root, bytes.NewReader(data), scope{names: []string{"top"}}, "", modes{preserve: true}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	checkFile(t, filepath.Join(dst, "top/d/f"), "body", 0o644, time.Unix(0, 0))

@@ -99,9 +99,9 @@ func TestProgress(t *testing.T) {
 			for _, s := range tt.steps {
 				now = now.Add(s.after)
 				if s.set < 0 {
-					p.end(tt.endAt)
+					p.End(tt.endAt)
 				} else {
-					p.set(s.set)
+					p.Set(s.set)
 				}
 			}
 			got := out.String()

@@ -11,6 +11,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -106,10 +107,10 @@ func sendAction(c *cli.Context) error {
 		return bench(ctx, d, addr, o, max(c.Duration("wait"), 5*time.Second), c.Duration("bench-time"), c.String("bench-json"), os.Stdout)
 	}
 
-	var bar *progress
+	var bar *progress.Meter
 	if o.progress {
 		bar = newProgress(os.Stderr, size, "sending")
-		o.send.Progress = bar.set
+		o.send.Progress = bar.Set
 	}
 	growPipe(os.Stdin, o.params.Chunk)
 	d := newDialer(o, os.Stderr, "rdmasend")
@@ -130,7 +131,7 @@ func sendAction(c *cli.Context) error {
 	st, remote, err := sendWithRetry(ctx, d, addr, o.params, c.Duration("wait"), in, o.send)
 	stopStats()
 	if bar != nil {
-		bar.end(st.Bytes)
+		bar.End(st.Bytes)
 	}
 	return finish(o, "send", firstReceiver{addr: addr, remote: remote}, st, err)
 }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"syscall"
 
+	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -47,13 +48,13 @@ func attach(o options, cfg *pipe.ReceiveConfig, log io.Writer) server.Hooks {
 	if o.statsEvery > 0 {
 		cfg.Gauges = &pipe.Gauges{}
 	}
-	var bar *progress
+	var bar *progress.Meter
 	if o.progress {
 		cfg.Progress = func(n int64) {
 			if bar == nil {
 				bar = newProgress(log, -1, "receiving")
 			}
-			bar.set(n)
+			bar.Set(n)
 		}
 	}
 	return server.Hooks{
@@ -65,7 +66,7 @@ func attach(o options, cfg *pipe.ReceiveConfig, log io.Writer) server.Hooks {
 		Ended: func(stuck bool) {
 			stopStats()
 			if bar != nil && !stuck {
-				bar.stop()
+				bar.Stop()
 			}
 		},
 	}

@@ -8,6 +8,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -25,7 +26,7 @@ type statsLine struct {
 // human is the line -v prints instead of JSON.
 func (s statsLine) human(name string) string {
 	return fmt.Sprintf("%s: %7.1f s %s, %.1f MB/s now, %.1f MB/s average, %d in flight, %d stalls",
-		name, s.Seconds, formatBytes(s.Bytes), s.MBps, s.AvgMBps, s.InFlight, s.Stalls)
+		name, s.Seconds, progress.Bytes(s.Bytes), s.MBps, s.AvgMBps, s.InFlight, s.Stalls)
 }
 
 // reportStats writes a statsLine for g to w every interval until ctx ends:
@@ -83,17 +84,4 @@ func rate(n int64, d time.Duration) float64 {
 func round(x float64, digits int) float64 {
 	p := math.Pow(10, float64(digits))
 	return math.Round(x*p) / p
-}
-
-// formatBytes prints a byte count with a binary unit and one decimal.
-func formatBytes(n int64) string {
-	switch {
-	case n >= 1<<30:
-		return fmt.Sprintf("%.1f GiB", float64(n)/(1<<30))
-	case n >= 1<<20:
-		return fmt.Sprintf("%.1f MiB", float64(n)/(1<<20))
-	case n >= 1<<10:
-		return fmt.Sprintf("%.1f KiB", float64(n)/(1<<10))
-	}
-	return fmt.Sprintf("%d B", n)
 }

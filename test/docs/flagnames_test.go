@@ -11,9 +11,11 @@ import (
 // others are the flags the documentation names that are not a command's
 // --help flag, each with whose it is.
 var others = map[string]string{
-	"partial":        "rsync's",
-	"remote-receive": "rdmacp's remote side (hidden: rdmacp starts it over ssh)",
-	"remote-send":    "rdmacp's remote side (hidden: rdmacp starts it over ssh)",
+	"delete-excluded": "rsync's",
+	"info":            "rsync's (--info=progress2)",
+	"partial":         "rsync's",
+	"remote-receive":  "rdmacp's remote side (hidden: rdmacp starts it over ssh)",
+	"remote-send":     "rdmacp's remote side (hidden: rdmacp starts it over ssh)",
 }
 
 var (

@@ -196,6 +196,39 @@ func TestIncrementalDelete(t *testing.T) {
 	}
 }
 
+// TestIncrementalDeleteExcluded copies a tree with -a --delete and an
+// exclude rule, both ways, into a copy of it with extras: what the rule
+// excludes stays, in the destination as in the source (rsync without
+// --delete-excluded), and the other extras go.
+func TestIncrementalDeleteExcluded(t *testing.T) {
+	s := startSSHD(t)
+	for _, way := range incrDirs {
+		t.Run(way.name, func(t *testing.T) {
+			src, dst := incrTree(t, t.TempDir()), t.TempDir()
+			extras, _ := deleteDest(t, src, dst)
+			writeFile(t, filepath.Join(dst, "t", "sub", "local.keep"), "mine")
+			writeFile(t, filepath.Join(src, "sub", "f07.keep"), "not sent")
+			r := s.incrCopy(t, append([]string{"-a", "--delete", "--exclude", "*.keep", "--exclude", "gone/"}, way.args(src, dst)...)...)
+			if r.code != 0 {
+				t.Fatalf("exit %d: %s", r.code, r.stderr)
+			}
+			for _, e := range extras {
+				_, err := os.Lstat(filepath.Join(dst, e))
+				if kept := strings.HasPrefix(e, "t/gone"); kept != (err == nil) {
+					t.Errorf("%s: excluded %v, yet %v", e, kept, err)
+				}
+			}
+			if b, err := os.ReadFile(filepath.Join(dst, "t", "sub", "local.keep")); err != nil || string(b) != "mine" {
+				t.Errorf("the excluded local.keep: %q, %v", b, err)
+			}
+			if _, err := os.Lstat(filepath.Join(dst, "t", "sub", "f07.keep")); err == nil {
+				t.Error("the excluded f07.keep was sent")
+			}
+			noStrays(t)
+		})
+	}
+}
+
 // mapsEqual says whether a and b hold the same.
 func mapsEqual(a, b map[string]string) bool {
 	if len(a) != len(b) {

@@ -5,6 +5,7 @@ package meta
 
 import (
 	"fmt"
+	"io/fs"
 	"strings"
 )
 
@@ -18,6 +19,13 @@ type Flags struct {
 	Group      bool // -g: the group, as root
 	Devices    bool // -D: devices and named pipes
 	NumericIDs bool // --numeric-ids: owners by number, not mapped by name
+}
+
+// Special says whether the non-regular file fi describes goes into the
+// archive: a device or named pipe, with -D (a socket, which tar cannot
+// hold, never does).
+func (f Flags) Special(fi fs.FileInfo) bool {
+	return f.Devices && fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) != 0
 }
 
 // letters are the Flags' letters in a request, in order.

@@ -46,13 +46,6 @@ func NewReader(f Flags, root bool, warn io.Writer) *Reader {
 	return &Reader{f: f, root: root, notes: notes{w: warn}, links: map[fileID]string{}, users: map[int]string{}, groups: map[int]string{}}
 }
 
-// Special says whether the non-regular file fi describes goes into the
-// archive: a device or named pipe, with -D (a socket, which tar cannot
-// hold, never does).
-func (r *Reader) Special(fi fs.FileInfo) bool {
-	return r.f.Devices && fi.Mode()&(fs.ModeDevice|fs.ModeNamedPipe) != 0
-}
-
 // Header adds to h, the header of the file at path that fi describes,
 // what the flags keep of it: a hard link to the first name of the file
 // in the archive, its user and group names, its xattrs and ACLs.

@@ -147,10 +147,11 @@ func itemName(e Entry) string {
 
 // deletions returns what dst has that src has not (or has as another
 // type where dst has a directory), within the directories of src, and
-// everything under those; not what protect protects, nor the
-// directories above it. Children come before their directory.
+// everything under those; not what protect protects, nor what is under a
+// protected directory, nor the directories above either. Children come
+// before their directory.
 func deletions(src, dst *Listing, protect func(string, bool) bool) []string {
-	gone := map[string]bool{}
+	gone, kept := map[string]bool{}, map[string]bool{}
 	for _, n := range dst.Names() { // parents first
 		d, _ := dst.Get(n)
 		s, has := src.Get(n)
@@ -160,10 +161,10 @@ func deletions(src, dst *Listing, protect func(string, bool) bool) []string {
 		if covered && (!has || d.Type == Dir && s.Type != Dir || gone[parent]) {
 			gone[n] = true
 		}
+		kept[n] = kept[parent] || protect != nil && protect(n, d.Type == Dir)
 	}
 	for n := range gone {
-		d, _ := dst.Get(n)
-		if protect == nil || !protect(n, d.Type == Dir) {
+		if !kept[n] {
 			continue
 		}
 		for a := n; a != "."; a = path.Dir(a) {

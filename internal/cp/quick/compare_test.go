@@ -188,3 +188,16 @@ func TestDeletionsProtect(t *testing.T) {
 		t.Errorf("deletions %q, want %q", got, want)
 	}
 }
+
+// TestDeletionsProtectDir checks that what is under a protected directory
+// is kept too, as rsync does not look into an excluded directory.
+func TestDeletionsProtectDir(t *testing.T) {
+	t.Parallel()
+	src := listing(t, makeTree(t, t.TempDir(), []node{{"a", "x", 0}}), false)
+	dst := listing(t, makeTree(t, t.TempDir(), []node{{"a", "x", 0}, {"d/", "", 0}, {"d/e/", "", 0}, {"d/e/z", "z", 0}, {"x", "x", 0}}), false)
+	protect := func(p string, isDir bool) bool { return p == "t/d" && isDir }
+	got := Compare(src, dst, Rules{Delete: true, Protect: protect}).Delete
+	if want := []string{"t/x"}; !slices.Equal(got, want) {
+		t.Errorf("deletions %q, want %q", got, want)
+	}
+}

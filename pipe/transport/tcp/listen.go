@@ -284,10 +284,12 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 		}
 		return accepted{nc: nc, p: p}, true
 	}
-	_ = nc.Close()
+	// The failure counts before the peer sees the hang-up, so that its
+	// next connection meets the penalty.
 	if l.closed.Err() == nil {
 		l.fail(src)
 	}
+	_ = nc.Close()
 	if refused != nil && !penalized {
 		l.report(&conn.Error{Kind: conn.KindSetup, Op: "accept from " + nc.RemoteAddr().String(), Err: refused})
 	}
