@@ -32,7 +32,7 @@ help:
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under pre-auth connect floods vs without, over TCP loopback: issue 30's valid proposals that stall, issue 42's refused ones (another version, garbage, stall) from 1 and 200 sources, 1000 over 15 s and 60/s for 30 s: runs exact and the time ratio; and the receiver's peak RSS under 60,000 refused connections (RUNS, default 10; CASES; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"
-	@echo "make bench-cp   rdmacp vs scp and rsync -a through a private sshd on 127.0.0.1: one 1 GiB file, 20,000 files of 4 KiB, 2,000 of 1 MiB, a markdown table (RUNS, WORKLOADS, TOOLS, BEFORE_BIN; root; part of make bench)"
+	@echo "make bench-cp   rdmacp vs scp and rsync -a through a private sshd on 127.0.0.1: one 1 GiB file, 20,000 files of 4 KiB, 2,000 of 1 MiB, a markdown table; then rdmacp -a -H -X -A vs rsync -aHAX, first and second copies, paired per round (RUNS, WORKLOADS, TOOLS, INCR_WORKLOADS, BEFORE_BIN; root; part of make bench)"
 	@echo "make bench      benchmarks: host TCP vs socat/nc, SoftRoCE VM vs ib_send_bw/rcopy/socat (RUNS, SIZE, VM_SIZE; see bench/README.md)"
 
 # deps installs the C libraries cgo links against, if missing, and fetches
