@@ -37,10 +37,10 @@ func setups() admit.Policy {
 
 // penalties returns the policy for sources whose requests fail (a bad
 // proposal, a setup they do not complete): from the second failure on,
-// their refusals are not reported, and they get less time to complete
-// each setup, down to a second (a real peer needs a few round trips).
+// they get less time to complete each setup, down to 2 s (a real iWARP
+// peer may resend its first message after 1 s, see first.go).
 func penalties() admit.PenaltyPolicy {
-	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: time.Second, Sources: 4096}
+	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: 2 * time.Second, Sources: 4096}
 }
 
 // errDropped ends a setup that the setups policy dropped for a newer one.
@@ -247,9 +247,8 @@ func (l *Listener) Addr() string { return l.addr }
 // mismatches and peers that do not complete the connection within
 // establishTimeout, which match conn.ErrRefused, and failures of this
 // host's resources (locked-memory limit, memory, device resources), which
-// satisfy errors.Is(err, conn.ErrLocal). Busy refusals (see SetBusy), and
-// refusals of a source within its penalty (see penalties), are not
-// reported. The Listener stays usable after an error. After Close, Accept returns an
+// satisfy errors.Is(err, conn.ErrLocal). Busy refusals (see SetBusy) are
+// not reported. The Listener stays usable after an error. After Close, Accept returns an
 // error wrapping net.ErrClosed.
 func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
 	if l.done.Err() != nil {
@@ -461,17 +460,12 @@ func (l *Listener) endJoins(token uint64, joins chan *event) {
 }
 
 // fail records a failed request from source, and hands err to Accept
-// unless source was already penalized or backlog refusals are waiting for
-// an Accept: a refused peer holds no goroutine and no buffer.
+// unless backlog refusals are already waiting for one: a refused peer
+// holds no goroutine and no buffer.
 func (l *Listener) fail(source string, err error) {
 	l.mu.Lock()
-	now := time.Now()
-	_, penalized := l.penalties.Timeout(source, now, l.establish)
-	l.penalties.Fail(source, now)
+	l.penalties.Fail(source, time.Now())
 	l.mu.Unlock()
-	if penalized {
-		return
-	}
 	select {
 	case l.refused <- conn.Refused(err):
 	default:

@@ -30,8 +30,8 @@ func handshakes() admit.Policy {
 
 // penalties returns the policy for sources whose handshakes fail (another
 // version, garbage, silence, a hang-up): from the second failure on, their
-// refusals get no answer and are not reported, and their handshakes may
-// take less time with each failure, down to a quarter of a second.
+// refusals get no answer, and their handshakes may take less time with
+// each failure, down to a quarter of a second.
 func penalties() admit.PenaltyPolicy {
 	return admit.PenaltyPolicy{Step: time.Second, Max: time.Minute, Floor: 250 * time.Millisecond, Sources: 4096}
 }
@@ -157,7 +157,7 @@ func (l *Listener) Close() error {
 // version, bad parameters) is told why, and Accept returns a *conn.Error of
 // kind KindSetup that matches conn.ErrRefused; the listener stays open, so
 // the caller may Accept again at once. A source refused again within its
-// penalty (see penalties) is neither told nor reported.
+// penalty (see penalties) is not told why.
 // After Close, Accept returns an error wrapping conn.ErrClosed; when ctx
 // ends, one of kind KindAborted.
 func (l *Listener) Accept(ctx context.Context) (conn.Conn, error) {
@@ -290,7 +290,7 @@ func (l *Listener) handshake(nc net.Conn) (a accepted, ok bool) {
 		l.fail(src)
 	}
 	_ = nc.Close()
-	if refused != nil && !penalized {
+	if refused != nil {
 		l.report(&conn.Error{Kind: conn.KindSetup, Op: "accept from " + nc.RemoteAddr().String(), Err: refused})
 	}
 	return accepted{}, false
