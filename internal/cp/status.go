@@ -110,18 +110,17 @@ func parseStatus(line string) (status, error) {
 		return status{}, nil
 	}
 	kind, args, _ := strings.Cut(rest, " ")
-	bad := fmt.Errorf("malformed status line from the remote side: %.200q", line)
 	switch kind {
 	case "port":
 		port, err := strconv.Atoi(args)
 		if err != nil || port < 1 || port > 65535 {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, n: int64(port), valid: true}, nil
 	case "plan":
 		var c Contents
 		if err := strictJSON(args, &c); err != nil {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		if err := c.validate(); err != nil {
 			return status{}, fmt.Errorf("the remote side's plan: %v", err)
@@ -130,7 +129,7 @@ func parseStatus(line string) (status, error) {
 	case "have":
 		var o offer
 		if err := strictJSON(args, &o); err != nil {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		if err := o.validate(); err != nil {
 			return status{}, fmt.Errorf("the remote side's offer: %v", err)
@@ -139,46 +138,52 @@ func parseStatus(line string) (status, error) {
 	case "entry":
 		var e quick.Entry
 		if err := strictJSON(args, &e); err != nil {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, entry: e, valid: true}, nil
 	case "from", "listed":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, n: n, valid: true}, nil
 	case "total":
 		files, bytes, err := parseTotal(args)
 		if err != nil {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, files: files, n: bytes, valid: true}, nil
 	case "lost":
 		addr, err := strconv.Unquote(args)
 		if err != nil || addr == "" || len(addr) > maxLostAddr {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, msg: addr, valid: true}, nil
 	case "ok":
 		n, err := strconv.ParseInt(args, 10, 64)
 		if err != nil || n < 0 {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, n: n, valid: true}, nil
 	case "fail":
 		codeText, quoted, _ := strings.Cut(args, " ")
 		code, err := strconv.Atoi(codeText)
 		if err != nil || code < 1 || code > 255 {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		msg, err := strconv.Unquote(quoted)
 		if err != nil {
-			return status{}, bad
+			return status{}, malformed(line)
 		}
 		return status{kind: kind, n: int64(code), msg: msg, valid: true}, nil
 	}
-	return status{}, bad
+	return status{}, malformed(line)
+}
+
+// malformed is the error for a status line that parseStatus cannot take;
+// it is made only for such a line, since a listing has one per entry.
+func malformed(line string) error {
+	return fmt.Errorf("malformed status line from the remote side: %.200q", line)
 }
 
 // parseTotal parses the FILES BYTES of a "total" line, each bounded.
