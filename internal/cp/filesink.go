@@ -269,22 +269,6 @@ func fileMode(perm uint32) fs.FileMode {
 	return m
 }
 
-// unixPerm converts an fs.FileMode's permission bits to the Unix form of
-// a Request.
-func unixPerm(m fs.FileMode) uint32 {
-	p := uint32(m & fs.ModePerm)
-	if m&fs.ModeSetuid != 0 {
-		p |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		p |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		p |= 0o1000
-	}
-	return p
-}
-
 // checkDir fails with a setup error unless dir is an existing directory.
 func checkDir(dir string) error {
 	fi, err := os.Stat(dir)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -135,7 +136,7 @@ func (p plan) contents(preserve bool) Contents {
 		return c
 	}
 	fi := p.srcs[0].info
-	c := Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: unixPerm(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
+	c := Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()

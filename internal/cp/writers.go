@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // writers writes the small files of an extraction that go into
@@ -188,7 +190,7 @@ func writeUnnamed(dirfd int, j writeJob, umask fs.FileMode, byPath *atomic.Bool)
 		off += n
 	}
 	if !exact {
-		if err := unix.Fchmod(fd, unixMode(j.meta.mode)); err != nil {
+		if err := unix.Fchmod(fd, meta.UnixMode(j.meta.mode)); err != nil {
 			return true, entryErr("write", j.s.name, err)
 		}
 	}
@@ -294,22 +296,7 @@ func writeFD(fd int, b []byte, m fs.FileMode) error {
 		}
 		off += n
 	}
-	return unix.Fchmod(fd, unixMode(m))
-}
-
-// unixMode returns the system's mode bits for m's permission bits and
-// setuid, setgid and sticky bits.
-func unixMode(m fs.FileMode) uint32 {
-	o := uint32(m.Perm())
-	for _, b := range []struct {
-		go_ fs.FileMode
-		sys uint32
-	}{{fs.ModeSetuid, unix.S_ISUID}, {fs.ModeSetgid, unix.S_ISGID}, {fs.ModeSticky, unix.S_ISVTX}} {
-		if m&b.go_ != 0 {
-			o |= b.sys
-		}
-	}
-	return o
+	return unix.Fchmod(fd, meta.UnixMode(m))
 }
 
 // timespec returns t for utimensat: a zero t leaves the time as it is.

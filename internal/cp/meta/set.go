@@ -24,7 +24,7 @@ func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.Fil
 	}
 	link := h.Typeflag == tar.TypeSymlink
 	if a.chown(dirfd, base, name, h) && !link {
-		if err := unix.Fchmodat(dirfd, base, unixMode(mode), 0); err != nil {
+		if err := unix.Fchmodat(dirfd, base, UnixMode(mode), 0); err != nil {
 			return fmt.Errorf("chmod %q: %w", name, err)
 		}
 	}
@@ -135,15 +135,15 @@ func (a *Applier) Special(dirfd int, base, name string, h *tar.Header, mode fs.F
 	if err := unix.Mknodat(dirfd, base, typ|0o600, int(dev)); err != nil {
 		return false, fmt.Errorf("mknod %q: %w", name, err)
 	}
-	if err := unix.Fchmodat(dirfd, base, unixMode(mode), 0); err != nil {
+	if err := unix.Fchmodat(dirfd, base, UnixMode(mode), 0); err != nil {
 		return false, fmt.Errorf("chmod %q: %w", name, err)
 	}
 	return true, nil
 }
 
-// unixMode returns the system's mode bits for m's permission, setuid,
+// UnixMode returns the system's mode bits for m's permission, setuid,
 // setgid and sticky bits.
-func unixMode(m fs.FileMode) uint32 {
+func UnixMode(m fs.FileMode) uint32 {
 	o := uint32(m.Perm())
 	for _, b := range []struct {
 		m   fs.FileMode

@@ -20,6 +20,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // Types of an entry.
@@ -110,7 +112,7 @@ func entryOf(p, n string, d fs.DirEntry, hash bool) (Entry, error) {
 	if err != nil {
 		return Entry{}, err
 	}
-	e := Entry{Name: n, Type: typeOf(fi.Mode()), MTime: fi.ModTime().UnixNano(), Mode: unixPerm(fi.Mode())}
+	e := Entry{Name: n, Type: typeOf(fi.Mode()), MTime: fi.ModTime().UnixNano(), Mode: meta.UnixMode(fi.Mode())}
 	switch e.Type {
 	case File:
 		e.Size = fi.Size()
@@ -137,22 +139,6 @@ func typeOf(m fs.FileMode) string {
 		return Link
 	}
 	return Other
-}
-
-// unixPerm returns m's permission bits with setuid, setgid and sticky as
-// in a Unix mode.
-func unixPerm(m fs.FileMode) uint32 {
-	p := uint32(m.Perm())
-	if m&fs.ModeSetuid != 0 {
-		p |= 0o4000
-	}
-	if m&fs.ModeSetgid != 0 {
-		p |= 0o2000
-	}
-	if m&fs.ModeSticky != 0 {
-		p |= 0o1000
-	}
-	return p
 }
 
 // hashFile returns the XXH3-128 hash of the regular file at p, in hex,
