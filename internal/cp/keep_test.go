@@ -7,7 +7,6 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +14,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // allKept is every flag that keeps something besides data, modes and
@@ -116,7 +116,7 @@ func sameEntries(t *testing.T, want, got string) {
 			t.Errorf("%s: mode %o uid %d gid %d size %d links %d dev %x mtime %v; want %o %d %d %d %d %x %v",
 				rel, g.Mode, g.Uid, g.Gid, g.Size, g.Nlink, g.Rdev, g.Mtim, w.Mode, w.Uid, w.Gid, w.Size, w.Nlink, w.Rdev, w.Mtim)
 		}
-		if wx, gx := xattrsOf(t, p), xattrsOf(t, filepath.Join(got, rel)); wx != gx {
+		if wx, gx := testutil.Xattrs(t, p), testutil.Xattrs(t, filepath.Join(got, rel)); wx != gx {
 			t.Errorf("%s: xattrs %q, want %q", rel, gx, wx)
 		}
 		return nil
@@ -124,32 +124,6 @@ func sameEntries(t *testing.T, want, got string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-}
-
-// xattrsOf returns the xattrs of the file at p, not following a link,
-// as one string of name=value lines in order.
-func xattrsOf(t *testing.T, p string) string {
-	t.Helper()
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(p, buf)
-	if err != nil {
-		t.Fatalf("list xattrs of %s: %v", p, err)
-	}
-	var b strings.Builder
-	names := strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
-	slices.Sort(names)
-	for _, name := range names {
-		if name == "" {
-			continue
-		}
-		v := make([]byte, 64<<10)
-		m, err := unix.Lgetxattr(p, name, v)
-		if err != nil {
-			t.Fatalf("xattr %s of %s: %v", name, p, err)
-		}
-		b.WriteString(name + "=" + string(v[:m]) + "\n")
-	}
-	return b.String()
 }
 
 // TestKeepHostile feeds archives whose hard links point outside the
