@@ -6,7 +6,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,39 +99,13 @@ func entries(t *testing.T, root string) map[string]string {
 			desc += fmt.Sprintf(" mtime %d.%09d", st.Mtim.Sec, st.Mtim.Nsec)
 		}
 		rel, _ := filepath.Rel(root, p)
-		m[rel] = desc + xattrs(t, p)
+		m[rel] = desc + testutil.Xattrs(t, p)
 		return nil
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	return m
-}
-
-// xattrs returns the xattrs of the file at p, not following a link, in
-// order: " name=value" each, the value in hex.
-func xattrs(t *testing.T, p string) string {
-	t.Helper()
-	buf := make([]byte, 64<<10)
-	n, err := unix.Llistxattr(p, buf)
-	if err != nil {
-		t.Fatalf("list xattrs of %s: %v", p, err)
-	}
-	names := strings.Split(strings.TrimSuffix(string(buf[:n]), "\x00"), "\x00")
-	slices.Sort(names)
-	var b strings.Builder
-	for _, name := range names {
-		if name == "" {
-			continue
-		}
-		v := make([]byte, 64<<10)
-		m, err := unix.Lgetxattr(p, name, v)
-		if err != nil {
-			t.Fatalf("xattr %s of %s: %v", name, p, err)
-		}
-		fmt.Fprintf(&b, " %s=%x", name, v[:m])
-	}
-	return b.String()
 }
 
 // sameEntries fails t unless the trees at want and got have the same
