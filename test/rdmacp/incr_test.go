@@ -264,13 +264,13 @@ func listingFilter(t *testing.T, prog string, n int) string {
 func TestIncrementalLyingRemote(t *testing.T) {
 	s := startSSHD(t)
 	inject := func(name string) string {
-		return `s|^RDMACP listed .*|RDMACP entry {"name":"` + name + `","type":"f"}\n&|`
+		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - "` + name + `"\n&|`
 	}
 	cases := []struct {
 		name, prog string
 		n, code    int
 	}{
-		{"fewer entries", `/^RDMACP entry .*"name":"t\//d`, 1, 0},
+		{"fewer entries", `/^RDMACP entry .* "t\//d`, 1, 0},
 		{"..", inject("t/../beside/y"), incrEntries + 1, 9},
 		{"absolute", inject("/etc/passwd"), incrEntries + 1, 9},
 		{"another name", inject("beside/y"), incrEntries + 1, 9},
