@@ -9,19 +9,15 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
-
-	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"golang.org/x/sys/unix"
 )
 
 // Types of an entry.
@@ -65,55 +61,6 @@ func List(top, name string, hash bool, leave func(name string, isDir bool) bool)
 		return nil
 	})
 	return list, err
-}
-
-// Walk hands each entry of the tree at top, named under name, to each:
-// top itself (not followed if it is a link) and, if it is a directory,
-// everything under it, never through a link, parents before children.
-// With hash it hashes each regular file. What leave (if not nil) says to
-// leave out is, as what is under it (the copy's filter rules). Names that
-// are not valid UTF-8, longer than MaxPath, or whose entry's text is
-// longer than MaxLine are left out (and what is under them): a peer
-// cannot name them, so they are never skipped nor removed. A missing top
-// lists nothing.
-func Walk(top, name string, hash bool, leave func(name string, isDir bool) bool, each func(Entry) error) error {
-	entries, total := 0, 0
-	var text []byte
-	return filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil && p == top && errors.Is(err, fs.ErrNotExist):
-			return fs.SkipAll
-		case err != nil:
-			return err
-		}
-		n := name
-		if rel := strings.TrimPrefix(p[len(top):], string(filepath.Separator)); rel != "" {
-			n = name + "/" + filepath.ToSlash(rel)
-		}
-		if checkName(n) != nil || leave != nil && leave(n, d.IsDir()) {
-			return skip(d)
-		}
-		e, err := entryOf(p, n, d, hash)
-		if err != nil {
-			return err
-		}
-		if text = e.AppendText(text[:0]); len(text) > MaxLine {
-			return skip(d)
-		}
-		entries, total = entries+1, total+len(e.Name)+len(e.Link)
-		if entries > MaxEntries || total > MaxBytes {
-			return fmt.Errorf("list %s: more than %d entries or %d bytes of names", top, MaxEntries, MaxBytes)
-		}
-		return each(e)
-	})
-}
-
-// skip leaves d out of a walk: what is under it too, if a directory.
-func skip(d fs.DirEntry) error {
-	if d.IsDir() {
-		return fs.SkipDir
-	}
-	return nil
 }
 
 // AppendText appends e's text, as a listing's line has it, to b: its
@@ -202,52 +149,18 @@ func names(s string) (name, link string, err error) {
 	return name, link, nil
 }
 
-// entryOf describes the entry d at p, named n.
-func entryOf(p, n string, d fs.DirEntry, hash bool) (Entry, error) {
-	fi, err := d.Info()
-	if err != nil {
-		return Entry{}, err
-	}
-	e := Entry{Name: n, Type: typeOf(fi.Mode()), MTime: fi.ModTime().UnixNano(), Mode: meta.UnixMode(fi.Mode())}
-	switch e.Type {
-	case File:
-		e.Size = fi.Size()
-		if hash {
-			e.Hash, err = hashFile(p)
-		}
-	case Link:
-		e.Link, err = os.Readlink(p)
-		if len(e.Link) > MaxPath || !utf8.ValidString(e.Link) {
-			e.Link = "" // a target a peer cannot name: compared as changed
-		}
-	}
-	return e, err
-}
-
-// typeOf is the type of an entry of mode m.
-func typeOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return File
-	case m.IsDir():
-		return Dir
-	case m&fs.ModeSymlink != 0:
-		return Link
-	}
-	return Other
-}
-
-// hashFile returns the XXH3-128 hash of the regular file at p, in hex,
-// opened without following a link.
-func hashFile(p string) (string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// hashFile returns the XXH3-128 hash of the regular file base in dirfd,
+// in hex, opened without following a link.
+func hashFile(dirfd int, base string) (string, error) {
+	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
+	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
 	h := xxh3.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", p, err)
+		return "", fmt.Errorf("hash %s: %w", base, err)
 	}
 	sum := h.Sum128().Bytes()
 	return hex.EncodeToString(sum[:]), nil

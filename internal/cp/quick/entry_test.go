@@ -2,8 +2,10 @@ package quick
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -150,4 +152,44 @@ func FuzzParseEntry(f *testing.F) {
 			t.Fatalf("%q: %+v, then %+v, %v", text, e, again, err)
 		}
 	})
+}
+
+// TestWalkOrder walks a tree of many directories, read several at once:
+// every entry comes once, each directory before what it holds, and a
+// failure of each stops the walk with that failure.
+func TestWalkOrder(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	want := map[string]bool{"t": true}
+	for i := range 30 {
+		d := filepath.Join(top, fmt.Sprint("d", i%5), fmt.Sprint("e", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "f"), []byte("x"), 0o644)
+		want["t/"+fmt.Sprint("d", i%5)] = true
+		want["t/"+fmt.Sprint("d", i%5, "/e", i)], want["t/"+fmt.Sprint("d", i%5, "/e", i, "/f")] = true, true
+	}
+	seen := map[string]bool{}
+	err := Walk(top, "t", false, nil, func(e Entry) error {
+		if parent := path.Dir(e.Name); parent != "." && !seen[parent] || seen[e.Name] {
+			t.Errorf("%s: before its directory, or twice", e.Name)
+		}
+		seen[e.Name] = true
+		return nil
+	})
+	if err != nil || len(seen) != len(want) {
+		t.Fatalf("listed %d of %d: %v", len(seen), len(want), err)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err = Walk(top, "t", false, nil, func(Entry) error {
+		if n++; n == 10 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 10 {
+		t.Errorf("after a failure at the 10th entry: %d entries, %v", n, err)
+	}
 }
