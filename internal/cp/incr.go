@@ -19,7 +19,7 @@ import (
 )
 
 // An incremental copy (-a, -u, -c, --size-only, --ignore-existing,
-// --delete, -n, --itemize-changes) of a tree: the receiving side lists
+// --delete, --delete-excluded, -n, --itemize-changes) of a tree: the receiving side lists
 // what it has under DST of the archive's top-level entries, the sending
 // side lists its sources, and the local side compares the two (see
 // quick.Compare). In an upload the remote side's listing comes as "entry"
@@ -36,15 +36,16 @@ type incremental struct {
 	rules    quick.Rules
 	dryRun   bool
 	itemize  bool
+	excluded bool      // --delete-excluded: what the filter rules leave out is deleted too
 	out      io.Writer // where the changes are listed
 }
 
 // incrementalOf returns what c's flags ask of an incremental copy, and
 // sets o's recursion and preservation for -a.
 func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
-	in := incremental{dryRun: c.Bool("dry-run"), itemize: c.Bool("itemize-changes"), out: out}
+	in := incremental{dryRun: c.Bool("dry-run"), itemize: c.Bool("itemize-changes"), excluded: c.Bool("delete-excluded"), out: out}
 	in.rules = quick.Rules{Checksum: c.Bool("checksum"), SizeOnly: c.Bool("size-only"), Update: c.Bool("update"),
-		IgnoreExisting: c.Bool("ignore-existing"), Delete: c.Bool("delete")}
+		IgnoreExisting: c.Bool("ignore-existing"), Delete: c.Bool("delete") || in.excluded}
 	r := in.rules
 	in.explicit = in.dryRun || in.itemize || r.Checksum || r.SizeOnly || r.Update || r.IgnoreExisting || r.Delete
 	in.on = in.explicit || c.Bool("archive")
@@ -52,7 +53,7 @@ func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
 		return command.Usagef("--checksum and --size-only do not go together")
 	}
 	if in.on && o.Resume {
-		return command.Usagef("--resume does not go with -a, -u, -c, --size-only, --ignore-existing, --delete, -n or --itemize-changes (each file that differs travels whole)")
+		return command.Usagef("--resume does not go with -a, -u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n or --itemize-changes (each file that differs travels whole)")
 	}
 	if c.Bool("archive") {
 		o.Recursive, o.Preserve = true, true
@@ -66,7 +67,7 @@ func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
 // of an incremental copy's flags is given, and leaves it a plain copy.
 func (o *Options) hostsOnly() error {
 	if o.Incr.explicit {
-		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes go with an upload or a download, not a copy between hosts or to several (-a does: as -r -p)")
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n and --itemize-changes go with an upload or a download, not a copy between hosts or to several (-a does: as -r -p)")
 	}
 	o.Incr.on = false
 	return nil
@@ -76,7 +77,7 @@ func (o *Options) hostsOnly() error {
 // asks to compare it: one file travels whole (-a alone allows it).
 func (in incremental) treeOnly(mode string) error {
 	if in.explicit && mode != modeTar {
-		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
 	}
 	return nil
 }
@@ -269,11 +270,11 @@ func readListing(ctx context.Context, r *remote, st status, tops []string, host 
 
 // compare compares src with dst and lists the changes on in.out: with
 // --itemize-changes rsync's items, else, with -n, the names. What the
-// filter rules exclude is never deleted.
+// filter rules exclude is deleted only with --delete-excluded.
 func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, rules *filter.Rules) quick.Plan {
 	r := in.rules
 	r.Sending, r.Perms, r.Times = sending, preserve, preserve
-	if rules != nil {
+	if rules != nil && !in.excluded {
 		r.Protect = rules.Match
 	}
 	p := quick.Compare(src, dst, r)
