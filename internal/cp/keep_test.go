@@ -204,3 +204,33 @@ func TestKeepHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestKeepOwnerSetgid extracts, as root with the owners kept, files of
+// root's group into a new directory under a setgid one of another group:
+// though a file made there gets that group, each ends with the archive's.
+func TestKeepOwnerSetgid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	t.Parallel()
+	dst := t.TempDir()
+	if err := os.Chown(dst, 0, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, 0o755|fs.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	ar := archive(t, entry{name: "t/", typ: tar.TypeDir, mode: 0o755}, entry{name: "t/f", typ: tar.TypeReg, body: "x"},
+		entry{name: "t/d/", typ: tar.TypeDir, mode: 0o755}, entry{name: "t/d/g", typ: tar.TypeReg, body: "y"})
+	var warn bytes.Buffer
+	ms := modes{preserve: true, keep: meta.NewApplier(meta.Flags{Owner: true, Group: true, NumericIDs: true}, true, &warn)}
+	if err := extract(context.Background(), openRoot(t, dst), bytes.NewReader(ar), scope{names: []string{"t"}}, "", ms, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"t", "t/f", "t/d", "t/d/g"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dst, p), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s: owner %d:%d, %v; want 0:0", p, st.Uid, st.Gid, err)
+		}
+	}
+}

@@ -23,14 +23,18 @@ func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.Fil
 	return a.apply(atPath{dirfd, base}, name, h, mode)
 }
 
-// ApplyFD gives fd, the regular file that the archive entry h called name
+// NewFile is a regular file being made, open as FD, and the owner and
+// group it was made with.
+type NewFile struct{ FD, UID, GID int }
+
+// ApplyFD gives f, the regular file that the archive entry h called name
 // is being written to with mode, what the flags keep of it (see apply);
 // it may be called from several goroutines at once.
-func (a *Applier) ApplyFD(fd int, name string, h *tar.Header, mode fs.FileMode) error {
+func (a *Applier) ApplyFD(f NewFile, name string, h *tar.Header, mode fs.FileMode) error {
 	if !a.Applies() {
 		return nil
 	}
-	return a.apply(openFile(fd), name, h, mode)
+	return a.apply(f, name, h, mode)
 }
 
 // apply gives n, which the archive entry h called name put there with
@@ -56,9 +60,10 @@ func (a *Applier) apply(n node, name string, h *tar.Header, mode fs.FileMode) er
 	return nil
 }
 
-// node is an entry that apply gives its metadata to.
+// node is an entry that apply gives its metadata to; chown says whether
+// it changed the owner or group (-1: kept).
 type node interface {
-	chown(uid, gid int) error
+	chown(uid, gid int) (bool, error)
 	chmod(mode uint32) error
 	setxattr(name string, value []byte) error
 }
@@ -70,8 +75,8 @@ type atPath struct {
 	base  string
 }
 
-func (p atPath) chown(uid, gid int) error {
-	return unix.Fchownat(p.dirfd, p.base, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+func (p atPath) chown(uid, gid int) (bool, error) {
+	return true, unix.Fchownat(p.dirfd, p.base, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
 }
 
 func (p atPath) chmod(mode uint32) error { return unix.Fchmodat(p.dirfd, p.base, mode, 0) }
@@ -80,15 +85,18 @@ func (p atPath) setxattr(name string, value []byte) error {
 	return unix.Lsetxattr("/proc/self/fd/"+strconv.Itoa(p.dirfd)+"/"+p.base, name, value, 0)
 }
 
-// openFile is an open file, by its descriptor.
-type openFile int
+// chown changes nothing where f has the owner and group asked already.
+func (f NewFile) chown(uid, gid int) (bool, error) {
+	if (uid < 0 || uid == f.UID) && (gid < 0 || gid == f.GID) {
+		return false, nil
+	}
+	return true, unix.Fchown(f.FD, uid, gid)
+}
 
-func (f openFile) chown(uid, gid int) error { return unix.Fchown(int(f), uid, gid) }
+func (f NewFile) chmod(mode uint32) error { return unix.Fchmod(f.FD, mode) }
 
-func (f openFile) chmod(mode uint32) error { return unix.Fchmod(int(f), mode) }
-
-func (f openFile) setxattr(name string, value []byte) error {
-	return unix.Fsetxattr(int(f), name, value, 0)
+func (f NewFile) setxattr(name string, value []byte) error {
+	return unix.Fsetxattr(f.FD, name, value, 0)
 }
 
 // takes says whether the xattr x of the entry name, of type typ, is to
@@ -117,8 +125,8 @@ func flagOf(x string) string {
 }
 
 // chown gives n, the entry h called name, the owner and group of h, as
-// root and as the flags say; it says whether it did. What it cannot give,
-// it notes.
+// root and as the flags say; it says whether that changed them. What it
+// cannot give, it notes.
 func (a *Applier) chown(n node, name string, h *tar.Header) bool {
 	if !a.f.Owner && !a.f.Group {
 		return false
@@ -136,11 +144,12 @@ func (a *Applier) chown(n node, name string, h *tar.Header) bool {
 		gid = a.id(a.gids, h.Gname, h.Gid, lookupGroup)
 	}
 	a.mu.Unlock()
-	if err := n.chown(uid, gid); err != nil {
+	changed, err := n.chown(uid, gid)
+	if err != nil {
 		a.notes.once("chown "+err.Error(), "--owner, -g: owner of %q not kept: %v", name, err)
 		return false
 	}
-	return true
+	return changed
 }
 
 // id returns the id to give for name and id of an archive entry: that of
