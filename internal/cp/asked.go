@@ -14,18 +14,6 @@ import (
 // extraction checks every archive entry against the names the plan was
 // checked for.
 
-// unasked is the failure of a download whose remote side said it would
-// send, or sent, what was not asked for: claim is what it said or sent,
-// quoted in the command's error (see command.Unasked).
-type unasked struct {
-	claim string
-	why   string
-}
-
-func (e *unasked) Error() string {
-	return fmt.Sprintf("not asked for: %q: %s", e.claim, e.why)
-}
-
 // asked is what a download asks the remote side for: its sources, as the
 // user wrote them, and whether directories may come (-r).
 type asked struct {

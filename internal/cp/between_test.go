@@ -1,6 +1,8 @@
 package cp
 
 import (
+	"bufio"
+	"bytes"
 	"errors"
 	"slices"
 	"strings"
@@ -48,7 +50,10 @@ func TestRelayedPlan(t *testing.T) {
 			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) || c.Files != tc.files {
 				t.Fatalf("got %+v from %+v", c, tc.c)
 			}
-			if err := c.validate(); err != nil {
+			req := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: "d", Contents: c, Transport: "auto"}
+			var b bytes.Buffer
+			writeRequest(&b, req)
+			if _, err := readRequest(bufio.NewReader(&b)); err != nil {
 				t.Fatalf("the receiving side would refuse %+v: %v", c, err)
 			}
 		})

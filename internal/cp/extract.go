@@ -309,19 +309,10 @@ func writeSparse(f *os.File, b []byte, off int64) error {
 // entryName checks an archive entry's name and returns it as a local
 // relative path, with its first element replaced by top if top is set.
 func entryName(name, top string) (string, error) {
-	if name == "" || len(name) > maxPathLen || strings.ContainsRune(name, 0) {
-		return "", fmt.Errorf("archive entry %.64q: empty, too long or with a NUL byte", name)
-	}
-	if strings.HasPrefix(name, "/") {
-		return "", fmt.Errorf("archive entry %q: absolute path refused", name)
-	}
-	if slices.Contains(strings.Split(name, "/"), "..") {
-		return "", fmt.Errorf("archive entry %q: '..' refused", name)
+	if err := checkEntryName(name); err != nil {
+		return "", err
 	}
 	clean := path.Clean(name)
-	if clean == "." {
-		return "", fmt.Errorf("archive entry %q: names no file", name)
-	}
 	if top != "" {
 		_, rest, _ := strings.Cut(clean, "/")
 		clean = path.Join(top, rest)

@@ -2,64 +2,17 @@ package cp
 
 import (
 	"archive/tar"
-	"bufio"
 	"bytes"
 	"io"
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
-
-// TestRequestFilter checks that the remote side takes a download's filter
-// rules only when they are few and short enough and each one parses, and
-// an upload's never.
-func TestRequestFilter(t *testing.T) {
-	t.Parallel()
-	many := make([]string, filter.MaxRules+1)
-	for i := range many {
-		many[i] = "- x"
-	}
-	cases := []struct {
-		name     string
-		upload   bool
-		rules    []string
-		ok       bool
-		contains string
-	}{
-		{name: "rules", rules: []string{"- *.o", "+ */", "exclude /a/**", "!"}, ok: true},
-		{name: "as many as allowed", rules: many[1:], ok: true},
-		{name: "too many", rules: many, contains: "more than"},
-		{name: "too long", rules: []string{"- " + strings.Repeat("a", filter.MaxLen+1)}, contains: "longer than"},
-		{name: "not a rule", rules: []string{"*.o"}, contains: "not a rule"},
-		{name: "bad pattern", rules: []string{"- a["}, contains: "without its ]"},
-		{name: "a merge", rules: []string{"merge /etc/shadow"}, contains: "merge"},
-		{name: "a modifier", rules: []string{"-/ /etc"}, contains: "modifiers"},
-		{name: "upload with rules", upload: true, rules: []string{"- x"}, contains: "filter rules"},
-	}
-	for _, tc := range cases {
-		r := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
-		if tc.upload {
-			r.Dest, r.Contents = "/tmp", Contents{Mode: modeTar}
-		} else {
-			download(&r)
-		}
-		var b bytes.Buffer
-		if err := writeRequest(&b, r); err != nil {
-			t.Fatal(err)
-		}
-		_, err := readRequest(bufio.NewReaderSize(&b, 4096))
-		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), tc.contains) {
-			t.Errorf("%s: got %v, want ok %v or an error with %q", tc.name, err, tc.ok, tc.contains)
-		}
-	}
-}
 
 // TestWalkFilter checks that the archive of a tree holds what the rules
 // keep, with nothing of an excluded directory, and that a source the rules

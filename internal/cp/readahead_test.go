@@ -174,7 +174,7 @@ func TestReadAheadOffered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o, err := makeOffer(writeTemp(t, t.TempDir(), "partial", body[:1500]), 1500, key, "t/a", maxHashes)
+	o, err := makeOffer(testutil.WriteTemp(t, t.TempDir(), "partial", body[:1500]), 1500, key, "t/a", maxHashes)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"path"
+	"slices"
 	"strings"
 	"time"
 
@@ -435,6 +437,24 @@ func checkSettings(transport string, timeout time.Duration) error {
 func checkName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > maxNameLen || strings.ContainsAny(name, "/\x00") {
 		return fmt.Errorf("file name %.64q: not one plain path element", name)
+	}
+	return nil
+}
+
+// checkEntryName checks an archive entry's name, as the archive or an
+// offer has it: a relative path, without "..", that names a file.
+func checkEntryName(name string) error {
+	if name == "" || len(name) > maxPathLen || strings.ContainsRune(name, 0) {
+		return fmt.Errorf("archive entry %.64q: empty, too long or with a NUL byte", name)
+	}
+	if strings.HasPrefix(name, "/") {
+		return fmt.Errorf("archive entry %q: absolute path refused", name)
+	}
+	if slices.Contains(strings.Split(name, "/"), "..") {
+		return fmt.Errorf("archive entry %q: '..' refused", name)
+	}
+	if path.Clean(name) == "." {
+		return fmt.Errorf("archive entry %q: names no file", name)
 	}
 	return nil
 }

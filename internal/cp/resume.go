@@ -33,7 +33,8 @@ const (
 	hashLen     = 16      // bytes of each block's hash
 	maxOffers   = 1 << 16 // the most files a tree's resume offers
 	resumeInfo  = "rdmacp resume v1"
-	maxOfferLen = 1 << 50 // the largest prefix offered
+	maxOfferLen = 1 << 50   // the largest prefix offered
+	hashBuf     = 256 << 10 // the buffer a block is read through
 )
 
 // offerWait bounds each wait for the other side's part of a resume, which
@@ -63,7 +64,7 @@ func (o offer) validate() error {
 		return nil
 	}
 	if o.Name != "" {
-		if _, err := entryName(o.Name, ""); err != nil {
+		if err := checkEntryName(o.Name); err != nil {
 			return err
 		}
 	}
@@ -106,11 +107,11 @@ func newHasher(key []byte) *hasher {
 
 // block returns the hash of the n bytes of block i (of size bytes) of f,
 // or ok false if f holds less than that there. It reads through a buffer
-// of copyBuf bytes, whatever size the peer's offer says: memory follows
+// of hashBuf bytes, whatever size the peer's offer says: memory follows
 // what f holds, not what the offer claims.
 func (h *hasher) block(f *os.File, i, size, n int64) (sum []byte, ok bool, err error) {
 	if h.buf == nil {
-		h.buf = make([]byte, copyBuf)
+		h.buf = make([]byte, hashBuf)
 	}
 	m := hmac.New(sha256.New, h.key)
 	var idx [8]byte

@@ -4,10 +4,11 @@ import (
 	"bytes"
 	"math/rand/v2"
 	"os"
-	"path/filepath"
 	"runtime"
 	"strings"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // TestResumeAt checks where a stream resumes, for partial copies that are
@@ -43,10 +44,10 @@ func TestResumeAt(t *testing.T) {
 		{"another key", src[:3*mib], other, 0},
 	}
 	dir := t.TempDir()
-	in := writeTemp(t, dir, "src", src)
+	in := testutil.WriteTemp(t, dir, "src", src)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			p := writeTemp(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.partial)
+			p := testutil.WriteTemp(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.partial)
 			o, err := makeOffer(p, int64(len(tc.partial)), tc.key, "", maxHashes)
 			if err != nil {
 				t.Fatal(err)
@@ -76,91 +77,6 @@ func TestHashBlock(t *testing.T) {
 			t.Errorf("hashBlock(%d) = %d: not a valid offer: %v", n, b, err)
 		}
 	}
-}
-
-// TestPartialFile follows a file sink's partial file: kept as an exact
-// prefix when a stream fails, resumed by a copy of the same version of
-// the source, removed for another version, locked against a second copy,
-// and never opened through a planted link.
-func TestPartialFile(t *testing.T) {
-	dir := t.TempDir()
-	req := Request{Dest: dir, Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o644, Size: 10, Changed: 7}}
-	s, err := newFileSink(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s.Writer().Write([]byte("0123456789"))
-	s.Abort(6) // six bytes were written in order
-	if b, err := os.ReadFile(s.partial); err != nil || string(b) != "012345" {
-		t.Fatalf("partial file: %q, %v; want the exact prefix", b, err)
-	}
-
-	req.Resume = true
-	s, err = newFileSink(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := newFileSink(req); err == nil || !strings.Contains(err.Error(), "another rdmacp is copying to it") {
-		t.Fatalf("a second copy to the same file: %v", err)
-	}
-	o := offer{Block: minBlock, Size: 6}
-	for _, at := range []int64{7, 4, -1} {
-		if err := s.start(at, o); err == nil {
-			t.Fatalf("started at %d of a 6-byte offer", at)
-		}
-	}
-	if err := s.start(6, o); err != nil {
-		t.Fatal(err)
-	}
-	s.Writer().Write([]byte("6789"))
-	if err := s.Finish(); err != nil {
-		t.Fatal(err)
-	}
-	if b, err := os.ReadFile(filepath.Join(dir, "f")); err != nil || string(b) != "0123456789" {
-		t.Fatalf("resumed copy: %q, %v", b, err)
-	}
-
-	s, _ = newFileSink(req)
-	s.Writer().Write([]byte("abc"))
-	s.Abort(3)
-	req.Changed = 8 // the source changed
-	s, err = newFileSink(req)
-	if err != nil || !s.stale {
-		t.Fatalf("stale %v, %v; want the old partial file removed", s != nil && s.stale, err)
-	}
-	if o, _ := s.offer(bytes.Repeat([]byte{1}, keyLen)); len(o.Hashes) != 0 {
-		t.Fatalf("offer %+v from a new partial file", o)
-	}
-	s.Abort(0)
-	if m, _ := filepath.Glob(filepath.Join(dir, ".f.rdmacp-*")); len(m) != 0 {
-		t.Fatalf("left behind: %v", m)
-	}
-
-	victim := writeTemp(t, dir, "victim", []byte("keep me"))
-	if err := os.Link(victim.Name(), partialName(filepath.Join(dir, "f"), req.Contents)); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := newFileSink(req); err == nil || !strings.Contains(err.Error(), "one link") {
-		t.Fatalf("partial name hard-linked elsewhere: %v", err)
-	}
-	if b, _ := os.ReadFile(victim.Name()); string(b) != "keep me" {
-		t.Fatalf("the linked file was changed: %q", b)
-	}
-}
-
-// writeTemp writes b to a new file name in dir and returns it open.
-func writeTemp(t *testing.T, dir, name string, b []byte) *os.File {
-	t.Helper()
-	p := filepath.Join(dir, name)
-	if err := os.WriteFile(p, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	f, err := os.Open(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { f.Close() })
-	return f
 }
 
 // TestHugeBlockOffer: an offer of one block of 2^47 bytes (a hostile

@@ -154,3 +154,38 @@ func TestBetweenResult(t *testing.T) {
 		})
 	}
 }
+
+// TestReadConnect: the sending side of a copy between two remote hosts
+// takes one connect line, an IP address and port, and nothing else.
+func TestReadConnect(t *testing.T) {
+	cases := []struct {
+		line string
+		ok   bool
+	}{
+		{`{"connect":"10.0.0.2:4000"}`, true},
+		{`{"connect":"[fe80::1]:4000"}`, true},
+		{`{"connect":"evil.example:80"}`, false}, // a name, looked up there
+		{`{"connect":"10.0.0.2"}`, false},
+		{`{"connect":""}`, false},
+		{`{"connect":"10.0.0.2:4000","to":"x"}`, false},
+		{`{"connect":"10.0.0.2:4000"} {}`, false},
+		{strings.Repeat("x", maxRequestLine+10), false},
+		{"", false}, // the ssh channel ended
+	}
+	for _, tc := range cases {
+		in := tc.line + "\n"
+		if tc.line == "" {
+			in = ""
+		}
+		addr, err := readConnect(bufio.NewReader(strings.NewReader(in)))
+		if (err == nil) != tc.ok {
+			t.Errorf("%.40q: %v, want ok %v", tc.line, err, tc.ok)
+		}
+		if err != nil && conn.KindOf(err) != conn.KindSetup {
+			t.Errorf("%.40q: %v is not a setup failure", tc.line, err)
+		}
+		if err == nil && addr == "" {
+			t.Errorf("%.40q: no address", tc.line)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -176,41 +177,6 @@ func later(r *Request) {
 	r.Connect, r.ConnectLater = "", true
 }
 
-// TestReadConnect: the sending side of a copy between two remote hosts
-// takes one connect line, an IP address and port, and nothing else.
-func TestReadConnect(t *testing.T) {
-	cases := []struct {
-		line string
-		ok   bool
-	}{
-		{`{"connect":"10.0.0.2:4000"}`, true},
-		{`{"connect":"[fe80::1]:4000"}`, true},
-		{`{"connect":"evil.example:80"}`, false}, // a name, looked up there
-		{`{"connect":"10.0.0.2"}`, false},
-		{`{"connect":""}`, false},
-		{`{"connect":"10.0.0.2:4000","to":"x"}`, false},
-		{`{"connect":"10.0.0.2:4000"} {}`, false},
-		{strings.Repeat("x", maxRequestLine+10), false},
-		{"", false}, // the ssh channel ended
-	}
-	for _, tc := range cases {
-		in := tc.line + "\n"
-		if tc.line == "" {
-			in = ""
-		}
-		addr, err := readConnect(bufio.NewReader(strings.NewReader(in)))
-		if (err == nil) != tc.ok {
-			t.Errorf("%.40q: %v, want ok %v", tc.line, err, tc.ok)
-		}
-		if err != nil && conn.KindOf(err) != conn.KindSetup {
-			t.Errorf("%.40q: %v is not a setup failure", tc.line, err)
-		}
-		if err == nil && addr == "" {
-			t.Errorf("%.40q: no address", tc.line)
-		}
-	}
-}
-
 func TestPlanLine(t *testing.T) {
 	cases := []struct {
 		name string
@@ -243,6 +209,50 @@ func TestPlanLine(t *testing.T) {
 	for _, line := range []string{`RDMACP plan {"mode":"tar","evil":1}`, `RDMACP plan {"mode":"tar"} {}`, `RDMACP plan`, `RDMACP plan [1]`} {
 		if got, err := parseStatus(line); err == nil {
 			t.Errorf("%q: got %+v, want an error", line, got)
+		}
+	}
+}
+
+// TestRequestFilter checks that the remote side takes a download's filter
+// rules only when they are few and short enough and each one parses, and
+// an upload's never.
+func TestRequestFilter(t *testing.T) {
+	t.Parallel()
+	many := make([]string, filter.MaxRules+1)
+	for i := range many {
+		many[i] = "- x"
+	}
+	cases := []struct {
+		name     string
+		upload   bool
+		rules    []string
+		ok       bool
+		contains string
+	}{
+		{name: "rules", rules: []string{"- *.o", "+ */", "exclude /a/**", "!"}, ok: true},
+		{name: "as many as allowed", rules: many[1:], ok: true},
+		{name: "too many", rules: many, contains: "more than"},
+		{name: "too long", rules: []string{"- " + strings.Repeat("a", filter.MaxLen+1)}, contains: "longer than"},
+		{name: "not a rule", rules: []string{"*.o"}, contains: "not a rule"},
+		{name: "bad pattern", rules: []string{"- a["}, contains: "without its ]"},
+		{name: "a merge", rules: []string{"merge /etc/shadow"}, contains: "merge"},
+		{name: "a modifier", rules: []string{"-/ /etc"}, contains: "modifiers"},
+		{name: "upload with rules", upload: true, rules: []string{"- x"}, contains: "filter rules"},
+	}
+	for _, tc := range cases {
+		r := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
+		if tc.upload {
+			r.Dest, r.Contents = "/tmp", Contents{Mode: modeTar}
+		} else {
+			download(&r)
+		}
+		var b bytes.Buffer
+		if err := writeRequest(&b, r); err != nil {
+			t.Fatal(err)
+		}
+		_, err := readRequest(bufio.NewReaderSize(&b, 4096))
+		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), tc.contains) {
+			t.Errorf("%s: got %v, want ok %v or an error with %q", tc.name, err, tc.ok, tc.contains)
 		}
 	}
 }

@@ -102,7 +102,7 @@ func TestTreeResume(t *testing.T) {
 // under the archive's top-level names, once, with few enough hashes.
 func TestResumptionAdd(t *testing.T) {
 	rs := newResumption(plan{srcs: []source{{name: "top"}}}, bytes.Repeat([]byte{7}, keyLen))
-	one := []string{strings.Repeat("ab", hashLen)}
+	one := []string{strings.Repeat("ab", 16)}
 	cases := []struct {
 		o    offer
 		fail string // in the error; "" for taken
