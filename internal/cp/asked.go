@@ -6,6 +6,8 @@ import (
 	"path"
 	"slices"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // A download writes only what was asked for (the class of scp's
@@ -43,19 +45,19 @@ func askedName(src string) string {
 // askedName) is taken only when newName says that DST itself is the name
 // it gets here (a single source to a new name). It returns the names, as
 // the archive has them, that the extraction takes.
-func (a asked) check(c Contents, newName bool) ([]string, error) {
-	if c.Mode == modeFile || c.Mode == modeSparse {
+func (a asked) check(c proto.Contents, newName bool) ([]string, error) {
+	if c.Mode == proto.ModeFile || c.Mode == proto.ModeSparse {
 		return nil, a.checkFile(c)
 	}
 	archive := "an archive of " + strings.Join(c.Names, ", ")
 	single := len(a.srcs) == 1 && (c.Single || !isPattern(a.srcs[0]))
 	switch {
 	case single && !a.recursive:
-		return nil, &unasked{archive, fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
+		return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%s was asked for without -r: a file, not an archive", a.srcs[0])}
 	case c.Single != single:
-		return nil, &unasked{archive, fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+		return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%d sources were asked for", len(a.srcs))}
 	case c.Single && len(c.Names) != 1:
-		return nil, &unasked{archive, fmt.Sprintf("%d names for one top-level entry", len(c.Names))}
+		return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%d names for one top-level entry", len(c.Names))}
 	}
 	counts, err := a.counts(c)
 	if err != nil {
@@ -76,7 +78,7 @@ func (a asked) check(c Contents, newName bool) ([]string, error) {
 // counts returns how many of c.Names each source gave: c.Counts, which
 // must add up to them and give a source that is not a pattern at most
 // one, or one each.
-func (a asked) counts(c Contents) ([]int, error) {
+func (a asked) counts(c proto.Contents) ([]int, error) {
 	archive := "an archive of " + strings.Join(c.Names, ", ")
 	if c.Counts == nil && len(c.Names) == len(a.srcs) {
 		counts := make([]int, len(a.srcs))
@@ -86,17 +88,17 @@ func (a asked) counts(c Contents) ([]int, error) {
 		return counts, nil
 	}
 	if len(c.Counts) != len(a.srcs) {
-		return nil, &unasked{archive, fmt.Sprintf("%d sources were asked for", len(a.srcs))}
+		return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%d sources were asked for", len(a.srcs))}
 	}
 	sum := 0
 	for k, n := range c.Counts {
 		if n < 0 || n > 1 && !isPattern(a.srcs[k]) || n > len(c.Names)-sum {
-			return nil, &unasked{archive, fmt.Sprintf("%d names for %s", n, a.srcs[k])}
+			return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%d names for %s", n, a.srcs[k])}
 		}
 		sum += n
 	}
 	if sum != len(c.Names) {
-		return nil, &unasked{archive, fmt.Sprintf("%d names counted for the sources", sum)}
+		return nil, &proto.Unasked{Claim: archive, Why: fmt.Sprintf("%d names counted for the sources", sum)}
 	}
 	return c.Counts, nil
 }
@@ -105,31 +107,31 @@ func (a asked) counts(c Contents) ([]int, error) {
 func (a asked) checkName(src, name string, newName bool) error {
 	if isPattern(src) {
 		if !takes(path.Base(src), name) {
-			return &unasked{name, fmt.Sprintf("neither a name that %s matches nor that pattern itself", src)}
+			return &proto.Unasked{Claim: name, Why: fmt.Sprintf("neither a name that %s matches nor that pattern itself", src)}
 		}
 		return nil
 	}
 	want := askedName(src)
 	switch {
 	case want == "" && !newName:
-		return &unasked{name, fmt.Sprintf("%s names no name here; name the copy (rdmacp -r HOST:%s NEWNAME) or its path", src, src)}
+		return &proto.Unasked{Claim: name, Why: fmt.Sprintf("%s names no name here; name the copy (rdmacp -r HOST:%s NEWNAME) or its path", src, src)}
 	case want != "" && name != want:
-		return &unasked{name, fmt.Sprintf("%s was asked for", src)}
+		return &proto.Unasked{Claim: name, Why: fmt.Sprintf("%s was asked for", src)}
 	}
 	return nil
 }
 
 // checkFile checks a plan for one regular file, which only a single
 // source gives: under its name, or for a pattern, a name it takes.
-func (a asked) checkFile(c Contents) error {
+func (a asked) checkFile(c proto.Contents) error {
 	if len(a.srcs) != 1 {
-		return &unasked{c.Name, fmt.Sprintf("one file, where %d sources were asked for", len(a.srcs))}
+		return &proto.Unasked{Claim: c.Name, Why: fmt.Sprintf("one file, where %d sources were asked for", len(a.srcs))}
 	}
 	if isPattern(a.srcs[0]) {
 		return a.checkName(a.srcs[0], c.Name, false)
 	}
 	if c.Name != askedName(a.srcs[0]) {
-		return &unasked{c.Name, fmt.Sprintf("%s was asked for", a.srcs[0])}
+		return &proto.Unasked{Claim: c.Name, Why: fmt.Sprintf("%s was asked for", a.srcs[0])}
 	}
 	return nil
 }
@@ -139,7 +141,7 @@ func (a asked) checkFile(c Contents) error {
 func underNames(name string, names []string) error {
 	first, _, _ := strings.Cut(path.Clean(name), "/")
 	if !slices.Contains(names, first) {
-		return &unasked{name, "outside the names asked for (" + strings.Join(names, ", ") + ")"}
+		return &proto.Unasked{Claim: name, Why: "outside the names asked for (" + strings.Join(names, ", ") + ")"}
 	}
 	return nil
 }
@@ -161,9 +163,9 @@ func (s scope) check(h *tar.Header) error {
 	switch {
 	case !s.files:
 	case h.Typeflag == tar.TypeDir || strings.Contains(path.Clean(h.Name), "/"):
-		return &unasked{h.Name, "a directory, or in one, without -r"}
+		return &proto.Unasked{Claim: h.Name, Why: "a directory, or in one, without -r"}
 	case h.Typeflag != tar.TypeReg && h.Typeflag != tar.TypeGNUSparse:
-		return &unasked{h.Name, "not a regular file, without -r"}
+		return &proto.Unasked{Claim: h.Name, Why: "not a regular file, without -r"}
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 func TestAskedName(t *testing.T) {
@@ -24,20 +26,20 @@ func TestAskedName(t *testing.T) {
 // TestAskedCheck: a plan is taken only for what was asked for; anything
 // else is refused with the remote side's claim.
 func TestAskedCheck(t *testing.T) {
-	file := func(name string) Contents { return Contents{Mode: modeFile, Name: name} }
-	tarOf := func(single bool, names ...string) Contents {
-		return Contents{Mode: modeTar, Single: single, Names: names}
+	file := func(name string) proto.Contents { return proto.Contents{Mode: proto.ModeFile, Name: name} }
+	tarOf := func(single bool, names ...string) proto.Contents {
+		return proto.Contents{Mode: proto.ModeTar, Single: single, Names: names}
 	}
 	cases := []struct {
 		name    string
 		a       asked
-		c       Contents
+		c       proto.Contents
 		newName bool
 		claim   string // "": taken
 	}{
 		{"file", asked{srcs: []string{"d/report.txt"}}, file("report.txt"), false, ""},
 		{"file, -r", asked{srcs: []string{"report.txt"}, recursive: true}, file("report.txt"), false, ""},
-		{"sparse file", asked{srcs: []string{"disk.img"}}, Contents{Mode: modeSparse, Name: "disk.img"}, false, ""},
+		{"sparse file", asked{srcs: []string{"disk.img"}}, proto.Contents{Mode: proto.ModeSparse, Name: "disk.img"}, false, ""},
 		{"file under another name", asked{srcs: []string{"report.txt"}}, file(".bashrc"), false, ".bashrc"},
 		{"file for a directory", asked{srcs: []string{"."}, recursive: true}, file(".bashrc"), true, ".bashrc"},
 		{"file for several sources", asked{srcs: []string{"a", "b"}}, file("a"), false, "a"},
@@ -70,7 +72,7 @@ func TestAskedCheck(t *testing.T) {
 		// a pattern's one match is one source; a pattern that matches
 		// nothing is the literal name (as OpenSSH's scp takes them)
 		{"pattern's one match as a file", asked{srcs: []string{"*.txt"}}, file("a.txt"), false, ""},
-		{"pattern's one match as a sparse file", asked{srcs: []string{"d/*.img"}}, Contents{Mode: modeSparse, Name: "disk.img"}, false, ""},
+		{"pattern's one match as a sparse file", asked{srcs: []string{"d/*.img"}}, proto.Contents{Mode: proto.ModeSparse, Name: "disk.img"}, false, ""},
 		{"pattern as a file it does not match", asked{srcs: []string{"*.txt"}}, file(".bashrc"), false, ".bashrc"},
 		{"pattern's one match said single, -r", asked{srcs: []string{"d/run*"}, recursive: true}, tarOf(true, "run1"), false, ""},
 		{"pattern's one match said single, another name", asked{srcs: []string{"d/run*"}, recursive: true}, tarOf(true, ".ssh"), false, ".ssh"},
@@ -95,13 +97,13 @@ func TestAskedCheck(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			names, err := tc.a.check(tc.c, tc.newName && len(tc.a.srcs) == 1)
-			var u *unasked
+			var u *proto.Unasked
 			switch {
 			case tc.claim == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.claim == "" && tc.c.Mode == modeTar && len(names) != len(tc.c.Names):
+			case tc.claim == "" && tc.c.Mode == proto.ModeTar && len(names) != len(tc.c.Names):
 				t.Fatalf("names %q, want %q", names, tc.c.Names)
-			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+			case tc.claim != "" && (!errors.As(err, &u) || u.Claim != tc.claim):
 				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
 			}
 		})
@@ -109,7 +111,7 @@ func TestAskedCheck(t *testing.T) {
 }
 
 // counted is c with counts.
-func counted(c Contents, counts ...int) Contents {
+func counted(c proto.Contents, counts ...int) proto.Contents {
 	c.Counts = counts
 	return c
 }
@@ -171,7 +173,7 @@ func TestExpand(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c := p.counts(from, len(srcs)); !slices.Equal(c, []int{2, 1, 0, 1, 1}) || len(p.left) != 1 || p.mode != modeTar {
+	if c := p.counts(from, len(srcs)); !slices.Equal(c, []int{2, 1, 0, 1, 1}) || len(p.left) != 1 || p.mode != proto.ModeTar {
 		t.Fatalf("counts %v, left %v, mode %s; want [2 1 0 1 1], one left, tar", c, p.left, p.mode)
 	}
 }
@@ -189,14 +191,14 @@ func TestPlanSendPattern(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		src  string
-		want Contents // its mode and name or names
+		want proto.Contents // its mode and name or names
 	}{
-		{"g[1]", Contents{Mode: modeFile, Name: "g[1]"}},
-		{"*.log", Contents{Mode: modeFile, Name: "one.log"}},
-		{"*.txt", Contents{Mode: modeTar, Names: []string{"a.txt", "b.txt"}, Counts: []int{2}}},
-		{"*.none", Contents{}},
+		{"g[1]", proto.Contents{Mode: proto.ModeFile, Name: "g[1]"}},
+		{"*.log", proto.Contents{Mode: proto.ModeFile, Name: "one.log"}},
+		{"*.txt", proto.Contents{Mode: proto.ModeTar, Names: []string{"a.txt", "b.txt"}, Counts: []int{2}}},
+		{"*.none", proto.Contents{}},
 	} {
-		p, in, c, err := planSend(Request{Send: []string{dir + "/" + tc.src}}, io.Discard)
+		p, in, c, err := planSend(proto.Request{Send: []string{dir + "/" + tc.src}}, io.Discard)
 		if in != nil {
 			in.Close()
 		}
@@ -206,7 +208,7 @@ func TestPlanSendPattern(t *testing.T) {
 		case tc.want.Mode == "":
 		case err != nil:
 			t.Errorf("%s: %v", tc.src, err)
-		case c.Mode != tc.want.Mode || c.Name != tc.want.Name || !slices.Equal(c.Names, tc.want.Names) || !slices.Equal(c.Counts, tc.want.Counts) || c.Single || p.several != (c.Mode == modeTar):
+		case c.Mode != tc.want.Mode || c.Name != tc.want.Name || !slices.Equal(c.Names, tc.want.Names) || !slices.Equal(c.Counts, tc.want.Counts) || c.Single || p.several != (c.Mode == proto.ModeTar):
 			t.Errorf("%s: planned %+v (several %v), want %+v", tc.src, c, p.several, tc.want)
 		}
 	}
@@ -221,7 +223,7 @@ func TestPrepareUnknownName(t *testing.T) {
 	if err := os.Mkdir(filepath.Join(dir, "made"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := Contents{Mode: modeTar, Single: true, Names: []string{".ssh"}}
+	c := proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{".ssh"}}
 	cases := []struct {
 		dst     string
 		resume  bool
@@ -236,7 +238,7 @@ func TestPrepareUnknownName(t *testing.T) {
 	}
 	for _, tc := range cases {
 		s, err := prepare(asked{srcs: []string{"."}, recursive: true}, c, dir+"/"+tc.dst, Options{Resume: tc.resume})
-		var u *unasked
+		var u *proto.Unasked
 		switch {
 		case tc.wantTop == "" && !errors.As(err, &u):
 			t.Errorf("%s (resume %v): got %v, want a refusal", tc.dst, tc.resume, err)
@@ -256,7 +258,7 @@ func TestPrepareUnknownName(t *testing.T) {
 // sources, or a pattern) is extracted taking only files; with -r, trees.
 func TestPrepareWithoutR(t *testing.T) {
 	t.Parallel()
-	c := Contents{Mode: modeTar, Names: []string{"a", "b"}, Counts: []int{2}}
+	c := proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "b"}, Counts: []int{2}}
 	for _, recursive := range []bool{false, true} {
 		s, err := prepare(asked{srcs: []string{"*"}, recursive: recursive}, c, t.TempDir()+"/", Options{})
 		if err != nil {
@@ -269,7 +271,7 @@ func TestPrepareWithoutR(t *testing.T) {
 	}
 }
 
-// FuzzPlan feeds the remote side's status lines to parseStatus and the
+// FuzzPlan feeds the remote side's status lines to proto.ParseStatus and the
 // plans among them to the check of what a download of src asked for: no
 // line panics, and a plan taken names only src's name as written, or for a
 // pattern, names the pattern matches or the pattern itself.
@@ -282,16 +284,16 @@ func FuzzPlan(f *testing.F) {
 	f.Add(`RDMACP plan {"mode":"file","name":"g[1]"}`, "d/g[1]", false)
 	f.Add(`RDMACP plan {"mode":"tar","names":["g[1]",".bashrc"],"counts":[2]}`, "d/g[1]", false)
 	f.Fuzz(func(t *testing.T, line, src string, recursive bool) {
-		st, err := parseStatus(line)
-		if err != nil || st.kind != "plan" {
+		st, err := proto.ParseStatus(line)
+		if err != nil || st.Kind != "plan" {
 			return
 		}
-		names, err := asked{srcs: []string{src}, recursive: recursive}.check(st.contents, false)
+		names, err := asked{srcs: []string{src}, recursive: recursive}.check(st.Contents, false)
 		if err != nil {
 			return
 		}
-		if isPattern(src) && st.contents.Mode != modeTar {
-			names = []string{st.contents.Name}
+		if isPattern(src) && st.Contents.Mode != proto.ModeTar {
+			names = []string{st.Contents.Name}
 		}
 		if isPattern(src) {
 			for _, name := range names {
@@ -305,7 +307,7 @@ func FuzzPlan(f *testing.F) {
 		if want == "" {
 			t.Fatalf("%q taken for %q, whose name only the remote side knows", line, src)
 		}
-		if st.contents.Mode != modeTar && st.contents.Name != want || st.contents.Mode == modeTar && (len(names) != 1 || names[0] != want) {
+		if st.Contents.Mode != proto.ModeTar && st.Contents.Name != want || st.Contents.Mode == proto.ModeTar && (len(names) != 1 || names[0] != want) {
 			t.Fatalf("%q taken for %q", line, src)
 		}
 	})

@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -51,13 +52,13 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 			return err
 		}
 	}
-	if st.kind != "port" {
-		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.kind)
+	if st.Kind != "port" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.Kind)
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from.Host, dst.Host, addr)
 	// A failed write means ssh is gone; the sending side's status says why.
-	_ = writeJSONLine(sender.stdin, connectLine{Connect: addr})
+	_ = proto.WriteJSONLine(sender.stdin, proto.ConnectLine{Connect: addr})
 	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
 		return err
 	}
@@ -95,22 +96,22 @@ func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) er
 // from with req, which asks for a, and checks its plan against a (see
 // relayedPlan). It returns the sending side, its plan, and the contents
 // the receiving sides are told.
-func sendingSide(ctx context.Context, from Target, o Options, req Request, a asked) (*remote, Contents, Contents, error) {
+func sendingSide(ctx context.Context, from Target, o Options, req proto.Request, a asked) (*remote, proto.Contents, proto.Contents, error) {
 	sender, st, err := begin(ctx, from, o, remoteSend, req)
 	if err != nil {
-		return nil, Contents{}, Contents{}, err
+		return nil, proto.Contents{}, proto.Contents{}, err
 	}
-	if st.kind != "plan" {
+	if st.Kind != "plan" {
 		sender.close()
-		return nil, Contents{}, Contents{}, conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.kind)
+		return nil, proto.Contents{}, proto.Contents{}, conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.Kind)
 	}
-	c, err := relayedPlan(a, st.contents)
+	c, err := relayedPlan(a, st.Contents)
 	if err != nil {
 		sender.close()
-		return nil, Contents{}, Contents{}, claimOf(from.Host, err)
+		return nil, proto.Contents{}, proto.Contents{}, claimOf(from.Host, err)
 	}
 	o.noteSingle(c.Mode)
-	return sender, st.contents, c, nil
+	return sender, st.Contents, c, nil
 }
 
 // sentDown tells the sending side on from to send the stream down live,
@@ -123,7 +124,7 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 	first := live[0]
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
 	// A failed write means ssh is gone; the sending side's status says why.
-	_ = writeJSONLine(sender.stdin, forwardTo(live))
+	_ = proto.WriteJSONLine(sender.stdin, forwardTo(live))
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
@@ -135,26 +136,26 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 	}()
 	var stats pipe.Stats
 	for {
-		st, err := sender.next(ctx, maxTimeout)
+		st, err := sender.next(ctx, proto.MaxTimeout)
 		switch {
 		case ctx.Err() != nil:
 			return stats, context.Cause(ctx)
 		case err != nil:
 			return stats, conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
-		case st.kind == "lost" && len(stats.Lost) == len(live):
+		case st.Kind == "lost" && len(stats.Lost) == len(live):
 			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s names more lost hosts than the %d of the chain", from, len(live))
-		case st.kind == "lost":
-			stats.Lost = append(stats.Lost, st.msg)
+		case st.Kind == "lost":
+			stats.Lost = append(stats.Lost, st.Msg)
 			continue
-		case st.kind == "fail" && kindOfCode(int(st.n)) == conn.KindSetup:
+		case st.Kind == "fail" && kindOfCode(int(st.N)) == conn.KindSetup:
 			return stats, linkFailed(from, first.t.Host, first.addr, st)
-		case st.kind != "ok":
+		case st.Kind != "ok":
 			if err := remoteFailed(from, st); err != nil {
 				return stats, err
 			}
-			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, st.kind)
+			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, st.Kind)
 		}
-		stats.Bytes = st.n
+		stats.Bytes = st.N
 		return stats, nil
 	}
 }
@@ -165,39 +166,39 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 // that the stream starts back to the receiving side; each side checks
 // what it is passed as it does from a local side. It returns the
 // receiving side's status after its offers.
-func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mode, from, to string) (status, error) {
+func resumeBetween(ctx context.Context, sender, receiver *remote, st proto.Status, mode, from, to string) (proto.Status, error) {
 	offers := 0
-	for ; st.kind == "have"; offers++ {
-		if mode != modeTar && offers > 0 {
-			return status{}, conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side on %s for one file", to)
+	for ; st.Kind == "have"; offers++ {
+		if mode != proto.ModeTar && offers > 0 {
+			return proto.Status{}, conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side on %s for one file", to)
 		}
 		// A failed write means ssh is gone; the next status says why.
-		_ = writeJSONLine(sender.stdin, st.offer)
-		if mode == modeFile {
-			at, err := sender.next(ctx, offerWait)
+		_ = proto.WriteJSONLine(sender.stdin, st.Offer)
+		if mode == proto.ModeFile {
+			at, err := sender.next(ctx, proto.OfferWait)
 			switch {
 			case err != nil:
-				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
-			case at.kind == "fail":
-				return status{}, remoteFailed(from, at)
-			case at.kind != "from":
-				return status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.kind)
+				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
+			case at.Kind == "fail":
+				return proto.Status{}, remoteFailed(from, at)
+			case at.Kind != "from":
+				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.Kind)
 			}
-			_ = writeJSONLine(receiver.stdin, fromLine{at.n})
+			_ = proto.WriteJSONLine(receiver.stdin, proto.FromLine{From: at.N})
 		}
 		var err error
-		if st, err = receiver.next(ctx, offerWait); err != nil {
-			return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
+		if st, err = receiver.next(ctx, proto.OfferWait); err != nil {
+			return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
 		}
 		if err := remoteFailed(to, st); err != nil {
-			return status{}, err
+			return proto.Status{}, err
 		}
 	}
 	switch {
-	case mode == modeFile && offers == 0:
-		return status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "no offer for the file")
-	case mode == modeTar:
-		_ = writeJSONLine(sender.stdin, offer{End: true})
+	case mode == proto.ModeFile && offers == 0:
+		return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "no offer for the file")
+	case mode == proto.ModeTar:
+		_ = proto.WriteJSONLine(sender.stdin, proto.Offer{End: true})
 	}
 	return st, nil
 }
@@ -208,12 +209,12 @@ func resumeBetween(ctx context.Context, sender, receiver *remote, st status, mod
 // (no -r), nothing of what only a download's local side reads. A name
 // only the sending side knows (a source such as "." or "~") is refused:
 // nothing here can tell whether DST is a new name for it.
-func relayedPlan(a asked, c Contents) (Contents, error) {
+func relayedPlan(a asked, c proto.Contents) (proto.Contents, error) {
 	names, err := a.check(c, false)
 	if err != nil {
-		return Contents{}, err
+		return proto.Contents{}, err
 	}
-	c.Names, c.Counts, c.Left, c.Files = names, nil, 0, c.Mode == modeTar && !a.recursive
+	c.Names, c.Counts, c.Left, c.Files = names, nil, 0, c.Mode == proto.ModeTar && !a.recursive
 	return c, nil
 }
 
@@ -222,14 +223,14 @@ func relayedPlan(a asked, c Contents) (Contents, error) {
 // sending side that fails before the stream ends the receiving side's
 // wait; if it could not connect, the error names the pair.
 func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
-	sent, err := sender.next(ctx, maxTimeout)
+	sent, err := sender.next(ctx, proto.MaxTimeout)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	if err != nil {
 		return conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
 	}
-	if sent.kind == "fail" && kindOfCode(int(sent.n)) == conn.KindSetup {
+	if sent.Kind == "fail" && kindOfCode(int(sent.N)) == conn.KindSetup {
 		return linkFailed(from, to, addr, sent)
 	}
 	got, err := receiver.next(ctx, statusWait)
@@ -252,9 +253,9 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 // receiving side's failure comes first and gives the exit code: it is the
 // one that knows what was written (a refused DST, a damaged or
 // unauthenticated stream), where the sending side mostly sees its end.
-func betweenOutcome(sent, got status, from, to string) error {
+func betweenOutcome(sent, got proto.Status, from, to string) error {
 	if u, ok := refusedClaim(got); ok {
-		return claimOf(from, &unasked{u.claim, u.why + " (refused on " + to + ")"})
+		return claimOf(from, &proto.Unasked{Claim: u.Claim, Why: u.Why + " (refused on " + to + ")"})
 	}
 	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
 	switch {
@@ -264,27 +265,27 @@ func betweenOutcome(sent, got status, from, to string) error {
 		return recvErr
 	case sendErr != nil:
 		return sendErr
-	case sent.kind != "ok":
-		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.kind)
+	case sent.Kind != "ok":
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.Kind)
 	}
-	return remoteDone(to, got, sent.n, "sent by "+from)
+	return remoteDone(to, got, sent.N, "sent by "+from)
 }
 
 // refusedClaim returns what got, the receiving side's status in a copy
 // between two hosts, says it refused of the sending side's archive as not
 // asked for (exit 9, with the claim as unasked quotes it), and whether it
 // says so.
-func refusedClaim(got status) (*unasked, bool) {
-	if got.kind != "fail" || got.n != command.ExitUnasked {
+func refusedClaim(got proto.Status) (*proto.Unasked, bool) {
+	if got.Kind != "fail" || got.N != command.ExitUnasked {
 		return nil, false
 	}
-	_, rest, _ := strings.Cut(got.msg, "not asked for: ")
+	_, rest, _ := strings.Cut(got.Msg, "not asked for: ")
 	quoted, err := strconv.QuotedPrefix(rest)
 	if err != nil {
 		return nil, false
 	}
 	claim, _ := strconv.Unquote(quoted)
-	return &unasked{claim, strings.TrimPrefix(rest[len(quoted):], ": ")}, true
+	return &proto.Unasked{Claim: claim, Why: strings.TrimPrefix(rest[len(quoted):], ": ")}, true
 }
 
 // cannotConnectOp starts a remote side's failure to connect to the host
@@ -301,18 +302,18 @@ func cannotConnect(addr string, err error) error {
 
 // couldNotConnect returns why st, a remote side's status, says it could
 // not connect to addr (see cannotConnect), and whether it says so.
-func couldNotConnect(st status, addr string) (string, bool) {
-	if st.kind != "fail" || kindOfCode(int(st.n)) != conn.KindSetup {
+func couldNotConnect(st proto.Status, addr string) (string, bool) {
+	if st.Kind != "fail" || kindOfCode(int(st.N)) != conn.KindSetup {
 		return "", false
 	}
-	return strings.CutPrefix(st.msg, cannotConnectOp(addr)+": ")
+	return strings.CutPrefix(st.Msg, cannotConnectOp(addr)+": ")
 }
 
 // linkFailed is the failure st of the remote side on from, which was to
 // connect to the host to at addr: when it says it could not connect
 // there, an error that names the pair and says why; else the remote
 // side's failure as it is.
-func linkFailed(from, to, addr string, st status) error {
+func linkFailed(from, to, addr string, st proto.Status) error {
 	why, ok := couldNotConnect(st, addr)
 	if !ok {
 		return remoteFailed(from, st)

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // TestRelayedPlan: the sending host's plan reaches the receiving host
@@ -19,30 +20,30 @@ func TestRelayedPlan(t *testing.T) {
 	cases := []struct {
 		name  string
 		a     asked
-		c     Contents
+		c     proto.Contents
 		claim string // "": taken
 		files bool   // the receiving side takes only files
 	}{
-		{"file", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
-		{"file under another name", asked{srcs: []string{"d/f"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc", false},
-		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
-		{"archive of several without -r", asked{srcs: []string{"a", "*.txt"}}, Contents{Mode: modeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
-		{"one left out", asked{srcs: []string{"a", "b"}}, Contents{Mode: modeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
-		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
-		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, Contents{Mode: modeTar, Single: true, Names: []string{"alice"}}, "alice", false},
-		{"a pattern's one match as a file", asked{srcs: []string{"src/g*"}}, Contents{Mode: modeFile, Name: "g1", Perm: 0o644, Size: 2}, "", false},
-		{"a pattern's literal as a file", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeFile, Name: "g[1]", Size: 2}, "", false},
-		{"a pattern's literal, and another name", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeTar, Names: []string{"g[1]", ".ssh"}, Counts: []int{2}}, ".ssh", false},
-		{"another name for a pattern's literal", asked{srcs: []string{"src/g[1]"}}, Contents{Mode: modeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"file", asked{srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
+		{"file under another name", asked{srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
+		{"archive of several without -r", asked{srcs: []string{"a", "*.txt"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
+		{"one left out", asked{srcs: []string{"a", "b"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
+		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
+		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"alice"}}, "alice", false},
+		{"a pattern's one match as a file", asked{srcs: []string{"src/g*"}}, proto.Contents{Mode: proto.ModeFile, Name: "g1", Perm: 0o644, Size: 2}, "", false},
+		{"a pattern's literal as a file", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: "g[1]", Size: 2}, "", false},
+		{"a pattern's literal, and another name", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"g[1]", ".ssh"}, Counts: []int{2}}, ".ssh", false},
+		{"another name for a pattern's literal", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			c, err := relayedPlan(tc.a, tc.c)
-			var u *unasked
+			var u *proto.Unasked
 			switch {
 			case tc.claim == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+			case tc.claim != "" && (!errors.As(err, &u) || u.Claim != tc.claim):
 				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
 			case tc.claim != "":
 				return
@@ -50,10 +51,10 @@ func TestRelayedPlan(t *testing.T) {
 			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) || c.Files != tc.files {
 				t.Fatalf("got %+v from %+v", c, tc.c)
 			}
-			req := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: "d", Contents: c, Transport: "auto"}
+			req := proto.Request{Version: proto.Version, Key: strings.Repeat("ab", proto.KeyLen), Dest: "d", Contents: c, Transport: "auto"}
 			var b bytes.Buffer
-			writeRequest(&b, req)
-			if _, err := readRequest(bufio.NewReader(&b)); err != nil {
+			proto.WriteRequest(&b, req)
+			if _, err := proto.ReadRequest(bufio.NewReader(&b)); err != nil {
 				t.Fatalf("the receiving side would refuse %+v: %v", c, err)
 			}
 		})
@@ -66,21 +67,23 @@ func TestRelayedPlan(t *testing.T) {
 // refused an entry of the sending side's archive as not asked for makes
 // it exit 9, quoting the entry as the sending side's claim.
 func TestBetweenOutcome(t *testing.T) {
-	ok := func(n int64) status { return status{kind: "ok", n: n, valid: true} }
-	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
+	ok := func(n int64) proto.Status { return proto.Status{Kind: "ok", N: n, Valid: true} }
+	fail := func(code int64, msg string) proto.Status {
+		return proto.Status{Kind: "fail", N: code, Msg: msg, Valid: true}
+	}
 	cases := []struct {
 		name       string
-		sent, got  status
+		sent, got  proto.Status
 		code       int
 		says, also string
 	}{
 		{"both ok", ok(9), ok(9), command.ExitOK, "", ""},
 		{"fewer written", ok(9), ok(8), command.ExitIntegrity, "sent by h0", ""},
-		{"the sender says no result", status{kind: "from", n: 9, valid: true}, ok(9), command.ExitIntegrity, "reports from", ""},
+		{"the sender says no result", proto.Status{Kind: "from", N: 9, Valid: true}, ok(9), command.ExitIntegrity, "reports from", ""},
 		{"the receiver failed", ok(9), fail(3, "DST not writable"), command.ExitSetup, "DST not writable", ""},
 		{"the sender failed", fail(4, "input failed"), ok(0), command.ExitAborted, "input failed", ""},
 		{"both failed", fail(4, "the peer aborted"), fail(6, "authentication failed"), command.ExitAuth, "authentication failed", "the peer aborted"},
-		{"the receiver refused an entry", ok(9), fail(9, (&unasked{"bin/planted", "a directory, or in one, without -r"}).Error()), command.ExitUnasked,
+		{"the receiver refused an entry", ok(9), fail(9, (&proto.Unasked{Claim: "bin/planted", Why: "a directory, or in one, without -r"}).Error()), command.ExitUnasked,
 			`the remote side on h0 sent what was not asked for: "bin/planted": a directory, or in one, without -r (refused on h1)`, ""},
 		{"the receiver says 9 of nothing", ok(9), fail(9, "not asked for"), command.ExitInternal, `remote side on h1: "not asked for"`, ""},
 	}
@@ -100,11 +103,13 @@ func TestBetweenOutcome(t *testing.T) {
 // address it was never given, another exit code) is the remote side's
 // own, named by its host, and says nothing of connecting.
 func TestLinkFailed(t *testing.T) {
-	fail := func(code int64, msg string) status { return status{kind: "fail", n: code, msg: msg, valid: true} }
+	fail := func(code int64, msg string) proto.Status {
+		return proto.Status{Kind: "fail", N: code, Msg: msg, Valid: true}
+	}
 	const addr = "10.0.0.2:4000"
 	cases := []struct {
 		name string
-		st   status
+		st   proto.Status
 		code int
 		says string
 	}{

@@ -18,6 +18,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
@@ -348,7 +349,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 		return o, err
 	}
 	if c.IsSet("data-ports") {
-		if o.DataPorts, err = parsePorts(c.String("data-ports")); err != nil {
+		if o.DataPorts, err = proto.ParsePorts(c.String("data-ports")); err != nil {
 			return o, command.Usagef("--data-ports: %v", err)
 		}
 	}
@@ -358,7 +359,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 	if o.Window, err = userWindow(c, o.Transport); err != nil {
 		return o, err
 	}
-	if err := checkSettings(o.Transport, o.Timeout); err != nil {
+	if err := proto.CheckSettings(o.Transport, o.Timeout); err != nil {
 		return o, command.Usagef("--%v", err)
 	}
 	return o, incrementalOf(c, &o, os.Stdout)

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // dirMeta is a directory's mode and times, set once its contents are in,
@@ -309,7 +310,7 @@ func writeSparse(f *os.File, b []byte, off int64) error {
 // entryName checks an archive entry's name and returns it as a local
 // relative path, with its first element replaced by top if top is set.
 func entryName(name, top string) (string, error) {
-	if err := checkEntryName(name); err != nil {
+	if err := proto.CheckEntryName(name); err != nil {
 		return "", err
 	}
 	clean := path.Clean(name)
@@ -329,7 +330,7 @@ func checkEntry(root *os.Root, h *tar.Header, name string, sc scope, seen map[st
 		return err
 	}
 	if _, ok := h.PAXRecords[resumeRecord]; ok && !rr.offers(h) {
-		return &unasked{h.Name, "resumes a file this side did not offer"}
+		return &proto.Unasked{Claim: h.Name, Why: "resumes a file this side did not offer"}
 	}
 	return checkParents(root, name, seen)
 }
@@ -374,13 +375,13 @@ func entryErr(op, name string, err error) error {
 type fileMeta struct {
 	mode         fs.FileMode
 	atime, mtime time.Time
-	version      Contents // its size and modification time, for its partial name
+	version      proto.Contents // its size and modification time, for its partial name
 }
 
 // metaOf returns what the file entry h says besides its data, its mode
 // applied as ms says.
 func metaOf(h *tar.Header, ms modes) fileMeta {
-	return fileMeta{mode: ms.of(h.FileInfo().Mode(), false), atime: h.AccessTime, mtime: h.ModTime, version: Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
+	return fileMeta{mode: ms.of(h.FileInfo().Mode(), false), atime: h.AccessTime, mtime: h.ModTime, version: proto.Contents{Size: h.Size, Changed: h.ModTime.UnixNano()}}
 }
 
 // handOver hands the file entry h, to be written at name, over to w if w
@@ -489,7 +490,7 @@ func finishFile(s spot, f *os.File, partial string, err error, meta fileMeta, dr
 // as it came: a link may point anywhere, but nothing is ever written
 // through one (see checkParents).
 func makeLink(root *os.Root, name, target string) error {
-	if target == "" || len(target) > maxPathLen || strings.ContainsRune(target, 0) {
+	if target == "" || len(target) > proto.MaxPathLen || strings.ContainsRune(target, 0) {
 		return fmt.Errorf("archive entry %q: link target empty, too long or with a NUL byte", name)
 	}
 	if err := clearWay(root, name, name); err != nil {

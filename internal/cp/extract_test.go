@@ -19,6 +19,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -156,9 +157,9 @@ func TestExtractUnasked(t *testing.T) {
 			dst := t.TempDir()
 			root := openRoot(t, dst)
 			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"dir"}}, tc.top, modes{}, nil, nil)
-			var u *unasked
+			var u *proto.Unasked
 			last := tc.entries[len(tc.entries)-1].name
-			if !errors.As(err, &u) || u.claim != last {
+			if !errors.As(err, &u) || u.Claim != last {
 				t.Fatalf("got %v, want the refusal of %q", err, last)
 			}
 			for _, p := range []string{".ssh", ".bashrc", "di", "copy/authorized_keys", "dir/authorized_keys"} {
@@ -282,8 +283,8 @@ func TestExtractManyDirs(t *testing.T) {
 	if err := os.MkdirAll(old, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	stale := partialName(filepath.Join(old, "f"), Contents{Size: 99, Changed: 1})
-	other := partialName(filepath.Join(old, "g"), Contents{Size: 99, Changed: 1})
+	stale := partialName(filepath.Join(old, "f"), proto.Contents{Size: 99, Changed: 1})
+	other := partialName(filepath.Join(old, "g"), proto.Contents{Size: 99, Changed: 1})
 	for _, p := range []string{stale, other, filepath.Join(old, "f")} {
 		if err := os.WriteFile(p, []byte(strings.Repeat("old ", 100)), 0o600); err != nil {
 			t.Fatal(err)
@@ -477,11 +478,11 @@ func TestExtractWithoutR(t *testing.T) {
 			}
 			root := openRoot(t, dst)
 			err := extract(context.Background(), root, bytes.NewReader(archive(t, tc.entries...)), scope{names: []string{"a", "bin"}, files: true}, "", modes{}, nil, nil)
-			var u *unasked
+			var u *proto.Unasked
 			switch {
 			case tc.claim == "" && err != nil:
 				t.Fatalf("refused: %v", err)
-			case tc.claim != "" && (!errors.As(err, &u) || u.claim != tc.claim):
+			case tc.claim != "" && (!errors.As(err, &u) || u.Claim != tc.claim):
 				t.Fatalf("got %v, want the refusal of %q", err, tc.claim)
 			case tc.claim == "":
 				if b, err := os.ReadFile(filepath.Join(dst, "a")); err != nil || string(b) != "a" {

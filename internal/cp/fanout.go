@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -73,7 +74,7 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 // (which is given them in chain order, and returns what was sent, and
 // which hosts it gave up) and reports every host's result (see
 // finishAll).
-func copyDown(ctx context.Context, hosts []Target, c Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
+func copyDown(ctx context.Context, hosts []Target, c proto.Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
 	ms := make([]*member, len(hosts))
 	var mu sync.Mutex
 	for i, t := range hosts {
@@ -101,7 +102,7 @@ func copyDown(ctx context.Context, hosts []Target, c Contents, o Options, send f
 
 // startAll starts the remote side of every member, o.Fanout at a time,
 // and waits for each one's port (or failure).
-func startAll(ctx context.Context, ms []*member, c Contents, o Options) {
+func startAll(ctx context.Context, ms []*member, c proto.Contents, o Options) {
 	slots := make(chan struct{}, max(o.Fanout, 1))
 	var wg sync.WaitGroup
 	for _, m := range ms {
@@ -116,7 +117,7 @@ func startAll(ctx context.Context, ms []*member, c Contents, o Options) {
 
 // start starts m's remote side to receive c, with its stderr's lines
 // marked with its name, and waits for its port.
-func (m *member) start(ctx context.Context, c Contents, o Options) {
+func (m *member) start(ctx context.Context, c proto.Contents, o Options) {
 	o.Stderr = m.log
 	host, listen, err := o.streamHost(ctx, m.t)
 	if err == nil && listen == "" {
@@ -133,12 +134,12 @@ func (m *member) start(ctx context.Context, c Contents, o Options) {
 		m.err = err
 		return
 	}
-	if st.kind != "port" {
+	if st.Kind != "port" {
 		r.close()
-		m.err = conn.Errorf(conn.KindSetup, "start the remote side on "+m.t.Host, "expected its port, got %q", st.kind)
+		m.err = conn.Errorf(conn.KindSetup, "start the remote side on "+m.t.Host, "expected its port, got %q", st.Kind)
 		return
 	}
-	m.r, m.addr = r, net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	m.r, m.addr = r, net.JoinHostPort(host, strconv.Itoa(int(st.N)))
 }
 
 // relayAll tells each of live where to pass the stream on, and the
@@ -149,7 +150,7 @@ func (m *member) start(ctx context.Context, c Contents, o Options) {
 func relayAll(ctx context.Context, live []*member, send func(context.Context, []*member) (pipe.Stats, error)) pipe.Stats {
 	for i, m := range live {
 		// A failed write means ssh is gone; its status says why.
-		_ = writeJSONLine(m.r.stdin, forwardTo(live[i+1:]))
+		_ = proto.WriteJSONLine(m.r.stdin, forwardTo(live[i+1:]))
 	}
 	first := live[0]
 	stats, err := send(ctx, live)
@@ -196,7 +197,7 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 			case err != nil:
 				m.err = conn.Errorf(conn.KindAborted, "after the stream, remote side on "+m.t.Host, "%v", err)
 			default:
-				m.err, m.bytes = remoteDone(m.t.Host, st, stats.Bytes, "sent"), st.n
+				m.err, m.bytes = remoteDone(m.t.Host, st, stats.Bytes, "sent"), st.N
 			}
 		})
 	}
@@ -254,21 +255,21 @@ func brokenPair(live []*member) error {
 // repairing sets cfg, a stream's to the first host of a chain, to give up
 // a host that dies mid-stream and go on with the hosts after it that f,
 // the forward line to that first host, names.
-func (o Options) repairing(cfg *pipe.SendConfig, f forwardLine) {
+func (o Options) repairing(cfg *pipe.SendConfig, f proto.ForwardLine) {
 	d := newDialer(o)
-	cfg.Repair, cfg.Fallback = true, f.hops()
+	cfg.Repair, cfg.Fallback = true, f.Hops()
 	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
 }
 
 // forwardTo is the forward line of the host before rest: the first of
-// rest, and up to maxFallbacks after it.
-func forwardTo(rest []*member) forwardLine {
+// rest, and up to proto.MaxFallbacks after it.
+func forwardTo(rest []*member) proto.ForwardLine {
 	if len(rest) == 0 {
-		return forwardLine{}
+		return proto.ForwardLine{}
 	}
-	f := forwardLine{To: rest[0].addr, Key: hex.EncodeToString(rest[0].key)}
-	for _, m := range rest[1:min(len(rest), 1+maxFallbacks)] {
-		f.Then = append(f.Then, forwardLine{To: m.addr, Key: hex.EncodeToString(m.key)})
+	f := proto.ForwardLine{To: rest[0].addr, Key: hex.EncodeToString(rest[0].key)}
+	for _, m := range rest[1:min(len(rest), 1+proto.MaxFallbacks)] {
+		f.Then = append(f.Then, proto.ForwardLine{To: m.addr, Key: hex.EncodeToString(m.key)})
 	}
 	return f
 }

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
@@ -69,24 +70,24 @@ func manyHosts(n int) string {
 }
 
 func TestForwardLine(t *testing.T) {
-	key := strings.Repeat("cd", keyLen)
+	key := strings.Repeat("cd", proto.KeyLen)
 	cases := []struct {
-		f  forwardLine
+		f  proto.ForwardLine
 		ok bool
 	}{
-		{forwardLine{}, true},
-		{forwardLine{To: "10.0.0.2:4000", Key: key}, true},
-		{forwardLine{To: "[fe80::1]:4000", Key: key}, true},
-		{forwardLine{Key: key}, false},                        // a key for nobody
-		{forwardLine{To: "10.0.0.2:4000"}, false},             // no key
-		{forwardLine{To: "10.0.0.2:4000", Key: "cd"}, false},  // short key
-		{forwardLine{To: "evil.example:80", Key: key}, false}, // a name, looked up there
-		{forwardLine{To: "10.0.0.2", Key: key}, false},        // no port
-		{forwardLine{To: "10.0.0.2:4000 x", Key: key}, false}, // junk
-		{forwardLine{To: "10.0.0.2:99999", Key: key}, false},  // no such port
+		{proto.ForwardLine{}, true},
+		{proto.ForwardLine{To: "10.0.0.2:4000", Key: key}, true},
+		{proto.ForwardLine{To: "[fe80::1]:4000", Key: key}, true},
+		{proto.ForwardLine{Key: key}, false},                        // a key for nobody
+		{proto.ForwardLine{To: "10.0.0.2:4000"}, false},             // no key
+		{proto.ForwardLine{To: "10.0.0.2:4000", Key: "cd"}, false},  // short key
+		{proto.ForwardLine{To: "evil.example:80", Key: key}, false}, // a name, looked up there
+		{proto.ForwardLine{To: "10.0.0.2", Key: key}, false},        // no port
+		{proto.ForwardLine{To: "10.0.0.2:4000 x", Key: key}, false}, // junk
+		{proto.ForwardLine{To: "10.0.0.2:99999", Key: key}, false},  // no such port
 	}
 	for _, tc := range cases {
-		if err := tc.f.validate(); (err == nil) != tc.ok {
+		if err := tc.f.Validate(); (err == nil) != tc.ok {
 			t.Errorf("%+v: %v, want ok %v", tc.f, err, tc.ok)
 		}
 	}
@@ -219,22 +220,22 @@ func TestLostMembers(t *testing.T) {
 // its own next one; a host that says so of another address, or a failure
 // that is no failure to connect, names none.
 func TestBrokenPair(t *testing.T) {
-	unreached := func(addr string) status {
-		return status{kind: "fail", n: command.ExitSetup, msg: cannotConnect(addr, errors.New("refused")).Error()}
+	unreached := func(addr string) proto.Status {
+		return proto.Status{Kind: "fail", N: command.ExitSetup, Msg: cannotConnect(addr, errors.New("refused")).Error()}
 	}
-	gone := status{kind: "fail", n: command.ExitAborted, msg: "wait for the sender: the ssh session ended"}
+	gone := proto.Status{Kind: "fail", N: command.ExitAborted, Msg: "wait for the sender: the ssh session ended"}
 	tests := []struct {
 		name   string
-		failed []status // each host's failure, h1 first
-		says   string   // "": none
+		failed []proto.Status // each host's failure, h1 first
+		says   string         // "": none
 	}{
-		{"none", []status{gone, gone, gone}, ""},
-		{"the first", []status{unreached("10.0.0.2:1"), gone, gone}, "h1 cannot connect to h2 at 10.0.0.2:1"},
-		{"the middle", []status{gone, unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
-		{"the middle, which the first then found gone", []status{unreached("10.0.0.2:1"), unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
-		{"an address not its next", []status{unreached("10.0.0.3:1"), gone, gone}, ""},
-		{"the last, which has no next", []status{gone, gone, unreached("10.0.0.2:1")}, ""},
-		{"not a setup failure", []status{{kind: "fail", n: command.ExitAuth, msg: unreached("10.0.0.2:1").msg}, gone, gone}, ""},
+		{"none", []proto.Status{gone, gone, gone}, ""},
+		{"the first", []proto.Status{unreached("10.0.0.2:1"), gone, gone}, "h1 cannot connect to h2 at 10.0.0.2:1"},
+		{"the middle", []proto.Status{gone, unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
+		{"the middle, which the first then found gone", []proto.Status{unreached("10.0.0.2:1"), unreached("10.0.0.3:1"), gone}, "h2 cannot connect to h3 at 10.0.0.3:1"},
+		{"an address not its next", []proto.Status{unreached("10.0.0.3:1"), gone, gone}, ""},
+		{"the last, which has no next", []proto.Status{gone, gone, unreached("10.0.0.2:1")}, ""},
+		{"not a setup failure", []proto.Status{{Kind: "fail", N: command.ExitAuth, Msg: unreached("10.0.0.2:1").Msg}, gone, gone}, ""},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -42,20 +43,20 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 		return err
 	}
 	defer r.close()
-	if st.kind != "plan" {
-		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.kind)
+	if st.Kind != "plan" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.Kind)
 	}
-	s, err := prepare(a, st.contents, dst, o)
+	s, err := prepare(a, st.Contents, dst, o)
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
-	o.noteSingle(st.contents.Mode)
+	o.noteSingle(st.Contents.Mode)
 	if ts, ok := s.(*tarSink); ok && o.Incr.on {
 		if err := o.fetchListing(ctx, r, ts, t.Host); err != nil || o.Incr.dryRun {
 			s.Abort(0)
 			return claimOf(t.Host, err)
 		}
-	} else if err := o.Incr.treeOnly(st.contents.Mode); err != nil {
+	} else if err := o.Incr.treeOnly(st.Contents.Mode); err != nil {
 		s.Abort(0)
 		return err
 	}
@@ -66,7 +67,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 			return err
 		}
 	}
-	stats, err := o.fetchShown(ctx, r, server.Server{Listener: l, Config: o.receiveConfig(key), Log: o.Stderr}, s, st.contents, t.Host, dst)
+	stats, err := o.fetchShown(ctx, r, server.Server{Listener: l, Config: o.receiveConfig(key), Log: o.Stderr}, s, st.Contents, t.Host, dst)
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
@@ -76,12 +77,12 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return leftOn(t.Host, a.srcs, st.contents)
+	return leftOn(t.Host, a.srcs, st.Contents)
 }
 
 // fetchRequest returns a download's request of srcs under key, but for
 // where to connect, and what it asks for.
-func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
+func (o Options) fetchRequest(key []byte, srcs []Target) (proto.Request, asked) {
 	req := o.request(key)
 	req.Recursive, req.LimitRate, req.Filter, req.Progress = o.Recursive, o.LimitRate, o.Filter.Lines(), o.Progress
 	a := asked{recursive: o.Recursive}
@@ -95,7 +96,7 @@ func (o Options) fetchRequest(key []byte, srcs []Target) (Request, asked) {
 // leftOn returns the failure of a download from host whose plan c left
 // out some of what srcs asked for (the remote side's messages say why),
 // or nil.
-func leftOn(host string, srcs []string, c Contents) error {
+func leftOn(host string, srcs []string, c proto.Contents) error {
 	if c.Left == 0 {
 		return nil
 	}
@@ -131,15 +132,15 @@ func (o Options) fetchListener(ctx context.Context, t Target) (conn.Listener, st
 // prepare checks the remote side's plan c against what a asked for (see
 // asked.check) and prepares dst for it; a source whose name only the
 // remote side knows becomes dst itself.
-func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
+func prepare(a asked, c proto.Contents, dst string, o Options) (sink, error) {
 	newName := len(a.srcs) == 1 && isNewName(dst, o.Resume)
 	names, err := a.check(c, newName)
 	if err != nil {
 		return nil, err
 	}
-	c.Names, c.Files = names, c.Mode == modeTar && !a.recursive
-	req := Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
-	if c.Mode != modeTar || askedName(a.srcs[0]) != "" {
+	c.Names, c.Files = names, c.Mode == proto.ModeTar && !a.recursive
+	req := proto.Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
+	if c.Mode != proto.ModeTar || askedName(a.srcs[0]) != "" {
 		return newSink(req)
 	}
 	d := expandHome(dst)
@@ -156,15 +157,15 @@ func prepare(a asked, c Contents, dst string, o Options) (sink, error) {
 func isNewName(dst string, resume bool) bool {
 	d := expandHome(dst)
 	fi, err := os.Stat(d)
-	plain := !strings.HasSuffix(dst, "/") && path.Base(dst) == filepath.Base(d) && checkName(filepath.Base(d)) == nil
+	plain := !strings.HasSuffix(dst, "/") && path.Base(dst) == filepath.Base(d) && proto.CheckName(filepath.Base(d)) == nil
 	return errors.Is(err, fs.ErrNotExist) || resume && plain && err == nil && fi.IsDir()
 }
 
 // claimOf returns err, a download's failure, as the command's error for
 // what the remote side on host sent unasked, if it is one.
 func claimOf(host string, err error) error {
-	if u := (*unasked)(nil); errors.As(err, &u) {
-		return &command.Unasked{Host: host, Claim: u.claim, Why: u.why}
+	if u := (*proto.Unasked)(nil); errors.As(err, &u) {
+		return &command.Unasked{Host: host, Claim: u.Claim, Why: u.Why}
 	}
 	return err
 }
@@ -176,10 +177,10 @@ func claimOf(host string, err error) error {
 func fetchStream(ctx context.Context, r *remote, srv server.Server, s sink, host, dst string) (pipe.Stats, error) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
-	last := make(chan status, 1)
+	last := make(chan proto.Status, 1)
 	go func() {
-		st, err := r.next(rctx, maxTimeout)
-		if err == nil && st.kind != "ok" {
+		st, err := r.next(rctx, proto.MaxTimeout)
+		if err == nil && st.Kind != "ok" {
 			err = remoteFailed(host, st)
 		}
 		if err != nil {
@@ -198,7 +199,7 @@ func fetchStream(ctx context.Context, r *remote, srv server.Server, s sink, host
 		}
 	}
 	stats, err := receive(rctx, srv, s, confirm, dst)
-	if u := (*unasked)(nil); err != nil && !errors.As(err, &u) && rctx.Err() != nil && ctx.Err() == nil {
+	if u := (*proto.Unasked)(nil); err != nil && !errors.As(err, &u) && rctx.Err() != nil && ctx.Err() == nil {
 		return stats, context.Cause(rctx)
 	}
 	return stats, err
@@ -219,9 +220,9 @@ func offerDownload(ctx context.Context, r *remote, s sink, key []byte, host stri
 		}
 		// A failed write means ssh is gone; the remote side's status says why.
 		for _, o := range list {
-			_ = writeJSONLine(r.stdin, o)
+			_ = proto.WriteJSONLine(r.stdin, o)
 		}
-		_ = writeJSONLine(r.stdin, offer{End: true})
+		_ = proto.WriteJSONLine(r.stdin, proto.Offer{End: true})
 		return -1, nil
 	}
 	fmt.Fprintf(stderr, "rdmacp: -C: the file from %s has holes, and travels whole\n", host)
@@ -240,20 +241,20 @@ func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, hos
 		fmt.Fprintf(stderr, "rdmacp: %s changed on %s since the partial copy (size or modification time): starting over\n", s.req.Name, host)
 	}
 	// A failed write means ssh is gone; next says why.
-	_ = writeJSONLine(r.stdin, o)
-	st, err := r.next(ctx, offerWait)
+	_ = proto.WriteJSONLine(r.stdin, o)
+	st, err := r.next(ctx, proto.OfferWait)
 	switch {
 	case err != nil:
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
-	case st.kind == "fail":
+	case st.Kind == "fail":
 		return 0, remoteFailed(host, st)
-	case st.kind != "from":
-		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.kind)
+	case st.Kind != "from":
+		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.Kind)
 	}
-	if err := s.start(st.n, o); err != nil {
+	if err := s.start(st.N, o); err != nil {
 		return 0, conn.Errorf(conn.KindIntegrity, "resume", "%v", err)
 	}
-	return st.n, nil
+	return st.N, nil
 }
 
 // localAddr returns the address of this host that the kernel would send

@@ -16,6 +16,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -41,7 +42,7 @@ type fileSink struct {
 	f       *os.File
 	partial string
 	final   string
-	req     Request
+	req     proto.Request
 	umask   fs.FileMode
 	started bool  // the stream's start is settled (see start)
 	base    int64 // where the stream's bytes go in the file
@@ -51,7 +52,7 @@ type fileSink struct {
 // newFileSink opens the output for a file-mode request: the partial file
 // of this version of the source, locked against other copies. Unless
 // req.Resume, it starts empty, and the stream starts at once.
-func newFileSink(req Request) (*fileSink, error) {
+func newFileSink(req proto.Request) (*fileSink, error) {
 	dst := expandHome(req.Dest)
 	// DST naming a directory, through a link or not, means the source's
 	// name in it.
@@ -75,7 +76,7 @@ func newFileSink(req Request) (*fileSink, error) {
 		return nil, err
 	}
 	if !req.Resume {
-		if err := s.start(0, offer{Block: minBlock}); err != nil {
+		if err := s.start(0, proto.Offer{Block: proto.MinBlock}); err != nil {
 			s.f.Close()
 			return nil, setupf("%v", err)
 		}
@@ -83,23 +84,23 @@ func newFileSink(req Request) (*fileSink, error) {
 	return s, nil
 }
 
-// offer hashes what the partial file holds (see makeOffer).
-func (s *fileSink) offer(key []byte) (offer, error) {
+// offer hashes what the partial file holds (see proto.MakeOffer).
+func (s *fileSink) offer(key []byte) (proto.Offer, error) {
 	fi, err := s.f.Stat()
 	if err != nil {
-		return offer{}, err
+		return proto.Offer{}, err
 	}
-	return makeOffer(s.f, fi.Size(), key, "", maxHashes)
+	return proto.MakeOffer(s.f, fi.Size(), key, "", proto.MaxHashes)
 }
 
 // start settles where the stream starts: at, which the sending side chose
 // after the offer o. The partial file is cut there.
-func (s *fileSink) start(at int64, o offer) error {
+func (s *fileSink) start(at int64, o proto.Offer) error {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return err
 	}
-	if !o.resumesAt(at) || at > fi.Size() {
+	if !o.ResumesAt(at) || at > fi.Size() {
 		return fmt.Errorf("the sender would resume at byte %d of a partial copy of %d bytes (offered: %d in blocks of %d)", at, fi.Size(), o.Size, o.Block)
 	}
 	if err := cutTo(s.f, at); err != nil {
@@ -168,7 +169,7 @@ func (s *fileSink) Abort(written int64) {
 // a hidden name next to dst that says which version of the source (its
 // size and modification time) it holds, so that only a copy of that
 // version resumes it.
-func partialName(dst string, c Contents) string {
+func partialName(dst string, c proto.Contents) string {
 	v := sha256.Sum256(fmt.Appendf(nil, "%d %d", c.Size, c.Changed))
 	return filepath.Join(filepath.Dir(dst), "."+filepath.Base(dst)+".rdmacp-"+hex.EncodeToString(v[:8])+partialSuffix)
 }

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -16,7 +17,7 @@ import (
 // and never opened through a planted link.
 func TestPartialFile(t *testing.T) {
 	dir := t.TempDir()
-	req := Request{Dest: dir, Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o644, Size: 10, Changed: 7}}
+	req := proto.Request{Dest: dir, Contents: proto.Contents{Mode: proto.ModeFile, Name: "f", Perm: 0o644, Size: 10, Changed: 7}}
 	s, err := newFileSink(req)
 	if err != nil {
 		t.Fatal(err)
@@ -35,7 +36,7 @@ func TestPartialFile(t *testing.T) {
 	if _, err := newFileSink(req); err == nil || !strings.Contains(err.Error(), "another rdmacp is copying to it") {
 		t.Fatalf("a second copy to the same file: %v", err)
 	}
-	o := offer{Block: minBlock, Size: 6}
+	o := proto.Offer{Block: proto.MinBlock, Size: 6}
 	for _, at := range []int64{7, 4, -1} {
 		if err := s.start(at, o); err == nil {
 			t.Fatalf("started at %d of a 6-byte offer", at)
@@ -60,7 +61,7 @@ func TestPartialFile(t *testing.T) {
 	if err != nil || !s.stale {
 		t.Fatalf("stale %v, %v; want the old partial file removed", s != nil && s.stale, err)
 	}
-	if o, _ := s.offer(bytes.Repeat([]byte{1}, keyLen)); len(o.Hashes) != 0 {
+	if o, _ := s.offer(bytes.Repeat([]byte{1}, proto.KeyLen)); len(o.Hashes) != 0 {
 		t.Fatalf("offer %+v from a new partial file", o)
 	}
 	s.Abort(0)

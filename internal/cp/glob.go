@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // A download's source whose last element has a wildcard (h0:dir/*.txt) is
@@ -63,8 +64,8 @@ func expand(srcs []string) (paths []string, from []int, err error) {
 		if n == 0 {
 			paths, from = append(paths, p), append(from, i)
 		}
-		if len(paths) > maxSources {
-			return nil, nil, command.Usagef("%s: more than %d sources with what it matches", src, maxSources)
+		if len(paths) > proto.MaxSources {
+			return nil, nil, command.Usagef("%s: more than %d sources with what it matches", src, proto.MaxSources)
 		}
 	}
 	return paths, from, nil

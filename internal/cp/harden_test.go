@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"golang.org/x/sys/unix"
 )
@@ -277,7 +278,7 @@ func TestExtractCutKeepsOld(t *testing.T) {
 // which stays.
 func TestFileSinkInTheWay(t *testing.T) {
 	checkInTheWay(t, func(dst string) error {
-		s, err := newFileSink(Request{Dest: dst, Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o6755}})
+		s, err := newFileSink(proto.Request{Dest: dst, Contents: proto.Contents{Mode: proto.ModeFile, Name: "f", Perm: 0o6755}})
 		if err == nil {
 			if _, err = s.Writer().Write([]byte("new")); err == nil {
 				err = s.Finish()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -76,14 +77,14 @@ func (o *Options) hostsOnly() error {
 // treeOnly checks that a copy in mode (its plan's) is a tree when a flag
 // asks to compare it: one file travels whole (-a alone allows it).
 func (in incremental) treeOnly(mode string) error {
-	if in.explicit && mode != modeTar {
+	if in.explicit && mode != proto.ModeTar {
 		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
 	}
 	return nil
 }
 
 // compares says whether a copy in mode compares with the destination.
-func (in incremental) compares(mode string) bool { return in.on && mode == modeTar }
+func (in incremental) compares(mode string) bool { return in.on && mode == proto.ModeTar }
 
 // entryTop is where a listing's top-level entry is, its name there, and
 // what of it the copy leaves out (nil: nothing).
@@ -195,7 +196,7 @@ func newListingWriter(w io.Writer) *listingWriter {
 
 // entry writes e's line.
 func (lw *listingWriter) entry(e quick.Entry) error {
-	lw.line = append(append(lw.line[:0], statusPrefix+"entry "...), e.AppendText(nil)...)
+	lw.line = append(append(lw.line[:0], proto.StatusPrefix+"entry "...), e.AppendText(nil)...)
 	if _, err := lw.bw.Write(append(lw.line, '\n')); err != nil {
 		lw.err = err
 		return err
@@ -206,7 +207,7 @@ func (lw *listingWriter) entry(e quick.Entry) error {
 
 // end writes "listed N" and what is buffered.
 func (lw *listingWriter) end() error {
-	fmt.Fprintf(lw.bw, "%slisted %d\n", statusPrefix, lw.n)
+	fmt.Fprintf(lw.bw, "%slisted %d\n", proto.StatusPrefix, lw.n)
 	return lw.bw.Flush()
 }
 
@@ -248,22 +249,22 @@ func parseDecision(line string) (what, name string, err error) {
 // readListing reads the remote side's listing from r, whose first status
 // line st is, into a listing of entries under tops; what breaks its
 // bounds or names what is not under tops is refused.
-func readListing(ctx context.Context, r *remote, st status, tops []string, host string) (*quick.Listing, error) {
+func readListing(ctx context.Context, r *remote, st proto.Status, tops []string, host string) (*quick.Listing, error) {
 	l := quick.NewListing(tops)
-	for st.kind == "entry" {
-		if err := l.Add(st.entry); err != nil {
-			return nil, &unasked{st.entry.Name, fmt.Sprintf("the listing from %s: %v", host, err)}
+	for st.Kind == "entry" {
+		if err := l.Add(st.Entry); err != nil {
+			return nil, &proto.Unasked{Claim: st.Entry.Name, Why: fmt.Sprintf("the listing from %s: %v", host, err)}
 		}
 		var err error
-		if st, err = r.next(ctx, offerWait); err != nil {
+		if st, err = r.next(ctx, proto.OfferWait); err != nil {
 			return nil, conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 		}
 	}
 	if err := remoteFailed(host, st); err != nil {
 		return nil, err
 	}
-	if st.kind != "listed" || st.n != int64(l.Len()) {
-		return nil, conn.Errorf(conn.KindSetup, "list on "+host, "expected the end of its listing, got %q %d after %d entries", st.kind, st.n, l.Len())
+	if st.Kind != "listed" || st.N != int64(l.Len()) {
+		return nil, conn.Errorf(conn.KindSetup, "list on "+host, "expected the end of its listing, got %q %d after %d entries", st.Kind, st.N, l.Len())
 	}
 	return l, nil
 }
@@ -306,14 +307,14 @@ func (o Options) listSourcesBeside(p plan) (*background, error) {
 // compares it with srcs, the listing of p's sources, tells the remote side
 // what to remove and marks in p what not to send. It returns the status
 // line after the listing.
-func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *background, st status, host string) (status, error) {
+func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *background, st proto.Status, host string) (proto.Status, error) {
 	dst, err := readListing(ctx, r, st, p.contents(false).Names, host)
 	if err != nil {
-		return status{}, err
+		return proto.Status{}, err
 	}
 	src, err := srcs.wait()
 	if err != nil {
-		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+		return proto.Status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
 	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Filter)
 	if !o.Incr.dryRun {
@@ -329,7 +330,7 @@ func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *backg
 // listDest is an upload's listing on the remote side: it lists what s,
 // the destination, has of the archive (with hashes if req asks), and,
 // unless a dry run, removes what the local side's answer on br says.
-func listDest(s *tarSink, req Request, br *bufio.Reader, stdout, stderr io.Writer) error {
+func listDest(s *tarSink, req proto.Request, br *bufio.Reader, stdout, stderr io.Writer) error {
 	have, err := writeTrees(s.destTops(), req.Checksum, stdout, "list the destination")
 	if err != nil || req.DryRun {
 		return err
@@ -372,9 +373,9 @@ func writeTrees(tops []entryTop, hash bool, w io.Writer, op string) (*quick.List
 // their end, each naming an entry of have, and hands each (what it asks,
 // and the name) to do.
 func readDecisions(br *bufio.Reader, have *quick.Listing, do func(what, name string) error) error {
-	err := within(offerWait, func() error {
+	err := within(proto.OfferWait, func() error {
 		for n := 0; ; n++ {
-			line, err := readLine(br, maxRequestLine)
+			line, err := proto.ReadLine(br, proto.MaxRequestLine)
 			if err != nil {
 				return err
 			}
@@ -402,7 +403,7 @@ func readDecisions(br *bufio.Reader, have *quick.Listing, do func(what, name str
 // listSources is a download's listing on the remote side: it lists p's
 // sources (with hashes if req asks) and, unless a dry run, marks in p the
 // files that the local side's answer on br says not to send.
-func listSources(p *plan, req Request, br *bufio.Reader, stdout io.Writer) error {
+func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer) error {
 	tops, err := sourceTops(*p)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
@@ -430,7 +431,7 @@ func listSources(p *plan, req Request, br *bufio.Reader, stdout io.Writer) error
 // compares it with dsts, the listing of what s, the destination, has of
 // them, removes what --delete says from s (never through a link) and
 // tells the remote side what not to send.
-func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *background, st status, host string) error {
+func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *background, st proto.Status, host string) error {
 	src, err := readListing(ctx, r, st, s.names, host)
 	if err != nil {
 		return err
@@ -466,7 +467,7 @@ func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *
 func (o Options) fetchListing(ctx context.Context, r *remote, s *tarSink, host string) error {
 	dsts := listBeside(s.destTops(), o.Incr.rules.Checksum)
 	defer dsts.wait()
-	st, err := r.next(ctx, offerWait)
+	st, err := r.next(ctx, proto.OfferWait)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 	}

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 )
 
@@ -42,12 +43,12 @@ func TestListingBuffered(t *testing.T) {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
-	if len(lines) != len(list)+1 || lines[len(list)] != statusPrefix+"listed 5000" {
+	if len(lines) != len(list)+1 || lines[len(list)] != proto.StatusPrefix+"listed 5000" {
 		t.Fatalf("%d lines, the last %q", len(lines), lines[len(lines)-1])
 	}
 	for i, l := range lines[:len(list)] {
-		st, err := parseStatus(l)
-		if err != nil || st.kind != "entry" || st.entry != list[i] {
+		st, err := proto.ParseStatus(l)
+		if err != nil || st.Kind != "entry" || st.Entry != list[i] {
 			t.Fatalf("line %d: %q: %+v %v", i, l, st, err)
 		}
 	}

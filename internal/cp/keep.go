@@ -10,6 +10,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // keepEntry gives the entry name, which h has just put in place with
@@ -137,7 +138,7 @@ func keepDir(root *os.Root, d dirMeta, keep *meta.Applier) error {
 // o asks for.
 func (o Options) noteSingle(mode string) {
 	k := o.Keep
-	if mode != modeTar && (k.Xattrs || k.ACLs || k.Owner || k.Group) {
+	if mode != proto.ModeTar && (k.Xattrs || k.ACLs || k.Owner || k.Group) {
 		fmt.Fprintf(o.Stderr, "rdmacp: one file travels as is, without its xattrs, ACLs, owner or group: copy its directory with -r to keep them\n")
 	}
 }

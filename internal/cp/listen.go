@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
@@ -26,7 +27,7 @@ const listenAttempts = 5
 // address the ssh connection arrived on, the third field of sshConnection
 // (SSH_CONNECTION: client address and port, server address and port),
 // else "", every address.
-func listenHost(req Request, sshConnection string) (host, why string) {
+func listenHost(req proto.Request, sshConnection string) (host, why string) {
 	if req.Listen != "" {
 		return req.Listen, "the address of --data-host"
 	}
@@ -45,8 +46,8 @@ func listenHost(req Request, sshConnection string) (host, why string) {
 // of ports, or one of the system's choice if ports is zero, and returns
 // the listener and its port. notice is told when auto mode listens on TCP
 // only.
-func listenAnyPort(ctx context.Context, transport, host string, ports portRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
-	if ports != (portRange{}) {
+func listenAnyPort(ctx context.Context, transport, host string, ports proto.PortRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
+	if ports != (proto.PortRange{}) {
 		return listenInRange(ctx, transport, host, ports, p, notice)
 	}
 	if transport != "auto" {
@@ -75,7 +76,7 @@ func listenAnyPort(ctx context.Context, transport, host string, ports portRange,
 
 // listenInRange listens as listenAnyPort does on the first port of ports
 // that is free, trying each in turn.
-func listenInRange(ctx context.Context, transport, host string, ports portRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
+func listenInRange(ctx context.Context, transport, host string, ports proto.PortRange, p conn.Params, notice io.Writer) (conn.Listener, int, error) {
 	for port := ports.Lo; port <= ports.Hi; port++ {
 		l, err := listenPort(ctx, transport, host, port, p, notice)
 		if err == nil {

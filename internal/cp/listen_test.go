@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -17,7 +18,7 @@ import (
 // of its own, which the listener takes.
 func TestListenInRange(t *testing.T) {
 	lo := testutil.FreePort(t)
-	r := portRange{lo, lo + 3}
+	r := proto.PortRange{Lo: lo, Hi: lo + 3}
 	mine := map[int]net.Listener{}
 	for port := r.Lo; port <= r.Hi; port++ {
 		if l, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port)); err == nil {

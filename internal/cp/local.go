@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -34,22 +35,22 @@ const (
 
 // Options are the local side's settings.
 type Options struct {
-	Recursive bool          // copy directories (as a tar archive)
-	Filter    *filter.Rules // what the sending side leaves out (--exclude and the like); nil: nothing
-	Preserve  bool          // keep modes exactly (setuid and friends too), and a single file's times
-	Keep      meta.Flags    // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
-	Encrypt   bool          // encrypt the stream's payload (else it is only authenticated)
-	Resume    bool          // go on from a partial copy of a file (see resume.go)
-	SSH       []string      // the ssh command and its options
-	RemoteCmd string        // the rdmacp command on the remote host
-	DataHost  string        // where the stream goes; empty: the host ssh connects to
-	Transport string        // "auto", "rdma" or "tcp"
-	Timeout   time.Duration // a silent peer is given up after this long
-	Verbose   bool          // a summary line on Stderr
-	Progress  bool          // a progress line on Stderr (see tally)
-	Redraw    bool          // Stderr is a terminal: the progress line is redrawn in place
-	LimitRate int64         // the most bytes per second the sending side sends; 0: no limit
-	DataPorts portRange     // the ports the receiving side may listen on; zero: any
+	Recursive bool            // copy directories (as a tar archive)
+	Filter    *filter.Rules   // what the sending side leaves out (--exclude and the like); nil: nothing
+	Preserve  bool            // keep modes exactly (setuid and friends too), and a single file's times
+	Keep      meta.Flags      // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
+	Encrypt   bool            // encrypt the stream's payload (else it is only authenticated)
+	Resume    bool            // go on from a partial copy of a file (see resume.go)
+	SSH       []string        // the ssh command and its options
+	RemoteCmd string          // the rdmacp command on the remote host
+	DataHost  string          // where the stream goes; empty: the host ssh connects to
+	Transport string          // "auto", "rdma" or "tcp"
+	Timeout   time.Duration   // a silent peer is given up after this long
+	Verbose   bool            // a summary line on Stderr
+	Progress  bool            // a progress line on Stderr (see tally)
+	Redraw    bool            // Stderr is a terminal: the progress line is redrawn in place
+	LimitRate int64           // the most bytes per second the sending side sends; 0: no limit
+	DataPorts proto.PortRange // the ports the receiving side may listen on; zero: any
 	Stderr    io.Writer
 	// Launcher, if set, starts the remote side instead of ssh: its words,
 	// with %h replaced by the host (else the host after them), then the
@@ -89,24 +90,24 @@ func defaultParams(transport string, relay bool) conn.Params {
 // takeOffers takes the remote side's resume offers, from st on, for the
 // one file in or the tree of p, and returns the status after them and how
 // many bytes of the one file the remote side has (-1: none offered).
-func takeOffers(ctx context.Context, r *remote, st status, in *os.File, p *plan, key []byte, host string) (status, int64, error) {
+func takeOffers(ctx context.Context, r *remote, st proto.Status, in *os.File, p *plan, key []byte, host string) (proto.Status, int64, error) {
 	skipped := int64(-1)
-	for st.kind == "have" {
+	for st.Kind == "have" {
 		var err error
 		switch {
 		case in != nil && skipped >= 0:
 			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
 		case in != nil:
-			skipped, err = resumeUpload(r, in, st.offer, key)
+			skipped, err = resumeUpload(r, in, st.Offer, key)
 		case p.rs != nil:
-			err = p.rs.add(st.offer)
+			err = p.rs.add(st.Offer)
 		default:
 			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
 		}
 		if err != nil {
 			return st, skipped, err
 		}
-		if st, err = r.next(ctx, offerWait); err != nil {
+		if st, err = r.next(ctx, proto.OfferWait); err != nil {
 			return st, skipped, conn.Errorf(conn.KindSetup, "start the remote side on "+host, "%v", err)
 		}
 		if err := remoteFailed(host, st); err != nil {
@@ -160,20 +161,20 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 			return remoteDone(t.Host, st, 0, "sent")
 		}
 	}
-	if o.Resume && p.mode == modeSparse {
+	if o.Resume && p.mode == proto.ModeSparse {
 		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
 	}
-	if o.Resume && p.mode == modeTar {
+	if o.Resume && p.mode == proto.ModeTar {
 		p.rs = newResumption(p, key)
 	}
 	st, skipped, err := takeOffers(ctx, r, st, in, &p, key, t.Host)
 	if err != nil {
 		return err
 	}
-	if st.kind != "port" {
-		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.kind)
+	if st.Kind != "port" {
+		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.Kind)
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(int(st.n)))
+	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
 	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
 	if err != nil {
 		r.close()
@@ -204,7 +205,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 func streamFailed(err error, r *remote) error {
 	words := r.lastWords()
 	err = fmt.Errorf("%w (remote side: %s)", err, words)
-	if r.failed.kind == "fail" && kindOfCode(int(r.failed.n)) == conn.KindSetup {
+	if r.failed.Kind == "fail" && kindOfCode(int(r.failed.N)) == conn.KindSetup {
 		return &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	return err
@@ -213,13 +214,13 @@ func streamFailed(err error, r *remote) error {
 // resumeUpload compares the remote side's offer with in, the source,
 // tells the remote side where the stream starts and moves in there. It
 // returns how many bytes the partial copy had that are not sent again.
-func resumeUpload(r *remote, in *os.File, o offer, key []byte) (int64, error) {
-	at, err := seekResume(in, o, key)
+func resumeUpload(r *remote, in *os.File, o proto.Offer, key []byte) (int64, error) {
+	at, err := proto.SeekResume(in, o, key)
 	if err != nil {
 		return 0, err
 	}
 	// A failed write means ssh is gone; the next status says why.
-	_ = writeJSONLine(r.stdin, fromLine{at})
+	_ = proto.WriteJSONLine(r.stdin, proto.FromLine{From: at})
 	return at, nil
 }
 
@@ -243,30 +244,30 @@ func (o Options) receiveConfig(key []byte) pipe.ReceiveConfig {
 
 // newKey returns a fresh one-time key.
 func newKey() []byte {
-	key := make([]byte, keyLen)
+	key := make([]byte, proto.KeyLen)
 	rand.Read(key)
 	return key
 }
 
 // request is the part of a request that o sets, with key.
-func (o Options) request(key []byte) Request {
-	return Request{Version: protocolVersion, Key: hex.EncodeToString(key), Preserve: o.Preserve, Keep: o.Keep.String(), Encrypt: o.Encrypt,
+func (o Options) request(key []byte) proto.Request {
+	return proto.Request{Version: proto.Version, Key: hex.EncodeToString(key), Preserve: o.Preserve, Keep: o.Keep.String(), Encrypt: o.Encrypt,
 		Resume: o.Resume, Transport: o.Transport, Timeout: o.Timeout, Verbose: o.Verbose,
 		List: o.Incr.on, Checksum: o.Incr.on && o.Incr.rules.Checksum, DryRun: o.Incr.on && o.Incr.dryRun}
 }
 
 // begin starts the remote side on t (`rdmacp flag`), hands it req and
 // returns it with its first status line, which is not a failure.
-func begin(ctx context.Context, t Target, o Options, flag string, req Request) (*remote, status, error) {
+func begin(ctx context.Context, t Target, o Options, flag string, req proto.Request) (*remote, proto.Status, error) {
 	r, err := startRemote(o, t, flag, o.Stderr)
 	if err != nil {
-		return nil, status{}, err
+		return nil, proto.Status{}, err
 	}
 	// A failed write means ssh is gone; next says why.
-	_ = writeRequest(r.stdin, req)
+	_ = proto.WriteRequest(r.stdin, req)
 	wait := portWait
-	if (req.Resume || req.List) && !req.download() {
-		wait = offerWait // the remote side lists or hashes what it has first
+	if (req.Resume || req.List) && !req.Download() {
+		wait = proto.OfferWait // the remote side lists or hashes what it has first
 	}
 	st, err := r.next(ctx, wait)
 	switch {
@@ -274,27 +275,27 @@ func begin(ctx context.Context, t Target, o Options, flag string, req Request) (
 		err = context.Cause(ctx)
 	case err != nil:
 		err = conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host+" over ssh", "%v", err)
-	case st.kind == "fail" && strings.HasPrefix(st.msg, requestOp):
+	case st.Kind == "fail" && strings.HasPrefix(st.Msg, proto.RequestOp):
 		// An rdmacp of another version there cannot read the request.
-		err = conn.Errorf(conn.KindSetup, "remote side on "+t.Host, "%q (is the same rdmacp installed there? See --remote-cmd)", st.msg)
+		err = conn.Errorf(conn.KindSetup, "remote side on "+t.Host, "%q (is the same rdmacp installed there? See --remote-cmd)", st.Msg)
 	default:
 		err = remoteFailed(t.Host, st)
 	}
 	if err != nil {
 		r.close()
-		return nil, status{}, err
+		return nil, proto.Status{}, err
 	}
 	return r, st, nil
 }
 
 // remoteDone checks the remote side's last status line after a stream of
 // n bytes, which this side has "sent" or "received": it must say "ok n".
-func remoteDone(host string, st status, n int64, verb string) error {
+func remoteDone(host string, st proto.Status, n int64, verb string) error {
 	if err := remoteFailed(host, st); err != nil {
 		return err
 	}
-	if st.kind != "ok" || st.n != n {
-		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were %s", st.kind, st.n, n, verb)
+	if st.Kind != "ok" || st.N != n {
+		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were %s", st.Kind, st.N, n, verb)
 	}
 	return nil
 }
@@ -367,7 +368,7 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 		return pipe.Stats{}, &dialError{addr: addr, err: err}
 	}
 	var st pipe.Stats
-	if p.mode == modeFile {
+	if p.mode == proto.ModeFile {
 		st, err = pipe.Send(ctx, c, o.limit(ctx, in), cfg)
 	} else {
 		st, err = sendTar(ctx, c, p, cfg, o)
@@ -427,11 +428,11 @@ func newDialer(o Options) conn.Dialer {
 
 // remoteFailed returns the remote side's failure as an error of the kind
 // its exit code stands for, or nil if st is not a failure.
-func remoteFailed(host string, st status) error {
-	if st.kind != "fail" {
+func remoteFailed(host string, st proto.Status) error {
+	if st.Kind != "fail" {
 		return nil
 	}
-	return &conn.Error{Kind: kindOfCode(int(st.n)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.msg))}
+	return &conn.Error{Kind: kindOfCode(int(st.N)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.Msg))}
 }
 
 // kindOfCode maps an exit code back to the kind of error it stands for.

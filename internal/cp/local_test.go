@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -105,7 +106,7 @@ func TestStreamRetries(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			key := bytes.Repeat([]byte{9}, keyLen)
+			key := bytes.Repeat([]byte{9}, proto.KeyLen)
 			notes := &notesWriter{again: make(chan struct{}, 1)}
 			o := Options{Transport: "tcp", Timeout: time.Minute, Verbose: true, Stderr: notes}
 			l := tc.first(t, ctx, addr)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -166,7 +167,7 @@ func TestReadWholeErrors(t *testing.T) {
 // is not read ahead but resumed from where the offer stops matching, and
 // one not offered is sent whole.
 func TestReadAheadOffered(t *testing.T) {
-	key := bytes.Repeat([]byte{7}, keyLen)
+	key := bytes.Repeat([]byte{7}, proto.KeyLen)
 	body := bytes.Repeat([]byte("0123456789"), 300)
 	src := t.TempDir()
 	for _, name := range []string{"a", "b"} {
@@ -174,11 +175,11 @@ func TestReadAheadOffered(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	o, err := makeOffer(testutil.WriteTemp(t, t.TempDir(), "partial", body[:1500]), 1500, key, "t/a", maxHashes)
+	o, err := proto.MakeOffer(testutil.WriteTemp(t, t.TempDir(), "partial", body[:1500]), 1500, key, "t/a", proto.MaxHashes)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &resumption{have: map[string]offer{}, names: []string{"t"}, key: key}
+	rs := &resumption{have: map[string]proto.Offer{}, names: []string{"t"}, key: key}
 	if err := rs.add(o); err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -58,14 +59,14 @@ func ServeSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) i
 func report(stdout io.Writer, serve func() (int64, error)) int {
 	n, err := serve()
 	code := command.ExitCode(err)
-	if u := (*unasked)(nil); errors.As(err, &u) {
+	if u := (*proto.Unasked)(nil); errors.As(err, &u) {
 		code = command.ExitUnasked
 	}
 	if err != nil {
-		writeFail(stdout, code, err.Error())
+		proto.WriteFail(stdout, code, err.Error())
 		return code
 	}
-	writeOK(stdout, n)
+	proto.WriteOK(stdout, n)
 	return code
 }
 
@@ -79,13 +80,13 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		return 0, err
 	}
 	if fs, ok := s.(*fileSink); ok && req.Resume {
-		if err := offerPartial(fs, req.keyBytes(), br, stdout, stderr); err != nil {
+		if err := offerPartial(fs, req.KeyBytes(), br, stdout, stderr); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
 	}
 	if ts, ok := s.(*tarSink); ok && req.Resume {
-		if err := offerTree(ts, req.keyBytes(), stdout); err != nil {
+		if err := offerTree(ts, req.KeyBytes(), stdout); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
@@ -97,7 +98,7 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 		}
 	}
 	host, why := listenHost(req, os.Getenv("SSH_CONNECTION"))
-	ports, _ := parsePorts(req.DataPorts) // validated; zero if none
+	ports, _ := proto.ParsePorts(req.DataPorts) // validated; zero if none
 	l, port, err := listenAnyPort(ctx, req.Transport, host, ports, defaultParams(req.Transport, req.Relay), notices(req.Verbose, stderr))
 	if err != nil {
 		s.Abort(0)
@@ -105,11 +106,11 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 	}
 	defer l.Close()
 	fmt.Fprintf(notices(req.Verbose, stderr), "rdmacp: listening on %s (%s)\n", l.Addr(), why)
-	if err := writePort(stdout, port); err != nil {
+	if err := proto.WritePort(stdout, port); err != nil {
 		s.Abort(0)
 		return 0, conn.Errorf(conn.KindAborted, "report the port", "%v", err)
 	}
-	cfg := pipe.ReceiveConfig{Key: req.keyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
+	cfg := pipe.ReceiveConfig{Key: req.KeyBytes(), Encrypt: req.Encrypt, Timeout: req.Timeout}
 	chain, unreached := context.WithCancelCause(ctx)
 	defer unreached(nil)
 	if req.Relay {
@@ -139,13 +140,13 @@ const forwardWait = time.Hour
 // the sender asks. A failure to connect to the next host as the stream
 // is set up (not because the sender went away meanwhile) is given to
 // unreached: the chain cannot be set up.
-func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io.Writer, unreached context.CancelCauseFunc) error {
+func forwardWith(cfg *pipe.RelayConfig, req proto.Request, br *bufio.Reader, stderr io.Writer, unreached context.CancelCauseFunc) error {
 	f, err := readForward(br)
 	if err != nil || f.To == "" {
 		return err
 	}
 	d := newDialer(Options{Transport: req.Transport, Stderr: notices(req.Verbose, stderr)})
-	cfg.To, cfg.Key, cfg.Repair, cfg.Fallback = f.To, decodeKey(f.Key), true, f.hops()
+	cfg.To, cfg.Key, cfg.Repair, cfg.Fallback = f.To, proto.DecodeKey(f.Key), true, f.Hops()
 	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) {
 		c, err := d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
 		if err != nil && addr == f.To && !errors.Is(ctx.Err(), context.Canceled) {
@@ -158,12 +159,12 @@ func forwardWith(cfg *pipe.RelayConfig, req Request, br *bufio.Reader, stderr io
 
 // readForward reads and checks the forward line of a copy to several
 // hosts from br.
-func readForward(br *bufio.Reader) (forwardLine, error) {
-	var f forwardLine
+func readForward(br *bufio.Reader) (proto.ForwardLine, error) {
+	var f proto.ForwardLine
 	if err := lineWithin(br, forwardWait, &f); err != nil {
 		return f, conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
 	}
-	if err := f.validate(); err != nil {
+	if err := f.Validate(); err != nil {
 		return f, conn.Errorf(conn.KindSetup, "read where to pass the stream on", "%v", err)
 	}
 	return f, nil
@@ -180,11 +181,11 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 	if s.stale {
 		fmt.Fprintf(stderr, "rdmacp: %s changed since the partial copy (size or modification time): starting over\n", s.final)
 	}
-	if err := writeHave(stdout, o); err != nil {
+	if err := proto.WriteHave(stdout, o); err != nil {
 		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
-	var from fromLine
-	if err := lineWithin(br, offerWait, &from); err != nil {
+	var from proto.FromLine
+	if err := lineWithin(br, proto.OfferWait, &from); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	if err := s.start(from.From, o); err != nil {
@@ -201,7 +202,7 @@ func offerTree(s *tarSink, key []byte, stdout io.Writer) error {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	for _, o := range list {
-		if err := writeHave(stdout, o); err != nil {
+		if err := proto.WriteHave(stdout, o); err != nil {
 			return conn.Errorf(conn.KindAborted, "resume", "%v", err)
 		}
 	}
@@ -220,10 +221,10 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if in != nil {
 		defer in.Close()
 	}
-	if err := writePlan(stdout, c); err != nil {
+	if err := proto.WritePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
-	if p.mode == modeTar && req.List {
+	if p.mode == proto.ModeTar && req.List {
 		if err := listSources(&p, req, br, stdout); err != nil {
 			return 0, err
 		}
@@ -233,20 +234,20 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	}
 	skipped := int64(-1)
 	if in != nil && req.Resume {
-		if skipped, err = resumeSource(in, req.keyBytes(), br, stdout); err != nil {
+		if skipped, err = resumeSource(in, req.KeyBytes(), br, stdout); err != nil {
 			return 0, err
 		}
 	}
-	if p.mode == modeTar && req.Resume {
-		p.rs = newResumption(p, req.keyBytes())
+	if p.mode == proto.ModeTar && req.Resume {
+		p.rs = newResumption(p, req.KeyBytes())
 		if err := readOffers(br, p.rs); err != nil {
 			return 0, err
 		}
 	}
 	keep, _ := meta.Parse(req.Keep) // validated
-	if req.Progress && p.mode == modeTar {
+	if req.Progress && p.mode == proto.ModeTar {
 		files, bytes := countTree(p.srcs, keep)
-		if err := writeTotal(stdout, files, bytes); err != nil {
+		if err := proto.WriteTotal(stdout, files, bytes); err != nil {
 			return 0, conn.Errorf(conn.KindAborted, "report the totals", "%v", err)
 		}
 	}
@@ -266,7 +267,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	}
 	if req.Chain && err == nil {
 		for _, lost := range st.Lost {
-			if err := writeLost(stdout, lost); err != nil {
+			if err := proto.WriteLost(stdout, lost); err != nil {
 				return st.Bytes, conn.Errorf(conn.KindAborted, "report the lost hosts", "%v", err)
 			}
 		}
@@ -279,7 +280,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 // hosts, to the address of the connect line that follows the plan; down
 // a chain of hosts (Chain), to the first host that the forward line
 // names, under its key, going on with the hosts after it should it die.
-func sendTo(req Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, error) {
+func sendTo(req proto.Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, error) {
 	switch {
 	case req.Chain:
 		f, err := readForward(br)
@@ -289,14 +290,14 @@ func sendTo(req Request, br *bufio.Reader, o Options) (string, pipe.SendConfig, 
 		if err != nil {
 			return "", pipe.SendConfig{}, err
 		}
-		cfg := o.sendConfig(decodeKey(f.Key))
+		cfg := o.sendConfig(proto.DecodeKey(f.Key))
 		o.repairing(&cfg, f)
 		return f.To, cfg, nil
 	case req.ConnectLater:
 		addr, err := readConnect(br)
-		return addr, o.sendConfig(req.keyBytes()), err
+		return addr, o.sendConfig(req.KeyBytes()), err
 	}
-	return req.Connect, o.sendConfig(req.keyBytes()), nil
+	return req.Connect, o.sendConfig(req.KeyBytes()), nil
 }
 
 // betweenResult is the sending side's result, in a copy between two
@@ -322,11 +323,11 @@ func betweenResult(ctx context.Context, st pipe.Stats, err error, addr string, o
 // readConnect reads, in a copy between two remote hosts, the connect line
 // from br: where the receiving host listens.
 func readConnect(br *bufio.Reader) (string, error) {
-	var c connectLine
+	var c proto.ConnectLine
 	if err := lineWithin(br, connectWait, &c); err != nil {
 		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
 	}
-	if err := checkConnect(c.Connect); err != nil {
+	if err := proto.CheckConnect(c.Connect); err != nil {
 		return "", conn.Errorf(conn.KindSetup, "read where to send the stream", "%v", err)
 	}
 	return c.Connect, nil
@@ -337,17 +338,17 @@ func readConnect(br *bufio.Reader) (string, error) {
 // its file in file mode; c is the plan to report, with how many names
 // each source gave, unless one each, and how many paths were left out
 // (each named on stderr).
-func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, err error) {
+func planSend(req proto.Request, stderr io.Writer) (p plan, in *os.File, c proto.Contents, err error) {
 	paths, from, err := expand(req.Send)
 	if err != nil {
-		return plan{}, nil, Contents{}, err
+		return plan{}, nil, proto.Contents{}, err
 	}
 	rules, err := filter.Parse(req.Filter) // validate has checked them
 	if err != nil {
-		return plan{}, nil, Contents{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+		return plan{}, nil, proto.Contents{}, conn.Errorf(conn.KindSetup, proto.RequestOp, "%v", err)
 	}
 	if p, in, err = openSources(paths, req.Recursive, len(req.Send) > 1, rules); err != nil {
-		return plan{}, nil, Contents{}, err
+		return plan{}, nil, proto.Contents{}, err
 	}
 	c = p.contents(req.Preserve)
 	if counts := p.counts(from, len(req.Send)); p.several && slices.ContainsFunc(counts, func(n int) bool { return n != 1 }) {
@@ -365,18 +366,18 @@ func planSend(req Request, stderr io.Writer) (p plan, in *os.File, c Contents, e
 // stdout where the stream starts ("from") and moves in there. It returns
 // that place.
 func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) (int64, error) {
-	var o offer
-	if err := lineWithin(br, offerWait, &o); err != nil {
+	var o proto.Offer
+	if err := lineWithin(br, proto.OfferWait, &o); err != nil {
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
-	if err := o.validate(); err != nil {
+	if err := o.Validate(); err != nil {
 		return 0, conn.Errorf(conn.KindSetup, "resume", "the offer: %v", err)
 	}
-	at, err := seekResume(in, o, key)
+	at, err := proto.SeekResume(in, o, key)
 	if err != nil {
 		return 0, err
 	}
-	if err := writeFrom(stdout, at); err != nil {
+	if err := proto.WriteFrom(stdout, at); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "resume", "%v", err)
 	}
 	return at, nil
@@ -386,8 +387,8 @@ func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) (
 // marks their end, into rs.
 func readOffers(br *bufio.Reader, rs *resumption) error {
 	for {
-		var o offer
-		if err := lineWithin(br, offerWait, &o); err != nil {
+		var o proto.Offer
+		if err := lineWithin(br, proto.OfferWait, &o); err != nil {
 			return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 		}
 		if o.End {
@@ -401,20 +402,20 @@ func readOffers(br *bufio.Reader, rs *resumption) error {
 
 // session reads the request line from stdin, which must be a download's
 // (send) or an upload's, and returns it and the rest of stdin.
-func session(stdin io.Reader, send bool) (Request, *bufio.Reader, error) {
+func session(stdin io.Reader, send bool) (proto.Request, *bufio.Reader, error) {
 	br := bufio.NewReaderSize(stdin, 4096)
-	var req Request
+	var req proto.Request
 	err := within(requestWait, func() (err error) {
-		req, err = readRequest(br)
+		req, err = proto.ReadRequest(br)
 		return err
 	})
 	switch {
 	case err != nil && conn.KindOf(err) == conn.KindInternal:
-		return Request{}, nil, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+		return proto.Request{}, nil, conn.Errorf(conn.KindSetup, proto.RequestOp, "%v", err)
 	case err != nil:
-		return Request{}, nil, err
-	case req.download() != send:
-		return Request{}, nil, conn.Errorf(conn.KindSetup, requestOp, "a download's request for an upload's remote side, or the other way round")
+		return proto.Request{}, nil, err
+	case req.Download() != send:
+		return proto.Request{}, nil, conn.Errorf(conn.KindSetup, proto.RequestOp, "a download's request for an upload's remote side, or the other way round")
 	}
 	return req, br, nil
 }
@@ -466,7 +467,7 @@ func notWritable(err error, dest string) error {
 // lineWithin reads one JSON line from br into v, waiting at most wait for
 // it.
 func lineWithin(br *bufio.Reader, wait time.Duration, v any) error {
-	return within(wait, func() error { return readJSONLine(br, v) })
+	return within(wait, func() error { return proto.ReadJSONLine(br, v) })
 }
 
 // within runs read, waiting at most wait for it to return. (After a
@@ -483,15 +484,15 @@ func within(wait time.Duration, read func() error) error {
 }
 
 // newSink prepares the destination of req.
-func newSink(req Request) (sink, error) {
-	if req.Mode == modeSparse {
+func newSink(req proto.Request) (sink, error) {
+	if req.Mode == proto.ModeSparse {
 		s, err := newSparseSink(req)
 		if err != nil {
 			return nil, err
 		}
 		return s, nil
 	}
-	if req.Mode == modeFile {
+	if req.Mode == proto.ModeFile {
 		s, err := newFileSink(req)
 		if err != nil {
 			return nil, err

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -41,8 +42,8 @@ func TestListenAddress(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SSH_CONNECTION", tc.sshConnection)
-			req := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: t.TempDir(),
-				Contents: Contents{Mode: modeFile, Name: "f"}, Listen: tc.listen, Transport: "tcp", Timeout: time.Minute, Verbose: true}
+			req := proto.Request{Version: proto.Version, Key: strings.Repeat("ab", proto.KeyLen), Dest: t.TempDir(),
+				Contents: proto.Contents{Mode: proto.ModeFile, Name: "f"}, Listen: tc.listen, Transport: "tcp", Timeout: time.Minute, Verbose: true}
 			stdinR, stdinW := io.Pipe()
 			stdoutR, stdoutW := io.Pipe()
 			var stderr bytes.Buffer
@@ -52,7 +53,7 @@ func TestListenAddress(t *testing.T) {
 				Serve(context.Background(), stdinR, stdoutW, &stderr)
 				stdoutW.Close()
 			}()
-			go writeRequest(stdinW, req)
+			go proto.WriteRequest(stdinW, req)
 			port := readPort(t, stdoutR)
 			go io.Copy(io.Discard, stdoutR)
 			for _, host := range tc.reach {
@@ -83,15 +84,15 @@ func readPort(t *testing.T, r io.Reader) string {
 	t.Helper()
 	sc := bufio.NewScanner(r)
 	for sc.Scan() {
-		st, err := parseStatus(sc.Text())
+		st, err := proto.ParseStatus(sc.Text())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if st.kind == "port" {
-			return strconv.Itoa(int(st.n))
+		if st.Kind == "port" {
+			return strconv.Itoa(int(st.N))
 		}
-		if st.valid {
-			t.Fatalf("remote side: %s %d %s, want its port", st.kind, st.n, st.msg)
+		if st.Valid {
+			t.Fatalf("remote side: %s %d %s, want its port", st.Kind, st.N, st.Msg)
 		}
 	}
 	t.Fatalf("no port from the remote side: %v", sc.Err())
@@ -169,7 +170,7 @@ func TestReadConnect(t *testing.T) {
 		{`{"connect":""}`, false},
 		{`{"connect":"10.0.0.2:4000","to":"x"}`, false},
 		{`{"connect":"10.0.0.2:4000"} {}`, false},
-		{strings.Repeat("x", maxRequestLine+10), false},
+		{strings.Repeat("x", proto.MaxRequestLine+10), false},
 		{"", false}, // the ssh channel ended
 	}
 	for _, tc := range cases {

@@ -9,6 +9,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -25,7 +26,7 @@ type source struct {
 
 // plan is what a copy streams.
 type plan struct {
-	mode string // modeFile, modeSparse or modeTar
+	mode string // proto.ModeFile, proto.ModeSparse or proto.ModeTar
 	srcs []source
 	// several says that more than one source was asked for, or came of
 	// them (a pattern's matches): the copy is an archive, even of one,
@@ -64,7 +65,7 @@ func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (pla
 	if len(p.srcs) == 0 {
 		return plan{}, &leftOut{why: p.left, none: true}
 	}
-	p.mode = modeTar
+	p.mode = proto.ModeTar
 	if !p.several && p.srcs[0].info.Mode().IsRegular() {
 		p.mode = singleMode(p.srcs[0].path)
 	}
@@ -114,7 +115,7 @@ func (e *leftOut) Error() string {
 // made while it streams).
 func openSources(paths []string, recursive, several bool, rules *filter.Rules) (plan, *os.File, error) {
 	p, err := planCopy(paths, recursive, several, rules)
-	if err != nil || p.mode != modeFile {
+	if err != nil || p.mode != proto.ModeFile {
 		return p, nil, err
 	}
 	f, err := os.Open(p.srcs[0].path)
@@ -127,16 +128,16 @@ func openSources(paths []string, recursive, several bool, rules *filter.Rules) (
 // contents describes what p streams, for the receiving side: a file's
 // (in file or sparse mode) name, permission bits, size and version, and
 // its times with preserve.
-func (p plan) contents(preserve bool) Contents {
-	if p.mode == modeTar {
-		c := Contents{Mode: modeTar, Single: !p.several}
+func (p plan) contents(preserve bool) proto.Contents {
+	if p.mode == proto.ModeTar {
+		c := proto.Contents{Mode: proto.ModeTar, Single: !p.several}
 		for _, s := range p.srcs {
 			c.Names = append(c.Names, s.name)
 		}
 		return c
 	}
 	fi := p.srcs[0].info
-	c := Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
+	c := proto.Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()
@@ -152,7 +153,7 @@ func destName(path string) (string, error) {
 		return "", command.Usagef("%s: %v", path, err)
 	}
 	name := filepath.Base(abs)
-	if checkName(name) != nil {
+	if proto.CheckName(name) != nil {
 		return "", command.Usagef("%s: cannot copy the root directory; copy what is in it", path)
 	}
 	return name, nil

@@ -7,26 +7,28 @@ import (
 	"fmt"
 	"io"
 	"os"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // singleMode is the mode of a copy of the one regular file at p:
-// modeSparse if it has holes, else modeFile (also when it cannot be
+// proto.ModeSparse if it has holes, else proto.ModeFile (also when it cannot be
 // opened or examined: the copy then says why).
 func singleMode(p string) string {
 	f, err := os.Open(p)
 	if err != nil {
-		return modeFile
+		return proto.ModeFile
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil || !fi.Mode().IsRegular() {
-		return modeFile
+		return proto.ModeFile
 	}
 	segs, err := dataSegments(f, fi.Size())
 	if err != nil || dataLen(segs) == fi.Size() {
-		return modeFile
+		return proto.ModeFile
 	}
-	return modeSparse
+	return proto.ModeSparse
 }
 
 // sparseSink receives one regular file with holes, which arrives as a tar
@@ -38,7 +40,7 @@ type sparseSink struct {
 }
 
 // newSparseSink prepares the destination of a sparse-mode request.
-func newSparseSink(req Request) (*sparseSink, error) {
+func newSparseSink(req proto.Request) (*sparseSink, error) {
 	req.Resume = false // its file is written out of order: nothing to resume
 	fs, err := newFileSink(req)
 	if err != nil {

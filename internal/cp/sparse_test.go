@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
@@ -97,9 +98,9 @@ func TestDataSegments(t *testing.T) {
 			if off, _ := f.Seek(0, io.SeekCurrent); off != 0 {
 				t.Fatalf("offset left at %d, want 0", off)
 			}
-			wantMode := modeFile
+			wantMode := proto.ModeFile
 			if dataLen(tc.want) < tc.size {
-				wantMode = modeSparse
+				wantMode = proto.ModeSparse
 			}
 			if m := singleMode(name); m != wantMode {
 				t.Fatalf("singleMode %q, want %q", m, wantMode)

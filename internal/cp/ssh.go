@@ -12,6 +12,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // sshOptions are added to every ssh command, as scp does: no forwarding,
@@ -28,13 +30,13 @@ const closeWait = 10 * time.Second
 type remote struct {
 	cmd    *exec.Cmd
 	stdin  io.WriteCloser
-	lines  chan status   // status lines, closed at the end of ssh's stdout
-	ending chan struct{} // closed by close: status lines nobody reads are dropped
+	lines  chan proto.Status // status lines, closed at the end of ssh's stdout
+	ending chan struct{}     // closed by close: status lines nobody reads are dropped
 	end    sync.Once
 	errc   chan error // why reading ssh's stdout ended early, if it did
 	waited chan struct{}
-	err    error  // ssh's exit, once waited is closed
-	failed status // the remote side's last "fail" line, once lines or waited is closed
+	err    error        // ssh's exit, once waited is closed
+	failed proto.Status // the remote side's last "fail" line, once lines or waited is closed
 }
 
 // startRemote runs the command line that o.remoteArgv gives for t and
@@ -55,7 +57,7 @@ func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, e
 	if err := cmd.Start(); err != nil {
 		return nil, setupf("run %s: %v", argv[0], err)
 	}
-	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
+	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan proto.Status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
 	go r.read(stdout)
 	return r, nil
 }
@@ -65,17 +67,17 @@ func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, e
 func (r *remote) read(stdout io.Reader) {
 	defer close(r.waited)
 	sc := bufio.NewScanner(stdout)
-	sc.Buffer(make([]byte, 0, 4096), maxStatusLine)
+	sc.Buffer(make([]byte, 0, 4096), proto.MaxStatusLine)
 	for sc.Scan() {
-		st, err := parseStatus(sc.Text())
+		st, err := proto.ParseStatus(sc.Text())
 		if err != nil {
 			r.errc <- err
 			break
 		}
-		if st.valid && st.kind == "fail" {
+		if st.Valid && st.Kind == "fail" {
 			r.failed = st
 		}
-		if st.valid {
+		if st.Valid {
 			select {
 			case r.lines <- st:
 			case <-r.ending:
@@ -96,7 +98,7 @@ func (r *remote) read(stdout io.Reader) {
 
 // next returns the next status line, waiting at most wait for it. It
 // fails when the remote side ends without one.
-func (r *remote) next(ctx context.Context, wait time.Duration) (status, error) {
+func (r *remote) next(ctx context.Context, wait time.Duration) (proto.Status, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -106,17 +108,17 @@ func (r *remote) next(ctx context.Context, wait time.Duration) (status, error) {
 		}
 		select {
 		case err := <-r.errc:
-			return status{}, err
+			return proto.Status{}, err
 		default:
 		}
 		<-r.waited
-		return status{}, fmt.Errorf("the remote side ended without a status (%s)", r.exitText())
+		return proto.Status{}, fmt.Errorf("the remote side ended without a status (%s)", r.exitText())
 	case err := <-r.errc:
-		return status{}, err
+		return proto.Status{}, err
 	case <-timer.C:
-		return status{}, fmt.Errorf("no word from the remote side within %v", wait)
+		return proto.Status{}, fmt.Errorf("no word from the remote side within %v", wait)
 	case <-ctx.Done():
-		return status{}, context.Cause(ctx)
+		return proto.Status{}, context.Cause(ctx)
 	}
 }
 
@@ -149,11 +151,11 @@ func (r *remote) lastWords() string {
 func (r *remote) result() (ok int64, words string) {
 	ok = -1
 	for st := range r.lines {
-		switch st.kind {
+		switch st.Kind {
 		case "ok":
-			ok = st.n
+			ok = st.N
 		case "fail":
-			words = strconv.Quote(st.msg)
+			words = strconv.Quote(st.Msg)
 		}
 	}
 	if words == "" {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -203,7 +204,7 @@ func (o Options) planTally(p plan) *tally {
 	switch {
 	case !o.Progress:
 		return nil
-	case p.mode == modeFile:
+	case p.mode == proto.ModeFile:
 		return o.newTally(1, p.srcs[0].info.Size())
 	}
 	return o.newTally(countTree(p.srcs, o.Keep))
@@ -212,7 +213,7 @@ func (o Options) planTally(p plan) *tally {
 // fetchTally returns the progress line of a download into s, whose plan
 // is c, or nil without o.Progress: a tree's totals are the remote side's
 // "total" line, which r reads.
-func (o Options) fetchTally(ctx context.Context, r *remote, s sink, c Contents, host string) (*tally, error) {
+func (o Options) fetchTally(ctx context.Context, r *remote, s sink, c proto.Contents, host string) (*tally, error) {
 	if !o.Progress {
 		return nil, nil
 	}
@@ -220,27 +221,27 @@ func (o Options) fetchTally(ctx context.Context, r *remote, s sink, c Contents, 
 	if !ok {
 		return o.newTally(1, c.Size), nil
 	}
-	st, err := r.next(ctx, offerWait)
+	st, err := r.next(ctx, proto.OfferWait)
 	switch {
 	case err != nil:
 		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "%v", err)
-	case st.kind == "fail":
+	case st.Kind == "fail":
 		return nil, remoteFailed(host, st)
-	case st.kind != "total":
-		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "expected them, got %q", st.kind)
+	case st.Kind != "total":
+		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "expected them, got %q", st.Kind)
 	}
-	ts.tally = o.newTally(st.files, st.n)
+	ts.tally = o.newTally(st.Files, st.N)
 	return ts.tally, nil
 }
 
 // streamShown is stream with the progress line of p, if o asks for one.
 func streamShown(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
 	p.tally = o.planTally(p)
-	if p.tally != nil && p.mode == modeFile {
+	if p.tally != nil && p.mode == proto.ModeFile {
 		cfg.Progress = p.tally.set
 	}
 	st, err := stream(ctx, addr, p, in, o, cfg, gone)
-	if p.mode == modeFile {
+	if p.mode == proto.ModeFile {
 		p.tally.endFile(err)
 	} else {
 		p.tally.end(err)
@@ -250,7 +251,7 @@ func streamShown(ctx context.Context, addr string, p plan, in *os.File, o Option
 
 // fetchShown is fetchStream with the progress line of a download into s,
 // whose plan is c, if o asks for one (see fetchTally).
-func (o Options) fetchShown(ctx context.Context, r *remote, srv server.Server, s sink, c Contents, host, dst string) (pipe.Stats, error) {
+func (o Options) fetchShown(ctx context.Context, r *remote, srv server.Server, s sink, c proto.Contents, host, dst string) (pipe.Stats, error) {
 	tl, err := o.fetchTally(ctx, r, s, c, host)
 	if err != nil {
 		s.Abort(0)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // writeTar writes the sources to w as a tar archive (PAX, with
@@ -75,7 +76,7 @@ const resumeRecord = "RDMACP.resume"
 // resumption is what the receiving side of a tree's resume offered: its
 // files, by name in the archive, and the key their hashes are under.
 type resumption struct {
-	have  map[string]offer
+	have  map[string]proto.Offer
 	names []string // the archive's top-level names
 	key   []byte
 	kept  int64 // bytes of offered files not sent again
@@ -84,7 +85,7 @@ type resumption struct {
 // newResumption returns the resumption of the archive of p under key,
 // with nothing offered yet.
 func newResumption(p plan, key []byte) *resumption {
-	rs := &resumption{have: map[string]offer{}, key: key}
+	rs := &resumption{have: map[string]proto.Offer{}, key: key}
 	for _, s := range p.srcs {
 		rs.names = append(rs.names, s.name)
 	}
@@ -103,19 +104,19 @@ func (rs *resumption) offered(name string) bool {
 
 // add takes in an offer from the receiving side, which must name a file
 // under the archive's top-level names not offered before, and be valid;
-// at most maxOffers.
-func (rs *resumption) add(o offer) error {
-	if err := o.validate(); err != nil {
+// at most proto.MaxOffers.
+func (rs *resumption) add(o proto.Offer) error {
+	if err := o.Validate(); err != nil {
 		return err
 	}
-	if o.Name == "" || o.End || len(o.Hashes) > treeHashes {
-		return fmt.Errorf("offer for %.64q: names no file, or more than %d block hashes", o.Name, treeHashes)
+	if o.Name == "" || o.End || len(o.Hashes) > proto.TreeHashes {
+		return fmt.Errorf("offer for %.64q: names no file, or more than %d block hashes", o.Name, proto.TreeHashes)
 	}
 	if err := underNames(o.Name, rs.names); err != nil {
 		return fmt.Errorf("offer for %.64q: not under the archive's names", o.Name)
 	}
-	if _, dup := rs.have[o.Name]; dup || len(rs.have) == maxOffers {
-		return fmt.Errorf("offer for %.64q: offered before, or more than %d offers", o.Name, maxOffers)
+	if _, dup := rs.have[o.Name]; dup || len(rs.have) == proto.MaxOffers {
+		return fmt.Errorf("offer for %.64q: offered before, or more than %d offers", o.Name, proto.MaxOffers)
 	}
 	rs.have[o.Name] = o
 	return nil
@@ -128,7 +129,7 @@ func (rs *resumption) resume(f *os.File, h *tar.Header) error {
 	if !ok {
 		return nil
 	}
-	at, err := resumeAt(f, o, rs.key)
+	at, err := proto.ResumeAt(f, o, rs.key)
 	if err != nil || at == 0 {
 		return err
 	}

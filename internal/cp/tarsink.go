@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // tarSink receives a tar archive and extracts it as it arrives (see
@@ -41,7 +42,7 @@ type tarSink struct {
 // which the interrupted copy made. Modes are applied as the archive has
 // them with req.Preserve, else less the umask and without setuid and
 // setgid.
-func newTarSink(req Request) (*tarSink, error) {
+func newTarSink(req proto.Request) (*tarSink, error) {
 	dst := expandHome(req.Dest)
 	dir, top := dst, ""
 	fi, err := os.Stat(dst)
@@ -64,7 +65,7 @@ func newTarSink(req Request) (*tarSink, error) {
 // openTarSink prepares dir, an existing directory, for the archive that
 // req describes, whose single top-level entry becomes top there if top is
 // set.
-func openTarSink(req Request, dir, top string) (*tarSink, error) {
+func openTarSink(req proto.Request, dir, top string) (*tarSink, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, setupf("destination: %v", err)
@@ -80,7 +81,7 @@ func openTarSink(req Request, dir, top string) (*tarSink, error) {
 // resumedNewName says whether dst, an existing directory, is where a
 // resumed copy of a single top-level entry to a new name goes (see
 // newTarSink).
-func resumedNewName(req Request, dst string) bool {
+func resumedNewName(req proto.Request, dst string) bool {
 	if !req.Resume || !req.Single || len(req.Names) != 1 || strings.HasSuffix(req.Dest, "/") {
 		return false
 	}

@@ -13,6 +13,8 @@ import (
 	"strconv"
 	"strings"
 	"syscall"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // Resuming a tree (see resume.go): the receiving side offers, for each
@@ -29,10 +31,10 @@ type resumed struct {
 }
 
 // offers lists what the destination holds of the archive's regular files,
-// named as in the archive, at most maxOffers; it keeps the list for the
+// named as in the archive, at most proto.MaxOffers; it keeps the list for the
 // extraction, which resumes only those. It walks only the archive's
 // top-level names as asked for, and never through a link in their place.
-func (s *tarSink) offers(key []byte) ([]offer, error) {
+func (s *tarSink) offers(key []byte) ([]proto.Offer, error) {
 	found := map[string]string{} // name in the archive -> path under root
 	for _, top := range s.names {
 		local := top
@@ -55,7 +57,7 @@ func (s *tarSink) offers(key []byte) ([]offer, error) {
 			name := path.Join(top, strings.TrimPrefix(strings.TrimPrefix(target, local), "/"))
 			prev, seen := found[name]
 			switch {
-			case !seen && len(found) == maxOffers:
+			case !seen && len(found) == proto.MaxOffers:
 				return fs.SkipAll
 			case !seen, partial && prev == target: // a partial copy goes before the file in place
 				found[name] = p
@@ -66,7 +68,7 @@ func (s *tarSink) offers(key []byte) ([]offer, error) {
 			return nil, fmt.Errorf("look for partial copies: %w", err)
 		}
 	}
-	var list []offer
+	var list []proto.Offer
 	for _, name := range slices.Sorted(maps.Keys(found)) {
 		o, err := s.offerFile(found[name], name, key)
 		if err != nil {
@@ -79,17 +81,17 @@ func (s *tarSink) offers(key []byte) ([]offer, error) {
 }
 
 // offerFile hashes the file at p (under the root) for an offer named name.
-func (s *tarSink) offerFile(p, name string, key []byte) (offer, error) {
+func (s *tarSink) offerFile(p, name string, key []byte) (proto.Offer, error) {
 	f, err := s.root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
-		return offer{}, fmt.Errorf("look for partial copies: %w", err)
+		return proto.Offer{}, fmt.Errorf("look for partial copies: %w", err)
 	}
 	defer f.Close()
 	fi, err := f.Stat()
 	if err != nil {
-		return offer{}, err
+		return proto.Offer{}, err
 	}
-	return makeOffer(f, fi.Size(), key, name, treeHashes)
+	return proto.MakeOffer(f, fi.Size(), key, name, proto.TreeHashes)
 }
 
 // partialOf returns the file that p, a path in slash form, is a partial
@@ -111,8 +113,8 @@ func (rr *resumed) resume(root *os.Root, name string, h *tar.Header, at string, 
 	base, err := strconv.ParseInt(at, 10, 64)
 	switch {
 	case !rr.offers(h):
-		return &unasked{h.Name, "resumes a file this side did not offer"}
-	case err != nil || base < 0 || base > maxOfferLen:
+		return &proto.Unasked{Claim: h.Name, Why: "resumes a file this side did not offer"}
+	case err != nil || base < 0 || base > proto.MaxOfferLen:
 		return fmt.Errorf("archive entry %q: resumes at %.32q", h.Name, at)
 	case isSparse(h):
 		return fmt.Errorf("archive entry %q: a sparse entry cannot resume", h.Name)

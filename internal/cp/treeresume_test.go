@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 func TestPartialOf(t *testing.T) {
@@ -34,7 +36,7 @@ func TestPartialOf(t *testing.T) {
 // TestTreeResume resumes the files of a tree from what the destination
 // offered, and refuses archives that resume anything else.
 func TestTreeResume(t *testing.T) {
-	key := bytes.Repeat([]byte{7}, keyLen)
+	key := bytes.Repeat([]byte{7}, proto.KeyLen)
 	body := strings.Repeat("0123456789", 300)
 	resume := func(name string, at int, rest string) []byte {
 		var b bytes.Buffer
@@ -66,10 +68,10 @@ func TestTreeResume(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
 			os.MkdirAll(filepath.Join(dir, "top"), 0o755)
-			partial := partialName(filepath.Join(dir, "top", "a"), Contents{Size: 3000, Changed: 1})
+			partial := partialName(filepath.Join(dir, "top", "a"), proto.Contents{Size: 3000, Changed: 1})
 			os.WriteFile(partial, []byte(body[:1500]), 0o600)
 			os.WriteFile(filepath.Join(dir, "top", "b"), []byte(body), 0o644)
-			s, err := newTarSink(Request{Dest: dir, Contents: Contents{Mode: modeTar, Names: []string{"top"}}, Resume: true})
+			s, err := newTarSink(proto.Request{Dest: dir, Contents: proto.Contents{Mode: proto.ModeTar, Names: []string{"top"}}, Resume: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -101,19 +103,19 @@ func TestTreeResume(t *testing.T) {
 // TestResumptionAdd: a tree's sending side takes an offer only for a file
 // under the archive's top-level names, once, with few enough hashes.
 func TestResumptionAdd(t *testing.T) {
-	rs := newResumption(plan{srcs: []source{{name: "top"}}}, bytes.Repeat([]byte{7}, keyLen))
+	rs := newResumption(plan{srcs: []source{{name: "top"}}}, bytes.Repeat([]byte{7}, proto.KeyLen))
 	one := []string{strings.Repeat("ab", 16)}
 	cases := []struct {
-		o    offer
+		o    proto.Offer
 		fail string // in the error; "" for taken
 	}{
-		{offer{Name: "top/a", Block: minBlock, Size: 1, Hashes: one}, ""},
-		{offer{Name: "top/a", Block: minBlock, Size: 1, Hashes: one}, "offered before"},
-		{offer{Name: ".ssh/authorized_keys", Block: minBlock, Size: 1, Hashes: one}, "not under the archive's names"},
-		{offer{Name: "topx/a", Block: minBlock, Size: 1, Hashes: one}, "not under the archive's names"},
-		{offer{Block: minBlock, Size: 1, Hashes: one}, "names no file"},
-		{offer{Name: "top/b", Block: minBlock, Size: 17 * minBlock, Hashes: slices.Repeat(one, 17)}, "block hashes"},
-		{offer{Name: "top/c", Block: 1 << 47, Size: 1 << 47, Hashes: one}, ""},
+		{proto.Offer{Name: "top/a", Block: proto.MinBlock, Size: 1, Hashes: one}, ""},
+		{proto.Offer{Name: "top/a", Block: proto.MinBlock, Size: 1, Hashes: one}, "offered before"},
+		{proto.Offer{Name: ".ssh/authorized_keys", Block: proto.MinBlock, Size: 1, Hashes: one}, "not under the archive's names"},
+		{proto.Offer{Name: "topx/a", Block: proto.MinBlock, Size: 1, Hashes: one}, "not under the archive's names"},
+		{proto.Offer{Block: proto.MinBlock, Size: 1, Hashes: one}, "names no file"},
+		{proto.Offer{Name: "top/b", Block: proto.MinBlock, Size: 17 * proto.MinBlock, Hashes: slices.Repeat(one, 17)}, "block hashes"},
+		{proto.Offer{Name: "top/c", Block: 1 << 47, Size: 1 << 47, Hashes: one}, ""},
 	}
 	for _, tc := range cases {
 		err := rs.add(tc.o)

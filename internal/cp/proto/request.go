@@ -1,4 +1,8 @@
-package cp
+// Package proto is what rdmacp's local and remote sides say to each other
+// on the ssh channel: the request line, the status lines, the lines that
+// follow them (forward, connect, from, offers), their bounds and how each
+// is checked before it is acted on.
+package proto
 
 import (
 	"bufio"
@@ -20,33 +24,33 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// protocolVersion is the version of the request and status lines. Both
+// Version is the version of the request and status lines. Both
 // sides must speak the same one. Version 2 added downloads (Send,
 // Connect), encryption and sparse files; version 3 has listings and
 // their decisions as text, not JSON.
-const protocolVersion = 3
+const Version = 3
 
 // Bounds of what the remote side accepts in a request.
 const (
-	maxRequestLine = 64 << 10
-	maxPathLen     = 4096
+	MaxRequestLine = 64 << 10
+	MaxPathLen     = 4096
 	maxNameLen     = 255
-	maxTimeout     = 24 * time.Hour
-	keyLen         = 32
-	maxSources     = 1024
+	MaxTimeout     = 24 * time.Hour
+	KeyLen         = 32
+	MaxSources     = 1024
 )
 
 // Modes of a copy.
 const (
-	modeFile   = "file"   // one regular file, streamed as is
-	modeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see sparse.go)
-	modeTar    = "tar"    // files and directories, streamed as a tar archive
+	ModeFile   = "file"   // one regular file, streamed as is
+	ModeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see sparse.go)
+	ModeTar    = "tar"    // files and directories, streamed as a tar archive
 )
 
 // Contents describes what a stream carries: one regular file as is, or a
 // tar archive. The receiving side prepares the destination from it.
 type Contents struct {
-	Mode string `json:"mode"` // modeFile, modeSparse or modeTar
+	Mode string `json:"mode"` // ModeFile, ModeSparse or ModeTar
 	// Name is, in file mode (and in sparse mode, as everything said
 	// here of file mode), the source's base name: the file's name in DST
 	// when DST is a directory.
@@ -92,13 +96,13 @@ func (c Contents) isZero() bool {
 // validate checks contents described by the peer.
 func (c Contents) validate() error {
 	switch c.Mode {
-	case modeFile, modeSparse:
-		if err := checkName(c.Name); err != nil {
+	case ModeFile, ModeSparse:
+		if err := CheckName(c.Name); err != nil {
 			return err
 		}
-	case modeTar:
+	case ModeTar:
 	default:
-		return fmt.Errorf("mode %.16q: must be %q, %q or %q", c.Mode, modeFile, modeSparse, modeTar)
+		return fmt.Errorf("mode %.16q: must be %q, %q or %q", c.Mode, ModeFile, ModeSparse, ModeTar)
 	}
 	if c.Perm > 0o7777 {
 		return fmt.Errorf("permissions %o: more than 07777", c.Perm)
@@ -106,16 +110,16 @@ func (c Contents) validate() error {
 	if c.Size < 0 {
 		return fmt.Errorf("size %d: negative", c.Size)
 	}
-	if len(c.Names) > maxSources {
-		return fmt.Errorf("%d top-level entries: more than %d", len(c.Names), maxSources)
+	if len(c.Names) > MaxSources {
+		return fmt.Errorf("%d top-level entries: more than %d", len(c.Names), MaxSources)
 	}
 	for _, n := range c.Names {
-		if err := checkName(n); err != nil {
+		if err := CheckName(n); err != nil {
 			return err
 		}
 	}
-	if len(c.Counts) > maxSources || c.Left < 0 || c.Left > maxSources {
-		return fmt.Errorf("%d counts, %d left out: more than %d or negative", len(c.Counts), c.Left, maxSources)
+	if len(c.Counts) > MaxSources || c.Left < 0 || c.Left > MaxSources {
+		return fmt.Errorf("%d counts, %d left out: more than %d or negative", len(c.Counts), c.Left, MaxSources)
 	}
 	return nil
 }
@@ -139,7 +143,7 @@ type Request struct {
 	// the local side's listener, IP:PORT.
 	Connect string `json:"connect,omitempty"`
 	// ConnectLater says, in a download between two remote hosts, that
-	// Connect is empty and a connect line (see connectLine) follows the
+	// Connect is empty and a connect line (see ConnectLine) follows the
 	// plan: the receiving host's address, once it listens.
 	ConnectLater bool `json:"connect_later,omitempty"`
 	// Encrypt asks for the stream's payload encrypted (the receiving side
@@ -179,7 +183,7 @@ type Request struct {
 	// the like). An rdmacp from before it refuses the request.
 	Filter []string `json:"filter,omitempty"`
 	// List asks, in tar mode, for an incremental copy's listing (see
-	// incr.go): in an upload, of what DST has of the archive's entries,
+	// internal/cp/incr.go): in an upload, of what DST has of the archive's entries,
 	// then the local side's decisions; in a download, of the sources,
 	// then the local side's decisions. An rdmacp from before it refuses
 	// the request.
@@ -190,7 +194,7 @@ type Request struct {
 	// changed nothing (-n).
 	DryRun bool `json:"dry_run,omitempty"`
 	// Progress asks, in a download, for the totals of a tar-mode plan
-	// before the stream, for the progress line (see writeTotal). An
+	// before the stream, for the progress line (see WriteTotal). An
 	// rdmacp from before it refuses the request.
 	Progress  bool          `json:"progress,omitempty"`
 	Transport string        `json:"transport"`
@@ -198,23 +202,23 @@ type Request struct {
 	Verbose   bool          `json:"verbose,omitempty"`
 }
 
-// keyBytes returns the decoded key.
-func (r Request) keyBytes() []byte { return decodeKey(r.Key) }
+// KeyBytes returns the decoded key.
+func (r Request) KeyBytes() []byte { return DecodeKey(r.Key) }
 
-// decodeKey decodes a key that validate has checked.
-func decodeKey(hexKey string) []byte {
+// DecodeKey decodes a key that validate has checked.
+func DecodeKey(hexKey string) []byte {
 	k, _ := hex.DecodeString(hexKey)
 	return k
 }
 
-// writeRequest sends r as one line on w.
-func writeRequest(w io.Writer, r Request) error {
-	return writeJSONLine(w, r)
+// WriteRequest sends r as one line on w.
+func WriteRequest(w io.Writer, r Request) error {
+	return WriteJSONLine(w, r)
 }
 
-// writeJSONLine sends v as one line of JSON on w: the local side's lines
+// WriteJSONLine sends v as one line of JSON on w: the local side's lines
 // to the remote side.
-func writeJSONLine(w io.Writer, v any) error {
+func WriteJSONLine(w io.Writer, v any) error {
 	b, err := json.Marshal(v)
 	if err != nil {
 		return err
@@ -223,26 +227,26 @@ func writeJSONLine(w io.Writer, v any) error {
 	return err
 }
 
-// requestOp names the remote side's reading of the request in its
+// RequestOp names the remote side's reading of the request in its
 // errors, which the local side recognises: an rdmacp of another version
 // that cannot read the request says so with it.
-const requestOp = "read request"
+const RequestOp = "read request"
 
-// readRequest reads and checks one request line from br.
-func readRequest(br *bufio.Reader) (Request, error) {
+// ReadRequest reads and checks one request line from br.
+func ReadRequest(br *bufio.Reader) (Request, error) {
 	var r Request
-	if err := readJSONLine(br, &r); err != nil {
-		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+	if err := ReadJSONLine(br, &r); err != nil {
+		return Request{}, conn.Errorf(conn.KindSetup, RequestOp, "%v", err)
 	}
 	if err := r.validate(); err != nil {
-		return Request{}, conn.Errorf(conn.KindSetup, requestOp, "%v", err)
+		return Request{}, conn.Errorf(conn.KindSetup, RequestOp, "%v", err)
 	}
 	return r, nil
 }
 
-// readJSONLine reads one line from br into v, refusing fields v has not.
-func readJSONLine(br *bufio.Reader, v any) error {
-	line, err := readLine(br, maxRequestLine)
+// ReadJSONLine reads one line from br into v, refusing fields v has not.
+func ReadJSONLine(br *bufio.Reader, v any) error {
+	line, err := ReadLine(br, MaxRequestLine)
 	if err != nil {
 		return err
 	}
@@ -259,13 +263,13 @@ func readJSONLine(br *bufio.Reader, v any) error {
 
 // validate checks every field of a request from the local side.
 func (r Request) validate() error {
-	if r.Version != protocolVersion {
-		return fmt.Errorf("protocol version %d, this rdmacp speaks %d: install the same rdmacp on both hosts", r.Version, protocolVersion)
+	if r.Version != Version {
+		return fmt.Errorf("protocol version %d, this rdmacp speaks %d: install the same rdmacp on both hosts", r.Version, Version)
 	}
-	if k, err := hex.DecodeString(r.Key); err != nil || len(k) != keyLen {
+	if k, err := hex.DecodeString(r.Key); err != nil || len(k) != KeyLen {
 		return errors.New("the key is not 32 bytes in hex")
 	}
-	if err := checkSettings(r.Transport, r.Timeout); err != nil {
+	if err := CheckSettings(r.Transport, r.Timeout); err != nil {
 		return err
 	}
 	if (r.Checksum || r.DryRun) && !r.List || r.List && (r.Resume || r.Relay || r.ConnectLater) {
@@ -274,7 +278,7 @@ func (r Request) validate() error {
 	if _, err := meta.Parse(r.Keep); err != nil {
 		return err
 	}
-	if r.download() {
+	if r.Download() {
 		return r.validateDownload()
 	}
 	if r.Connect != "" || r.ConnectLater || r.Chain || r.Recursive || r.LimitRate != 0 || r.Filter != nil || r.Progress {
@@ -290,7 +294,7 @@ func (r Request) validate() error {
 		return err
 	}
 	if r.DataPorts != "" {
-		if _, err := parsePorts(r.DataPorts); err != nil {
+		if _, err := ParsePorts(r.DataPorts); err != nil {
 			return err
 		}
 	}
@@ -302,60 +306,60 @@ func (r Request) validate() error {
 	return nil
 }
 
-// forwardLine is what the local side tells each host of a copy to
+// ForwardLine is what the local side tells each host of a copy to
 // several hosts once every one has its port: where the stream goes on,
 // and the one-time key of the host there; and the hosts after that one
-// (at most maxFallbacks), to go on with if it dies. To is empty for the
+// (at most MaxFallbacks), to go on with if it dies. To is empty for the
 // last host.
-type forwardLine struct {
+type ForwardLine struct {
 	To   string        `json:"to"`
 	Key  string        `json:"key,omitempty"`
-	Then []forwardLine `json:"then,omitempty"`
+	Then []ForwardLine `json:"then,omitempty"`
 }
 
-// maxFallbacks is how many hosts after the next one a host of a copy to
+// MaxFallbacks is how many hosts after the next one a host of a copy to
 // several hosts may go on with, one after the other, when the next one
 // dies: so a chain survives that many dead hosts in a row. (A relay's
 // history for a resend grows with them, up to eight windows, see
 // pipe.SendConfig.Repair.)
-const maxFallbacks = 3
+const MaxFallbacks = 3
 
-// validate checks a forward line from the local side.
-func (f forwardLine) validate() error {
+// Validate checks a forward line from the local side.
+func (f ForwardLine) Validate() error {
 	if f.To == "" {
 		if f.Key != "" || f.Then != nil {
 			return errors.New("a key or hosts after no host")
 		}
 		return nil
 	}
-	if len(f.Then) > maxFallbacks {
-		return fmt.Errorf("%d hosts to go on with: more than %d", len(f.Then), maxFallbacks)
+	if len(f.Then) > MaxFallbacks {
+		return fmt.Errorf("%d hosts to go on with: more than %d", len(f.Then), MaxFallbacks)
 	}
-	for _, h := range append([]forwardLine{{To: f.To, Key: f.Key}}, f.Then...) {
+	for _, h := range append([]ForwardLine{{To: f.To, Key: f.Key}}, f.Then...) {
 		if h.Then != nil {
 			return errors.New("hosts after a host to go on with")
 		}
 		if _, err := netip.ParseAddrPort(h.To); err != nil {
 			return fmt.Errorf("address to pass the stream on to %.64q: %v", h.To, err)
 		}
-		if k, err := hex.DecodeString(h.Key); err != nil || len(k) != keyLen {
+		if k, err := hex.DecodeString(h.Key); err != nil || len(k) != KeyLen {
 			return errors.New("a next host's key is not 32 bytes in hex")
 		}
 	}
 	return nil
 }
 
-// hops are the hosts of f.Then, as the engine takes them.
-func (f forwardLine) hops() []pipe.Hop {
+// Hops are the hosts of f.Then, as the engine takes them.
+func (f ForwardLine) Hops() []pipe.Hop {
 	var hs []pipe.Hop
 	for _, h := range f.Then {
-		hs = append(hs, pipe.Hop{Addr: h.To, Key: decodeKey(h.Key)})
+		hs = append(hs, pipe.Hop{Addr: h.To, Key: DecodeKey(h.Key)})
 	}
 	return hs
 }
 
-// download says whether r asks the remote side to send.
-func (r Request) download() bool { return len(r.Send) > 0 }
+// Download says whether r asks the remote side to send.
+func (r Request) Download() bool { return len(r.Send) > 0 }
 
 // validateDownload checks the fields of a download's request: the
 // sources and where to connect, and nothing of an upload's.
@@ -363,8 +367,8 @@ func (r Request) validateDownload() error {
 	if r.Dest != "" || !r.Contents.isZero() || r.Listen != "" {
 		return errors.New("a download's request describes a destination")
 	}
-	if len(r.Send) > maxSources {
-		return fmt.Errorf("%d sources: more than %d", len(r.Send), maxSources)
+	if len(r.Send) > MaxSources {
+		return fmt.Errorf("%d sources: more than %d", len(r.Send), MaxSources)
 	}
 	if r.DataPorts != "" {
 		return errors.New("a download's request names ports to listen on")
@@ -392,59 +396,59 @@ func (r Request) validateDownload() error {
 		}
 		return nil
 	}
-	return checkConnect(r.Connect)
+	return CheckConnect(r.Connect)
 }
 
-// checkConnect checks an address a download's remote side connects to:
+// CheckConnect checks an address a download's remote side connects to:
 // IP:PORT.
-func checkConnect(addr string) error {
+func CheckConnect(addr string) error {
 	if _, err := netip.ParseAddrPort(addr); err != nil {
 		return fmt.Errorf("address to connect to %.64q: %v", addr, err)
 	}
 	return nil
 }
 
-// connectLine is what the local side tells the sending host of a copy
+// ConnectLine is what the local side tells the sending host of a copy
 // between two remote hosts (a request with ConnectLater) after its plan:
 // where the receiving host listens for the stream, IP:PORT.
-type connectLine struct {
+type ConnectLine struct {
 	Connect string `json:"connect"`
 }
 
 // checkPath checks a path of a request: not empty, not too long, no NUL.
 func checkPath(what, p string) error {
-	if p == "" || len(p) > maxPathLen || strings.ContainsRune(p, 0) {
+	if p == "" || len(p) > MaxPathLen || strings.ContainsRune(p, 0) {
 		return fmt.Errorf("%s %.64q: empty, too long or with a NUL byte", what, p)
 	}
 	return nil
 }
 
-// checkSettings checks a transport name and a timeout, as the local side's
+// CheckSettings checks a transport name and a timeout, as the local side's
 // flags and the request to the remote side carry them.
-func checkSettings(transport string, timeout time.Duration) error {
+func CheckSettings(transport string, timeout time.Duration) error {
 	switch transport {
 	case "auto", "rdma", "tcp":
 	default:
 		return fmt.Errorf("transport %.16q: must be auto, rdma or tcp", transport)
 	}
-	if timeout < 0 || timeout > maxTimeout {
-		return fmt.Errorf("timeout %v: must be 0 to %v", timeout, maxTimeout)
+	if timeout < 0 || timeout > MaxTimeout {
+		return fmt.Errorf("timeout %v: must be 0 to %v", timeout, MaxTimeout)
 	}
 	return nil
 }
 
-// checkName checks that name is one plain path element.
-func checkName(name string) error {
+// CheckName checks that name is one plain path element.
+func CheckName(name string) error {
 	if name == "" || name == "." || name == ".." || len(name) > maxNameLen || strings.ContainsAny(name, "/\x00") {
 		return fmt.Errorf("file name %.64q: not one plain path element", name)
 	}
 	return nil
 }
 
-// checkEntryName checks an archive entry's name, as the archive or an
+// CheckEntryName checks an archive entry's name, as the archive or an
 // offer has it: a relative path, without "..", that names a file.
-func checkEntryName(name string) error {
-	if name == "" || len(name) > maxPathLen || strings.ContainsRune(name, 0) {
+func CheckEntryName(name string) error {
+	if name == "" || len(name) > MaxPathLen || strings.ContainsRune(name, 0) {
 		return fmt.Errorf("archive entry %.64q: empty, too long or with a NUL byte", name)
 	}
 	if strings.HasPrefix(name, "/") {
@@ -459,9 +463,9 @@ func checkEntryName(name string) error {
 	return nil
 }
 
-// readLine reads one line of at most max bytes from br, without the
+// ReadLine reads one line of at most max bytes from br, without the
 // newline.
-func readLine(br *bufio.Reader, max int) ([]byte, error) {
+func ReadLine(br *bufio.Reader, max int) ([]byte, error) {
 	var line []byte
 	for {
 		frag, err := br.ReadSlice('\n')

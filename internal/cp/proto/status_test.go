@@ -1,4 +1,4 @@
-package cp
+package proto
 
 import (
 	"bufio"
@@ -14,26 +14,26 @@ import (
 
 func TestStatusRoundTrip(t *testing.T) {
 	var b bytes.Buffer
-	writePort(&b, 41234)
-	writeHave(&b, offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
-	writeHave(&b, offer{Name: "a/b", Block: minBlock})
-	writeFrom(&b, 3<<20)
-	writeLost(&b, "[fe80::1%eth0]:4000")
-	writeTotal(&b, 2021, 5<<30)
-	writeOK(&b, 1<<40)
-	writeFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
-	want := []status{
-		{kind: "port", n: 41234, valid: true},
-		{kind: "have", offer: offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, valid: true},
-		{kind: "have", offer: offer{Name: "a/b", Block: minBlock}, valid: true},
-		{kind: "from", n: 3 << 20, valid: true},
-		{kind: "lost", msg: "[fe80::1%eth0]:4000", valid: true},
-		{kind: "total", files: 2021, n: 5 << 30, valid: true},
-		{kind: "ok", n: 1 << 40, valid: true},
-		{kind: "fail", n: 3, msg: "destination \"x\"\n\x1b[31m does not exist", valid: true},
+	WritePort(&b, 41234)
+	WriteHave(&b, Offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}})
+	WriteHave(&b, Offer{Name: "a/b", Block: MinBlock})
+	WriteFrom(&b, 3<<20)
+	WriteLost(&b, "[fe80::1%eth0]:4000")
+	WriteTotal(&b, 2021, 5<<30)
+	WriteOK(&b, 1<<40)
+	WriteFail(&b, 3, "destination \"x\"\n\x1b[31m does not exist")
+	want := []Status{
+		{Kind: "port", N: 41234, Valid: true},
+		{Kind: "have", Offer: Offer{Block: 4 << 20, Size: 5 << 20, Hashes: []string{strings.Repeat("0f", hashLen), strings.Repeat("a0", hashLen)}}, Valid: true},
+		{Kind: "have", Offer: Offer{Name: "a/b", Block: MinBlock}, Valid: true},
+		{Kind: "from", N: 3 << 20, Valid: true},
+		{Kind: "lost", Msg: "[fe80::1%eth0]:4000", Valid: true},
+		{Kind: "total", Files: 2021, N: 5 << 30, Valid: true},
+		{Kind: "ok", N: 1 << 40, Valid: true},
+		{Kind: "fail", N: 3, Msg: "destination \"x\"\n\x1b[31m does not exist", Valid: true},
 	}
 	for i, line := range strings.Split(strings.TrimSuffix(b.String(), "\n"), "\n") {
-		got, err := parseStatus(line)
+		got, err := ParseStatus(line)
 		if err != nil || !reflect.DeepEqual(got, want[i]) {
 			t.Errorf("line %q: got %+v, %v; want %+v", line, got, err, want[i])
 		}
@@ -69,16 +69,16 @@ func TestParseStatusHostile(t *testing.T) {
 		{line: "RDMACP have {\"block\":1024,\"hashes\":[]}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[\"00\"]}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"size\":1,\"hashes\":[]}", bad: true},
-		{line: "RDMACP have {\"block\":1048576,\"size\":268435457,\"hashes\":" + hashes(maxHashes+1) + "}", bad: true},
-		{line: "RDMACP have {\"block\":1048576,\"size\":268435456,\"hashes\":" + hashes(maxHashes) + "}", valid: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":268435457,\"hashes\":" + hashes(MaxHashes+1) + "}", bad: true},
+		{line: "RDMACP have {\"block\":1048576,\"size\":268435456,\"hashes\":" + hashes(MaxHashes) + "}", valid: true},
 		{line: "RDMACP have {\"name\":\"../x\",\"block\":1048576}", bad: true},
 		{line: "RDMACP have {\"name\":\"/x\",\"block\":1048576}", bad: true},
 		{line: "RDMACP have {\"end\":true,\"block\":1048576}", bad: true},
 		{line: "RDMACP have {\"block\":1048576,\"hashes\":[],\"x\":1}", bad: true},
 	}
 	for _, tc := range cases {
-		got, err := parseStatus(tc.line)
-		if (err != nil) != tc.bad || got.valid != tc.valid {
+		got, err := ParseStatus(tc.line)
+		if (err != nil) != tc.bad || got.Valid != tc.valid {
 			t.Errorf("%q: got %+v, %v", tc.line, got, err)
 		}
 	}
@@ -94,7 +94,7 @@ func hashes(n int) string {
 }
 
 func TestReadRequest(t *testing.T) {
-	good := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Dest: "/tmp", Contents: Contents{Mode: modeFile, Name: "f", Perm: 0o644}, Transport: "auto", Timeout: time.Minute}
+	good := Request{Version: Version, Key: strings.Repeat("ab", KeyLen), Dest: "/tmp", Contents: Contents{Mode: ModeFile, Name: "f", Perm: 0o644}, Transport: "auto", Timeout: time.Minute}
 	cases := []struct {
 		name   string
 		change func(r *Request)
@@ -102,17 +102,17 @@ func TestReadRequest(t *testing.T) {
 		ok     bool
 	}{
 		{name: "good", change: func(*Request) {}, ok: true},
-		{name: "other version", change: func(r *Request) { r.Version = protocolVersion + 1 }},
+		{name: "other version", change: func(r *Request) { r.Version = Version + 1 }},
 		{name: "old version", change: func(r *Request) { r.Version = 1 }},
 		{name: "download", change: download, ok: true},
 		{name: "download with a destination", change: func(r *Request) { download(r); r.Dest = "/tmp" }},
-		{name: "download with contents", change: func(r *Request) { download(r); r.Mode = modeFile }},
+		{name: "download with contents", change: func(r *Request) { download(r); r.Mode = ModeFile }},
 		{name: "download with contents of files only", change: func(r *Request) { download(r); r.Files = true }},
 		{name: "download nowhere", change: func(r *Request) { download(r); r.Connect = "" }},
 		{name: "download to a name", change: func(r *Request) { download(r); r.Connect = "evil.example:80" }},
 		{name: "download of an empty path", change: func(r *Request) { download(r); r.Send = []string{"a", ""} }},
 		{name: "download of a NUL", change: func(r *Request) { download(r); r.Send = []string{"a\x00b"} }},
-		{name: "download of too many", change: func(r *Request) { download(r); r.Send = make([]string, maxSources+1) }},
+		{name: "download of too many", change: func(r *Request) { download(r); r.Send = make([]string, MaxSources+1) }},
 		{name: "upload that connects", change: func(r *Request) { r.Connect = "10.0.0.1:1" }},
 		{name: "between two hosts", change: later, ok: true},
 		{name: "between two hosts, connecting now", change: func(r *Request) { later(r); r.Connect = "10.0.0.1:1" }},
@@ -125,10 +125,10 @@ func TestReadRequest(t *testing.T) {
 		{name: "upload down a chain", change: func(r *Request) { r.Chain = true }},
 		{name: "download with its totals", change: func(r *Request) { download(r); r.Progress = true }, ok: true},
 		{name: "upload that asks for totals", change: func(r *Request) { r.Progress = true }},
-		{name: "sparse", change: func(r *Request) { r.Mode = modeSparse }, ok: true},
+		{name: "sparse", change: func(r *Request) { r.Mode = ModeSparse }, ok: true},
 		{name: "relay", change: func(r *Request) { r.Relay = true }, ok: true},
 		{name: "relay that resumes", change: func(r *Request) { r.Relay, r.Resume = true, true }},
-		{name: "sparse without a name", change: func(r *Request) { r.Mode, r.Name = modeSparse, "" }},
+		{name: "sparse without a name", change: func(r *Request) { r.Mode, r.Name = ModeSparse, "" }},
 		{name: "short key", change: func(r *Request) { r.Key = "abcd" }},
 		{name: "no destination", change: func(r *Request) { r.Dest = "" }},
 		{name: "name with slash", change: func(r *Request) { r.Name = "../x" }},
@@ -138,7 +138,7 @@ func TestReadRequest(t *testing.T) {
 		{name: "negative timeout", change: func(r *Request) { r.Timeout = -1 }},
 		{name: "perm too big", change: func(r *Request) { r.Perm = 0o10000 }},
 		{name: "unknown field", raw: `{"version":1,"evil":true}` + "\n"},
-		{name: "endless line", raw: strings.Repeat("x", maxRequestLine+10) + "\n"},
+		{name: "endless line", raw: strings.Repeat("x", MaxRequestLine+10) + "\n"},
 		{name: "no newline", raw: `{"version":1}`},
 	}
 	for _, tc := range cases {
@@ -149,16 +149,16 @@ func TestReadRequest(t *testing.T) {
 			} else {
 				r := good
 				tc.change(&r)
-				if err := writeRequest(&b, r); err != nil {
+				if err := WriteRequest(&b, r); err != nil {
 					t.Fatal(err)
 				}
 			}
-			_, err := readRequest(bufio.NewReaderSize(&b, 4096))
+			_, err := ReadRequest(bufio.NewReaderSize(&b, 4096))
 			if (err == nil) != tc.ok {
 				t.Fatalf("got %v, want ok %v", err, tc.ok)
 			}
-			if err != nil && (conn.KindOf(err) != conn.KindSetup || !strings.HasPrefix(err.Error(), requestOp+": ")) {
-				t.Fatalf("got %v (%v), want a setup error that starts with %q", err, conn.KindOf(err), requestOp)
+			if err != nil && (conn.KindOf(err) != conn.KindSetup || !strings.HasPrefix(err.Error(), RequestOp+": ")) {
+				t.Fatalf("got %v (%v), want a setup error that starts with %q", err, conn.KindOf(err), RequestOp)
 			}
 		})
 	}
@@ -183,31 +183,31 @@ func TestPlanLine(t *testing.T) {
 		c    Contents
 		bad  bool
 	}{
-		{name: "file", c: Contents{Mode: modeFile, Name: "a b\n", Perm: 0o4755, ATime: 1, MTime: -2}},
-		{name: "tar", c: Contents{Mode: modeTar, Single: true}},
-		{name: "escape", c: Contents{Mode: modeFile, Name: "../x"}, bad: true},
-		{name: "no name", c: Contents{Mode: modeFile}, bad: true},
+		{name: "file", c: Contents{Mode: ModeFile, Name: "a b\n", Perm: 0o4755, ATime: 1, MTime: -2}},
+		{name: "tar", c: Contents{Mode: ModeTar, Single: true}},
+		{name: "escape", c: Contents{Mode: ModeFile, Name: "../x"}, bad: true},
+		{name: "no name", c: Contents{Mode: ModeFile}, bad: true},
 		{name: "bad mode", c: Contents{Mode: "exec"}, bad: true},
-		{name: "perm", c: Contents{Mode: modeFile, Name: "x", Perm: 0o10000}, bad: true},
+		{name: "perm", c: Contents{Mode: ModeFile, Name: "x", Perm: 0o10000}, bad: true},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			var b bytes.Buffer
-			writePlan(&b, tc.c)
-			got, err := parseStatus(strings.TrimSuffix(b.String(), "\n"))
+			WritePlan(&b, tc.c)
+			got, err := ParseStatus(strings.TrimSuffix(b.String(), "\n"))
 			if tc.bad {
 				if err == nil {
 					t.Fatalf("got %+v, want an error", got)
 				}
 				return
 			}
-			if err != nil || !reflect.DeepEqual(got, status{kind: "plan", contents: tc.c, valid: true}) {
+			if err != nil || !reflect.DeepEqual(got, Status{Kind: "plan", Contents: tc.c, Valid: true}) {
 				t.Fatalf("got %+v, %v", got, err)
 			}
 		})
 	}
 	for _, line := range []string{`RDMACP plan {"mode":"tar","evil":1}`, `RDMACP plan {"mode":"tar"} {}`, `RDMACP plan`, `RDMACP plan [1]`} {
-		if got, err := parseStatus(line); err == nil {
+		if got, err := ParseStatus(line); err == nil {
 			t.Errorf("%q: got %+v, want an error", line, got)
 		}
 	}
@@ -240,17 +240,17 @@ func TestRequestFilter(t *testing.T) {
 		{name: "upload with rules", upload: true, rules: []string{"- x"}, contains: "filter rules"},
 	}
 	for _, tc := range cases {
-		r := Request{Version: protocolVersion, Key: strings.Repeat("ab", keyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
+		r := Request{Version: Version, Key: strings.Repeat("ab", KeyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
 		if tc.upload {
-			r.Dest, r.Contents = "/tmp", Contents{Mode: modeTar}
+			r.Dest, r.Contents = "/tmp", Contents{Mode: ModeTar}
 		} else {
 			download(&r)
 		}
 		var b bytes.Buffer
-		if err := writeRequest(&b, r); err != nil {
+		if err := WriteRequest(&b, r); err != nil {
 			t.Fatal(err)
 		}
-		_, err := readRequest(bufio.NewReaderSize(&b, 4096))
+		_, err := ReadRequest(bufio.NewReaderSize(&b, 4096))
 		if (err == nil) != tc.ok || err != nil && !strings.Contains(err.Error(), tc.contains) {
 			t.Errorf("%s: got %v, want ok %v or an error with %q", tc.name, err, tc.ok, tc.contains)
 		}

@@ -1,4 +1,4 @@
-package cp
+package proto
 
 import "testing"
 
@@ -11,7 +11,7 @@ func TestContentsIsZero(t *testing.T) {
 		want bool
 	}{
 		{"none", Contents{}, true},
-		{"mode", Contents{Mode: modeTar}, false},
+		{"mode", Contents{Mode: ModeTar}, false},
 		{"name", Contents{Name: "f"}, false},
 		{"perm", Contents{Perm: 0o600}, false},
 		{"atime", Contents{ATime: 1}, false},

@@ -1,4 +1,4 @@
-package cp
+package proto
 
 import (
 	"bytes"
@@ -20,7 +20,7 @@ func TestResumeAt(t *testing.T) {
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
-	key, other := bytes.Repeat([]byte{1}, keyLen), bytes.Repeat([]byte{2}, keyLen)
+	key, other := bytes.Repeat([]byte{1}, KeyLen), bytes.Repeat([]byte{2}, KeyLen)
 	damaged := func(at int) []byte {
 		b := bytes.Clone(src[:4*mib])
 		b[at] ^= 1
@@ -48,14 +48,14 @@ func TestResumeAt(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			p := testutil.WriteTemp(t, dir, strings.ReplaceAll(tc.name, " ", "_"), tc.partial)
-			o, err := makeOffer(p, int64(len(tc.partial)), tc.key, "", maxHashes)
+			o, err := MakeOffer(p, int64(len(tc.partial)), tc.key, "", MaxHashes)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if err := o.validate(); err != nil {
+			if err := o.Validate(); err != nil {
 				t.Fatalf("own offer: %v", err)
 			}
-			got, err := resumeAt(in, o, key)
+			got, err := ResumeAt(in, o, key)
 			if err != nil || got != tc.want {
 				t.Fatalf("resume at %d, %v; want %d", got, err, tc.want)
 			}
@@ -65,15 +65,15 @@ func TestResumeAt(t *testing.T) {
 
 func TestHashBlock(t *testing.T) {
 	for _, n := range []int64{0, 1, 1 << 20, 256 << 20, 256<<20 + 1, 1 << 40, 1<<50 - 1} {
-		b := hashBlock(n, maxHashes)
-		if b < minBlock || b%minBlock != 0 || (n+b-1)/b > maxHashes {
+		b := hashBlock(n, MaxHashes)
+		if b < MinBlock || b%MinBlock != 0 || (n+b-1)/b > MaxHashes {
 			t.Errorf("hashBlock(%d) = %d", n, b)
 		}
 		hashes := make([]string, (n+b-1)/b)
 		for i := range hashes {
 			hashes[i] = strings.Repeat("00", hashLen)
 		}
-		if err := (offer{Block: b, Size: n, Hashes: hashes}).validate(); err != nil {
+		if err := (Offer{Block: b, Size: n, Hashes: hashes}).Validate(); err != nil {
 			t.Errorf("hashBlock(%d) = %d: not a valid offer: %v", n, b, err)
 		}
 	}
@@ -91,13 +91,13 @@ func TestHugeBlockOffer(t *testing.T) {
 	if _, err := f.Write(bytes.Repeat([]byte("x"), 3<<20)); err != nil {
 		t.Fatal(err)
 	}
-	o := offer{Block: 1 << 47, Size: 1 << 47, Hashes: []string{strings.Repeat("00", hashLen)}}
-	if err := o.validate(); err != nil {
+	o := Offer{Block: 1 << 47, Size: 1 << 47, Hashes: []string{strings.Repeat("00", hashLen)}}
+	if err := o.Validate(); err != nil {
 		t.Fatalf("the offer is well formed, but: %v", err)
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	at, err := resumeAt(f, o, bytes.Repeat([]byte{1}, keyLen))
+	at, err := ResumeAt(f, o, bytes.Repeat([]byte{1}, KeyLen))
 	runtime.ReadMemStats(&after)
 	if err != nil || at != 0 {
 		t.Fatalf("resumeAt = %d, %v; want 0", at, err)

@@ -1,4 +1,4 @@
-package cp
+package proto
 
 import (
 	"crypto/hmac"
@@ -27,27 +27,27 @@ import (
 
 // Bounds of offers.
 const (
-	minBlock    = 1 << 20 // the smallest block hashed
-	maxHashes   = 256     // the most blocks an offer lists
-	treeHashes  = 16      // the most blocks an offer in a tree lists
+	MinBlock    = 1 << 20 // the smallest block hashed
+	MaxHashes   = 256     // the most blocks an offer lists
+	TreeHashes  = 16      // the most blocks an offer in a tree lists
 	hashLen     = 16      // bytes of each block's hash
-	maxOffers   = 1 << 16 // the most files a tree's resume offers
+	MaxOffers   = 1 << 16 // the most files a tree's resume offers
 	resumeInfo  = "rdmacp resume v1"
-	maxOfferLen = 1 << 50   // the largest prefix offered
+	MaxOfferLen = 1 << 50   // the largest prefix offered
 	hashBuf     = 256 << 10 // the buffer a block is read through
 )
 
-// offerWait bounds each wait for the other side's part of a resume, which
+// OfferWait bounds each wait for the other side's part of a resume, which
 // reads and hashes what it has, a partial copy of any size, or a tree of
 // them: at a slow disk's speed, hours. The other side is authenticated (by
 // ssh); its end, or the ssh session's, ends the wait sooner.
-const offerWait = 24 * time.Hour
+const OfferWait = 24 * time.Hour
 
-// offer is what the receiving side has of a file: the keyed hashes of its
+// Offer is what the receiving side has of a file: the keyed hashes of its
 // first Size bytes, in blocks of Block bytes (the last one may be short).
 // Name is, in a tree, the file's name in the archive; End marks the end
 // of a list of offers.
-type offer struct {
+type Offer struct {
 	Name   string   `json:"name,omitempty"`
 	Block  int64    `json:"block,omitempty"`
 	Size   int64    `json:"size,omitempty"`
@@ -55,8 +55,8 @@ type offer struct {
 	End    bool     `json:"end,omitempty"`
 }
 
-// validate checks an offer from the peer.
-func (o offer) validate() error {
+// Validate checks an offer from the peer.
+func (o Offer) Validate() error {
 	if o.End {
 		if o.Name != "" || o.Block != 0 || o.Size != 0 || len(o.Hashes) != 0 {
 			return errors.New("the end of the offers carries an offer")
@@ -64,18 +64,18 @@ func (o offer) validate() error {
 		return nil
 	}
 	if o.Name != "" {
-		if err := checkEntryName(o.Name); err != nil {
+		if err := CheckEntryName(o.Name); err != nil {
 			return err
 		}
 	}
-	if o.Block < minBlock || o.Block%minBlock != 0 || o.Block > maxOfferLen {
-		return fmt.Errorf("block size %d: must be a multiple of %d", o.Block, minBlock)
+	if o.Block < MinBlock || o.Block%MinBlock != 0 || o.Block > MaxOfferLen {
+		return fmt.Errorf("block size %d: must be a multiple of %d", o.Block, MinBlock)
 	}
-	if o.Size < 0 || o.Size > maxOfferLen || (o.Size+o.Block-1)/o.Block != int64(len(o.Hashes)) {
+	if o.Size < 0 || o.Size > MaxOfferLen || (o.Size+o.Block-1)/o.Block != int64(len(o.Hashes)) {
 		return fmt.Errorf("%d block hashes of %d bytes for %d bytes", len(o.Hashes), o.Block, o.Size)
 	}
-	if len(o.Hashes) > maxHashes {
-		return fmt.Errorf("%d block hashes: more than %d", len(o.Hashes), maxHashes)
+	if len(o.Hashes) > MaxHashes {
+		return fmt.Errorf("%d block hashes: more than %d", len(o.Hashes), MaxHashes)
 	}
 	for _, h := range o.Hashes {
 		if b, err := hex.DecodeString(h); err != nil || len(b) != hashLen {
@@ -86,10 +86,10 @@ func (o offer) validate() error {
 }
 
 // hashBlock is the block an offer for a partial file of size n hashes: at
-// least minBlock, and large enough for at most most blocks.
+// least MinBlock, and large enough for at most most blocks.
 func hashBlock(n, most int64) int64 {
 	b := (n + most - 1) / most
-	return max(minBlock, (b+minBlock-1)/minBlock*minBlock)
+	return max(MinBlock, (b+MinBlock-1)/MinBlock*MinBlock)
 }
 
 // hasher computes the keyed hashes of blocks.
@@ -124,15 +124,15 @@ func (h *hasher) block(f *os.File, i, size, n int64) (sum []byte, ok bool, err e
 	return m.Sum(nil)[:hashLen], true, nil
 }
 
-// makeOffer hashes the first n bytes of f, offered as name, in at most
+// MakeOffer hashes the first n bytes of f, offered as name, in at most
 // most blocks.
-func makeOffer(f *os.File, n int64, key []byte, name string, most int64) (offer, error) {
-	o := offer{Name: name, Block: hashBlock(n, most), Hashes: []string{}}
+func MakeOffer(f *os.File, n int64, key []byte, name string, most int64) (Offer, error) {
+	o := Offer{Name: name, Block: hashBlock(n, most), Hashes: []string{}}
 	h := newHasher(key)
 	for i := int64(0); i*o.Block < n; i++ {
 		sum, ok, err := h.block(f, i, o.Block, min(o.Block, n-i*o.Block))
 		if err != nil {
-			return offer{}, fmt.Errorf("read the partial copy: %w", err)
+			return Offer{}, fmt.Errorf("read the partial copy: %w", err)
 		}
 		if !ok {
 			break
@@ -143,9 +143,9 @@ func makeOffer(f *os.File, n int64, key []byte, name string, most int64) (offer,
 	return o, nil
 }
 
-// resumeAt compares o with the blocks of f, the source, and returns where
+// ResumeAt compares o with the blocks of f, the source, and returns where
 // the stream starts: the end of the leading blocks that match.
-func resumeAt(f *os.File, o offer, key []byte) (int64, error) {
+func ResumeAt(f *os.File, o Offer, key []byte) (int64, error) {
 	h := newHasher(key)
 	for i, want := range o.Hashes {
 		at := int64(i) * o.Block
@@ -161,10 +161,10 @@ func resumeAt(f *os.File, o offer, key []byte) (int64, error) {
 	return o.Size, nil
 }
 
-// seekResume moves in, the source, to where the stream starts after the
-// offer o (see resumeAt) and returns that place.
-func seekResume(in *os.File, o offer, key []byte) (int64, error) {
-	at, err := resumeAt(in, o, key)
+// SeekResume moves in, the source, to where the stream starts after the
+// offer o (see ResumeAt) and returns that place.
+func SeekResume(in *os.File, o Offer, key []byte) (int64, error) {
+	at, err := ResumeAt(in, o, key)
 	if err == nil {
 		_, err = in.Seek(at, io.SeekStart)
 	}
@@ -174,14 +174,14 @@ func seekResume(in *os.File, o offer, key []byte) (int64, error) {
 	return at, nil
 }
 
-// fromLine is an upload's answer to a single file's offer, on the ssh
+// FromLine is an upload's answer to a single file's offer, on the ssh
 // channel: where the stream starts.
-type fromLine struct {
+type FromLine struct {
 	From int64 `json:"from"`
 }
 
-// resumesAt says whether at is a start the sending side may choose after
+// ResumesAt says whether at is a start the sending side may choose after
 // the offer o: a block's start within it, or its end.
-func (o offer) resumesAt(at int64) bool {
+func (o Offer) ResumesAt(at int64) bool {
 	return at >= 0 && at <= o.Size && (at%o.Block == 0 || at == o.Size)
 }
