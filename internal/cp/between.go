@@ -10,6 +10,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -22,7 +23,7 @@ import (
 // download does, starts the receiving side as an upload's (see Serve)
 // with that plan as its contents and the same one-time key, and tells the
 // sending side where the receiving side listens.
-func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
+func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Options) error {
 	from := srcs[0]
 	host, listen, err := o.streamHost(ctx, dst)
 	if err == nil && listen == "" {
@@ -38,14 +39,14 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer sender.close()
+	defer sender.Close()
 	up := o.request(key)
 	up.Dest, up.Contents, up.Listen, up.DataPorts = dst.Path, c, listen, o.DataPorts.String()
 	receiver, st, err := begin(ctx, dst, o, remoteReceive, up)
 	if err != nil {
 		return err
 	}
-	defer receiver.close()
+	defer receiver.Close()
 	if o.Resume {
 		st, err = resumeBetween(ctx, sender, receiver, st, plan.Mode, from.Host, dst.Host)
 		if err != nil {
@@ -58,7 +59,7 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from.Host, dst.Host, addr)
 	// A failed write means ssh is gone; the sending side's status says why.
-	_ = proto.WriteJSONLine(sender.stdin, proto.ConnectLine{Connect: addr})
+	_ = proto.WriteJSONLine(sender.Stdin, proto.ConnectLine{Connect: addr})
 	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
 		return err
 	}
@@ -74,7 +75,7 @@ func Between(ctx context.Context, srcs []Target, dst Target, o Options) error {
 // hosts after it to go on with should that one die. Its result is
 // CopyTo's: a host of the chain that could not connect to the next one
 // fails the copy before the stream, naming the pair.
-func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) error {
+func BetweenTo(ctx context.Context, srcs []remote.Target, hosts []remote.Target, o Options) error {
 	from := srcs[0]
 	req, a := o.fetchRequest(newKey(), srcs) // the key is the forward line's
 	req.ConnectLater, req.Chain = true, true
@@ -82,7 +83,7 @@ func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) er
 	if err != nil {
 		return err
 	}
-	defer sender.close()
+	defer sender.Close()
 	err = copyDown(ctx, hosts, c, o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
 		return sentDown(ctx, sender, from.Host, live, o)
 	})
@@ -96,18 +97,18 @@ func BetweenTo(ctx context.Context, srcs []Target, hosts []Target, o Options) er
 // from with req, which asks for a, and checks its plan against a (see
 // relayedPlan). It returns the sending side, its plan, and the contents
 // the receiving sides are told.
-func sendingSide(ctx context.Context, from Target, o Options, req proto.Request, a asked) (*remote, proto.Contents, proto.Contents, error) {
+func sendingSide(ctx context.Context, from remote.Target, o Options, req proto.Request, a asked) (*remote.Remote, proto.Contents, proto.Contents, error) {
 	sender, st, err := begin(ctx, from, o, remoteSend, req)
 	if err != nil {
 		return nil, proto.Contents{}, proto.Contents{}, err
 	}
 	if st.Kind != "plan" {
-		sender.close()
+		sender.Close()
 		return nil, proto.Contents{}, proto.Contents{}, conn.Errorf(conn.KindSetup, "start the remote side on "+from.Host, "expected its plan, got %q", st.Kind)
 	}
 	c, err := relayedPlan(a, st.Contents)
 	if err != nil {
-		sender.close()
+		sender.Close()
 		return nil, proto.Contents{}, proto.Contents{}, claimOf(from.Host, err)
 	}
 	o.noteSingle(c.Mode)
@@ -120,11 +121,11 @@ func sendingSide(ctx context.Context, from Target, o Options, req proto.Request,
 // are, relayAll checks). A sending side that could not connect to the
 // first host names the pair (see linkFailed); a host of live that could
 // not connect to the next one ends the wait (see chainBroken).
-func sentDown(ctx context.Context, sender *remote, from string, live []*member, o Options) (pipe.Stats, error) {
+func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*member, o Options) (pipe.Stats, error) {
 	first := live[0]
 	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
 	// A failed write means ssh is gone; the sending side's status says why.
-	_ = proto.WriteJSONLine(sender.stdin, forwardTo(live))
+	_ = proto.WriteJSONLine(sender.Stdin, forwardTo(live))
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
@@ -136,7 +137,7 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 	}()
 	var stats pipe.Stats
 	for {
-		st, err := sender.next(ctx, proto.MaxTimeout)
+		st, err := sender.Next(ctx, proto.MaxTimeout)
 		switch {
 		case ctx.Err() != nil:
 			return stats, context.Cause(ctx)
@@ -166,16 +167,16 @@ func sentDown(ctx context.Context, sender *remote, from string, live []*member, 
 // that the stream starts back to the receiving side; each side checks
 // what it is passed as it does from a local side. It returns the
 // receiving side's status after its offers.
-func resumeBetween(ctx context.Context, sender, receiver *remote, st proto.Status, mode, from, to string) (proto.Status, error) {
+func resumeBetween(ctx context.Context, sender, receiver *remote.Remote, st proto.Status, mode, from, to string) (proto.Status, error) {
 	offers := 0
 	for ; st.Kind == "have"; offers++ {
 		if mode != proto.ModeTar && offers > 0 {
 			return proto.Status{}, conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side on %s for one file", to)
 		}
 		// A failed write means ssh is gone; the next status says why.
-		_ = proto.WriteJSONLine(sender.stdin, st.Offer)
+		_ = proto.WriteJSONLine(sender.Stdin, st.Offer)
 		if mode == proto.ModeFile {
-			at, err := sender.next(ctx, proto.OfferWait)
+			at, err := sender.Next(ctx, proto.OfferWait)
 			switch {
 			case err != nil:
 				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
@@ -184,10 +185,10 @@ func resumeBetween(ctx context.Context, sender, receiver *remote, st proto.Statu
 			case at.Kind != "from":
 				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.Kind)
 			}
-			_ = proto.WriteJSONLine(receiver.stdin, proto.FromLine{From: at.N})
+			_ = proto.WriteJSONLine(receiver.Stdin, proto.FromLine{From: at.N})
 		}
 		var err error
-		if st, err = receiver.next(ctx, proto.OfferWait); err != nil {
+		if st, err = receiver.Next(ctx, proto.OfferWait); err != nil {
 			return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
 		}
 		if err := remoteFailed(to, st); err != nil {
@@ -198,7 +199,7 @@ func resumeBetween(ctx context.Context, sender, receiver *remote, st proto.Statu
 	case mode == proto.ModeFile && offers == 0:
 		return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "no offer for the file")
 	case mode == proto.ModeTar:
-		_ = proto.WriteJSONLine(sender.stdin, proto.Offer{End: true})
+		_ = proto.WriteJSONLine(sender.Stdin, proto.Offer{End: true})
 	}
 	return st, nil
 }
@@ -222,8 +223,8 @@ func relayedPlan(a asked, c proto.Contents) (proto.Contents, error) {
 // hosts, sender's on from and receiver's on to (listening at addr). A
 // sending side that fails before the stream ends the receiving side's
 // wait; if it could not connect, the error names the pair.
-func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr string) error {
-	sent, err := sender.next(ctx, proto.MaxTimeout)
+func finishBetween(ctx context.Context, sender, receiver *remote.Remote, from, to, addr string) error {
+	sent, err := sender.Next(ctx, proto.MaxTimeout)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
@@ -233,7 +234,7 @@ func finishBetween(ctx context.Context, sender, receiver *remote, from, to, addr
 	if sent.Kind == "fail" && kindOfCode(int(sent.N)) == conn.KindSetup {
 		return linkFailed(from, to, addr, sent)
 	}
-	got, err := receiver.next(ctx, statusWait)
+	got, err := receiver.Next(ctx, statusWait)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}

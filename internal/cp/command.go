@@ -19,6 +19,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
@@ -266,8 +267,8 @@ func copyAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	t, upErr := ParseTarget(last)
-	var from []Target
+	t, upErr := remote.ParseTarget(last)
+	var from []remote.Target
 	switch {
 	case upErr != nil && hosts == nil:
 		if from, err = remoteSources(srcs, last); err != nil {
@@ -332,7 +333,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 		Keep:      keepFlags(c),
 		Encrypt:   !c.Bool("no-encrypt"),
 		Resume:    c.Bool("resume"),
-		RemoteCmd: c.String("remote-cmd"),
+		Command:   remote.Command{RemoteCmd: c.String("remote-cmd")},
 		DataHost:  c.String("data-host"),
 		Transport: c.String("transport"),
 		Timeout:   c.Duration("timeout"),
@@ -388,17 +389,17 @@ func userWindow(c *cli.Context, transport string) (conn.Params, error) {
 
 // remoteSources parses a download's sources to the local dst:
 // [user@]HOST:SRC each, all on the same host as the same user.
-func remoteSources(args []string, dst string) ([]Target, error) {
-	var ts []Target
+func remoteSources(args []string, dst string) ([]remote.Target, error) {
+	var ts []remote.Target
 	for i, a := range args {
-		t, err := ParseTarget(a)
+		t, err := remote.ParseTarget(a)
 		switch {
 		case err != nil && i == 0:
 			return nil, command.Usagef("expected SRC... [user@]HOST:DST (to copy there) or [user@]HOST:SRC... DST (to copy from there): neither %q nor %q names a host", a, dst)
 		case err != nil:
 			return nil, command.Usagef("%q: to copy from a host, every source must be [user@]HOST:SRC", a)
 		}
-		if len(ts) > 0 && !t.sameHost(ts[0]) {
+		if len(ts) > 0 && !t.SameHost(ts[0]) {
 			return nil, command.Usagef("the sources %s:... and %s:... are on different hosts: copy from one host at a time", ts[0].SSHDest(), t.SSHDest())
 		}
 		ts = append(ts, t)
@@ -409,12 +410,12 @@ func remoteSources(args []string, dst string) ([]Target, error) {
 // upSources returns the sources of a copy to the remote dst: none if
 // they are all on this host (an upload), else all on one remote host (a
 // copy between two remote hosts, see Between).
-func upSources(srcs []string, dst string) ([]Target, error) {
-	if _, err := ParseTarget(srcs[0]); err == nil {
+func upSources(srcs []string, dst string) ([]remote.Target, error) {
+	if _, err := remote.ParseTarget(srcs[0]); err == nil {
 		return remoteSources(srcs, dst)
 	}
 	for _, s := range srcs {
-		if _, err := ParseTarget(s); err == nil {
+		if _, err := remote.ParseTarget(s); err == nil {
 			return nil, command.Usagef("%s: the sources are all on this host or all on one remote host (write ./%s for a local file)", s, s)
 		}
 	}
@@ -423,7 +424,7 @@ func upSources(srcs []string, dst string) ([]Target, error) {
 
 // toHosts returns the hosts of --to and --to-file, each with dst as its
 // path, or nil without those flags.
-func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
+func toHosts(c *cli.Context, srcs []string, dst string) ([]remote.Target, error) {
 	list := c.StringSlice("to")
 	if f := c.String("to-file"); f != "" {
 		text, err := readHostFile(f)
@@ -435,7 +436,7 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	if !c.IsSet("to") && !c.IsSet("to-file") {
 		return nil, nil
 	}
-	if _, err := ParseTarget(dst); err == nil {
+	if _, err := remote.ParseTarget(dst); err == nil {
 		return nil, command.Usagef("with --to, DST is a path on each host, not [user@]HOST:DST (%q)", dst)
 	}
 	hosts, err := parseHosts(list, dst)
@@ -468,7 +469,7 @@ func readHostFile(name string) (string, error) {
 // launcher returns --launcher's words, or nil without it; ts are the
 // hosts of the copy, which must not name a user (the launcher's own
 // settings choose it), and ssh's flags do not go with it.
-func launcher(c *cli.Context, ts []Target) ([]string, error) {
+func launcher(c *cli.Context, ts []remote.Target) ([]string, error) {
 	words := strings.Fields(c.String("launcher"))
 	if len(words) == 0 {
 		return nil, nil
@@ -486,7 +487,7 @@ func launcher(c *cli.Context, ts []Target) ([]string, error) {
 
 // launchable checks that no host of ts names a user, which a launcher
 // has no way to take.
-func launchable(ts []Target) error {
+func launchable(ts []remote.Target) error {
 	for _, t := range ts {
 		if t.User != "" {
 			return command.Usagef("%s: a launcher starts the remote side as its own user: name the host alone", t.SSHDest())

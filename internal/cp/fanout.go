@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -26,13 +27,13 @@ const DefaultFanout = 32
 
 // member is one host of a copy to several hosts.
 type member struct {
-	t     Target
-	key   []byte      // its one-time key
-	addr  string      // IP:PORT its remote side listens on, once started
-	r     *remote     // its remote side, once started
-	err   error       // why the copy failed there, if it did
-	bytes int64       // what it wrote, as it says
-	log   *lineMarker // its stderr
+	t     remote.Target
+	key   []byte         // its one-time key
+	addr  string         // IP:PORT its remote side listens on, once started
+	r     *remote.Remote // its remote side, once started
+	err   error          // why the copy failed there, if it did
+	bytes int64          // what it wrote, as it says
+	log   *lineMarker    // its stderr
 }
 
 // CopyTo copies the files and directories at paths to each host of hosts
@@ -48,7 +49,7 @@ type member struct {
 // before the stream, naming the pair. It returns nil when every host has
 // the copy in place, a *command.Partial when some have, else the first
 // host's failure; -v and o.Stats report each host's result.
-func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) error {
+func CopyTo(ctx context.Context, paths []string, hosts []remote.Target, o Options) error {
 	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
@@ -74,7 +75,7 @@ func CopyTo(ctx context.Context, paths []string, hosts []Target, o Options) erro
 // (which is given them in chain order, and returns what was sent, and
 // which hosts it gave up) and reports every host's result (see
 // finishAll).
-func copyDown(ctx context.Context, hosts []Target, c proto.Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
+func copyDown(ctx context.Context, hosts []remote.Target, c proto.Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
 	ms := make([]*member, len(hosts))
 	var mu sync.Mutex
 	for i, t := range hosts {
@@ -135,7 +136,7 @@ func (m *member) start(ctx context.Context, c proto.Contents, o Options) {
 		return
 	}
 	if st.Kind != "port" {
-		r.close()
+		r.Close()
 		m.err = conn.Errorf(conn.KindSetup, "start the remote side on "+m.t.Host, "expected its port, got %q", st.Kind)
 		return
 	}
@@ -150,7 +151,7 @@ func (m *member) start(ctx context.Context, c proto.Contents, o Options) {
 func relayAll(ctx context.Context, live []*member, send func(context.Context, []*member) (pipe.Stats, error)) pipe.Stats {
 	for i, m := range live {
 		// A failed write means ssh is gone; its status says why.
-		_ = proto.WriteJSONLine(m.r.stdin, forwardTo(live[i+1:]))
+		_ = proto.WriteJSONLine(m.r.Stdin, forwardTo(live[i+1:]))
 	}
 	first := live[0]
 	stats, err := send(ctx, live)
@@ -158,9 +159,9 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 		// Every host's stream ends with this one's: stop them all, and
 		// take what each said.
 		closeAll(live)
-		first.err = fmt.Errorf("%w (remote side: %s)", err, first.r.lastWords())
+		first.err = fmt.Errorf("%w (remote side: %s)", err, first.r.LastWords())
 		for _, m := range live[1:] {
-			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.lastWords())
+			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.LastWords())
 		}
 		if err := brokenPair(live); err != nil {
 			for _, m := range live {
@@ -183,14 +184,14 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 	for _, m := range live {
 		wg.Go(func() {
 			if lost[m] {
-				m.r.close()
+				m.r.Close()
 				var words string
-				if m.bytes, words = m.r.result(); m.bytes != stats.Bytes {
+				if m.bytes, words = m.r.Result(); m.bytes != stats.Bytes {
 					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "given up in mid-stream (it died, or was silent past --timeout), the copy went on without it: %s", words)
 				}
 				return
 			}
-			st, err := m.r.next(ctx, statusWait)
+			st, err := m.r.Next(ctx, statusWait)
 			switch {
 			case ctx.Err() != nil:
 				m.err = context.Cause(ctx)
@@ -216,7 +217,7 @@ func anyEnded(ms []*member) <-chan struct{} {
 // host says so only as the stream is set up, so the stream cannot start.
 func chainBroken(live []*member) <-chan struct{} {
 	return endedSaying(live[:len(live)-1], func(i int) bool {
-		_, ok := couldNotConnect(live[i].r.failed, live[i+1].addr)
+		_, ok := couldNotConnect(live[i].r.Failed, live[i+1].addr)
 		return ok
 	})
 }
@@ -228,7 +229,7 @@ func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
 	var once sync.Once
 	for i, m := range ms {
 		go func() {
-			<-m.r.waited
+			<-m.r.Waited
 			if says(i) {
 				once.Do(func() { close(ended) })
 			}
@@ -245,8 +246,8 @@ func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
 func brokenPair(live []*member) error {
 	for i := len(live) - 2; i >= 0; i-- {
 		m, next := live[i], live[i+1]
-		if _, ok := couldNotConnect(m.r.failed, next.addr); ok {
-			return linkFailed(m.t.Host, next.t.Host, next.addr, m.r.failed)
+		if _, ok := couldNotConnect(m.r.Failed, next.addr); ok {
+			return linkFailed(m.t.Host, next.t.Host, next.addr, m.r.Failed)
 		}
 	}
 	return nil
@@ -308,7 +309,7 @@ func closeAll(ms []*member) {
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		if m.r != nil {
-			wg.Go(m.r.close)
+			wg.Go(m.r.Close)
 		}
 	}
 	wg.Wait()

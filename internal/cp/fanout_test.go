@@ -12,107 +12,9 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
-
-func TestParseHosts(t *testing.T) {
-	cases := []struct {
-		name  string
-		lists []string
-		want  []string // SSHDest of each, in order
-		err   string
-	}{
-		{"commas", []string{"a,b,c"}, []string{"a", "b", "c"}, ""},
-		{"repeated flags", []string{"a", "b,c"}, []string{"a", "b", "c"}, ""},
-		{"a host file", []string{"# nodes\nn1\n  n2 n3 # rack 2\n\nalice@n4\r\n"}, []string{"n1", "n2", "n3", "alice@n4"}, ""},
-		{"IPv6", []string{"[fe80::1],10.0.0.2"}, []string{"fe80::1", "10.0.0.2"}, ""},
-		{"twice", []string{"a,b", "a"}, nil, "a is named twice"},
-		{"none", []string{"# nobody\n"}, nil, "no host named"},
-		{"a path", []string{"a/b"}, nil, `"a/b" is not [user@]HOST`},
-		{"a colon", []string{"a:b"}, nil, `"a:b" is not [user@]HOST`},
-		{"an option", []string{"-oProxyCommand=x"}, nil, "is not [user@]HOST"},
-		{"too many", []string{manyHosts(maxHosts + 1)}, nil, "more than 1024 hosts"},
-		{"the most", []string{manyHosts(maxHosts)}, strings.Split(manyHosts(maxHosts), ","), ""},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			ts, err := parseHosts(tc.lists, "/dst")
-			if tc.err != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.err) {
-					t.Fatalf("got %v, %v; want an error with %q", ts, err, tc.err)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, tg := range ts {
-				got = append(got, tg.SSHDest())
-				if tg.Path != "/dst" {
-					t.Errorf("%s: path %q, want /dst", tg.SSHDest(), tg.Path)
-				}
-			}
-			if !slices.Equal(got, tc.want) {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
-}
-
-// manyHosts returns n host names, comma-separated.
-func manyHosts(n int) string {
-	names := make([]string, n)
-	for i := range names {
-		names[i] = fmt.Sprintf("n%d", i)
-	}
-	return strings.Join(names, ",")
-}
-
-func TestForwardLine(t *testing.T) {
-	key := strings.Repeat("cd", proto.KeyLen)
-	cases := []struct {
-		f  proto.ForwardLine
-		ok bool
-	}{
-		{proto.ForwardLine{}, true},
-		{proto.ForwardLine{To: "10.0.0.2:4000", Key: key}, true},
-		{proto.ForwardLine{To: "[fe80::1]:4000", Key: key}, true},
-		{proto.ForwardLine{Key: key}, false},                        // a key for nobody
-		{proto.ForwardLine{To: "10.0.0.2:4000"}, false},             // no key
-		{proto.ForwardLine{To: "10.0.0.2:4000", Key: "cd"}, false},  // short key
-		{proto.ForwardLine{To: "evil.example:80", Key: key}, false}, // a name, looked up there
-		{proto.ForwardLine{To: "10.0.0.2", Key: key}, false},        // no port
-		{proto.ForwardLine{To: "10.0.0.2:4000 x", Key: key}, false}, // junk
-		{proto.ForwardLine{To: "10.0.0.2:99999", Key: key}, false},  // no such port
-	}
-	for _, tc := range cases {
-		if err := tc.f.Validate(); (err == nil) != tc.ok {
-			t.Errorf("%+v: %v, want ok %v", tc.f, err, tc.ok)
-		}
-	}
-}
-
-func TestRemoteArgv(t *testing.T) {
-	tg := Target{Host: "node7", Path: "/d"}
-	cases := []struct {
-		name string
-		o    Options
-		want []string
-	}{
-		{"ssh", Options{SSH: []string{"ssh", "-p", "2"}, RemoteCmd: "rdmacp"},
-			append(append([]string{"ssh", "-p", "2"}, sshOptions...), "--", "node7", "rdmacp --remote-receive")},
-		{"launcher, host last", Options{Launcher: []string{"clush", "-N", "-w"}, RemoteCmd: "/opt/rdmacp"},
-			[]string{"clush", "-N", "-w", "node7", "/opt/rdmacp", "--remote-receive"}},
-		{"launcher with %h", Options{Launcher: []string{"srun", "-N1", "-n1", "--nodelist=%h", "--"}, RemoteCmd: "env X=1 rdmacp"},
-			[]string{"srun", "-N1", "-n1", "--nodelist=node7", "--", "env", "X=1", "rdmacp", "--remote-receive"}},
-	}
-	for _, tc := range cases {
-		if got := tc.o.remoteArgv(tg, remoteReceive); !slices.Equal(got, tc.want) {
-			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
-		}
-	}
-}
 
 func TestLineMarker(t *testing.T) {
 	var out bytes.Buffer
@@ -147,7 +49,7 @@ func TestFinishAll(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			var ms []*member
 			for i, err := range tc.errs {
-				ms = append(ms, &member{t: Target{Host: string(rune('a' + i))}, err: err})
+				ms = append(ms, &member{t: remote.Target{Host: string(rune('a' + i))}, err: err})
 			}
 			var stderr bytes.Buffer
 			path := t.TempDir() + "/stats.json"
@@ -241,7 +143,7 @@ func TestBrokenPair(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var live []*member
 			for i, st := range tt.failed {
-				live = append(live, &member{t: Target{Host: fmt.Sprintf("h%d", i+1)}, addr: fmt.Sprintf("10.0.0.%d:1", i+1), r: &remote{failed: st}})
+				live = append(live, &member{t: remote.Target{Host: fmt.Sprintf("h%d", i+1)}, addr: fmt.Sprintf("10.0.0.%d:1", i+1), r: &remote.Remote{Failed: st}})
 			}
 			err := brokenPair(live)
 			switch {

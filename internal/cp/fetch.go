@@ -16,6 +16,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -28,7 +29,7 @@ import (
 // side says what the stream carries, this side prepares dst for it, and
 // the remote side connects and streams. The copy is put in place once it
 // has arrived whole and the remote side has confirmed it.
-func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
+func Fetch(ctx context.Context, srcs []remote.Target, dst string, o Options) error {
 	t := srcs[0]
 	l, addr, err := o.fetchListener(ctx, t)
 	if err != nil {
@@ -42,7 +43,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer r.close()
+	defer r.Close()
 	if st.Kind != "plan" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its plan, got %q", st.Kind)
 	}
@@ -82,7 +83,7 @@ func Fetch(ctx context.Context, srcs []Target, dst string, o Options) error {
 
 // fetchRequest returns a download's request of srcs under key, but for
 // where to connect, and what it asks for.
-func (o Options) fetchRequest(key []byte, srcs []Target) (proto.Request, asked) {
+func (o Options) fetchRequest(key []byte, srcs []remote.Target) (proto.Request, asked) {
 	req := o.request(key)
 	req.Recursive, req.LimitRate, req.Filter, req.Progress = o.Recursive, o.LimitRate, o.Filter.Lines(), o.Progress
 	a := asked{recursive: o.Recursive}
@@ -112,10 +113,10 @@ func leftOn(host string, srcs []string, c proto.Contents) error {
 // fetchListener listens, for a download from t, on the local address that
 // leads to t's host (or --data-host), and returns the listener and the
 // address the remote side is to connect to.
-func (o Options) fetchListener(ctx context.Context, t Target) (conn.Listener, string, error) {
+func (o Options) fetchListener(ctx context.Context, t remote.Target) (conn.Listener, string, error) {
 	host := o.DataHost
 	if host == "" {
-		host = o.hostName(ctx, t)
+		host = o.HostName(ctx, t)
 	}
 	local, err := localAddr(ctx, host)
 	if err != nil {
@@ -174,12 +175,12 @@ func claimOf(host string, err error) error {
 // and puts it in place (at dst) once the remote side, whose status lines
 // r reads, has confirmed that it sent what arrived. The remote side's
 // failure ends the wait for its stream.
-func fetchStream(ctx context.Context, r *remote, srv server.Server, s sink, host, dst string) (pipe.Stats, error) {
+func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s sink, host, dst string) (pipe.Stats, error) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	last := make(chan proto.Status, 1)
 	go func() {
-		st, err := r.next(rctx, proto.MaxTimeout)
+		st, err := r.Next(rctx, proto.MaxTimeout)
 		if err == nil && st.Kind != "ok" {
 			err = remoteFailed(host, st)
 		}
@@ -209,7 +210,7 @@ func fetchStream(ctx context.Context, r *remote, srv server.Server, s sink, host
 // remote side what s, the destination, holds, and returns how many bytes
 // of a single file are kept (-1 for a tree, whose count comes with its
 // extraction).
-func offerDownload(ctx context.Context, r *remote, s sink, key []byte, host string, stderr io.Writer) (int64, error) {
+func offerDownload(ctx context.Context, r *remote.Remote, s sink, key []byte, host string, stderr io.Writer) (int64, error) {
 	switch s := s.(type) {
 	case *fileSink:
 		return resumeDownload(ctx, r, s, key, host, stderr)
@@ -220,9 +221,9 @@ func offerDownload(ctx context.Context, r *remote, s sink, key []byte, host stri
 		}
 		// A failed write means ssh is gone; the remote side's status says why.
 		for _, o := range list {
-			_ = proto.WriteJSONLine(r.stdin, o)
+			_ = proto.WriteJSONLine(r.Stdin, o)
 		}
-		_ = proto.WriteJSONLine(r.stdin, proto.Offer{End: true})
+		_ = proto.WriteJSONLine(r.Stdin, proto.Offer{End: true})
 		return -1, nil
 	}
 	fmt.Fprintf(stderr, "rdmacp: -C: the file from %s has holes, and travels whole\n", host)
@@ -232,7 +233,7 @@ func offerDownload(ctx context.Context, r *remote, s sink, key []byte, host stri
 // resumeDownload offers the remote side what the partial file of s
 // holds, and starts s where the remote side says the stream starts. It
 // returns that place: how many bytes of the partial copy are kept.
-func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, host string, stderr io.Writer) (int64, error) {
+func resumeDownload(ctx context.Context, r *remote.Remote, s *fileSink, key []byte, host string, stderr io.Writer) (int64, error) {
 	o, err := s.offer(key)
 	if err != nil {
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
@@ -241,8 +242,8 @@ func resumeDownload(ctx context.Context, r *remote, s *fileSink, key []byte, hos
 		fmt.Fprintf(stderr, "rdmacp: %s changed on %s since the partial copy (size or modification time): starting over\n", s.req.Name, host)
 	}
 	// A failed write means ssh is gone; next says why.
-	_ = proto.WriteJSONLine(r.stdin, o)
-	st, err := r.next(ctx, proto.OfferWait)
+	_ = proto.WriteJSONLine(r.Stdin, o)
+	st, err := r.Next(ctx, proto.OfferWait)
 	switch {
 	case err != nil:
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)

@@ -3,6 +3,8 @@ package cp
 import (
 	"fmt"
 	"strings"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 )
 
 // Bounds of a copy to several hosts.
@@ -15,14 +17,14 @@ const (
 // holds [user@]HOST names separated by commas, spaces or newlines, where a
 // # starts a comment that runs to the end of its line. Each host gets dst
 // as its path. A host named twice, or none, is an error.
-func parseHosts(lists []string, dst string) ([]Target, error) {
-	var ts []Target
+func parseHosts(lists []string, dst string) ([]remote.Target, error) {
+	var ts []remote.Target
 	seen := map[string]bool{}
 	for _, list := range lists {
 		for line := range strings.SplitSeq(list, "\n") {
 			line, _, _ = strings.Cut(line, "#")
 			for _, name := range strings.FieldsFunc(line, func(r rune) bool { return r == ',' || r == ' ' || r == '\t' || r == '\r' }) {
-				t, err := ParseTarget(name + ":" + dst)
+				t, err := remote.ParseTarget(name + ":" + dst)
 				if err != nil || t.Path != dst && dst != "" {
 					return nil, fmt.Errorf("%q is not [user@]HOST", name)
 				}

@@ -16,6 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -249,14 +250,14 @@ func parseDecision(line string) (what, name string, err error) {
 // readListing reads the remote side's listing from r, whose first status
 // line st is, into a listing of entries under tops; what breaks its
 // bounds or names what is not under tops is refused.
-func readListing(ctx context.Context, r *remote, st proto.Status, tops []string, host string) (*quick.Listing, error) {
+func readListing(ctx context.Context, r *remote.Remote, st proto.Status, tops []string, host string) (*quick.Listing, error) {
 	l := quick.NewListing(tops)
 	for st.Kind == "entry" {
 		if err := l.Add(st.Entry); err != nil {
 			return nil, &proto.Unasked{Claim: st.Entry.Name, Why: fmt.Sprintf("the listing from %s: %v", host, err)}
 		}
 		var err error
-		if st, err = r.next(ctx, proto.OfferWait); err != nil {
+		if st, err = r.Next(ctx, proto.OfferWait); err != nil {
 			return nil, conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 		}
 	}
@@ -307,7 +308,7 @@ func (o Options) listSourcesBeside(p plan) (*background, error) {
 // compares it with srcs, the listing of p's sources, tells the remote side
 // what to remove and marks in p what not to send. It returns the status
 // line after the listing.
-func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *background, st proto.Status, host string) (proto.Status, error) {
+func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan, srcs *background, st proto.Status, host string) (proto.Status, error) {
 	dst, err := readListing(ctx, r, st, p.contents(false).Names, host)
 	if err != nil {
 		return proto.Status{}, err
@@ -319,12 +320,12 @@ func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *backg
 	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Filter)
 	if !o.Incr.dryRun {
 		// A failed write means ssh is gone; the next status says why.
-		_ = writeDecisions(r.stdin, plan.Delete, nil)
+		_ = writeDecisions(r.Stdin, plan.Delete, nil)
 	}
 	for i := range p.srcs {
 		p.srcs[i].skip = plan.Skip
 	}
-	return r.next(ctx, portWait)
+	return r.Next(ctx, portWait)
 }
 
 // listDest is an upload's listing on the remote side: it lists what s,
@@ -431,7 +432,7 @@ func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer)
 // compares it with dsts, the listing of what s, the destination, has of
 // them, removes what --delete says from s (never through a link) and
 // tells the remote side what not to send.
-func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *background, st proto.Status, host string) error {
+func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tarSink, dsts *background, st proto.Status, host string) error {
 	src, err := readListing(ctx, r, st, s.names, host)
 	if err != nil {
 		return err
@@ -457,24 +458,24 @@ func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *
 		}
 	}
 	// A failed write means ssh is gone; the remote side's status says why.
-	_ = writeDecisions(r.stdin, nil, plan.Skip)
+	_ = writeDecisions(r.Stdin, nil, plan.Skip)
 	return nil
 }
 
 // fetchListing is a download's comparison (see listDownload) on the
 // local side, after the plan, with the destination listed meanwhile; a
 // dry run ends with the remote side's "ok 0".
-func (o Options) fetchListing(ctx context.Context, r *remote, s *tarSink, host string) error {
+func (o Options) fetchListing(ctx context.Context, r *remote.Remote, s *tarSink, host string) error {
 	dsts := listBeside(s.destTops(), o.Incr.rules.Checksum)
 	defer dsts.wait()
-	st, err := r.next(ctx, proto.OfferWait)
+	st, err := r.Next(ctx, proto.OfferWait)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 	}
 	if err := o.listDownload(ctx, r, s, dsts, st, host); err != nil || !o.Incr.dryRun {
 		return err
 	}
-	if st, err = r.next(ctx, statusWait); err != nil {
+	if st, err = r.Next(ctx, statusWait); err != nil {
 		return conn.Errorf(conn.KindAborted, "after the listing", "%v", err)
 	}
 	return remoteDone(host, st, 0, "received")

@@ -16,6 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -35,30 +36,24 @@ const (
 
 // Options are the local side's settings.
 type Options struct {
-	Recursive bool            // copy directories (as a tar archive)
-	Filter    *filter.Rules   // what the sending side leaves out (--exclude and the like); nil: nothing
-	Preserve  bool            // keep modes exactly (setuid and friends too), and a single file's times
-	Keep      meta.Flags      // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
-	Encrypt   bool            // encrypt the stream's payload (else it is only authenticated)
-	Resume    bool            // go on from a partial copy of a file (see resume.go)
-	SSH       []string        // the ssh command and its options
-	RemoteCmd string          // the rdmacp command on the remote host
-	DataHost  string          // where the stream goes; empty: the host ssh connects to
-	Transport string          // "auto", "rdma" or "tcp"
-	Timeout   time.Duration   // a silent peer is given up after this long
-	Verbose   bool            // a summary line on Stderr
-	Progress  bool            // a progress line on Stderr (see tally)
-	Redraw    bool            // Stderr is a terminal: the progress line is redrawn in place
-	LimitRate int64           // the most bytes per second the sending side sends; 0: no limit
-	DataPorts proto.PortRange // the ports the receiving side may listen on; zero: any
-	Stderr    io.Writer
-	// Launcher, if set, starts the remote side instead of ssh: its words,
-	// with %h replaced by the host (else the host after them), then the
-	// remote command's. It must carry the remote side's stdin and stdout
-	// as ssh does.
-	Launcher []string
-	Fanout   int    // how many remote sides start at once, with several hosts
-	Stats    string // a file to write the result to as JSON, if set
+	Recursive      bool            // copy directories (as a tar archive)
+	Filter         *filter.Rules   // what the sending side leaves out (--exclude and the like); nil: nothing
+	Preserve       bool            // keep modes exactly (setuid and friends too), and a single file's times
+	Keep           meta.Flags      // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
+	Encrypt        bool            // encrypt the stream's payload (else it is only authenticated)
+	Resume         bool            // go on from a partial copy of a file (see resume.go)
+	DataHost       string          // where the stream goes; empty: the host ssh connects to
+	Transport      string          // "auto", "rdma" or "tcp"
+	Timeout        time.Duration   // a silent peer is given up after this long
+	Verbose        bool            // a summary line on Stderr
+	Progress       bool            // a progress line on Stderr (see tally)
+	Redraw         bool            // Stderr is a terminal: the progress line is redrawn in place
+	LimitRate      int64           // the most bytes per second the sending side sends; 0: no limit
+	DataPorts      proto.PortRange // the ports the receiving side may listen on; zero: any
+	Stderr         io.Writer
+	remote.Command        // how the remote side is started
+	Fanout         int    // how many remote sides start at once, with several hosts
+	Stats          string // a file to write the result to as JSON, if set
 	// Window is the chunk size and depth this side proposes for its
 	// stream (the two sides use the smaller of their proposals); zero:
 	// defaultParams.
@@ -90,7 +85,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // takeOffers takes the remote side's resume offers, from st on, for the
 // one file in or the tree of p, and returns the status after them and how
 // many bytes of the one file the remote side has (-1: none offered).
-func takeOffers(ctx context.Context, r *remote, st proto.Status, in *os.File, p *plan, key []byte, host string) (proto.Status, int64, error) {
+func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.File, p *plan, key []byte, host string) (proto.Status, int64, error) {
 	skipped := int64(-1)
 	for st.Kind == "have" {
 		var err error
@@ -107,7 +102,7 @@ func takeOffers(ctx context.Context, r *remote, st proto.Status, in *os.File, p 
 		if err != nil {
 			return st, skipped, err
 		}
-		if st, err = r.next(ctx, proto.OfferWait); err != nil {
+		if st, err = r.Next(ctx, proto.OfferWait); err != nil {
 			return st, skipped, conn.Errorf(conn.KindSetup, "start the remote side on "+host, "%v", err)
 		}
 		if err := remoteFailed(host, st); err != nil {
@@ -122,7 +117,7 @@ func takeOffers(ctx context.Context, r *remote, st proto.Status, in *os.File, p 
 // one-time key, connects to the port it reports and streams the sources,
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
-func Copy(ctx context.Context, paths []string, t Target, o Options) error {
+func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error {
 	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
@@ -152,7 +147,7 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	if err != nil {
 		return err
 	}
-	defer r.close()
+	defer r.Close()
 	if o.Incr.compares(p.mode) {
 		if st, err = o.listUpload(ctx, r, &p, srcs, st, t.Host); err != nil {
 			return err
@@ -175,12 +170,12 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.Kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
-	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.waited)
+	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.Waited)
 	if err != nil {
-		r.close()
+		r.Close()
 		return streamFailed(err, r)
 	}
-	st, err = r.next(ctx, statusWait)
+	st, err = r.Next(ctx, statusWait)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
@@ -202,10 +197,10 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 // streamFailed returns err, the failure of an upload's stream to r, with
 // the remote side's last words, and of the remote side's kind when that
 // is a setup failure (it could not write DST: exit code 3, not 4).
-func streamFailed(err error, r *remote) error {
-	words := r.lastWords()
+func streamFailed(err error, r *remote.Remote) error {
+	words := r.LastWords()
 	err = fmt.Errorf("%w (remote side: %s)", err, words)
-	if r.failed.Kind == "fail" && kindOfCode(int(r.failed.N)) == conn.KindSetup {
+	if r.Failed.Kind == "fail" && kindOfCode(int(r.Failed.N)) == conn.KindSetup {
 		return &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	return err
@@ -214,13 +209,13 @@ func streamFailed(err error, r *remote) error {
 // resumeUpload compares the remote side's offer with in, the source,
 // tells the remote side where the stream starts and moves in there. It
 // returns how many bytes the partial copy had that are not sent again.
-func resumeUpload(r *remote, in *os.File, o proto.Offer, key []byte) (int64, error) {
+func resumeUpload(r *remote.Remote, in *os.File, o proto.Offer, key []byte) (int64, error) {
 	at, err := proto.SeekResume(in, o, key)
 	if err != nil {
 		return 0, err
 	}
 	// A failed write means ssh is gone; the next status says why.
-	_ = proto.WriteJSONLine(r.stdin, proto.FromLine{From: at})
+	_ = proto.WriteJSONLine(r.Stdin, proto.FromLine{From: at})
 	return at, nil
 }
 
@@ -258,18 +253,18 @@ func (o Options) request(key []byte) proto.Request {
 
 // begin starts the remote side on t (`rdmacp flag`), hands it req and
 // returns it with its first status line, which is not a failure.
-func begin(ctx context.Context, t Target, o Options, flag string, req proto.Request) (*remote, proto.Status, error) {
-	r, err := startRemote(o, t, flag, o.Stderr)
+func begin(ctx context.Context, t remote.Target, o Options, flag string, req proto.Request) (*remote.Remote, proto.Status, error) {
+	r, err := remote.Start(o.Command, t, flag, o.Stderr)
 	if err != nil {
 		return nil, proto.Status{}, err
 	}
 	// A failed write means ssh is gone; next says why.
-	_ = proto.WriteRequest(r.stdin, req)
+	_ = proto.WriteRequest(r.Stdin, req)
 	wait := portWait
 	if (req.Resume || req.List) && !req.Download() {
 		wait = proto.OfferWait // the remote side lists or hashes what it has first
 	}
-	st, err := r.next(ctx, wait)
+	st, err := r.Next(ctx, wait)
 	switch {
 	case ctx.Err() != nil:
 		err = context.Cause(ctx)
@@ -282,7 +277,7 @@ func begin(ctx context.Context, t Target, o Options, flag string, req proto.Requ
 		err = remoteFailed(t.Host, st)
 	}
 	if err != nil {
-		r.close()
+		r.Close()
 		return nil, proto.Status{}, err
 	}
 	return r, st, nil
@@ -304,7 +299,7 @@ func remoteDone(host string, st proto.Status, n int64, verb string) error {
 // the remote side is to listen on ("": the one the ssh connection arrived
 // on): --data-host's, resolved; with a launcher, which may not be ssh,
 // the host's own, resolved here; else the host ssh connects to.
-func (o Options) streamHost(ctx context.Context, t Target) (host, listen string, err error) {
+func (o Options) streamHost(ctx context.Context, t remote.Target) (host, listen string, err error) {
 	switch {
 	case o.DataHost != "":
 		host, err = resolveIP(ctx, o.DataHost, "--data-host")
@@ -313,7 +308,7 @@ func (o Options) streamHost(ctx context.Context, t Target) (host, listen string,
 		host, err = resolveIP(ctx, t.Host, "resolve "+t.Host)
 		return host, host, err
 	}
-	return resolveHost(ctx, o.SSH, t), "", nil
+	return o.HostName(ctx, t), "", nil
 }
 
 // resolveIP resolves name to the IP address the stream goes to; op names

@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -213,7 +214,7 @@ func (o Options) planTally(p plan) *tally {
 // fetchTally returns the progress line of a download into s, whose plan
 // is c, or nil without o.Progress: a tree's totals are the remote side's
 // "total" line, which r reads.
-func (o Options) fetchTally(ctx context.Context, r *remote, s sink, c proto.Contents, host string) (*tally, error) {
+func (o Options) fetchTally(ctx context.Context, r *remote.Remote, s sink, c proto.Contents, host string) (*tally, error) {
 	if !o.Progress {
 		return nil, nil
 	}
@@ -221,7 +222,7 @@ func (o Options) fetchTally(ctx context.Context, r *remote, s sink, c proto.Cont
 	if !ok {
 		return o.newTally(1, c.Size), nil
 	}
-	st, err := r.next(ctx, proto.OfferWait)
+	st, err := r.Next(ctx, proto.OfferWait)
 	switch {
 	case err != nil:
 		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "%v", err)
@@ -251,7 +252,7 @@ func streamShown(ctx context.Context, addr string, p plan, in *os.File, o Option
 
 // fetchShown is fetchStream with the progress line of a download into s,
 // whose plan is c, if o asks for one (see fetchTally).
-func (o Options) fetchShown(ctx context.Context, r *remote, srv server.Server, s sink, c proto.Contents, host, dst string) (pipe.Stats, error) {
+func (o Options) fetchShown(ctx context.Context, r *remote.Remote, srv server.Server, s sink, c proto.Contents, host, dst string) (pipe.Stats, error) {
 	tl, err := o.fetchTally(ctx, r, s, c, host)
 	if err != nil {
 		s.Abort(0)

@@ -1,6 +1,7 @@
-package cp
+package remote
 
 import (
+	"slices"
 	"strings"
 	"testing"
 
@@ -62,12 +63,33 @@ func TestParseTarget(t *testing.T) {
 // TestRemoteArgvPort: a URI's port goes to ssh first, before -P's (ssh
 // takes the first -p).
 func TestRemoteArgvPort(t *testing.T) {
-	o := Options{SSH: []string{"ssh", "-F", "cfg", "-p", "22"}, RemoteCmd: "rdmacp"}
-	argv := o.remoteArgv(Target{Host: "h", Port: 2222}, remoteReceive)
+	c := Command{SSH: []string{"ssh", "-F", "cfg", "-p", "22"}, RemoteCmd: "rdmacp"}
+	argv := c.remoteArgv(Target{Host: "h", Port: 2222}, "--remote-receive")
 	if strings.Join(argv[:7], " ") != "ssh -p 2222 -F cfg -p 22" || strings.Join(argv[len(argv)-3:], " ") != "-- h rdmacp --remote-receive" {
 		t.Fatalf("argv %q", argv)
 	}
-	if argv := o.remoteArgv(Target{Host: "h"}, remoteReceive); strings.Join(argv[:5], " ") != "ssh -F cfg -p 22" {
+	if argv := c.remoteArgv(Target{Host: "h"}, "--remote-receive"); strings.Join(argv[:5], " ") != "ssh -F cfg -p 22" {
 		t.Fatalf("without a port: argv %q", argv)
+	}
+}
+
+func TestRemoteArgv(t *testing.T) {
+	tg := Target{Host: "node7", Path: "/d"}
+	cases := []struct {
+		name string
+		c    Command
+		want []string
+	}{
+		{"ssh", Command{SSH: []string{"ssh", "-p", "2"}, RemoteCmd: "rdmacp"},
+			append(append([]string{"ssh", "-p", "2"}, sshOptions...), "--", "node7", "rdmacp --remote-receive")},
+		{"launcher, host last", Command{Launcher: []string{"clush", "-N", "-w"}, RemoteCmd: "/opt/rdmacp"},
+			[]string{"clush", "-N", "-w", "node7", "/opt/rdmacp", "--remote-receive"}},
+		{"launcher with %h", Command{Launcher: []string{"srun", "-N1", "-n1", "--nodelist=%h", "--"}, RemoteCmd: "env X=1 rdmacp"},
+			[]string{"srun", "-N1", "-n1", "--nodelist=node7", "--", "env", "X=1", "rdmacp", "--remote-receive"}},
+	}
+	for _, tc := range cases {
+		if got := tc.c.remoteArgv(tg, "--remote-receive"); !slices.Equal(got, tc.want) {
+			t.Errorf("%s: %q, want %q", tc.name, got, tc.want)
+		}
 	}
 }

@@ -1,4 +1,7 @@
-package cp
+// Package remote starts rdmacp's remote side, over ssh or with a
+// launcher, and reads its status lines; and parses the targets
+// ([user@]HOST:PATH) it is started for.
+package remote
 
 import (
 	"bufio"
@@ -14,6 +17,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // sshOptions are added to every ssh command, as scp does: no forwarding,
@@ -26,24 +30,37 @@ var sshOptions = []string{"-x", "-T", "-o", "ClearAllForwardings=yes", "-o", "Fo
 // then it is killed.
 const closeWait = 10 * time.Second
 
-// remote is the receiving side, running under ssh.
-type remote struct {
-	cmd    *exec.Cmd
-	stdin  io.WriteCloser
-	lines  chan proto.Status // status lines, closed at the end of ssh's stdout
-	ending chan struct{}     // closed by close: status lines nobody reads are dropped
-	end    sync.Once
-	errc   chan error // why reading ssh's stdout ended early, if it did
-	waited chan struct{}
-	err    error        // ssh's exit, once waited is closed
-	failed proto.Status // the remote side's last "fail" line, once lines or waited is closed
+// Command is how the remote side is started: over ssh, or with a
+// launcher, running rdmacp there.
+type Command struct {
+	SSH       []string // the ssh command and its options
+	RemoteCmd string   // the rdmacp command on the remote host
+	// Launcher, if set, starts the remote side instead of ssh: its words,
+	// with %h replaced by the host (else the host after them), then the
+	// remote command's. It must carry the remote side's stdin and stdout
+	// as ssh does.
+	Launcher []string
 }
 
-// startRemote runs the command line that o.remoteArgv gives for t and
-// flag (remoteReceive or remoteSend), with its stderr (and so the remote
+// Remote is the remote side of a copy, running under ssh (or a
+// launcher): its stdin, and the status lines of its stdout.
+type Remote struct {
+	cmd    *exec.Cmd
+	Stdin  io.WriteCloser    // the remote side's stdin, the ssh channel
+	lines  chan proto.Status // status lines, closed at the end of ssh's stdout
+	ending chan struct{}     // closed by Close: status lines nobody reads are dropped
+	end    sync.Once
+	errc   chan error    // why reading ssh's stdout ended early, if it did
+	Waited chan struct{} // closed once ssh has exited
+	err    error         // ssh's exit, once Waited is closed
+	Failed proto.Status  // the remote side's last "fail" line, once lines or Waited is closed
+}
+
+// Start runs the command line that c.remoteArgv gives for t and
+// flag (--remote-receive or --remote-send), with its stderr (and so the remote
 // command's) on stderr, escaped so that it cannot control the terminal.
-func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, error) {
-	argv := o.remoteArgv(t, flag)
+func Start(c Command, t Target, flag string, stderr io.Writer) (*Remote, error) {
+	argv := c.remoteArgv(t, flag)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stderr = &visWriter{w: stderr}
 	stdin, err := cmd.StdinPipe()
@@ -55,17 +72,17 @@ func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, e
 		return nil, err
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, setupf("run %s: %v", argv[0], err)
+		return nil, conn.Errorf(conn.KindSetup, "", "run %s: %v", argv[0], err)
 	}
-	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan proto.Status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
+	r := &Remote{cmd: cmd, Stdin: stdin, lines: make(chan proto.Status, 4), ending: make(chan struct{}), errc: make(chan error, 1), Waited: make(chan struct{})}
 	go r.read(stdout)
 	return r, nil
 }
 
 // read passes the status lines of stdout on to r.lines, skipping other
 // lines, until stdout ends; then it waits for ssh.
-func (r *remote) read(stdout io.Reader) {
-	defer close(r.waited)
+func (r *Remote) read(stdout io.Reader) {
+	defer close(r.Waited)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 0, 4096), proto.MaxStatusLine)
 	for sc.Scan() {
@@ -75,7 +92,7 @@ func (r *remote) read(stdout io.Reader) {
 			break
 		}
 		if st.Valid && st.Kind == "fail" {
-			r.failed = st
+			r.Failed = st
 		}
 		if st.Valid {
 			select {
@@ -96,9 +113,9 @@ func (r *remote) read(stdout io.Reader) {
 	r.err = r.cmd.Wait()
 }
 
-// next returns the next status line, waiting at most wait for it. It
+// Next returns the next status line, waiting at most wait for it. It
 // fails when the remote side ends without one.
-func (r *remote) next(ctx context.Context, wait time.Duration) (proto.Status, error) {
+func (r *Remote) Next(ctx context.Context, wait time.Duration) (proto.Status, error) {
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
@@ -111,7 +128,7 @@ func (r *remote) next(ctx context.Context, wait time.Duration) (proto.Status, er
 			return proto.Status{}, err
 		default:
 		}
-		<-r.waited
+		<-r.Waited
 		return proto.Status{}, fmt.Errorf("the remote side ended without a status (%s)", r.exitText())
 	case err := <-r.errc:
 		return proto.Status{}, err
@@ -123,7 +140,7 @@ func (r *remote) next(ctx context.Context, wait time.Duration) (proto.Status, er
 }
 
 // exitText describes how ssh exited, with a hint for common causes.
-func (r *remote) exitText() string {
+func (r *Remote) exitText() string {
 	var ee *exec.ExitError
 	switch {
 	case r.err == nil:
@@ -138,17 +155,17 @@ func (r *remote) exitText() string {
 	return r.err.Error()
 }
 
-// lastWords describes how the remote side ended, once ssh has exited: its
+// LastWords describes how the remote side ended, once ssh has exited: its
 // failure, as it said it, or how ssh exited.
-func (r *remote) lastWords() string {
-	_, words := r.result()
+func (r *Remote) LastWords() string {
+	_, words := r.Result()
 	return words
 }
 
-// result is how the remote side ended, once ssh has exited: the byte
+// Result is how the remote side ended, once ssh has exited: the byte
 // count of its "ok" (-1 if it did not say it), and its failure as it said
 // it, or how ssh exited.
-func (r *remote) result() (ok int64, words string) {
+func (r *Remote) Result() (ok int64, words string) {
 	ok = -1
 	for st := range r.lines {
 		switch st.Kind {
@@ -164,17 +181,17 @@ func (r *remote) result() (ok int64, words string) {
 	return ok, words
 }
 
-// close ends the session: closing ssh's stdin tells the remote side to
+// Close ends the session: closing ssh's stdin tells the remote side to
 // stop (it exits when its stdin ends); ssh is killed if it has not exited
 // within closeWait.
-func (r *remote) close() {
+func (r *Remote) Close() {
 	r.end.Do(func() { close(r.ending) })
-	r.stdin.Close()
+	r.Stdin.Close()
 	select {
-	case <-r.waited:
+	case <-r.Waited:
 	case <-time.After(closeWait):
 		r.cmd.Process.Kill()
-		<-r.waited
+		<-r.Waited
 	}
 }
 
@@ -182,18 +199,18 @@ func (r *remote) close() {
 // `ssh [-p PORT] OPTIONS -- [user@]HOST "REMOTECMD FLAG"`, or with a launcher, its
 // words with %h replaced by HOST (or HOST after them, if none has %h),
 // then REMOTECMD's words and FLAG.
-func (o Options) remoteArgv(t Target, flag string) []string {
-	if o.Launcher == nil {
-		argv := []string{o.SSH[0]}
+func (c Command) remoteArgv(t Target, flag string) []string {
+	if c.Launcher == nil {
+		argv := []string{c.SSH[0]}
 		if t.Port != 0 {
 			argv = append(argv, "-p", strconv.Itoa(t.Port)) // before -P's: ssh takes the first
 		}
-		argv = append(append(argv, o.SSH[1:]...), sshOptions...)
-		return append(argv, "--", t.SSHDest(), o.RemoteCmd+" "+flag)
+		argv = append(append(argv, c.SSH[1:]...), sshOptions...)
+		return append(argv, "--", t.SSHDest(), c.RemoteCmd+" "+flag)
 	}
 	var argv []string
 	named := false
-	for _, w := range o.Launcher {
+	for _, w := range c.Launcher {
 		if strings.Contains(w, "%h") {
 			w, named = strings.ReplaceAll(w, "%h", t.Host), true
 		}
@@ -202,16 +219,16 @@ func (o Options) remoteArgv(t Target, flag string) []string {
 	if !named {
 		argv = append(argv, t.Host)
 	}
-	return append(append(argv, strings.Fields(o.RemoteCmd)...), flag)
+	return append(append(argv, strings.Fields(c.RemoteCmd)...), flag)
 }
 
-// hostName is the name of t's host that the stream goes to: as ssh
+// HostName is the name of t's host that the stream goes to: as ssh
 // resolves it (see resolveHost), or as a launcher is given it.
-func (o Options) hostName(ctx context.Context, t Target) string {
-	if o.Launcher != nil {
+func (c Command) HostName(ctx context.Context, t Target) string {
+	if c.Launcher != nil {
 		return t.Host
 	}
-	return resolveHost(ctx, o.SSH, t)
+	return resolveHost(ctx, c.SSH, t)
 }
 
 // resolveHost returns the host name ssh would connect to for t (its

@@ -1,4 +1,4 @@
-package cp
+package remote
 
 import (
 	"net"
@@ -18,8 +18,8 @@ type Target struct {
 	Path string // DST on the remote host; relative to the remote home
 }
 
-// sameHost says whether t and u are reached by the same ssh login.
-func (t Target) sameHost(u Target) bool {
+// SameHost says whether t and u are reached by the same ssh login.
+func (t Target) SameHost(u Target) bool {
 	return t.SSHDest() == u.SSHDest() && t.Port == u.Port
 }
 
