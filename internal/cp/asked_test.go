@@ -1,6 +1,8 @@
 package cp
 
 import (
+	"archive/tar"
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -10,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 )
 
 func TestAskedName(t *testing.T) {
@@ -245,8 +248,8 @@ func TestPrepareUnknownName(t *testing.T) {
 		case tc.wantTop == "":
 		case err != nil:
 			t.Errorf("%s (resume %v): %v", tc.dst, tc.resume, err)
-		case s.(*tarSink).top != tc.wantTop || s.(*tarSink).dir != dir:
-			t.Errorf("%s (resume %v): into %s as %q, want %s as %q", tc.dst, tc.resume, s.(*tarSink).dir, s.(*tarSink).top, dir, tc.wantTop)
+		case s.(*tree.TarSink).LocalName(".ssh") != tc.wantTop || s.(*tree.TarSink).Dir() != dir:
+			t.Errorf("%s (resume %v): into %s as %q, want %s as %q", tc.dst, tc.resume, s.(*tree.TarSink).Dir(), s.(*tree.TarSink).LocalName(".ssh"), dir, tc.wantTop)
 		}
 		if s != nil {
 			s.Abort(0)
@@ -264,10 +267,15 @@ func TestPrepareWithoutR(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ts := s.(*tarSink); ts.files == recursive {
-			t.Errorf("with -r %v: files only %v", recursive, ts.files)
+		var b bytes.Buffer
+		tw := tar.NewWriter(&b)
+		tw.WriteHeader(&tar.Header{Name: "a/", Typeflag: tar.TypeDir, Mode: 0o755})
+		tw.Close()
+		s.Writer().Write(b.Bytes()) // refused or not, Finish says
+		var u *proto.Unasked
+		if err := s.Finish(); errors.As(err, &u) == recursive {
+			t.Errorf("with -r %v: a directory: %v", recursive, err)
 		}
-		s.Abort(0)
 	}
 }
 

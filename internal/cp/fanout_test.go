@@ -14,6 +14,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 func TestLineMarker(t *testing.T) {
@@ -43,7 +44,7 @@ func TestFinishAll(t *testing.T) {
 	}{
 		{"all", []error{nil, nil, nil}, command.ExitOK, `"ok": true`},
 		{"some", []error{nil, failed, nil}, command.ExitPartial, `"exit_code": 8`},
-		{"none", []error{setupf("no ssh"), failed}, command.ExitSetup, `"exit_code": 3`},
+		{"none", []error{conn.Errorf(conn.KindSetup, "", "no ssh"), failed}, command.ExitSetup, `"exit_code": 3`},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -52,7 +53,7 @@ func Fetch(ctx context.Context, srcs []remote.Target, dst string, o Options) err
 		return claimOf(t.Host, err)
 	}
 	o.noteSingle(st.Contents.Mode)
-	if ts, ok := s.(*tarSink); ok && o.Incr.on {
+	if ts, ok := s.(*tree.TarSink); ok && o.Incr.on {
 		if err := o.fetchListing(ctx, r, ts, t.Host); err != nil || o.Incr.dryRun {
 			s.Abort(0)
 			return claimOf(t.Host, err)
@@ -72,8 +73,8 @@ func Fetch(ctx context.Context, srcs []remote.Target, dst string, o Options) err
 	if err != nil {
 		return claimOf(t.Host, err)
 	}
-	if ts, ok := s.(*tarSink); ok && ts.resumed != nil {
-		skipped = ts.resumed.kept
+	if ts, ok := s.(*tree.TarSink); ok && ts.Kept() >= 0 {
+		skipped = ts.Kept()
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
@@ -133,7 +134,7 @@ func (o Options) fetchListener(ctx context.Context, t remote.Target) (conn.Liste
 // prepare checks the remote side's plan c against what a asked for (see
 // asked.check) and prepares dst for it; a source whose name only the
 // remote side knows becomes dst itself.
-func prepare(a asked, c proto.Contents, dst string, o Options) (sink, error) {
+func prepare(a asked, c proto.Contents, dst string, o Options) (tree.Sink, error) {
 	newName := len(a.srcs) == 1 && isNewName(dst, o.Resume)
 	names, err := a.check(c, newName)
 	if err != nil {
@@ -142,21 +143,21 @@ func prepare(a asked, c proto.Contents, dst string, o Options) (sink, error) {
 	c.Names, c.Files = names, c.Mode == proto.ModeTar && !a.recursive
 	req := proto.Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
 	if c.Mode != proto.ModeTar || askedName(a.srcs[0]) != "" {
-		return newSink(req)
+		return tree.NewSink(req)
 	}
-	d := expandHome(dst)
-	if err := checkDir(filepath.Dir(d)); err != nil {
+	d := tree.ExpandHome(dst)
+	if err := tree.CheckDir(filepath.Dir(d)); err != nil {
 		return nil, err
 	}
-	return openTarSink(req, filepath.Dir(d), filepath.Base(d))
+	return tree.OpenTarSink(req, filepath.Dir(d), filepath.Base(d))
 }
 
 // isNewName says whether dst is a new name for a single source: nothing
 // is there, or, resuming, a directory that an interrupted copy to that
 // new name made (written as a plain name at its end, without a trailing
-// slash, see newTarSink).
+// slash, see tree.NewSink).
 func isNewName(dst string, resume bool) bool {
-	d := expandHome(dst)
+	d := tree.ExpandHome(dst)
 	fi, err := os.Stat(d)
 	plain := !strings.HasSuffix(dst, "/") && path.Base(dst) == filepath.Base(d) && proto.CheckName(filepath.Base(d)) == nil
 	return errors.Is(err, fs.ErrNotExist) || resume && plain && err == nil && fi.IsDir()
@@ -175,7 +176,7 @@ func claimOf(host string, err error) error {
 // and puts it in place (at dst) once the remote side, whose status lines
 // r reads, has confirmed that it sent what arrived. The remote side's
 // failure ends the wait for its stream.
-func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s sink, host, dst string) (pipe.Stats, error) {
+func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s tree.Sink, host, dst string) (pipe.Stats, error) {
 	rctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	last := make(chan proto.Status, 1)
@@ -210,12 +211,12 @@ func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s sin
 // remote side what s, the destination, holds, and returns how many bytes
 // of a single file are kept (-1 for a tree, whose count comes with its
 // extraction).
-func offerDownload(ctx context.Context, r *remote.Remote, s sink, key []byte, host string, stderr io.Writer) (int64, error) {
+func offerDownload(ctx context.Context, r *remote.Remote, s tree.Sink, key []byte, host string, stderr io.Writer) (int64, error) {
 	switch s := s.(type) {
-	case *fileSink:
+	case *tree.FileSink:
 		return resumeDownload(ctx, r, s, key, host, stderr)
-	case *tarSink:
-		list, err := s.offers(key)
+	case *tree.TarSink:
+		list, err := s.Offers(key)
 		if err != nil {
 			return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
 		}
@@ -233,13 +234,13 @@ func offerDownload(ctx context.Context, r *remote.Remote, s sink, key []byte, ho
 // resumeDownload offers the remote side what the partial file of s
 // holds, and starts s where the remote side says the stream starts. It
 // returns that place: how many bytes of the partial copy are kept.
-func resumeDownload(ctx context.Context, r *remote.Remote, s *fileSink, key []byte, host string, stderr io.Writer) (int64, error) {
-	o, err := s.offer(key)
+func resumeDownload(ctx context.Context, r *remote.Remote, s *tree.FileSink, key []byte, host string, stderr io.Writer) (int64, error) {
+	o, err := s.Offer(key)
 	if err != nil {
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
-	if s.stale {
-		fmt.Fprintf(stderr, "rdmacp: %s changed on %s since the partial copy (size or modification time): starting over\n", s.req.Name, host)
+	if s.Stale() {
+		fmt.Fprintf(stderr, "rdmacp: %s changed on %s since the partial copy (size or modification time): starting over\n", s.Name(), host)
 	}
 	// A failed write means ssh is gone; next says why.
 	_ = proto.WriteJSONLine(r.Stdin, o)
@@ -252,7 +253,7 @@ func resumeDownload(ctx context.Context, r *remote.Remote, s *fileSink, key []by
 	case st.Kind != "from":
 		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.Kind)
 	}
-	if err := s.start(st.N, o); err != nil {
+	if err := s.Start(st.N, o); err != nil {
 		return 0, conn.Errorf(conn.KindIntegrity, "resume", "%v", err)
 	}
 	return st.N, nil

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -42,7 +43,7 @@ func TestWalkFilter(t *testing.T) {
 		t.Fatalf("planned %d sources (%v), want t alone, and no failure", len(p.srcs), p.leftErr())
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, p.srcs, io.Discard, nil, meta.Flags{}, nil); err != nil {
+	if err := tree.WriteTar(&ar, p.sources(), io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := tarNames(t, &ar)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 )
 
 // A download's source whose last element has a wildcard (h0:dir/*.txt) is
@@ -49,7 +50,7 @@ func takes(pattern, name string) bool {
 // each path's source.
 func expand(srcs []string) (paths []string, from []int, err error) {
 	for i, src := range srcs {
-		p := expandHome(src)
+		p := tree.ExpandHome(src)
 		if !isPattern(src) {
 			paths, from = append(paths, p), append(from, i)
 			continue

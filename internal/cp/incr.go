@@ -5,7 +5,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -17,6 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
@@ -149,33 +149,23 @@ func (b *background) wait() (*quick.Listing, error) {
 func sourceTops(p plan) ([]entryTop, error) {
 	var tops []entryTop
 	for _, s := range p.srcs {
-		root, err := filepath.EvalSymlinks(s.path)
+		root, err := filepath.EvalSymlinks(s.Path)
 		if err != nil {
 			return nil, err
 		}
-		tops = append(tops, entryTop{root, s.name, s.rules.Match})
+		tops = append(tops, entryTop{root, s.Name, s.Rules.Match})
 	}
 	return tops, nil
 }
 
 // destTops are where the destination of s has the archive's top-level
 // entries, and their names in the archive.
-func (s *tarSink) destTops() []entryTop {
+func destTops(s *tree.TarSink) []entryTop {
 	var tops []entryTop
-	for _, n := range s.names {
-		tops = append(tops, entryTop{path: filepath.Join(s.dir, s.localName(n)), name: n})
+	for _, n := range s.Names() {
+		tops = append(tops, entryTop{path: filepath.Join(s.Dir(), s.LocalName(n)), name: n})
 	}
 	return tops
-}
-
-// localName is where the entry name of the archive is under the
-// destination directory: its first element is the new name, if any.
-func (s *tarSink) localName(name string) string {
-	if s.top == "" {
-		return name
-	}
-	_, rest, _ := strings.Cut(name, "/")
-	return path.Join(s.top, rest)
 }
 
 // linesBuf is the buffer of a listing's or decisions' lines: written one
@@ -323,7 +313,7 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan, srcs
 		_ = writeDecisions(r.Stdin, plan.Delete, nil)
 	}
 	for i := range p.srcs {
-		p.srcs[i].skip = plan.Skip
+		p.srcs[i].Skip = plan.Skip
 	}
 	return r.Next(ctx, portWait)
 }
@@ -331,12 +321,12 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan, srcs
 // listDest is an upload's listing on the remote side: it lists what s,
 // the destination, has of the archive (with hashes if req asks), and,
 // unless a dry run, removes what the local side's answer on br says.
-func listDest(s *tarSink, req proto.Request, br *bufio.Reader, stdout, stderr io.Writer) error {
-	have, err := writeTrees(s.destTops(), req.Checksum, stdout, "list the destination")
+func listDest(s *tree.TarSink, req proto.Request, br *bufio.Reader, stdout, stderr io.Writer) error {
+	have, err := writeTrees(destTops(s), req.Checksum, stdout, "list the destination")
 	if err != nil || req.DryRun {
 		return err
 	}
-	root, err := quick.OpenRoot(s.dir)
+	root, err := quick.OpenRoot(s.Dir())
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "delete", "%v", err)
 	}
@@ -345,7 +335,7 @@ func listDest(s *tarSink, req proto.Request, br *bufio.Reader, stdout, stderr io
 		if what != "delete" {
 			return fmt.Errorf("a file not to send, in an upload")
 		}
-		if err := root.Remove(s.localName(name)); err != nil {
+		if err := root.Remove(s.LocalName(name)); err != nil {
 			fmt.Fprintf(stderr, "rdmacp: %v\n", err)
 		}
 		return nil
@@ -415,7 +405,7 @@ func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer)
 	}
 	skip := map[string]bool{}
 	for i := range p.srcs {
-		p.srcs[i].skip = skip
+		p.srcs[i].Skip = skip
 	}
 	return readDecisions(br, have, func(what, name string) error {
 		if what != "skip" {
@@ -432,8 +422,8 @@ func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer)
 // compares it with dsts, the listing of what s, the destination, has of
 // them, removes what --delete says from s (never through a link) and
 // tells the remote side what not to send.
-func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tarSink, dsts *background, st proto.Status, host string) error {
-	src, err := readListing(ctx, r, st, s.names, host)
+func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tree.TarSink, dsts *background, st proto.Status, host string) error {
+	src, err := readListing(ctx, r, st, s.Names(), host)
 	if err != nil {
 		return err
 	}
@@ -446,13 +436,13 @@ func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tarSink,
 		return nil
 	}
 	if len(plan.Delete) > 0 {
-		root, err := quick.OpenRoot(s.dir)
+		root, err := quick.OpenRoot(s.Dir())
 		if err != nil {
 			return conn.Errorf(conn.KindSetup, "delete", "%v", err)
 		}
 		defer root.Close()
 		for _, n := range plan.Delete {
-			if err := root.Remove(s.localName(n)); err != nil {
+			if err := root.Remove(s.LocalName(n)); err != nil {
 				fmt.Fprintf(o.Stderr, "rdmacp: %v\n", err)
 			}
 		}
@@ -465,8 +455,8 @@ func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tarSink,
 // fetchListing is a download's comparison (see listDownload) on the
 // local side, after the plan, with the destination listed meanwhile; a
 // dry run ends with the remote side's "ok 0".
-func (o Options) fetchListing(ctx context.Context, r *remote.Remote, s *tarSink, host string) error {
-	dsts := listBeside(s.destTops(), o.Incr.rules.Checksum)
+func (o Options) fetchListing(ctx context.Context, r *remote.Remote, s *tree.TarSink, host string) error {
+	dsts := listBeside(destTops(s), o.Incr.rules.Checksum)
 	defer dsts.wait()
 	st, err := r.Next(ctx, proto.OfferWait)
 	if err != nil {

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -95,7 +96,7 @@ func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.F
 		case in != nil:
 			skipped, err = resumeUpload(r, in, st.Offer, key)
 		case p.rs != nil:
-			err = p.rs.add(st.Offer)
+			err = p.rs.Add(st.Offer)
 		default:
 			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
 		}
@@ -160,7 +161,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
 	}
 	if o.Resume && p.mode == proto.ModeTar {
-		p.rs = newResumption(p, key)
+		p.rs = tree.NewResumption(p.sources(), key)
 	}
 	st, skipped, err := takeOffers(ctx, r, st, in, &p, key, t.Host)
 	if err != nil {
@@ -186,7 +187,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 		return err
 	}
 	if p.rs != nil {
-		skipped = p.rs.kept
+		skipped = p.rs.Kept()
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
@@ -389,10 +390,10 @@ func (e *dialError) Unwrap() error { return e.err }
 func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
-	p.tally.restart()
+	p.tally.Restart()
 	go func() {
 		defer close(done)
-		pw.CloseWithError(writeTar(pw, p.srcs, o.Stderr, p.rs, o.Keep, p.tally))
+		pw.CloseWithError(tree.WriteTar(pw, p.sources(), o.Stderr, p.rs, o.Keep, p.tally))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))
@@ -460,4 +461,14 @@ func protection(name string) string {
 		return "encrypted (AES-256-GCM)"
 	}
 	return "not encrypted (authenticated with " + name + ")"
+}
+
+// noteSingle notes, once, that a copy whose contents are of mode, one
+// file that travels as is, keeps none of the xattrs, ACLs or owners that
+// o asks for.
+func (o Options) noteSingle(mode string) {
+	k := o.Keep
+	if mode != proto.ModeTar && (k.Xattrs || k.ACLs || k.Owner || k.Group) {
+		fmt.Fprintf(o.Stderr, "rdmacp: one file travels as is, without its xattrs, ACLs, owner or group: copy its directory with -r to keep them\n")
+	}
 }

@@ -16,6 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -75,23 +76,23 @@ func serveReceive(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer
 	if err != nil {
 		return 0, err
 	}
-	s, err := newSink(req)
+	s, err := tree.NewSink(req)
 	if err != nil {
 		return 0, err
 	}
-	if fs, ok := s.(*fileSink); ok && req.Resume {
+	if fs, ok := s.(*tree.FileSink); ok && req.Resume {
 		if err := offerPartial(fs, req.KeyBytes(), br, stdout, stderr); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
 	}
-	if ts, ok := s.(*tarSink); ok && req.Resume {
+	if ts, ok := s.(*tree.TarSink); ok && req.Resume {
 		if err := offerTree(ts, req.KeyBytes(), stdout); err != nil {
 			s.Abort(0)
 			return 0, err
 		}
 	}
-	if ts, ok := s.(*tarSink); ok && req.List {
+	if ts, ok := s.(*tree.TarSink); ok && req.List {
 		if err := listDest(ts, req, br, stdout, stderr); err != nil || req.DryRun {
 			s.Abort(0)
 			return 0, err
@@ -173,13 +174,13 @@ func readForward(br *bufio.Reader) (proto.ForwardLine, error) {
 // offerPartial is an upload's resume on the remote side: it offers what
 // the partial file of s holds ("have" on stdout) and starts s where the
 // local side answers on br that the stream starts.
-func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.Writer) error {
-	o, err := s.offer(key)
+func offerPartial(s *tree.FileSink, key []byte, br *bufio.Reader, stdout, stderr io.Writer) error {
+	o, err := s.Offer(key)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
-	if s.stale {
-		fmt.Fprintf(stderr, "rdmacp: %s changed since the partial copy (size or modification time): starting over\n", s.final)
+	if s.Stale() {
+		fmt.Fprintf(stderr, "rdmacp: %s changed since the partial copy (size or modification time): starting over\n", s.Final())
 	}
 	if err := proto.WriteHave(stdout, o); err != nil {
 		return conn.Errorf(conn.KindAborted, "resume", "%v", err)
@@ -188,7 +189,7 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 	if err := lineWithin(br, proto.OfferWait, &from); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
-	if err := s.start(from.From, o); err != nil {
+	if err := s.Start(from.From, o); err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
 	return nil
@@ -196,8 +197,8 @@ func offerPartial(s *fileSink, key []byte, br *bufio.Reader, stdout, stderr io.W
 
 // offerTree is a tree upload's resume on the remote side: it offers what
 // the destination holds of the archive's files ("have" lines on stdout).
-func offerTree(s *tarSink, key []byte, stdout io.Writer) error {
-	list, err := s.offers(key)
+func offerTree(s *tree.TarSink, key []byte, stdout io.Writer) error {
+	list, err := s.Offers(key)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	}
@@ -239,14 +240,14 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 		}
 	}
 	if p.mode == proto.ModeTar && req.Resume {
-		p.rs = newResumption(p, req.KeyBytes())
+		p.rs = tree.NewResumption(p.sources(), req.KeyBytes())
 		if err := readOffers(br, p.rs); err != nil {
 			return 0, err
 		}
 	}
 	keep, _ := meta.Parse(req.Keep) // validated
 	if req.Progress && p.mode == proto.ModeTar {
-		files, bytes := countTree(p.srcs, keep)
+		files, bytes := tree.CountTree(p.sources(), keep)
 		if err := proto.WriteTotal(stdout, files, bytes); err != nil {
 			return 0, conn.Errorf(conn.KindAborted, "report the totals", "%v", err)
 		}
@@ -261,7 +262,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	st, err := stream(ctx, addr, p, in, o, cfg, nil)
 	if req.ConnectLater {
 		if p.rs != nil {
-			skipped = p.rs.kept
+			skipped = p.rs.Kept()
 		}
 		err = betweenResult(ctx, st, err, addr, o, skipped)
 	}
@@ -385,7 +386,7 @@ func resumeSource(in *os.File, key []byte, br *bufio.Reader, stdout io.Writer) (
 
 // readOffers reads a tree download's offers from br, up to the one that
 // marks their end, into rs.
-func readOffers(br *bufio.Reader, rs *resumption) error {
+func readOffers(br *bufio.Reader, rs *tree.Resumption) error {
 	for {
 		var o proto.Offer
 		if err := lineWithin(br, proto.OfferWait, &o); err != nil {
@@ -394,7 +395,7 @@ func readOffers(br *bufio.Reader, rs *resumption) error {
 		if o.End {
 			return nil
 		}
-		if err := rs.add(o); err != nil {
+		if err := rs.Add(o); err != nil {
 			return conn.Errorf(conn.KindSetup, "resume", "%v", err)
 		}
 	}
@@ -435,7 +436,7 @@ func untilEOF(ctx context.Context, br *bufio.Reader) (context.Context, context.C
 // one sender that proves the key and writes its stream into s, which it
 // puts in place (at dest) when the stream has arrived whole and confirm
 // (if not nil) accepts it, and aborts otherwise.
-func receive(ctx context.Context, srv server.Server, s sink, confirm func(pipe.Stats) error, dest string) (pipe.Stats, error) {
+func receive(ctx context.Context, srv server.Server, s tree.Sink, confirm func(pipe.Stats) error, dest string) (pipe.Stats, error) {
 	srv.Out, srv.Prog, srv.Wait = s.Writer(), "rdmacp", senderWait
 	st, err := srv.Serve(ctx)
 	if err == nil && confirm != nil {
@@ -481,27 +482,4 @@ func within(wait time.Duration, read func() error) error {
 	case <-time.After(wait):
 		return fmt.Errorf("nothing within %v", wait)
 	}
-}
-
-// newSink prepares the destination of req.
-func newSink(req proto.Request) (sink, error) {
-	if req.Mode == proto.ModeSparse {
-		s, err := newSparseSink(req)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	if req.Mode == proto.ModeFile {
-		s, err := newFileSink(req)
-		if err != nil {
-			return nil, err
-		}
-		return s, nil
-	}
-	s, err := newTarSink(req)
-	if err != nil {
-		return nil, err
-	}
-	return s, nil
 }

@@ -10,18 +10,16 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// source is one SRC argument.
+// source is one SRC argument: what of it goes into the archive, its
+// place among the paths planCopy was given, and what stat said of it.
 type source struct {
-	arg  int             // its place among the paths planCopy was given
-	path string          // as given
-	name string          // its name at the destination (base name)
-	info os.FileInfo     // of what path leads to (links on the command line are followed)
-	skip map[string]bool // names in the archive of its files and links not to send (see incr.go)
-	// rules say what of the tree under it the walk leaves out; nil: nothing.
-	rules *filter.Rules
+	tree.Source
+	arg  int         // its place among the paths planCopy was given
+	info os.FileInfo // of what path leads to (links on the command line are followed)
 }
 
 // plan is what a copy streams.
@@ -32,9 +30,9 @@ type plan struct {
 	// them (a pattern's matches): the copy is an archive, even of one,
 	// and DST a directory.
 	several bool
-	left    []error     // why each source that several left out was left out
-	rs      *resumption // in tar mode, what the receiving side has of it, when resuming
-	tally   *tally      // in tar mode, counts the archive for the progress line; nil: no line
+	left    []error          // why each source that several left out was left out
+	rs      *tree.Resumption // in tar mode, what the receiving side has of it, when resuming
+	tally   *tree.Tally      // in tar mode, counts the archive for the progress line; nil: no line
 }
 
 // planCopy checks the sources: one regular file is streamed as is (or, if
@@ -53,10 +51,10 @@ func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (pla
 		case err != nil:
 			p.left = append(p.left, err)
 			continue
-		case rules.Match(s.name, s.info.IsDir()):
+		case rules.Match(s.Name, s.info.IsDir()):
 			continue
 		}
-		s.arg, s.rules = i, rules
+		s.arg, s.Rules = i, rules
 		p.srcs = append(p.srcs, s)
 	}
 	if len(p.srcs) == 0 && len(p.left) == 0 {
@@ -67,7 +65,7 @@ func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (pla
 	}
 	p.mode = proto.ModeTar
 	if !p.several && p.srcs[0].info.Mode().IsRegular() {
-		p.mode = singleMode(p.srcs[0].path)
+		p.mode = tree.SingleMode(p.srcs[0].Path)
 	}
 	return p, nil
 }
@@ -88,7 +86,7 @@ func planSource(path string, recursive bool) (source, error) {
 	if err != nil {
 		return source{}, err
 	}
-	return source{path: path, name: name, info: fi}, nil
+	return source{Source: tree.Source{Path: path, Name: name}, info: fi}, nil
 }
 
 // leftOut is the failure of a copy of several sources some of which were
@@ -118,7 +116,7 @@ func openSources(paths []string, recursive, several bool, rules *filter.Rules) (
 	if err != nil || p.mode != proto.ModeFile {
 		return p, nil, err
 	}
-	f, err := os.Open(p.srcs[0].path)
+	f, err := os.Open(p.srcs[0].Path)
 	if err != nil {
 		return p, nil, conn.Errorf(conn.KindSetup, "", "%v", err)
 	}
@@ -132,12 +130,12 @@ func (p plan) contents(preserve bool) proto.Contents {
 	if p.mode == proto.ModeTar {
 		c := proto.Contents{Mode: proto.ModeTar, Single: !p.several}
 		for _, s := range p.srcs {
-			c.Names = append(c.Names, s.name)
+			c.Names = append(c.Names, s.Name)
 		}
 		return c
 	}
 	fi := p.srcs[0].info
-	c := proto.Contents{Mode: p.mode, Name: p.srcs[0].name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
+	c := proto.Contents{Mode: p.mode, Name: p.srcs[0].Name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()
@@ -159,6 +157,15 @@ func destName(path string) (string, error) {
 	return name, nil
 }
 
+// sources are what of p's sources goes into its archive.
+func (p plan) sources() []tree.Source {
+	srcs := make([]tree.Source, len(p.srcs))
+	for i, s := range p.srcs {
+		srcs[i] = s.Source
+	}
+	return srcs
+}
+
 // leftErr returns the failure of a copy of p for the sources it left
 // out, nil if none.
 func (p plan) leftErr() error {
@@ -171,7 +178,7 @@ func (p plan) leftErr() error {
 // describe names the sources for messages.
 func (p plan) describe() string {
 	if len(p.srcs) == 1 {
-		return p.srcs[0].path
+		return p.srcs[0].Path
 	}
 	return fmt.Sprintf("%d sources", len(p.srcs))
 }

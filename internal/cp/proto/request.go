@@ -43,7 +43,7 @@ const (
 // Modes of a copy.
 const (
 	ModeFile   = "file"   // one regular file, streamed as is
-	ModeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see sparse.go)
+	ModeSparse = "sparse" // one regular file with holes, as in file mode but streamed as a tar archive of one sparse entry (see internal/cp/tree/sparse.go)
 	ModeTar    = "tar"    // files and directories, streamed as a tar archive
 )
 

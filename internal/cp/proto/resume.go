@@ -15,15 +15,16 @@ import (
 )
 
 // Resuming a copy. A copy that fails keeps what it wrote of a file under
-// its partial name (see partialName): the receiving side then offers block
-// hashes of that partial file (or, in a tree, of a file already in place)
-// under a key derived from the copy's one-time key, and the sending side,
-// which compares them with its own blocks, decides where that file's data
-// starts: after the longest run of leading blocks that match. A file that
-// is no prefix of the source costs one pass of hashing and is copied over
-// whole; one that a receiver claims without holding it cannot pass the
-// comparison. A single file's start travels on the ssh channel ("from");
-// in an archive each resumed entry carries its own (resumeRecord).
+// its partial name (see internal/cp/tree/filesink.go): the receiving side
+// then offers block hashes of that partial file (or, in a tree, of a file
+// already in place) under a key derived from the copy's one-time key, and
+// the sending side, which compares them with its own blocks, decides where
+// that file's data starts: after the longest run of leading blocks that
+// match. A file that is no prefix of the source costs one pass of hashing
+// and is copied over whole; one that a receiver claims without holding it
+// cannot pass the comparison. A single file's start travels on the ssh
+// channel ("from"); in an archive each resumed entry carries its own (see
+// internal/cp/tree/tarsend.go).
 
 // Bounds of offers.
 const (

@@ -82,7 +82,7 @@ const (
 )
 
 // WriteTotal reports the totals of an archive: its entries and their
-// files' bytes (see countTree).
+// files' bytes (see tree.CountTree).
 func WriteTotal(w io.Writer, files, bytes int64) error {
 	_, err := fmt.Fprintf(w, "%stotal %d %d\n", StatusPrefix, files, bytes)
 	return err

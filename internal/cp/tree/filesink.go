@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"crypto/rand"
@@ -20,17 +20,17 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// sink is where a receiving side writes the stream: Writer is the output
+// Sink is where a receiving side writes the stream: Writer is the output
 // for pipe.Receive; Finish puts the result in place once the stream has
 // arrived whole, Abort ends a failed one, after written bytes of it were
 // written.
-type sink interface {
+type Sink interface {
 	Writer() io.Writer
 	Finish() error
 	Abort(written int64)
 }
 
-// fileSink receives one regular file. It writes to a partial file next to
+// FileSink receives one regular file. It writes to a partial file next to
 // the destination (see partialName) and renames it into place only when
 // the stream has arrived whole, so a failed copy never leaves a partial
 // file under the destination's name, and nothing is written through what
@@ -38,7 +38,7 @@ type sink interface {
 // not what it points to); a directory, device or other special file is
 // refused and stays. A failed copy keeps its partial file, cut to what
 // was written in order (an exact prefix), for a copy that resumes it.
-type fileSink struct {
+type FileSink struct {
 	f       *os.File
 	partial string
 	final   string
@@ -52,8 +52,8 @@ type fileSink struct {
 // newFileSink opens the output for a file-mode request: the partial file
 // of this version of the source, locked against other copies. Unless
 // req.Resume, it starts empty, and the stream starts at once.
-func newFileSink(req proto.Request) (*fileSink, error) {
-	dst := expandHome(req.Dest)
+func newFileSink(req proto.Request) (*FileSink, error) {
+	dst := ExpandHome(req.Dest)
 	// DST naming a directory, through a link or not, means the source's
 	// name in it.
 	fi, err := os.Stat(dst)
@@ -67,16 +67,16 @@ func newFileSink(req proto.Request) (*fileSink, error) {
 	if err := replaceable(dst, fi, err); err != nil {
 		return nil, setupf("destination %v", err)
 	}
-	if err := checkDir(filepath.Dir(dst)); err != nil {
+	if err := CheckDir(filepath.Dir(dst)); err != nil {
 		return nil, err
 	}
-	s := &fileSink{partial: partialName(dst, req.Contents), final: dst, req: req, umask: umask()}
+	s := &FileSink{partial: partialName(dst, req.Contents), final: dst, req: req, umask: umask()}
 	s.stale = removeStale(dst, s.partial)
 	if s.f, err = openPartial(s.partial, fs.FileMode(req.Perm)&fs.ModePerm); err != nil {
 		return nil, err
 	}
 	if !req.Resume {
-		if err := s.start(0, proto.Offer{Block: proto.MinBlock}); err != nil {
+		if err := s.Start(0, proto.Offer{Block: proto.MinBlock}); err != nil {
 			s.f.Close()
 			return nil, setupf("%v", err)
 		}
@@ -84,8 +84,18 @@ func newFileSink(req proto.Request) (*fileSink, error) {
 	return s, nil
 }
 
-// offer hashes what the partial file holds (see proto.MakeOffer).
-func (s *fileSink) offer(key []byte) (proto.Offer, error) {
+// Stale says whether a partial copy of another version of the source was
+// removed.
+func (s *FileSink) Stale() bool { return s.stale }
+
+// Final is where the file goes once it has arrived whole.
+func (s *FileSink) Final() string { return s.final }
+
+// Name is the source's name, as its plan gives it.
+func (s *FileSink) Name() string { return s.req.Name }
+
+// Offer hashes what the partial file holds (see proto.MakeOffer).
+func (s *FileSink) Offer(key []byte) (proto.Offer, error) {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return proto.Offer{}, err
@@ -93,9 +103,9 @@ func (s *fileSink) offer(key []byte) (proto.Offer, error) {
 	return proto.MakeOffer(s.f, fi.Size(), key, "", proto.MaxHashes)
 }
 
-// start settles where the stream starts: at, which the sending side chose
+// Start settles where the stream starts: at, which the sending side chose
 // after the offer o. The partial file is cut there.
-func (s *fileSink) start(at int64, o proto.Offer) error {
+func (s *FileSink) Start(at int64, o proto.Offer) error {
 	fi, err := s.f.Stat()
 	if err != nil {
 		return err
@@ -115,12 +125,12 @@ func (s *fileSink) start(at int64, o proto.Offer) error {
 
 // Writer returns the file itself, so that pipe.Receive can see it is a
 // regular file.
-func (s *fileSink) Writer() io.Writer { return s.f }
+func (s *FileSink) Writer() io.Writer { return s.f }
 
 // Finish sets the file's mode (exactly with Preserve, else less the umask)
 // and, with Preserve, its times, closes it and renames it into place. A
 // resumed copy must have the size the source had.
-func (s *fileSink) Finish() error {
+func (s *FileSink) Finish() error {
 	mode := fileMode(s.req.Perm)
 	if !s.req.Preserve {
 		mode = fs.FileMode(s.req.Perm) & fs.ModePerm &^ s.umask
@@ -154,7 +164,7 @@ func (s *fileSink) Finish() error {
 // Abort cuts the partial file after the written bytes of the stream and
 // closes it; an empty one is removed. Before the stream's start is
 // settled, what the partial file holds is kept as it is.
-func (s *fileSink) Abort(written int64) {
+func (s *FileSink) Abort(written int64) {
 	if s.started {
 		s.f.Truncate(s.base + written)
 	}
@@ -270,8 +280,8 @@ func fileMode(perm uint32) fs.FileMode {
 	return m
 }
 
-// checkDir fails with a setup error unless dir is an existing directory.
-func checkDir(dir string) error {
+// CheckDir fails with a setup error unless dir is an existing directory.
+func CheckDir(dir string) error {
 	fi, err := os.Stat(dir)
 	if err != nil {
 		if errors.Is(err, fs.ErrNotExist) {
@@ -285,10 +295,10 @@ func checkDir(dir string) error {
 	return nil
 }
 
-// expandHome turns a leading "~/" (or a lone "~") into the home directory;
+// ExpandHome turns a leading "~/" (or a lone "~") into the home directory;
 // other relative paths are relative to the working directory, which ssh
 // makes the home directory.
-func expandHome(p string) string {
+func ExpandHome(p string) string {
 	if p != "~" && !strings.HasPrefix(p, "~/") {
 		return filepath.Clean(p)
 	}
@@ -301,4 +311,27 @@ func expandHome(p string) string {
 // setupf returns an error of kind conn.KindSetup (exit code 3).
 func setupf(format string, args ...any) error {
 	return conn.Errorf(conn.KindSetup, "", format, args...)
+}
+
+// NewSink prepares the destination of req.
+func NewSink(req proto.Request) (Sink, error) {
+	if req.Mode == proto.ModeSparse {
+		s, err := newSparseSink(req)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	if req.Mode == proto.ModeFile {
+		s, err := newFileSink(req)
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
+	}
+	s, err := newTarSink(req)
+	if err != nil {
+		return nil, err
+	}
+	return s, nil
 }

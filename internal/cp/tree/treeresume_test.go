@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -75,7 +75,7 @@ func TestTreeResume(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			list, err := s.offers(key)
+			list, err := s.Offers(key)
 			if err != nil || len(list) != 2 || list[0].Name != "top/a" || list[0].Size != 1500 || list[1].Name != "top/b" || list[1].Size != 3000 {
 				t.Fatalf("offers %+v, %v; want top/a's partial copy and top/b", list, err)
 			}
@@ -103,7 +103,7 @@ func TestTreeResume(t *testing.T) {
 // TestResumptionAdd: a tree's sending side takes an offer only for a file
 // under the archive's top-level names, once, with few enough hashes.
 func TestResumptionAdd(t *testing.T) {
-	rs := newResumption(plan{srcs: []source{{name: "top"}}}, bytes.Repeat([]byte{7}, proto.KeyLen))
+	rs := NewResumption([]Source{{Name: "top"}}, bytes.Repeat([]byte{7}, proto.KeyLen))
 	one := []string{strings.Repeat("ab", 16)}
 	cases := []struct {
 		o    proto.Offer
@@ -118,7 +118,7 @@ func TestResumptionAdd(t *testing.T) {
 		{proto.Offer{Name: "top/c", Block: 1 << 47, Size: 1 << 47, Hashes: one}, ""},
 	}
 	for _, tc := range cases {
-		err := rs.add(tc.o)
+		err := rs.Add(tc.o)
 		if tc.fail == "" && err != nil || tc.fail != "" && (err == nil || !strings.Contains(err.Error(), tc.fail)) {
 			t.Errorf("%s: got %v, want %q", tc.o.Name, err, tc.fail)
 		}

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -102,7 +102,7 @@ func TestDataSegments(t *testing.T) {
 			if dataLen(tc.want) < tc.size {
 				wantMode = proto.ModeSparse
 			}
-			if m := singleMode(name); m != wantMode {
+			if m := SingleMode(name); m != wantMode {
 				t.Fatalf("singleMode %q, want %q", m, wantMode)
 			}
 		})
@@ -133,7 +133,7 @@ func TestCoarsen(t *testing.T) {
 	}
 }
 
-// TestSparseRoundTrip archives sparse files with writeTar and extracts
+// TestSparseRoundTrip archives sparse files with WriteTar and extracts
 // them: same bytes, holes still holes, and the archive holds only the
 // data (and the maps).
 func TestSparseRoundTrip(t *testing.T) {
@@ -148,7 +148,7 @@ func TestSparseRoundTrip(t *testing.T) {
 	}
 	sparseFile(t, filepath.Join(src, "big"), 16<<30, []fragment{{8 << 30, []byte("middle")}})
 	var b bytes.Buffer
-	if err := writeTar(&b, []source{{path: src, name: "tree"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
+	if err := WriteTar(&b, []Source{{Path: src, Name: "tree"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if max := stored + 4096 + 64<<10; int64(b.Len()) > max {
@@ -275,7 +275,7 @@ func TestExtractOne(t *testing.T) {
 	src := filepath.Join(t.TempDir(), "f")
 	sparseFile(t, src, 4<<20, []fragment{{1 << 20, data(9, 5000)}})
 	var one bytes.Buffer
-	if err := writeTar(&one, []source{{path: src, name: "f"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
+	if err := WriteTar(&one, []Source{{Path: src, Name: "f"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	cases := []struct {

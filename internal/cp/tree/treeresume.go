@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -30,11 +30,11 @@ type resumed struct {
 	kept    int64
 }
 
-// offers lists what the destination holds of the archive's regular files,
+// Offers lists what the destination holds of the archive's regular files,
 // named as in the archive, at most proto.MaxOffers; it keeps the list for the
 // extraction, which resumes only those. It walks only the archive's
 // top-level names as asked for, and never through a link in their place.
-func (s *tarSink) offers(key []byte) ([]proto.Offer, error) {
+func (s *TarSink) Offers(key []byte) ([]proto.Offer, error) {
 	found := map[string]string{} // name in the archive -> path under root
 	for _, top := range s.names {
 		local := top
@@ -81,7 +81,7 @@ func (s *tarSink) offers(key []byte) ([]proto.Offer, error) {
 }
 
 // offerFile hashes the file at p (under the root) for an offer named name.
-func (s *tarSink) offerFile(p, name string, key []byte) (proto.Offer, error) {
+func (s *TarSink) offerFile(p, name string, key []byte) (proto.Offer, error) {
 	f, err := s.root.OpenFile(filepath.FromSlash(p), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 	if err != nil {
 		return proto.Offer{}, fmt.Errorf("look for partial copies: %w", err)

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"bytes"
@@ -38,11 +38,11 @@ func TestPartialFile(t *testing.T) {
 	}
 	o := proto.Offer{Block: proto.MinBlock, Size: 6}
 	for _, at := range []int64{7, 4, -1} {
-		if err := s.start(at, o); err == nil {
+		if err := s.Start(at, o); err == nil {
 			t.Fatalf("started at %d of a 6-byte offer", at)
 		}
 	}
-	if err := s.start(6, o); err != nil {
+	if err := s.Start(6, o); err != nil {
 		t.Fatal(err)
 	}
 	s.Writer().Write([]byte("6789"))
@@ -61,7 +61,7 @@ func TestPartialFile(t *testing.T) {
 	if err != nil || !s.stale {
 		t.Fatalf("stale %v, %v; want the old partial file removed", s != nil && s.stale, err)
 	}
-	if o, _ := s.offer(bytes.Repeat([]byte{1}, proto.KeyLen)); len(o.Hashes) != 0 {
+	if o, _ := s.Offer(bytes.Repeat([]byte{1}, proto.KeyLen)); len(o.Hashes) != 0 {
 		t.Fatalf("offer %+v from a new partial file", o)
 	}
 	s.Abort(0)

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -50,14 +50,14 @@ func TestReadAheadOrder(t *testing.T) {
 	}
 	other := flatTree(t, 3*aheadBatch+5, 5) // several batches
 	var want []string
-	for _, s := range []source{{path: src, name: "tree"}, {path: other, name: "flat"}} {
-		filepath.WalkDir(s.path, func(p string, d fs.DirEntry, err error) error {
-			rel, _ := filepath.Rel(s.path, p)
-			want = append(want, filepath.Join(s.name, rel))
+	for _, s := range []Source{{Path: src, Name: "tree"}, {Path: other, Name: "flat"}} {
+		filepath.WalkDir(s.Path, func(p string, d fs.DirEntry, err error) error {
+			rel, _ := filepath.Rel(s.Path, p)
+			want = append(want, filepath.Join(s.Name, rel))
 			return err
 		})
 	}
-	r := newReadAhead([]source{{path: src, name: "tree"}, {path: other, name: "flat"}}, nil)
+	r := newReadAhead([]Source{{Path: src, Name: "tree"}, {Path: other, Name: "flat"}}, nil)
 	defer r.close()
 	var got []string
 	for e, ok := r.next(); ok; e, ok = r.next() {
@@ -86,7 +86,7 @@ func TestReadAheadOrder(t *testing.T) {
 // a file, and then only into buffers given back.
 func TestReadAheadBounded(t *testing.T) {
 	const size = 4096
-	r := newReadAhead([]source{{path: flatTree(t, 3*aheadBufs, size), name: "t"}}, nil)
+	r := newReadAhead([]Source{{Path: flatTree(t, 3*aheadBufs, size), Name: "t"}}, nil)
 	defer r.close()
 	testutil.WaitFor(t, time.Minute, "the read-ahead to fill its buffers", func() bool { return len(r.free) == 0 })
 	n := 0
@@ -106,15 +106,15 @@ func TestReadAheadBounded(t *testing.T) {
 }
 
 // TestReadAheadVanished checks that a file removed after its directory
-// was read, while the archiver is behind, fails writeTar as it would
+// was read, while the archiver is behind, fails WriteTar as it would
 // without read-ahead, with the entries before it in order (those still
-// in writeTar's buffer are not written: the stream fails).
+// in WriteTar's buffer are not written: the stream fails).
 func TestReadAheadVanished(t *testing.T) {
-	const n = 400 // an archive of more than tarBuf: writeTar blocks on the pipe
+	const n = 400 // an archive of more than tarBuf: WriteTar blocks on the pipe
 	src := flatTree(t, n, 4096)
 	pr, pw := io.Pipe()
 	done := make(chan error, 1)
-	go func() { done <- writeTar(pw, []source{{path: src, name: "t"}}, io.Discard, nil, meta.Flags{}, nil) }()
+	go func() { done <- WriteTar(pw, []Source{{Path: src, Name: "t"}}, io.Discard, nil, meta.Flags{}, nil) }()
 	first := make([]byte, 1)
 	if _, err := io.ReadFull(pr, first); err != nil {
 		t.Fatal(err)
@@ -179,12 +179,12 @@ func TestReadAheadOffered(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rs := &resumption{have: map[string]proto.Offer{}, names: []string{"t"}, key: key}
-	if err := rs.add(o); err != nil {
+	rs := &Resumption{have: map[string]proto.Offer{}, names: []string{"t"}, key: key}
+	if err := rs.Add(o); err != nil {
 		t.Fatal(err)
 	}
 	var ar bytes.Buffer
-	if err := writeTar(&ar, []source{{path: src, name: "t"}}, io.Discard, rs, meta.Flags{}, nil); err != nil {
+	if err := WriteTar(&ar, []Source{{Path: src, Name: "t"}}, io.Discard, rs, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	tr := tar.NewReader(&ar)

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -11,10 +11,10 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
-// singleMode is the mode of a copy of the one regular file at p:
+// SingleMode is the mode of a copy of the one regular file at p:
 // proto.ModeSparse if it has holes, else proto.ModeFile (also when it cannot be
 // opened or examined: the copy then says why).
-func singleMode(p string) string {
+func SingleMode(p string) string {
 	f, err := os.Open(p)
 	if err != nil {
 		return proto.ModeFile
@@ -32,10 +32,10 @@ func singleMode(p string) string {
 }
 
 // sparseSink receives one regular file with holes, which arrives as a tar
-// archive of one sparse entry: its data is written into a fileSink's file,
-// holes left as holes, and the fileSink puts it in place as in file mode.
+// archive of one sparse entry: its data is written into a FileSink's file,
+// holes left as holes, and the FileSink puts it in place as in file mode.
 type sparseSink struct {
-	*fileSink
+	*FileSink
 	*extraction
 }
 
@@ -47,27 +47,27 @@ func newSparseSink(req proto.Request) (*sparseSink, error) {
 		return nil, err
 	}
 	x := startExtraction(fs.final, func(ctx context.Context, r io.Reader) error { return extractOne(ctx, fs.f, r) })
-	return &sparseSink{fileSink: fs, extraction: x}, nil
+	return &sparseSink{FileSink: fs, extraction: x}, nil
 }
 
 // Writer returns the extraction's input.
 func (s *sparseSink) Writer() io.Writer { return s.extraction.Writer() }
 
 // Finish ends the archive, waits for the file to be written and puts it
-// in place (see fileSink.Finish).
+// in place (see FileSink.Finish).
 func (s *sparseSink) Finish() error {
 	if err := s.wait(); err != nil {
-		s.fileSink.Abort(0)
+		s.FileSink.Abort(0)
 		return fmt.Errorf("write %s: %w", s.final, err)
 	}
-	return s.fileSink.Finish()
+	return s.FileSink.Finish()
 }
 
 // Abort stops the extraction and removes the partial file: its data did
 // not arrive in order, so it is no prefix to resume from.
 func (s *sparseSink) Abort(int64) {
 	s.stop()
-	s.fileSink.Abort(0)
+	s.FileSink.Abort(0)
 }
 
 // extractOne writes the data of the one regular entry of the tar archive

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"bufio"
@@ -8,6 +8,7 @@ import (
 	"io"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"sync"
@@ -18,10 +19,10 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
-// tarSink receives a tar archive and extracts it as it arrives (see
+// TarSink receives a tar archive and extracts it as it arrives (see
 // extract) into the destination directory. The extraction starts with the
 // stream (Writer), after a resume's offers.
-type tarSink struct {
+type TarSink struct {
 	root    *os.Root
 	dir     string
 	top     string   // what the single top-level entry becomes, if not itself
@@ -31,7 +32,7 @@ type tarSink struct {
 	resumed *resumed // what a resume offered (see offers)
 	once    sync.Once
 	x       *extraction
-	tally   *tally // counts what the extraction writes, for the progress line; nil: nothing
+	Tally   *Tally // counts what the extraction writes, for the progress line; nil: nothing
 }
 
 // newTarSink prepares the destination of a tar-mode request: an existing
@@ -42,8 +43,8 @@ type tarSink struct {
 // which the interrupted copy made. Modes are applied as the archive has
 // them with req.Preserve, else less the umask and without setuid and
 // setgid.
-func newTarSink(req proto.Request) (*tarSink, error) {
-	dst := expandHome(req.Dest)
+func newTarSink(req proto.Request) (*TarSink, error) {
+	dst := ExpandHome(req.Dest)
 	dir, top := dst, ""
 	fi, err := os.Stat(dst)
 	switch {
@@ -51,7 +52,7 @@ func newTarSink(req proto.Request) (*tarSink, error) {
 		return nil, setupf("destination %s exists and is not a directory", dst)
 	case errors.Is(err, fs.ErrNotExist) && req.Single, err == nil && resumedNewName(req, dst):
 		dir, top = filepath.Dir(dst), filepath.Base(dst)
-		if err := checkDir(dir); err != nil {
+		if err := CheckDir(dir); err != nil {
 			return nil, err
 		}
 	case errors.Is(err, fs.ErrNotExist):
@@ -59,13 +60,13 @@ func newTarSink(req proto.Request) (*tarSink, error) {
 	case err != nil:
 		return nil, setupf("destination %s: %v", dst, err)
 	}
-	return openTarSink(req, dir, top)
+	return OpenTarSink(req, dir, top)
 }
 
-// openTarSink prepares dir, an existing directory, for the archive that
+// OpenTarSink prepares dir, an existing directory, for the archive that
 // req describes, whose single top-level entry becomes top there if top is
 // set.
-func openTarSink(req proto.Request, dir, top string) (*tarSink, error) {
+func OpenTarSink(req proto.Request, dir, top string) (*TarSink, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
 		return nil, setupf("destination: %v", err)
@@ -75,7 +76,7 @@ func openTarSink(req proto.Request, dir, top string) (*tarSink, error) {
 	if keep.Any() {
 		ms.keep = meta.NewApplier(keep, os.Geteuid() == 0, os.Stderr)
 	}
-	return &tarSink{root: root, dir: dir, top: top, names: req.Names, files: req.Files, ms: ms}, nil
+	return &TarSink{root: root, dir: dir, top: top, names: req.Names, files: req.Files, ms: ms}, nil
 }
 
 // resumedNewName says whether dst, an existing directory, is where a
@@ -89,29 +90,55 @@ func resumedNewName(req proto.Request, dst string) bool {
 	return errors.Is(err, fs.ErrNotExist)
 }
 
+// Dir is the destination directory, where the archive's top-level
+// entries go.
+func (s *TarSink) Dir() string { return s.dir }
+
+// Names are the archive's top-level entries.
+func (s *TarSink) Names() []string { return s.names }
+
+// LocalName is where the entry name of the archive is under the
+// destination directory: its first element is the new name, if any.
+func (s *TarSink) LocalName(name string) string {
+	if s.top == "" {
+		return name
+	}
+	_, rest, _ := strings.Cut(name, "/")
+	return path.Join(s.top, rest)
+}
+
+// Kept is how many bytes of the files that a resume offered (see offers)
+// were kept, not received again; -1 if there was no resume.
+func (s *TarSink) Kept() int64 {
+	if s.resumed == nil {
+		return -1
+	}
+	return s.resumed.kept
+}
+
 // started starts the extraction, once, and returns it.
-func (s *tarSink) started() *extraction {
+func (s *TarSink) started() *extraction {
 	s.once.Do(func() {
 		s.x = startExtraction(s.dir, func(ctx context.Context, r io.Reader) error {
 			// Headers and small files: one read of the pipe for many.
-			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), scope{s.names, s.files}, s.top, s.ms, s.resumed, s.tally)
+			return extract(ctx, s.root, bufio.NewReaderSize(r, copyBuf), scope{s.names, s.files}, s.top, s.ms, s.resumed, s.Tally)
 		})
 	})
 	return s.x
 }
 
 // Writer starts the extraction and returns its input.
-func (s *tarSink) Writer() io.Writer { return s.started().Writer() }
+func (s *TarSink) Writer() io.Writer { return s.started().Writer() }
 
 // Finish ends the archive and waits for the extraction to complete.
-func (s *tarSink) Finish() error {
+func (s *TarSink) Finish() error {
 	err := s.started().wait()
 	s.root.Close()
 	return err
 }
 
 // Abort stops the extraction. What was extracted stays.
-func (s *tarSink) Abort(int64) {
+func (s *TarSink) Abort(int64) {
 	s.started().stop()
 	s.root.Close()
 }

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -83,7 +83,7 @@ func TestKeepRoundTrip(t *testing.T) {
 	src, dst := filepath.Join(t.TempDir(), "t"), t.TempDir()
 	keptTree(t, src)
 	var ar, warn bytes.Buffer
-	if err := writeTar(&ar, []source{{path: src, name: "t"}}, &warn, nil, allKept, nil); err != nil {
+	if err := WriteTar(&ar, []Source{{Path: src, Name: "t"}}, &warn, nil, allKept, nil); err != nil {
 		t.Fatal(err)
 	}
 	// The first time into new directories, the small files written beside

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -10,7 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
-	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
 // keepEntry gives the entry name, which h has just put in place with
@@ -131,14 +130,4 @@ func keepDir(root *os.Root, d dirMeta, keep *meta.Applier) error {
 	}
 	defer f.Close()
 	return keep.Apply(int(f.Fd()), filepath.Base(d.name), d.name, d.hdr, d.mode)
-}
-
-// noteSingle notes, once, that a copy whose contents are of mode, one
-// file that travels as is, keeps none of the xattrs, ACLs or owners that
-// o asks for.
-func (o Options) noteSingle(mode string) {
-	k := o.Keep
-	if mode != proto.ModeTar && (k.Xattrs || k.ACLs || k.Owner || k.Group) {
-		fmt.Fprintf(o.Stderr, "rdmacp: one file travels as is, without its xattrs, ACLs, owner or group: copy its directory with -r to keep them\n")
-	}
 }

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -78,7 +78,7 @@ func TestTallyLine(t *testing.T) {
 			t.Parallel()
 			now := time.Unix(1000, 0)
 			var out bytes.Buffer
-			tl := newTallyClock(&out, tt.lines, tt.files, tt.bytes, func() time.Time { return now })
+			tl := NewTally(&out, tt.lines, tt.files, tt.bytes, func() time.Time { return now })
 			for _, e := range tt.events {
 				now = now.Add(e.after)
 				if e.bytes > 0 {
@@ -88,7 +88,7 @@ func TestTallyLine(t *testing.T) {
 					tl.entry(e.entry)
 				}
 			}
-			tl.end(tt.err)
+			tl.End(tt.err)
 			if got, want := out.String(), strings.Join(tt.want, ""); got != want {
 				t.Errorf("printed\n%q\nwant\n%q", got, want)
 			}
@@ -123,10 +123,7 @@ func TestCountTree(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := planCopy([]string{src}, true, false, rules)
-	if err != nil {
-		t.Fatal(err)
-	}
+	srcs := []Source{{Path: src, Name: filepath.Base(src), Rules: rules}}
 	for _, tc := range []struct {
 		keep         meta.Flags
 		files, bytes int64
@@ -134,7 +131,7 @@ func TestCountTree(t *testing.T) {
 		{meta.Flags{}, 6, 1200},
 		{meta.Flags{Links: true}, 6, 1100},
 	} {
-		if files, bytes := countTree(p.srcs, tc.keep); files != tc.files || bytes != tc.bytes {
+		if files, bytes := CountTree(srcs, tc.keep); files != tc.files || bytes != tc.bytes {
 			t.Errorf("%+v: %d entries, %d bytes; want %d, %d", tc.keep, files, bytes, tc.files, tc.bytes)
 		}
 	}

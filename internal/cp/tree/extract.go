@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -109,7 +109,7 @@ func (c *counter) Read(p []byte) (int, error) {
 // entry that resumes a file (see resumeRecord) goes on from one of the
 // files that rr lists (by name in the archive), and only from those. t,
 // if not nil, counts the entries and their data as they are written.
-func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed, t *tally) error {
+func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top string, ms modes, rr *resumed, t *Tally) error {
 	arrived := &counter{r: r}
 	tr := tar.NewReader(arrived)
 	x := &placer{ctx: ctx, root: root, top: top, ms: ms, rr: rr, arrived: arrived, data: t.reader(tr),

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -12,11 +12,21 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
-// writeTar writes the sources to w as a tar archive (PAX, with
+// Source is one source of an archive.
+type Source struct {
+	Path string          // as given
+	Name string          // its name at the destination (base name): a top-level name of the archive
+	Skip map[string]bool // names in the archive of its files and links not to send (see internal/cp/incr.go)
+	// Rules say what of the tree under it the walk leaves out; nil: nothing.
+	Rules *filter.Rules
+}
+
+// WriteTar writes the sources to w as a tar archive (PAX, with
 // nanosecond times): each under its destination name, directories with
 // everything in them. Files with holes are stored as sparse entries,
 // without their holes (see writeSparseEntry). Symbolic links inside
@@ -28,7 +38,7 @@ import (
 // from where its offer stops matching: the entry carries where its data
 // starts (resumeRecord), and rs counts the bytes not sent again. t, if
 // not nil, counts the entries and their data as they pass.
-func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption, keep meta.Flags, t *tally) error {
+func WriteTar(w io.Writer, srcs []Source, warn io.Writer, rs *Resumption, keep meta.Flags, t *Tally) error {
 	bw := bufio.NewWriterSize(w, tarBuf)
 	a := archiver{w: bw, tw: tar.NewWriter(bw), warn: warn, buf: make([]byte, copyBuf), rs: rs, flags: keep, t: t}
 	if keep.Any() {
@@ -52,7 +62,7 @@ func writeTar(w io.Writer, srcs []source, warn io.Writer, rs *resumption, keep m
 	return bw.Flush()
 }
 
-// tarBuf is how much of the archive writeTar gathers before it writes:
+// tarBuf is how much of the archive WriteTar gathers before it writes:
 // small files and headers go out in full messages, not one each.
 const tarBuf = 1 << 20
 
@@ -63,38 +73,42 @@ type archiver struct {
 	tw    *tar.Writer
 	warn  io.Writer
 	buf   []byte       // for copying files' data
-	rs    *resumption  // what the receiving side has, when resuming
+	rs    *Resumption  // what the receiving side has, when resuming
 	keep  *meta.Reader // what the archive keeps besides data, modes and times; nil: nothing
 	flags meta.Flags   // what keep keeps
-	t     *tally       // counts what passes, for the progress line; nil: nothing
+	t     *Tally       // counts what passes, for the progress line; nil: nothing
 }
 
 // resumeRecord is the PAX record of a resumed entry: where its data
 // starts in the file (the entry's size is what follows).
 const resumeRecord = "RDMACP.resume"
 
-// resumption is what the receiving side of a tree's resume offered: its
+// Resumption is what the receiving side of a tree's resume offered: its
 // files, by name in the archive, and the key their hashes are under.
-type resumption struct {
+type Resumption struct {
 	have  map[string]proto.Offer
 	names []string // the archive's top-level names
 	key   []byte
 	kept  int64 // bytes of offered files not sent again
 }
 
-// newResumption returns the resumption of the archive of p under key,
+// NewResumption returns the Resumption of the archive of srcs under key,
 // with nothing offered yet.
-func newResumption(p plan, key []byte) *resumption {
-	rs := &resumption{have: map[string]proto.Offer{}, key: key}
-	for _, s := range p.srcs {
-		rs.names = append(rs.names, s.name)
+func NewResumption(srcs []Source, key []byte) *Resumption {
+	rs := &Resumption{have: map[string]proto.Offer{}, key: key}
+	for _, s := range srcs {
+		rs.names = append(rs.names, s.Name)
 	}
 	return rs
 }
 
+// Kept is how many bytes of the files the receiving side offered were
+// not sent again.
+func (rs *Resumption) Kept() int64 { return rs.kept }
+
 // offered says whether the receiving side offered the file name; rs may
 // be nil, when not resuming.
-func (rs *resumption) offered(name string) bool {
+func (rs *Resumption) offered(name string) bool {
 	if rs == nil {
 		return false
 	}
@@ -102,10 +116,10 @@ func (rs *resumption) offered(name string) bool {
 	return ok
 }
 
-// add takes in an offer from the receiving side, which must name a file
+// Add takes in an offer from the receiving side, which must name a file
 // under the archive's top-level names not offered before, and be valid;
 // at most proto.MaxOffers.
-func (rs *resumption) add(o proto.Offer) error {
+func (rs *Resumption) Add(o proto.Offer) error {
 	if err := o.Validate(); err != nil {
 		return err
 	}
@@ -124,7 +138,7 @@ func (rs *resumption) add(o proto.Offer) error {
 
 // resume moves f, the file that goes into the archive as h, to where its
 // data starts for the receiving side and marks h so (see resumeRecord).
-func (rs *resumption) resume(f *os.File, h *tar.Header) error {
+func (rs *Resumption) resume(f *os.File, h *tar.Header) error {
 	o, ok := rs.have[strings.TrimSuffix(h.Name, "/")]
 	if !ok {
 		return nil

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"io/fs"
@@ -20,7 +20,7 @@ type readAhead struct {
 	taken   []walked      // the archiver's batch, from its next entry on
 	free    chan []byte   // buffers for small files' data, aheadFile bytes and one more each
 	stop    chan struct{} // closed by close: the archiver wants no more
-	rs      *resumption
+	rs      *Resumption
 }
 
 // walked is one file, directory or link of the walk: where it is, its name
@@ -46,8 +46,8 @@ const (
 )
 
 // newReadAhead starts walking srcs; the files offered in rs, if any, are
-// not read ahead (see resumption.resume). close stops the walk.
-func newReadAhead(srcs []source, rs *resumption) *readAhead {
+// not read ahead (see Resumption.resume). close stops the walk.
+func newReadAhead(srcs []Source, rs *Resumption) *readAhead {
 	r := &readAhead{
 		batches: make(chan []walked, aheadBatches),
 		free:    make(chan []byte, aheadBufs),
@@ -91,7 +91,7 @@ func (r *readAhead) close() {
 
 // walk walks srcs in order, handing over each entry (see walkSource),
 // until the end, a failure or close.
-func (r *readAhead) walk(srcs []source) {
+func (r *readAhead) walk(srcs []Source) {
 	defer close(r.batches)
 	defer r.flush()
 	for _, s := range srcs {
@@ -115,20 +115,20 @@ func (r *readAhead) walk(srcs []source) {
 // each entry (where it is, its name in the archive) that s's rules do not
 // exclude (nor one under an excluded directory) nor s.skip names, or with
 // a failure; visit's error ends the walk, as in filepath.WalkDir.
-func walkSource(s source, visit func(p, name string, d fs.DirEntry, err error) error) error {
-	root, err := filepath.EvalSymlinks(s.path)
+func walkSource(s Source, visit func(p, name string, d fs.DirEntry, err error) error) error {
+	root, err := filepath.EvalSymlinks(s.Path)
 	if err != nil {
 		return visit("", "", nil, err)
 	}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		name := ""
 		if err == nil {
-			name, err = walkName(p, root, s.name)
+			name, err = walkName(p, root, s.Name)
 		}
-		if err == nil && s.rules.Match(name, d.IsDir()) {
+		if err == nil && s.Rules.Match(name, d.IsDir()) {
 			return skipEntry(d)
 		}
-		if err == nil && s.skip[name] {
+		if err == nil && s.Skip[name] {
 			return nil
 		}
 		return visit(p, name, d, err)

@@ -1,4 +1,4 @@
-package cp
+package tree
 
 import (
 	"archive/tar"
@@ -512,20 +512,17 @@ func TestExtractHonestWithoutR(t *testing.T) {
 	if err := os.Symlink("plain", filepath.Join(src, "link")); err != nil {
 		t.Fatal(err)
 	}
-	var paths []string
-	for _, n := range []string{"plain", "holes", "link"} {
-		paths = append(paths, filepath.Join(src, n))
-	}
-	p, err := planCopy(paths, false, true, nil)
-	if err != nil {
-		t.Fatal(err)
+	names := []string{"plain", "holes", "link"}
+	var srcs []Source
+	for _, n := range names {
+		srcs = append(srcs, Source{Path: filepath.Join(src, n), Name: n})
 	}
 	var b bytes.Buffer
-	if err := writeTar(&b, p.srcs, io.Discard, nil, meta.Flags{}, nil); err != nil {
+	if err := WriteTar(&b, srcs, io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	root := openRoot(t, dst)
-	if err := extract(context.Background(), root, &b, scope{names: p.contents(false).Names, files: true}, "", modes{}, nil, nil); err != nil {
+	if err := extract(context.Background(), root, &b, scope{names: names, files: true}, "", modes{}, nil, nil); err != nil {
 		t.Fatal(err)
 	}
 	for _, n := range []string{"plain", "holes", "link"} {

@@ -1,0 +1,185 @@
+package tree
+
+import (
+	"archive/tar"
+	"fmt"
+	"io"
+	"io/fs"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/progress"
+)
+
+// Tally counts a copy for its progress line (--progress): the totals, the
+// archive's entries that passed (as the walk hands them to the archive,
+// or as the extraction writes them) and their files' bytes. A nil tally
+// counts nothing.
+type Tally struct {
+	m            *progress.Meter
+	files, bytes int64 // the totals
+	done, xfr    atomic.Int64
+	n            atomic.Int64 // files' bytes so far
+}
+
+// Progress lines: on a terminal, redrawn in place every tallyEvery; else
+// (--progress given) a line every tallyLinesEvery.
+const (
+	tallyEvery      = 200 * time.Millisecond
+	tallyLinesEvery = time.Second
+)
+
+// NewTally returns the progress line of a copy of files entries holding
+// bytes in their files, on w: a line each time if lines, else redrawn in
+// place; on the clock now.
+func NewTally(w io.Writer, lines bool, files, bytes int64, now func() time.Time) *Tally {
+	t := &Tally{files: files, bytes: bytes}
+	every := tallyEvery
+	if lines {
+		every = tallyLinesEvery
+	}
+	t.m = progress.New(progress.Config{W: w, Every: every, Lines: lines, Now: now, Format: t.line})
+	return t
+}
+
+// line is the progress line for s, as rsync's --info=progress2: the
+// bytes, the percentage of the total, the current rate, the time left (at
+// the end: the time taken), the files sent and how many entries are left
+// of the total.
+func (t *Tally) line(s progress.Sample) string {
+	done := t.done.Load()
+	pct := int64(100)
+	switch {
+	case t.bytes > 0:
+		pct = min(s.N, t.bytes) * 100 / t.bytes
+	case t.files > 0:
+		pct = min(done, t.files) * 100 / t.files
+	}
+	rate, eta := "- MB/s", "-:--:--"
+	if s.Rate > 0 {
+		rate = fmt.Sprintf("%.1f MB/s", s.Rate/1e6)
+		eta = clock(time.Duration(float64(max(t.bytes-s.N, 0)) / s.Rate * float64(time.Second)))
+	}
+	if s.Final {
+		eta = clock(s.Elapsed)
+	}
+	return fmt.Sprintf("%10s %3d%% %11s %8s (xfr#%d, to-chk=%d/%d)", progress.Bytes(s.N), pct, rate, eta, t.xfr.Load(), max(t.files-done, 0), t.files)
+}
+
+// clock prints d as H:MM:SS.
+func clock(d time.Duration) string {
+	s := int64(d.Round(time.Second) / time.Second)
+	return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+}
+
+// add counts n bytes of a file's data passing.
+func (t *Tally) add(n int64) {
+	if t != nil {
+		t.m.Set(t.n.Add(n))
+	}
+}
+
+// Set counts the bytes of a stream of one file: n so far.
+func (t *Tally) Set(n int64) {
+	if t != nil {
+		t.n.Store(n)
+		t.m.Set(n)
+	}
+}
+
+// entry counts an entry of type typ passing, a file if it is one.
+func (t *Tally) entry(typ byte) {
+	if t == nil {
+		return
+	}
+	t.done.Add(1)
+	if typ == tar.TypeReg || typ == tar.TypeGNUSparse {
+		t.xfr.Add(1)
+	}
+	t.m.Set(t.n.Load())
+}
+
+// Restart counts from nothing again: an attempt to stream starts over.
+func (t *Tally) Restart() {
+	if t != nil {
+		t.done.Store(0)
+		t.xfr.Store(0)
+		t.n.Store(0)
+	}
+}
+
+// End draws the final line of a copy that ended with err: after a
+// failure, only if a line was drawn.
+func (t *Tally) End(err error) {
+	switch {
+	case t == nil:
+	case err == nil:
+		t.m.End(t.n.Load())
+	default:
+		t.m.Stop()
+	}
+}
+
+// reader returns r, through which a file's data passes, counting it; as
+// an io.Reader alone, so that io.CopyBuffer uses its buffer.
+func (t *Tally) reader(r io.Reader) io.Reader {
+	if t == nil {
+		return struct{ io.Reader }{r}
+	}
+	return tallyReader{r, t}
+}
+
+// tallyReader counts what is read through it in its tally.
+type tallyReader struct {
+	r io.Reader
+	t *Tally
+}
+
+func (r tallyReader) Read(p []byte) (int, error) {
+	n, err := r.r.Read(p)
+	r.t.add(int64(n))
+	return n, err
+}
+
+// CountTree counts what an archive of srcs that keeps what keep says
+// holds (the totals of its progress line): its entries and their files'
+// bytes, a file hard-linked in it once with -H. Entries it cannot read are
+// left out: the archive's own walk fails on them.
+func CountTree(srcs []Source, keep meta.Flags) (files, bytes int64) {
+	seen := map[[2]uint64]bool{}
+	for _, s := range srcs {
+		_ = walkSource(s, func(p, _ string, d fs.DirEntry, err error) error {
+			if err != nil {
+				return nil
+			}
+			fi, err := d.Info()
+			if err != nil || !archived(fi, keep) {
+				return nil
+			}
+			files++
+			if st, ok := fi.Sys().(*syscall.Stat_t); ok && keep.Links && fi.Mode().IsRegular() && st.Nlink > 1 {
+				id := [2]uint64{uint64(st.Dev), st.Ino}
+				if seen[id] {
+					return nil
+				}
+				seen[id] = true
+			}
+			if fi.Mode().IsRegular() {
+				bytes += fi.Size()
+			}
+			return nil
+		})
+	}
+	return files, bytes
+}
+
+// EndFile is end for a stream of one file, which passed if it did not
+// fail.
+func (t *Tally) EndFile(err error) {
+	if err == nil {
+		t.entry(tar.TypeReg)
+	}
+	t.End(err)
+}
