@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -63,7 +64,7 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
 		return err
 	}
-	return leftOn(from.Host, a.srcs, plan)
+	return leftOn(from.Host, a.Srcs, plan)
 }
 
 // BetweenTo copies the files and directories at srcs, all on one remote
@@ -90,14 +91,14 @@ func BetweenTo(ctx context.Context, srcs []remote.Target, hosts []remote.Target,
 	if err != nil {
 		return err
 	}
-	return leftOn(from.Host, a.srcs, plan)
+	return leftOn(from.Host, a.Srcs, plan)
 }
 
 // sendingSide starts the sending side of a copy between remote hosts on
 // from with req, which asks for a, and checks its plan against a (see
 // relayedPlan). It returns the sending side, its plan, and the contents
 // the receiving sides are told.
-func sendingSide(ctx context.Context, from remote.Target, o Options, req proto.Request, a asked) (*remote.Remote, proto.Contents, proto.Contents, error) {
+func sendingSide(ctx context.Context, from remote.Target, o Options, req proto.Request, a plan.Asked) (*remote.Remote, proto.Contents, proto.Contents, error) {
 	sender, st, err := begin(ctx, from, o, remoteSend, req)
 	if err != nil {
 		return nil, proto.Contents{}, proto.Contents{}, err
@@ -205,17 +206,17 @@ func resumeBetween(ctx context.Context, sender, receiver *remote.Remote, st prot
 }
 
 // relayedPlan checks the sending side's plan c against what a asked for,
-// as a download's (see asked.check), and returns the contents the
+// as a download's (see plan.Asked.Check), and returns the contents the
 // receiving side is told: the names checked, whether only files may come
 // (no -r), nothing of what only a download's local side reads. A name
 // only the sending side knows (a source such as "." or "~") is refused:
 // nothing here can tell whether DST is a new name for it.
-func relayedPlan(a asked, c proto.Contents) (proto.Contents, error) {
-	names, err := a.check(c, false)
+func relayedPlan(a plan.Asked, c proto.Contents) (proto.Contents, error) {
+	names, err := a.Check(c, false)
 	if err != nil {
 		return proto.Contents{}, err
 	}
-	c.Names, c.Counts, c.Left, c.Files = names, nil, 0, c.Mode == proto.ModeTar && !a.recursive
+	c.Names, c.Counts, c.Left, c.Files = names, nil, 0, c.Mode == proto.ModeTar && !a.Recursive
 	return c, nil
 }
 

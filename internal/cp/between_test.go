@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
@@ -19,22 +20,22 @@ import (
 func TestRelayedPlan(t *testing.T) {
 	cases := []struct {
 		name  string
-		a     asked
+		a     plan.Asked
 		c     proto.Contents
 		claim string // "": taken
 		files bool   // the receiving side takes only files
 	}{
-		{"file", asked{srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
-		{"file under another name", asked{srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
-		{"archive of several", asked{srcs: []string{"a", "*.txt"}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
-		{"archive of several without -r", asked{srcs: []string{"a", "*.txt"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
-		{"one left out", asked{srcs: []string{"a", "b"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
-		{"archive with one more", asked{srcs: []string{"a"}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
-		{"dot, whose name only that host knows", asked{srcs: []string{"."}, recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"alice"}}, "alice", false},
-		{"a pattern's one match as a file", asked{srcs: []string{"src/g*"}}, proto.Contents{Mode: proto.ModeFile, Name: "g1", Perm: 0o644, Size: 2}, "", false},
-		{"a pattern's literal as a file", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: "g[1]", Size: 2}, "", false},
-		{"a pattern's literal, and another name", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"g[1]", ".ssh"}, Counts: []int{2}}, ".ssh", false},
-		{"another name for a pattern's literal", asked{srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"file", plan.Asked{Srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: "f", Perm: 0o640, Size: 9}, "", false},
+		{"file under another name", plan.Asked{Srcs: []string{"d/f"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
+		{"archive of several", plan.Asked{Srcs: []string{"a", "*.txt"}, Recursive: true}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", false},
+		{"archive of several without -r", plan.Asked{Srcs: []string{"a", "*.txt"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"a", "x.txt"}, Counts: []int{1, 1}}, "", true},
+		{"one left out", plan.Asked{Srcs: []string{"a", "b"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"b"}, Counts: []int{0, 1}, Left: 1}, "", true},
+		{"archive with one more", plan.Asked{Srcs: []string{"a"}, Recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"a", ".ssh"}}, "an archive of a, .ssh", false},
+		{"dot, whose name only that host knows", plan.Asked{Srcs: []string{"."}, Recursive: true}, proto.Contents{Mode: proto.ModeTar, Single: true, Names: []string{"alice"}}, "alice", false},
+		{"a pattern's one match as a file", plan.Asked{Srcs: []string{"src/g*"}}, proto.Contents{Mode: proto.ModeFile, Name: "g1", Perm: 0o644, Size: 2}, "", false},
+		{"a pattern's literal as a file", plan.Asked{Srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: "g[1]", Size: 2}, "", false},
+		{"a pattern's literal, and another name", plan.Asked{Srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeTar, Names: []string{"g[1]", ".ssh"}, Counts: []int{2}}, ".ssh", false},
+		{"another name for a pattern's literal", plan.Asked{Srcs: []string{"src/g[1]"}}, proto.Contents{Mode: proto.ModeFile, Name: ".bashrc"}, ".bashrc", false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

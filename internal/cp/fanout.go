@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -50,15 +51,15 @@ type member struct {
 // the copy in place, a *command.Partial when some have, else the first
 // host's failure; -v and o.Stats report each host's result.
 func CopyTo(ctx context.Context, paths []string, hosts []remote.Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
+	p, in, err := plan.Open(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}
 	if in != nil {
 		defer in.Close()
 	}
-	o.noteSingle(p.mode)
-	err = copyDown(ctx, hosts, p.contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
+	o.noteSingle(p.Mode)
+	err = copyDown(ctx, hosts, p.Contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
 		first := live[0]
 		cfg := o.sendConfig(first.key)
 		o.repairing(&cfg, forwardTo(live))
@@ -67,7 +68,7 @@ func CopyTo(ctx context.Context, paths []string, hosts []remote.Target, o Option
 	if err != nil {
 		return err
 	}
-	return p.leftErr()
+	return p.LeftErr()
 }
 
 // copyDown starts the remote sides of hosts to receive c, each with its

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
@@ -79,18 +80,18 @@ func Fetch(ctx context.Context, srcs []remote.Target, dst string, o Options) err
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return leftOn(t.Host, a.srcs, st.Contents)
+	return leftOn(t.Host, a.Srcs, st.Contents)
 }
 
 // fetchRequest returns a download's request of srcs under key, but for
 // where to connect, and what it asks for.
-func (o Options) fetchRequest(key []byte, srcs []remote.Target) (proto.Request, asked) {
+func (o Options) fetchRequest(key []byte, srcs []remote.Target) (proto.Request, plan.Asked) {
 	req := o.request(key)
 	req.Recursive, req.LimitRate, req.Filter, req.Progress = o.Recursive, o.LimitRate, o.Filter.Lines(), o.Progress
-	a := asked{recursive: o.Recursive}
+	a := plan.Asked{Recursive: o.Recursive}
 	for _, s := range srcs {
 		req.Send = append(req.Send, s.Path)
-		a.srcs = append(a.srcs, s.Path)
+		a.Srcs = append(a.Srcs, s.Path)
 	}
 	return req, a
 }
@@ -108,7 +109,7 @@ func leftOn(host string, srcs []string, c proto.Contents) error {
 			why = append(why, fmt.Errorf("%s:%s", host, srcs[k]))
 		}
 	}
-	return &leftOut{why: append(why, fmt.Errorf("%d paths on %s in all, as its messages say", c.Left, host))}
+	return &plan.LeftOut{Why: append(why, fmt.Errorf("%d paths on %s in all, as its messages say", c.Left, host))}
 }
 
 // fetchListener listens, for a download from t, on the local address that
@@ -132,17 +133,17 @@ func (o Options) fetchListener(ctx context.Context, t remote.Target) (conn.Liste
 }
 
 // prepare checks the remote side's plan c against what a asked for (see
-// asked.check) and prepares dst for it; a source whose name only the
+// plan.Asked.Check) and prepares dst for it; a source whose name only the
 // remote side knows becomes dst itself.
-func prepare(a asked, c proto.Contents, dst string, o Options) (tree.Sink, error) {
-	newName := len(a.srcs) == 1 && isNewName(dst, o.Resume)
-	names, err := a.check(c, newName)
+func prepare(a plan.Asked, c proto.Contents, dst string, o Options) (tree.Sink, error) {
+	newName := len(a.Srcs) == 1 && isNewName(dst, o.Resume)
+	names, err := a.Check(c, newName)
 	if err != nil {
 		return nil, err
 	}
-	c.Names, c.Files = names, c.Mode == proto.ModeTar && !a.recursive
+	c.Names, c.Files = names, c.Mode == proto.ModeTar && !a.Recursive
 	req := proto.Request{Dest: dst, Contents: c, Preserve: o.Preserve, Keep: o.Keep.String(), Resume: o.Resume}
-	if c.Mode != proto.ModeTar || askedName(a.srcs[0]) != "" {
+	if c.Mode != proto.ModeTar || plan.AskedName(a.Srcs[0]) != "" {
 		return tree.NewSink(req)
 	}
 	d := tree.ExpandHome(dst)

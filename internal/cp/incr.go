@@ -13,6 +13,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
@@ -146,9 +147,9 @@ func (b *background) wait() (*quick.Listing, error) {
 // sourceTops are where p's sources are (links on the command line
 // followed, as the archive's walk does), their names, and what their
 // filter rules leave out.
-func sourceTops(p plan) ([]entryTop, error) {
+func sourceTops(p plan.Plan) ([]entryTop, error) {
 	var tops []entryTop
-	for _, s := range p.srcs {
+	for _, s := range p.Srcs {
 		root, err := filepath.EvalSymlinks(s.Path)
 		if err != nil {
 			return nil, err
@@ -285,7 +286,7 @@ func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, r
 
 // listSourcesBeside starts listing p's sources (see listBeside), for an
 // upload's comparison.
-func (o Options) listSourcesBeside(p plan) (*background, error) {
+func (o Options) listSourcesBeside(p plan.Plan) (*background, error) {
 	tops, err := sourceTops(p)
 	if err != nil {
 		return nil, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
@@ -298,8 +299,8 @@ func (o Options) listSourcesBeside(p plan) (*background, error) {
 // compares it with srcs, the listing of p's sources, tells the remote side
 // what to remove and marks in p what not to send. It returns the status
 // line after the listing.
-func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan, srcs *background, st proto.Status, host string) (proto.Status, error) {
-	dst, err := readListing(ctx, r, st, p.contents(false).Names, host)
+func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan.Plan, srcs *background, st proto.Status, host string) (proto.Status, error) {
+	dst, err := readListing(ctx, r, st, p.Contents(false).Names, host)
 	if err != nil {
 		return proto.Status{}, err
 	}
@@ -312,8 +313,8 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan, srcs
 		// A failed write means ssh is gone; the next status says why.
 		_ = writeDecisions(r.Stdin, plan.Delete, nil)
 	}
-	for i := range p.srcs {
-		p.srcs[i].Skip = plan.Skip
+	for i := range p.Srcs {
+		p.Srcs[i].Skip = plan.Skip
 	}
 	return r.Next(ctx, portWait)
 }
@@ -394,7 +395,7 @@ func readDecisions(br *bufio.Reader, have *quick.Listing, do func(what, name str
 // listSources is a download's listing on the remote side: it lists p's
 // sources (with hashes if req asks) and, unless a dry run, marks in p the
 // files that the local side's answer on br says not to send.
-func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer) error {
+func listSources(p *plan.Plan, req proto.Request, br *bufio.Reader, stdout io.Writer) error {
 	tops, err := sourceTops(*p)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
@@ -404,8 +405,8 @@ func listSources(p *plan, req proto.Request, br *bufio.Reader, stdout io.Writer)
 		return err
 	}
 	skip := map[string]bool{}
-	for i := range p.srcs {
-		p.srcs[i].Skip = skip
+	for i := range p.Srcs {
+		p.Srcs[i].Skip = skip
 	}
 	return readDecisions(br, have, func(what, name string) error {
 		if what != "skip" {

@@ -15,6 +15,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
@@ -86,7 +87,7 @@ func defaultParams(transport string, relay bool) conn.Params {
 // takeOffers takes the remote side's resume offers, from st on, for the
 // one file in or the tree of p, and returns the status after them and how
 // many bytes of the one file the remote side has (-1: none offered).
-func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.File, p *plan, key []byte, host string) (proto.Status, int64, error) {
+func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.File, p *plan.Plan, key []byte, host string) (proto.Status, int64, error) {
 	skipped := int64(-1)
 	for st.Kind == "have" {
 		var err error
@@ -95,8 +96,8 @@ func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.F
 			err = conn.Errorf(conn.KindSetup, "resume", "a second offer from the remote side for one file")
 		case in != nil:
 			skipped, err = resumeUpload(r, in, st.Offer, key)
-		case p.rs != nil:
-			err = p.rs.Add(st.Offer)
+		case p.Resume != nil:
+			err = p.Resume.Add(st.Offer)
 		default:
 			err = conn.Errorf(conn.KindSetup, "resume", "an offer the remote side was not asked for")
 		}
@@ -119,26 +120,26 @@ func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.F
 // then waits for the remote side's result. One regular file travels as
 // is; anything else as a tar archive.
 func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error {
-	p, in, err := openSources(paths, o.Recursive, false, o.Filter)
+	p, in, err := plan.Open(paths, o.Recursive, false, o.Filter)
 	if err != nil {
 		return err
 	}
 	if in != nil {
 		defer in.Close()
 	}
-	if err := o.Incr.treeOnly(p.mode); err != nil {
+	if err := o.Incr.treeOnly(p.Mode); err != nil {
 		return err
 	}
-	o.noteSingle(p.mode)
+	o.noteSingle(p.Mode)
 	key := newKey()
 	host, listen, err := o.streamHost(ctx, t)
 	if err != nil {
 		return err
 	}
 	req := o.request(key)
-	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.contents(o.Preserve), listen, o.DataPorts.String()
+	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.Contents(o.Preserve), listen, o.DataPorts.String()
 	var srcs *background
-	if o.Incr.compares(p.mode) {
+	if o.Incr.compares(p.Mode) {
 		if srcs, err = o.listSourcesBeside(p); err != nil {
 			return err
 		}
@@ -149,7 +150,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 		return err
 	}
 	defer r.Close()
-	if o.Incr.compares(p.mode) {
+	if o.Incr.compares(p.Mode) {
 		if st, err = o.listUpload(ctx, r, &p, srcs, st, t.Host); err != nil {
 			return err
 		}
@@ -157,11 +158,11 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 			return remoteDone(t.Host, st, 0, "sent")
 		}
 	}
-	if o.Resume && p.mode == proto.ModeSparse {
-		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.describe())
+	if o.Resume && p.Mode == proto.ModeSparse {
+		fmt.Fprintf(o.Stderr, "rdmacp: -C: %s has holes, and travels whole\n", p.Describe())
 	}
-	if o.Resume && p.mode == proto.ModeTar {
-		p.rs = tree.NewResumption(p.sources(), key)
+	if o.Resume && p.Mode == proto.ModeTar {
+		p.Resume = tree.NewResumption(p.Sources(), key)
 	}
 	st, skipped, err := takeOffers(ctx, r, st, in, &p, key, t.Host)
 	if err != nil {
@@ -186,13 +187,13 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 	if err := remoteDone(t.Host, st, stats.Bytes, "sent"); err != nil {
 		return err
 	}
-	if p.rs != nil {
-		skipped = p.rs.Kept()
+	if p.Resume != nil {
+		skipped = p.Resume.Kept()
 	}
 	if o.Verbose {
 		fmt.Fprintf(o.Stderr, "rdmacp: %s\n", summary(stats, skipped))
 	}
-	return p.leftErr()
+	return p.LeftErr()
 }
 
 // streamFailed returns err, the failure of an upload's stream to r, with
@@ -329,7 +330,7 @@ func resolveIP(ctx context.Context, name, op string) (string, error) {
 // connections or a race may do) is tried again, until dialWait has passed
 // since the first or gone is closed (the remote side ended). Retrying is
 // safe: pipe.Send reads nothing before the handshake has finished.
-func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
+func stream(ctx context.Context, addr string, p plan.Plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
 	if o.Transport == "rdma" {
 		if err := rdma.Available(); err != nil {
 			return pipe.Stats{}, err
@@ -356,7 +357,7 @@ func stream(ctx context.Context, addr string, p plan, in *os.File, o Options, cf
 }
 
 // streamOnce is one attempt of stream, connecting with d within wait.
-func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, wait time.Duration) (pipe.Stats, error) {
+func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan.Plan, in *os.File, o Options, cfg pipe.SendConfig, wait time.Duration) (pipe.Stats, error) {
 	dctx, cancel := context.WithTimeout(ctx, wait)
 	c, err := d.Dial(dctx, addr, o.params())
 	cancel()
@@ -364,7 +365,7 @@ func streamOnce(ctx context.Context, d conn.Dialer, addr string, p plan, in *os.
 		return pipe.Stats{}, &dialError{addr: addr, err: err}
 	}
 	var st pipe.Stats
-	if p.mode == proto.ModeFile {
+	if p.Mode == proto.ModeFile {
 		st, err = pipe.Send(ctx, c, o.limit(ctx, in), cfg)
 	} else {
 		st, err = sendTar(ctx, c, p, cfg, o)
@@ -387,13 +388,13 @@ func (e *dialError) Error() string {
 func (e *dialError) Unwrap() error { return e.err }
 
 // sendTar streams p's sources to c as a tar archive, paced to o's rate.
-func sendTar(ctx context.Context, c conn.Conn, p plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
+func sendTar(ctx context.Context, c conn.Conn, p plan.Plan, cfg pipe.SendConfig, o Options) (pipe.Stats, error) {
 	pr, pw := io.Pipe()
 	done := make(chan struct{})
-	p.tally.Restart()
+	p.Tally.Restart()
 	go func() {
 		defer close(done)
-		pw.CloseWithError(tree.WriteTar(pw, p.sources(), o.Stderr, p.rs, o.Keep, p.tally))
+		pw.CloseWithError(tree.WriteTar(pw, p.Sources(), o.Stderr, p.Resume, o.Keep, p.Tally))
 	}()
 	st, err := pipe.Send(ctx, c, o.limit(ctx, pr), cfg)
 	pr.CloseWithError(errors.New("the stream ended"))

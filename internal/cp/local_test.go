@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -97,15 +98,11 @@ func TestStreamRetries(t *testing.T) {
 			if err := os.WriteFile(src, []byte("the real stream"), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			in, err := os.Open(src)
+			p, in, err := plan.Open([]string{src}, false, false, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer in.Close()
-			p, err := planCopy([]string{src}, false, false, nil)
-			if err != nil {
-				t.Fatal(err)
-			}
 			key := bytes.Repeat([]byte{9}, proto.KeyLen)
 			notes := &notesWriter{again: make(chan struct{}, 1)}
 			o := Options{Transport: "tcp", Timeout: time.Minute, Verbose: true, Stderr: notes}

@@ -5,6 +5,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
@@ -24,14 +25,14 @@ func (o Options) newTally(files, bytes int64) *tree.Tally {
 
 // planTally returns the progress line of the copy that p plans, or nil
 // without o.Progress: a tree is counted first (see tree.CountTree).
-func (o Options) planTally(p plan) *tree.Tally {
+func (o Options) planTally(p plan.Plan) *tree.Tally {
 	switch {
 	case !o.Progress:
 		return nil
-	case p.mode == proto.ModeFile:
-		return o.newTally(1, p.srcs[0].info.Size())
+	case p.Mode == proto.ModeFile:
+		return o.newTally(1, p.Srcs[0].Info.Size())
 	}
-	return o.newTally(tree.CountTree(p.sources(), o.Keep))
+	return o.newTally(tree.CountTree(p.Sources(), o.Keep))
 }
 
 // fetchTally returns the progress line of a download into s, whose plan
@@ -59,16 +60,16 @@ func (o Options) fetchTally(ctx context.Context, r *remote.Remote, s tree.Sink, 
 }
 
 // streamShown is stream with the progress line of p, if o asks for one.
-func streamShown(ctx context.Context, addr string, p plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
-	p.tally = o.planTally(p)
-	if p.tally != nil && p.mode == proto.ModeFile {
-		cfg.Progress = p.tally.Set
+func streamShown(ctx context.Context, addr string, p plan.Plan, in *os.File, o Options, cfg pipe.SendConfig, gone <-chan struct{}) (pipe.Stats, error) {
+	p.Tally = o.planTally(p)
+	if p.Tally != nil && p.Mode == proto.ModeFile {
+		cfg.Progress = p.Tally.Set
 	}
 	st, err := stream(ctx, addr, p, in, o, cfg, gone)
-	if p.mode == proto.ModeFile {
-		p.tally.EndFile(err)
+	if p.Mode == proto.ModeFile {
+		p.Tally.EndFile(err)
 	} else {
-		p.tally.End(err)
+		p.Tally.End(err)
 	}
 	return st, err
 }

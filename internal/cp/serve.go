@@ -15,6 +15,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/internal/server"
@@ -225,7 +226,7 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	if err := proto.WritePlan(stdout, c); err != nil {
 		return 0, conn.Errorf(conn.KindAborted, "report the plan", "%v", err)
 	}
-	if p.mode == proto.ModeTar && req.List {
+	if p.Mode == proto.ModeTar && req.List {
 		if err := listSources(&p, req, br, stdout); err != nil {
 			return 0, err
 		}
@@ -239,15 +240,15 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 			return 0, err
 		}
 	}
-	if p.mode == proto.ModeTar && req.Resume {
-		p.rs = tree.NewResumption(p.sources(), req.KeyBytes())
-		if err := readOffers(br, p.rs); err != nil {
+	if p.Mode == proto.ModeTar && req.Resume {
+		p.Resume = tree.NewResumption(p.Sources(), req.KeyBytes())
+		if err := readOffers(br, p.Resume); err != nil {
 			return 0, err
 		}
 	}
 	keep, _ := meta.Parse(req.Keep) // validated
-	if req.Progress && p.mode == proto.ModeTar {
-		files, bytes := tree.CountTree(p.sources(), keep)
+	if req.Progress && p.Mode == proto.ModeTar {
+		files, bytes := tree.CountTree(p.Sources(), keep)
 		if err := proto.WriteTotal(stdout, files, bytes); err != nil {
 			return 0, conn.Errorf(conn.KindAborted, "report the totals", "%v", err)
 		}
@@ -261,8 +262,8 @@ func serveSend(ctx context.Context, stdin io.Reader, stdout, stderr io.Writer) (
 	defer cancel(nil)
 	st, err := stream(ctx, addr, p, in, o, cfg, nil)
 	if req.ConnectLater {
-		if p.rs != nil {
-			skipped = p.rs.Kept()
+		if p.Resume != nil {
+			skipped = p.Resume.Kept()
 		}
 		err = betweenResult(ctx, st, err, addr, o, skipped)
 	}
@@ -339,24 +340,24 @@ func readConnect(br *bufio.Reader) (string, error) {
 // its file in file mode; c is the plan to report, with how many names
 // each source gave, unless one each, and how many paths were left out
 // (each named on stderr).
-func planSend(req proto.Request, stderr io.Writer) (p plan, in *os.File, c proto.Contents, err error) {
-	paths, from, err := expand(req.Send)
+func planSend(req proto.Request, stderr io.Writer) (p plan.Plan, in *os.File, c proto.Contents, err error) {
+	paths, from, err := plan.Expand(req.Send)
 	if err != nil {
-		return plan{}, nil, proto.Contents{}, err
+		return plan.Plan{}, nil, proto.Contents{}, err
 	}
 	rules, err := filter.Parse(req.Filter) // validate has checked them
 	if err != nil {
-		return plan{}, nil, proto.Contents{}, conn.Errorf(conn.KindSetup, proto.RequestOp, "%v", err)
+		return plan.Plan{}, nil, proto.Contents{}, conn.Errorf(conn.KindSetup, proto.RequestOp, "%v", err)
 	}
-	if p, in, err = openSources(paths, req.Recursive, len(req.Send) > 1, rules); err != nil {
-		return plan{}, nil, proto.Contents{}, err
+	if p, in, err = plan.Open(paths, req.Recursive, len(req.Send) > 1, rules); err != nil {
+		return plan.Plan{}, nil, proto.Contents{}, err
 	}
-	c = p.contents(req.Preserve)
-	if counts := p.counts(from, len(req.Send)); p.several && slices.ContainsFunc(counts, func(n int) bool { return n != 1 }) {
+	c = p.Contents(req.Preserve)
+	if counts := p.Counts(from, len(req.Send)); p.Several && slices.ContainsFunc(counts, func(n int) bool { return n != 1 }) {
 		c.Counts = counts // else none, as before patterns: an older local side takes the plan
 	}
-	c.Left = len(p.left)
-	for _, err := range p.left {
+	c.Left = len(p.Left)
+	for _, err := range p.Left {
 		fmt.Fprintf(stderr, "rdmacp: %v: not sent\n", err)
 	}
 	return p, in, c, nil

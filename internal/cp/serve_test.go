@@ -7,6 +7,9 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"os"
+	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -187,6 +190,42 @@ func TestReadConnect(t *testing.T) {
 		}
 		if err == nil && addr == "" {
 			t.Errorf("%.40q: no address", tc.line)
+		}
+	}
+}
+
+// TestPlanSendPattern: the remote side plans a lone pattern's one match,
+// or the literal name it stands for, as one source (a file, under its
+// name); several matches as an archive of them; nothing there as one
+// missing source.
+func TestPlanSendPattern(t *testing.T) {
+	dir := t.TempDir()
+	for _, n := range []string{"g[1]", "a.txt", "b.txt", "one.log"} {
+		if err := os.WriteFile(filepath.Join(dir, n), []byte(n), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		src  string
+		want proto.Contents // its mode and name or names
+	}{
+		{"g[1]", proto.Contents{Mode: proto.ModeFile, Name: "g[1]"}},
+		{"*.log", proto.Contents{Mode: proto.ModeFile, Name: "one.log"}},
+		{"*.txt", proto.Contents{Mode: proto.ModeTar, Names: []string{"a.txt", "b.txt"}, Counts: []int{2}}},
+		{"*.none", proto.Contents{}},
+	} {
+		p, in, c, err := planSend(proto.Request{Send: []string{dir + "/" + tc.src}}, io.Discard)
+		if in != nil {
+			in.Close()
+		}
+		switch {
+		case tc.want.Mode == "" && err == nil:
+			t.Errorf("%s: planned %+v, want no such file", tc.src, c)
+		case tc.want.Mode == "":
+		case err != nil:
+			t.Errorf("%s: %v", tc.src, err)
+		case c.Mode != tc.want.Mode || c.Name != tc.want.Name || !slices.Equal(c.Names, tc.want.Names) || !slices.Equal(c.Counts, tc.want.Counts) || c.Single || p.Several != (c.Mode == proto.ModeTar):
+			t.Errorf("%s: planned %+v (several %v), want %+v", tc.src, c, p.Several, tc.want)
 		}
 	}
 }

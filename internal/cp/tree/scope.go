@@ -9,7 +9,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 )
 
-// An extraction writes only what was asked for (see internal/cp/asked.go):
+// An extraction writes only what was asked for (see internal/cp/plan/asked.go):
 // every archive entry must lie under the top-level names the plan was
 // checked for, before anything of it is written.
 

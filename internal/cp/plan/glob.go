@@ -1,4 +1,4 @@
-package cp
+package plan
 
 import (
 	"path"
@@ -13,7 +13,7 @@ import (
 // A download's source whose last element has a wildcard (h0:dir/*.txt) is
 // a pattern: the remote side expands it itself, with filepath.Glob and
 // never through a shell, and the local side takes only names that the
-// pattern matches, or the pattern itself (see takes and asked.check).
+// pattern matches, or the pattern itself (see takes and Asked.Check).
 // As in OpenSSH's scp, a pattern that matches nothing names the file of
 // that literal name (h0:'g[1]' copies g[1]), and a pattern's one match is
 // copied as one source is (into a new DST name, it becomes DST).
@@ -43,12 +43,12 @@ func takes(pattern, name string) bool {
 	return globMatch(pattern, name) || name == pattern
 }
 
-// expand returns the local paths that srcs, a download's sources as the
+// Expand returns the local paths that srcs, a download's sources as the
 // user wrote them, name on this side: each as is, or for a pattern, what it
 // matches, in order (a pattern that matches nothing, or is malformed, stays
 // as it is: the path of that literal name). from holds the index in srcs of
 // each path's source.
-func expand(srcs []string) (paths []string, from []int, err error) {
+func Expand(srcs []string) (paths []string, from []int, err error) {
 	for i, src := range srcs {
 		p := tree.ExpandHome(src)
 		if !isPattern(src) {
@@ -72,11 +72,11 @@ func expand(srcs []string) (paths []string, from []int, err error) {
 	return paths, from, nil
 }
 
-// counts returns, for a download's plan p of the paths that expand made
+// Counts returns, for a download's plan p of the paths that expand made
 // from n sources, how many top-level names each source gave.
-func (p plan) counts(from []int, n int) []int {
+func (p Plan) Counts(from []int, n int) []int {
 	c := make([]int, n)
-	for _, s := range p.srcs {
+	for _, s := range p.Srcs {
 		c[from[s.arg]]++
 	}
 	return c

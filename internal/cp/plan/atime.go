@@ -1,4 +1,4 @@
-package cp
+package plan
 
 import (
 	"io/fs"

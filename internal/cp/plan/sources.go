@@ -1,4 +1,4 @@
-package cp
+package plan
 
 import (
 	"fmt"
@@ -19,20 +19,20 @@ import (
 type source struct {
 	tree.Source
 	arg  int         // its place among the paths planCopy was given
-	info os.FileInfo // of what path leads to (links on the command line are followed)
+	Info os.FileInfo // of what path leads to (links on the command line are followed)
 }
 
-// plan is what a copy streams.
-type plan struct {
-	mode string // proto.ModeFile, proto.ModeSparse or proto.ModeTar
-	srcs []source
-	// several says that more than one source was asked for, or came of
+// Plan is what a copy streams.
+type Plan struct {
+	Mode string // proto.ModeFile, proto.ModeSparse or proto.ModeTar
+	Srcs []source
+	// Several says that more than one source was asked for, or came of
 	// them (a pattern's matches): the copy is an archive, even of one,
 	// and DST a directory.
-	several bool
-	left    []error          // why each source that several left out was left out
-	rs      *tree.Resumption // in tar mode, what the receiving side has of it, when resuming
-	tally   *tree.Tally      // in tar mode, counts the archive for the progress line; nil: no line
+	Several bool
+	Left    []error          // why each source that several left out was left out
+	Resume  *tree.Resumption // in tar mode, what the receiving side has of it, when resuming
+	Tally   *tree.Tally      // in tar mode, counts the archive for the progress line; nil: no line
 }
 
 // planCopy checks the sources: one regular file is streamed as is (or, if
@@ -41,31 +41,31 @@ type plan struct {
 // plan.several), a source that cannot be copied is left out (p.left says
 // why) unless none can. A source that rules exclude is left out, as no
 // failure, and the rest go with rules for their walk.
-func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (plan, error) {
-	p := plan{several: several || len(paths) > 1}
+func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (Plan, error) {
+	p := Plan{Several: several || len(paths) > 1}
 	for i, path := range paths {
 		s, err := planSource(path, recursive)
 		switch {
-		case err != nil && !p.several:
-			return plan{}, err
+		case err != nil && !p.Several:
+			return Plan{}, err
 		case err != nil:
-			p.left = append(p.left, err)
+			p.Left = append(p.Left, err)
 			continue
-		case rules.Match(s.Name, s.info.IsDir()):
+		case rules.Match(s.Name, s.Info.IsDir()):
 			continue
 		}
 		s.arg, s.Rules = i, rules
-		p.srcs = append(p.srcs, s)
+		p.Srcs = append(p.Srcs, s)
 	}
-	if len(p.srcs) == 0 && len(p.left) == 0 {
-		return plan{}, command.Usagef("nothing to copy: the filter rules exclude every source")
+	if len(p.Srcs) == 0 && len(p.Left) == 0 {
+		return Plan{}, command.Usagef("nothing to copy: the filter rules exclude every source")
 	}
-	if len(p.srcs) == 0 {
-		return plan{}, &leftOut{why: p.left, none: true}
+	if len(p.Srcs) == 0 {
+		return Plan{}, &LeftOut{Why: p.Left, none: true}
 	}
-	p.mode = proto.ModeTar
-	if !p.several && p.srcs[0].info.Mode().IsRegular() {
-		p.mode = tree.SingleMode(p.srcs[0].Path)
+	p.Mode = proto.ModeTar
+	if !p.Several && p.Srcs[0].Info.Mode().IsRegular() {
+		p.Mode = tree.SingleMode(p.Srcs[0].Path)
 	}
 	return p, nil
 }
@@ -86,20 +86,20 @@ func planSource(path string, recursive bool) (source, error) {
 	if err != nil {
 		return source{}, err
 	}
-	return source{Source: tree.Source{Path: path, Name: name}, info: fi}, nil
+	return source{Source: tree.Source{Path: path, Name: name}, Info: fi}, nil
 }
 
-// leftOut is the failure of a copy of several sources some of which were
+// LeftOut is the failure of a copy of several sources some of which were
 // left out, each for its reason (the others were copied): exit code 1, as
 // scp's.
-type leftOut struct {
-	why  []error
+type LeftOut struct {
+	Why  []error
 	none bool // no source could be copied
 }
 
-func (e *leftOut) Error() string {
-	s := make([]string, len(e.why))
-	for i, err := range e.why {
+func (e *LeftOut) Error() string {
+	s := make([]string, len(e.Why))
+	for i, err := range e.Why {
 		s[i] = err.Error()
 	}
 	if e.none {
@@ -108,34 +108,34 @@ func (e *leftOut) Error() string {
 	return fmt.Sprintf("not copied (the other sources were): %s", strings.Join(s, "; "))
 }
 
-// openSources plans the copy of paths (see planCopy) and, in file mode,
+// Open plans the copy of paths (see planCopy) and, in file mode,
 // opens the file, the stream's input (nil in tar mode, whose input is
 // made while it streams).
-func openSources(paths []string, recursive, several bool, rules *filter.Rules) (plan, *os.File, error) {
+func Open(paths []string, recursive, several bool, rules *filter.Rules) (Plan, *os.File, error) {
 	p, err := planCopy(paths, recursive, several, rules)
-	if err != nil || p.mode != proto.ModeFile {
+	if err != nil || p.Mode != proto.ModeFile {
 		return p, nil, err
 	}
-	f, err := os.Open(p.srcs[0].Path)
+	f, err := os.Open(p.Srcs[0].Path)
 	if err != nil {
 		return p, nil, conn.Errorf(conn.KindSetup, "", "%v", err)
 	}
 	return p, f, nil
 }
 
-// contents describes what p streams, for the receiving side: a file's
+// Contents describes what p streams, for the receiving side: a file's
 // (in file or sparse mode) name, permission bits, size and version, and
 // its times with preserve.
-func (p plan) contents(preserve bool) proto.Contents {
-	if p.mode == proto.ModeTar {
-		c := proto.Contents{Mode: proto.ModeTar, Single: !p.several}
-		for _, s := range p.srcs {
+func (p Plan) Contents(preserve bool) proto.Contents {
+	if p.Mode == proto.ModeTar {
+		c := proto.Contents{Mode: proto.ModeTar, Single: !p.Several}
+		for _, s := range p.Srcs {
 			c.Names = append(c.Names, s.Name)
 		}
 		return c
 	}
-	fi := p.srcs[0].info
-	c := proto.Contents{Mode: p.mode, Name: p.srcs[0].Name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
+	fi := p.Srcs[0].Info
+	c := proto.Contents{Mode: p.Mode, Name: p.Srcs[0].Name, Perm: meta.UnixMode(fi.Mode()), Size: fi.Size(), Changed: fi.ModTime().UnixNano()}
 	if preserve {
 		c.MTime = fi.ModTime().UnixNano()
 		c.ATime = accessTime(fi).UnixNano()
@@ -157,28 +157,28 @@ func destName(path string) (string, error) {
 	return name, nil
 }
 
-// sources are what of p's sources goes into its archive.
-func (p plan) sources() []tree.Source {
-	srcs := make([]tree.Source, len(p.srcs))
-	for i, s := range p.srcs {
+// Sources are what of p's sources goes into its archive.
+func (p Plan) Sources() []tree.Source {
+	srcs := make([]tree.Source, len(p.Srcs))
+	for i, s := range p.Srcs {
 		srcs[i] = s.Source
 	}
 	return srcs
 }
 
-// leftErr returns the failure of a copy of p for the sources it left
+// LeftErr returns the failure of a copy of p for the sources it left
 // out, nil if none.
-func (p plan) leftErr() error {
-	if len(p.left) == 0 {
+func (p Plan) LeftErr() error {
+	if len(p.Left) == 0 {
 		return nil
 	}
-	return &leftOut{why: p.left}
+	return &LeftOut{Why: p.Left}
 }
 
-// describe names the sources for messages.
-func (p plan) describe() string {
-	if len(p.srcs) == 1 {
-		return p.srcs[0].Path
+// Describe names the sources for messages.
+func (p Plan) Describe() string {
+	if len(p.Srcs) == 1 {
+		return p.Srcs[0].Path
 	}
-	return fmt.Sprintf("%d sources", len(p.srcs))
+	return fmt.Sprintf("%d sources", len(p.Srcs))
 }

@@ -1,4 +1,4 @@
-package cp
+package plan
 
 import (
 	"archive/tar"
@@ -39,11 +39,11 @@ func TestWalkFilter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.srcs) != 1 || p.leftErr() != nil {
-		t.Fatalf("planned %d sources (%v), want t alone, and no failure", len(p.srcs), p.leftErr())
+	if len(p.Srcs) != 1 || p.LeftErr() != nil {
+		t.Fatalf("planned %d sources (%v), want t alone, and no failure", len(p.Srcs), p.LeftErr())
 	}
 	var ar bytes.Buffer
-	if err := tree.WriteTar(&ar, p.sources(), io.Discard, nil, meta.Flags{}, nil); err != nil {
+	if err := tree.WriteTar(&ar, p.Sources(), io.Discard, nil, meta.Flags{}, nil); err != nil {
 		t.Fatal(err)
 	}
 	got := tarNames(t, &ar)
