@@ -72,7 +72,7 @@ func Expand(srcs []string) (paths []string, from []int, err error) {
 	return paths, from, nil
 }
 
-// Counts returns, for a download's plan p of the paths that expand made
+// Counts returns, for a download's plan p of the paths that Expand made
 // from n sources, how many top-level names each source gave.
 func (p Plan) Counts(from []int, n int) []int {
 	c := make([]int, n)

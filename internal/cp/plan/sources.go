@@ -30,7 +30,7 @@ type Plan struct {
 	// them (a pattern's matches): the copy is an archive, even of one,
 	// and DST a directory.
 	Several bool
-	Left    []error          // why each source that several left out was left out
+	Left    []error          // why each source that Several left out was left out
 	Resume  *tree.Resumption // in tar mode, what the receiving side has of it, when resuming
 	Tally   *tree.Tally      // in tar mode, counts the archive for the progress line; nil: no line
 }
@@ -38,7 +38,7 @@ type Plan struct {
 // planCopy checks the sources: one regular file is streamed as is (or, if
 // it has holes, as a tar archive of one sparse entry); several sources, or
 // a directory (only with recursive), as a tar archive. With several (see
-// plan.several), a source that cannot be copied is left out (p.left says
+// Plan.Several), a source that cannot be copied is left out (p.Left says
 // why) unless none can. A source that rules exclude is left out, as no
 // failure, and the rest go with rules for their walk.
 func planCopy(paths []string, recursive, several bool, rules *filter.Rules) (Plan, error) {
