@@ -2,7 +2,6 @@ package cp
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"strconv"
@@ -33,7 +32,7 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 	if err != nil {
 		return err
 	}
-	key := newKey()
+	key := proto.NewKey()
 	req, a := o.fetchRequest(key, srcs)
 	req.ConnectLater = true
 	sender, plan, c, err := sendingSide(ctx, from, o, req, a)
@@ -78,7 +77,7 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 // fails the copy before the stream, naming the pair.
 func BetweenTo(ctx context.Context, srcs []remote.Target, hosts []remote.Target, o Options) error {
 	from := srcs[0]
-	req, a := o.fetchRequest(newKey(), srcs) // the key is the forward line's
+	req, a := o.fetchRequest(proto.NewKey(), srcs) // the key is the forward line's
 	req.ConnectLater, req.Chain = true, true
 	sender, plan, c, err := sendingSide(ctx, from, o, req, a)
 	if err != nil {
@@ -120,7 +119,7 @@ func sendingSide(ctx context.Context, from remote.Target, o Options, req proto.R
 // the chain of hosts that started, and returns what it says it sent and
 // the hosts it says it gave up (no more than the chain has; which they
 // are, relayAll checks). A sending side that could not connect to the
-// first host names the pair (see linkFailed); a host of live that could
+// first host names the pair (see remote.LinkFailed); a host of live that could
 // not connect to the next one ends the wait (see chainBroken).
 func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*member, o Options) (pipe.Stats, error) {
 	first := live[0]
@@ -149,10 +148,10 @@ func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*m
 		case st.Kind == "lost":
 			stats.Lost = append(stats.Lost, st.Msg)
 			continue
-		case st.Kind == "fail" && kindOfCode(int(st.N)) == conn.KindSetup:
-			return stats, linkFailed(from, first.t.Host, first.addr, st)
+		case st.Kind == "fail" && remote.KindOfCode(int(st.N)) == conn.KindSetup:
+			return stats, remote.LinkFailed(from, first.t.Host, first.addr, st)
 		case st.Kind != "ok":
-			if err := remoteFailed(from, st); err != nil {
+			if err := remote.Failure(from, st); err != nil {
 				return stats, err
 			}
 			return stats, conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, st.Kind)
@@ -182,7 +181,7 @@ func resumeBetween(ctx context.Context, sender, receiver *remote.Remote, st prot
 			case err != nil:
 				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "%v", err)
 			case at.Kind == "fail":
-				return proto.Status{}, remoteFailed(from, at)
+				return proto.Status{}, remote.Failure(from, at)
 			case at.Kind != "from":
 				return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+from, "expected where the stream starts, got %q", at.Kind)
 			}
@@ -192,7 +191,7 @@ func resumeBetween(ctx context.Context, sender, receiver *remote.Remote, st prot
 		if st, err = receiver.Next(ctx, proto.OfferWait); err != nil {
 			return proto.Status{}, conn.Errorf(conn.KindSetup, "resume on "+to, "%v", err)
 		}
-		if err := remoteFailed(to, st); err != nil {
+		if err := remote.Failure(to, st); err != nil {
 			return proto.Status{}, err
 		}
 	}
@@ -232,16 +231,16 @@ func finishBetween(ctx context.Context, sender, receiver *remote.Remote, from, t
 	if err != nil {
 		return conn.Errorf(conn.KindAborted, "the remote side on "+from, "%v", err)
 	}
-	if sent.Kind == "fail" && kindOfCode(int(sent.N)) == conn.KindSetup {
-		return linkFailed(from, to, addr, sent)
+	if sent.Kind == "fail" && remote.KindOfCode(int(sent.N)) == conn.KindSetup {
+		return remote.LinkFailed(from, to, addr, sent)
 	}
-	got, err := receiver.Next(ctx, statusWait)
+	got, err := receiver.Next(ctx, remote.StatusWait)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	if err != nil {
 		err = conn.Errorf(conn.KindAborted, "after the stream", "the remote side on %s: %v", to, err)
-		if sendErr := remoteFailed(from, sent); sendErr != nil {
+		if sendErr := remote.Failure(from, sent); sendErr != nil {
 			return fmt.Errorf("%w; and %v", sendErr, err)
 		}
 		return err
@@ -259,7 +258,7 @@ func betweenOutcome(sent, got proto.Status, from, to string) error {
 	if u, ok := refusedClaim(got); ok {
 		return claimOf(from, &proto.Unasked{Claim: u.Claim, Why: u.Why + " (refused on " + to + ")"})
 	}
-	sendErr, recvErr := remoteFailed(from, sent), remoteFailed(to, got)
+	sendErr, recvErr := remote.Failure(from, sent), remote.Failure(to, got)
 	switch {
 	case sendErr != nil && recvErr != nil:
 		return fmt.Errorf("%w; and %v", recvErr, sendErr)
@@ -270,7 +269,7 @@ func betweenOutcome(sent, got proto.Status, from, to string) error {
 	case sent.Kind != "ok":
 		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side on %s reports %s, not what it sent", from, sent.Kind)
 	}
-	return remoteDone(to, got, sent.N, "sent by "+from)
+	return remote.Done(to, got, sent.N, "sent by "+from)
 }
 
 // refusedClaim returns what got, the receiving side's status in a copy
@@ -288,37 +287,4 @@ func refusedClaim(got proto.Status) (*proto.Unasked, bool) {
 	}
 	claim, _ := strconv.Unquote(quoted)
 	return &proto.Unasked{Claim: claim, Why: strings.TrimPrefix(rest[len(quoted):], ": ")}, true
-}
-
-// cannotConnectOp starts a remote side's failure to connect to the host
-// at addr (see cannotConnect).
-func cannotConnectOp(addr string) string { return "cannot connect to " + addr }
-
-// cannotConnect is a remote side's failure to connect to the host at addr
-// (err), the next one of a chain or the receiving host of a copy between
-// two remote hosts, which the local side reports as the pair's (see
-// linkFailed).
-func cannotConnect(addr string, err error) error {
-	return &conn.Error{Kind: conn.KindSetup, Op: cannotConnectOp(addr), Err: err}
-}
-
-// couldNotConnect returns why st, a remote side's status, says it could
-// not connect to addr (see cannotConnect), and whether it says so.
-func couldNotConnect(st proto.Status, addr string) (string, bool) {
-	if st.Kind != "fail" || kindOfCode(int(st.N)) != conn.KindSetup {
-		return "", false
-	}
-	return strings.CutPrefix(st.Msg, cannotConnectOp(addr)+": ")
-}
-
-// linkFailed is the failure st of the remote side on from, which was to
-// connect to the host to at addr: when it says it could not connect
-// there, an error that names the pair and says why; else the remote
-// side's failure as it is.
-func linkFailed(from, to, addr string, st proto.Status) error {
-	why, ok := couldNotConnect(st, addr)
-	if !ok {
-		return remoteFailed(from, st)
-	}
-	return &conn.Error{Kind: conn.KindSetup, Op: from + " cannot connect to " + to + " at " + addr, Err: errors.New(strconv.Quote(why))}
 }

@@ -80,7 +80,7 @@ func copyDown(ctx context.Context, hosts []remote.Target, c proto.Contents, o Op
 	ms := make([]*member, len(hosts))
 	var mu sync.Mutex
 	for i, t := range hosts {
-		ms[i] = &member{t: t, key: newKey(), log: &lineMarker{mu: &mu, w: o.Stderr, name: t.SSHDest()}}
+		ms[i] = &member{t: t, key: proto.NewKey(), log: &lineMarker{mu: &mu, w: o.Stderr, name: t.SSHDest()}}
 	}
 	startAll(ctx, ms, c, o)
 	defer func() {
@@ -192,14 +192,14 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 				}
 				return
 			}
-			st, err := m.r.Next(ctx, statusWait)
+			st, err := m.r.Next(ctx, remote.StatusWait)
 			switch {
 			case ctx.Err() != nil:
 				m.err = context.Cause(ctx)
 			case err != nil:
 				m.err = conn.Errorf(conn.KindAborted, "after the stream, remote side on "+m.t.Host, "%v", err)
 			default:
-				m.err, m.bytes = remoteDone(m.t.Host, st, stats.Bytes, "sent"), st.N
+				m.err, m.bytes = remote.Done(m.t.Host, st, stats.Bytes, "sent"), st.N
 			}
 		})
 	}
@@ -218,7 +218,7 @@ func anyEnded(ms []*member) <-chan struct{} {
 // host says so only as the stream is set up, so the stream cannot start.
 func chainBroken(live []*member) <-chan struct{} {
 	return endedSaying(live[:len(live)-1], func(i int) bool {
-		_, ok := couldNotConnect(live[i].r.Failed, live[i+1].addr)
+		_, ok := remote.CouldNotConnect(live[i].r.Failed, live[i+1].addr)
 		return ok
 	})
 }
@@ -241,14 +241,14 @@ func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
 
 // brokenPair returns, once the remote sides of live (the chain, in its
 // order) have ended, the failure of the last of them that says it could
-// not connect to the next one (see linkFailed), or nil. Only the last
+// not connect to the next one (see remote.LinkFailed), or nil. Only the last
 // counts: the hosts before it could not set their stream up because it
 // could not, and one may have found it gone when it tried again.
 func brokenPair(live []*member) error {
 	for i := len(live) - 2; i >= 0; i-- {
 		m, next := live[i], live[i+1]
-		if _, ok := couldNotConnect(m.r.Failed, next.addr); ok {
-			return linkFailed(m.t.Host, next.t.Host, next.addr, m.r.Failed)
+		if _, ok := remote.CouldNotConnect(m.r.Failed, next.addr); ok {
+			return remote.LinkFailed(m.t.Host, next.t.Host, next.addr, m.r.Failed)
 		}
 	}
 	return nil

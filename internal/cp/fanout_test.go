@@ -124,7 +124,7 @@ func TestLostMembers(t *testing.T) {
 // that is no failure to connect, names none.
 func TestBrokenPair(t *testing.T) {
 	unreached := func(addr string) proto.Status {
-		return proto.Status{Kind: "fail", N: command.ExitSetup, Msg: cannotConnect(addr, errors.New("refused")).Error()}
+		return proto.Status{Kind: "fail", N: command.ExitSetup, Msg: remote.CannotConnect(addr, errors.New("refused")).Error()}
 	}
 	gone := proto.Status{Kind: "fail", N: command.ExitAborted, Msg: "wait for the sender: the ssh session ended"}
 	tests := []struct {

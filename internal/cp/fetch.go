@@ -38,7 +38,7 @@ func Fetch(ctx context.Context, srcs []remote.Target, dst string, o Options) err
 		return err
 	}
 	defer l.Close()
-	key := newKey()
+	key := proto.NewKey()
 	req, a := o.fetchRequest(key, srcs)
 	req.Connect = addr
 	r, st, err := begin(ctx, t, o, remoteSend, req)
@@ -184,7 +184,7 @@ func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s tre
 	go func() {
 		st, err := r.Next(rctx, proto.MaxTimeout)
 		if err == nil && st.Kind != "ok" {
-			err = remoteFailed(host, st)
+			err = remote.Failure(host, st)
 		}
 		if err != nil {
 			cancel(err)
@@ -194,9 +194,9 @@ func fetchStream(ctx context.Context, r *remote.Remote, srv server.Server, s tre
 	confirm := func(stats pipe.Stats) error {
 		select {
 		case st := <-last:
-			return remoteDone(host, st, stats.Bytes, "received")
-		case <-time.After(statusWait):
-			return conn.Errorf(conn.KindAborted, "after the stream", "no word from the remote side within %v", statusWait)
+			return remote.Done(host, st, stats.Bytes, "received")
+		case <-time.After(remote.StatusWait):
+			return conn.Errorf(conn.KindAborted, "after the stream", "no word from the remote side within %v", remote.StatusWait)
 		case <-ctx.Done():
 			return context.Cause(ctx)
 		}
@@ -250,7 +250,7 @@ func resumeDownload(ctx context.Context, r *remote.Remote, s *tree.FileSink, key
 	case err != nil:
 		return 0, conn.Errorf(conn.KindSetup, "resume", "%v", err)
 	case st.Kind == "fail":
-		return 0, remoteFailed(host, st)
+		return 0, remote.Failure(host, st)
 	case st.Kind != "from":
 		return 0, conn.Errorf(conn.KindSetup, "resume", "expected where the stream starts, got %q", st.Kind)
 	}

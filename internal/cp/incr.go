@@ -252,7 +252,7 @@ func readListing(ctx context.Context, r *remote.Remote, st proto.Status, tops []
 			return nil, conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 		}
 	}
-	if err := remoteFailed(host, st); err != nil {
+	if err := remote.Failure(host, st); err != nil {
 		return nil, err
 	}
 	if st.Kind != "listed" || st.N != int64(l.Len()) {
@@ -466,8 +466,8 @@ func (o Options) fetchListing(ctx context.Context, r *remote.Remote, s *tree.Tar
 	if err := o.listDownload(ctx, r, s, dsts, st, host); err != nil || !o.Incr.dryRun {
 		return err
 	}
-	if st, err = r.Next(ctx, statusWait); err != nil {
+	if st, err = r.Next(ctx, remote.StatusWait); err != nil {
 		return conn.Errorf(conn.KindAborted, "after the listing", "%v", err)
 	}
-	return remoteDone(host, st, 0, "received")
+	return remote.Done(host, st, 0, "received")
 }

@@ -2,7 +2,6 @@ package cp
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -33,7 +32,6 @@ const (
 	portWait   = 2 * time.Minute  // ssh login (which may ask for a password) and the remote start
 	dialWait   = 15 * time.Second // connecting to the remote side's port, attempts included
 	retryPause = 100 * time.Millisecond
-	statusWait = 5 * time.Minute // the remote side putting the copy in place after the stream
 )
 
 // Options are the local side's settings.
@@ -107,7 +105,7 @@ func takeOffers(ctx context.Context, r *remote.Remote, st proto.Status, in *os.F
 		if st, err = r.Next(ctx, proto.OfferWait); err != nil {
 			return st, skipped, conn.Errorf(conn.KindSetup, "start the remote side on "+host, "%v", err)
 		}
-		if err := remoteFailed(host, st); err != nil {
+		if err := remote.Failure(host, st); err != nil {
 			return st, skipped, err
 		}
 	}
@@ -131,7 +129,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 		return err
 	}
 	o.noteSingle(p.Mode)
-	key := newKey()
+	key := proto.NewKey()
 	host, listen, err := o.streamHost(ctx, t)
 	if err != nil {
 		return err
@@ -155,7 +153,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 			return err
 		}
 		if o.Incr.dryRun {
-			return remoteDone(t.Host, st, 0, "sent")
+			return remote.Done(t.Host, st, 0, "sent")
 		}
 	}
 	if o.Resume && p.Mode == proto.ModeSparse {
@@ -177,14 +175,14 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 		r.Close()
 		return streamFailed(err, r)
 	}
-	st, err = r.Next(ctx, statusWait)
+	st, err = r.Next(ctx, remote.StatusWait)
 	if ctx.Err() != nil {
 		return context.Cause(ctx)
 	}
 	if err != nil {
 		return conn.Errorf(conn.KindAborted, "after the stream", "%v", err)
 	}
-	if err := remoteDone(t.Host, st, stats.Bytes, "sent"); err != nil {
+	if err := remote.Done(t.Host, st, stats.Bytes, "sent"); err != nil {
 		return err
 	}
 	if p.Resume != nil {
@@ -202,7 +200,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 func streamFailed(err error, r *remote.Remote) error {
 	words := r.LastWords()
 	err = fmt.Errorf("%w (remote side: %s)", err, words)
-	if r.Failed.Kind == "fail" && kindOfCode(int(r.Failed.N)) == conn.KindSetup {
+	if r.Failed.Kind == "fail" && remote.KindOfCode(int(r.Failed.N)) == conn.KindSetup {
 		return &conn.Error{Kind: conn.KindSetup, Err: err}
 	}
 	return err
@@ -239,13 +237,6 @@ func (o Options) receiveConfig(key []byte) pipe.ReceiveConfig {
 	return pipe.ReceiveConfig{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
 }
 
-// newKey returns a fresh one-time key.
-func newKey() []byte {
-	key := make([]byte, proto.KeyLen)
-	rand.Read(key)
-	return key
-}
-
 // request is the part of a request that o sets, with key.
 func (o Options) request(key []byte) proto.Request {
 	return proto.Request{Version: proto.Version, Key: hex.EncodeToString(key), Preserve: o.Preserve, Keep: o.Keep.String(), Encrypt: o.Encrypt,
@@ -276,25 +267,13 @@ func begin(ctx context.Context, t remote.Target, o Options, flag string, req pro
 		// An rdmacp of another version there cannot read the request.
 		err = conn.Errorf(conn.KindSetup, "remote side on "+t.Host, "%q (is the same rdmacp installed there? See --remote-cmd)", st.Msg)
 	default:
-		err = remoteFailed(t.Host, st)
+		err = remote.Failure(t.Host, st)
 	}
 	if err != nil {
 		r.Close()
 		return nil, proto.Status{}, err
 	}
 	return r, st, nil
-}
-
-// remoteDone checks the remote side's last status line after a stream of
-// n bytes, which this side has "sent" or "received": it must say "ok n".
-func remoteDone(host string, st proto.Status, n int64, verb string) error {
-	if err := remoteFailed(host, st); err != nil {
-		return err
-	}
-	if st.Kind != "ok" || st.N != n {
-		return conn.Errorf(conn.KindIntegrity, "after the stream", "the remote side reports %s %d, %d bytes were %s", st.Kind, st.N, n, verb)
-	}
-	return nil
 }
 
 // streamHost returns where an upload's stream to t goes, and the address
@@ -421,24 +400,6 @@ func newDialer(o Options) conn.Dialer {
 		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
 	}
 	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: o.Stderr, Name: "rdmacp"}
-}
-
-// remoteFailed returns the remote side's failure as an error of the kind
-// its exit code stands for, or nil if st is not a failure.
-func remoteFailed(host string, st proto.Status) error {
-	if st.Kind != "fail" {
-		return nil
-	}
-	return &conn.Error{Kind: kindOfCode(int(st.N)), Op: "remote side on " + host, Err: errors.New(strconv.Quote(st.Msg))}
-}
-
-// kindOfCode maps an exit code back to the kind of error it stands for.
-func kindOfCode(code int) conn.Kind {
-	kinds := map[int]conn.Kind{2: conn.KindUsage, 3: conn.KindSetup, 4: conn.KindAborted, 5: conn.KindIntegrity, 6: conn.KindAuth, 7: conn.KindNoRDMA}
-	if k, ok := kinds[code]; ok {
-		return k
-	}
-	return conn.KindInternal
 }
 
 // summary is the -v line for a finished copy, which a partial copy

@@ -51,7 +51,7 @@ func (o Options) fetchTally(ctx context.Context, r *remote.Remote, s tree.Sink, 
 	case err != nil:
 		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "%v", err)
 	case st.Kind == "fail":
-		return nil, remoteFailed(host, st)
+		return nil, remote.Failure(host, st)
 	case st.Kind != "total":
 		return nil, conn.Errorf(conn.KindSetup, "read the totals from "+host, "expected them, got %q", st.Kind)
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
+	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/cp/tree"
 	"github.com/rdmapipe/rdmapipe/internal/server"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -152,7 +153,7 @@ func forwardWith(cfg *pipe.RelayConfig, req proto.Request, br *bufio.Reader, std
 	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) {
 		c, err := d.Dial(ctx, addr, defaultParams(req.Transport, req.Relay))
 		if err != nil && addr == f.To && !errors.Is(ctx.Err(), context.Canceled) {
-			unreached(cannotConnect(addr, err))
+			unreached(remote.CannotConnect(addr, err))
 		}
 		return c, err
 	}
@@ -306,14 +307,14 @@ func sendTo(req proto.Request, br *bufio.Reader, o Options) (string, pipe.SendCo
 // remote hosts, of its stream to addr: a stream that could not start is a
 // setup failure, which, when the receiving host was not reached, the
 // local side reports as one host's failure to reach the other (see
-// cannotConnect); a stream that went is summed up with -v, as no local
+// remote.CannotConnect); a stream that went is summed up with -v, as no local
 // side has its figures (a resume's partial copies spared skipped bytes,
 // -1: it did not resume).
 func betweenResult(ctx context.Context, st pipe.Stats, err error, addr string, o Options, skipped int64) error {
 	var de *dialError
 	switch {
 	case err != nil && ctx.Err() == nil && errors.As(err, &de):
-		return cannotConnect(addr, de.err)
+		return remote.CannotConnect(addr, de.err)
 	case err != nil && ctx.Err() == nil && pipe.Retryable(st, err):
 		return &conn.Error{Kind: conn.KindSetup, Err: err}
 	case err == nil && o.Verbose:

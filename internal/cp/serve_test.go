@@ -128,7 +128,7 @@ func TestNotWritable(t *testing.T) {
 }
 
 // TestBetweenResult: the sending side of a copy between remote hosts
-// says it could not connect (see cannotConnect) only when connecting
+// says it could not connect (see remote.CannotConnect) only when connecting
 // failed; any other failure before the stream is a setup failure as it
 // is, and one after the stream began keeps its kind.
 func TestBetweenResult(t *testing.T) {

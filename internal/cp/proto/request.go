@@ -7,6 +7,7 @@ package proto
 import (
 	"bufio"
 	"bytes"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -209,6 +210,13 @@ func (r Request) KeyBytes() []byte { return DecodeKey(r.Key) }
 func DecodeKey(hexKey string) []byte {
 	k, _ := hex.DecodeString(hexKey)
 	return k
+}
+
+// NewKey returns a fresh one-time key.
+func NewKey() []byte {
+	key := make([]byte, KeyLen)
+	rand.Read(key)
+	return key
 }
 
 // WriteRequest sends r as one line on w.
