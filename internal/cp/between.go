@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/chain"
 	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
@@ -84,7 +85,7 @@ func BetweenTo(ctx context.Context, srcs []remote.Target, hosts []remote.Target,
 		return err
 	}
 	defer sender.Close()
-	err = copyDown(ctx, hosts, c, o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
+	err = chain.Down(ctx, hosts, o.chainOf(c), func(ctx context.Context, live []*chain.Member) (pipe.Stats, error) {
 		return sentDown(ctx, sender, from.Host, live, o)
 	})
 	if err != nil {
@@ -118,19 +119,19 @@ func sendingSide(ctx context.Context, from remote.Target, o Options, req proto.R
 // sentDown tells the sending side on from to send the stream down live,
 // the chain of hosts that started, and returns what it says it sent and
 // the hosts it says it gave up (no more than the chain has; which they
-// are, relayAll checks). A sending side that could not connect to the
+// are, chain.Down checks). A sending side that could not connect to the
 // first host names the pair (see remote.LinkFailed); a host of live that could
-// not connect to the next one ends the wait (see chainBroken).
-func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*member, o Options) (pipe.Stats, error) {
+// not connect to the next one ends the wait (see chain.Broken).
+func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*chain.Member, o Options) (pipe.Stats, error) {
 	first := live[0]
-	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.t.Host, first.addr)
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight down the chain, first to %s at %s\n", from, first.Target.Host, first.Addr)
 	// A failed write means ssh is gone; the sending side's status says why.
-	_ = proto.WriteJSONLine(sender.Stdin, forwardTo(live))
+	_ = proto.WriteJSONLine(sender.Stdin, chain.Forward(live))
 	ctx, stop := context.WithCancelCause(ctx)
 	defer stop(nil)
 	go func() {
 		select {
-		case <-chainBroken(live):
+		case <-chain.Broken(live):
 			stop(conn.Errorf(conn.KindSetup, "", "a host of the chain cannot connect to the next one"))
 		case <-ctx.Done():
 		}
@@ -149,7 +150,7 @@ func sentDown(ctx context.Context, sender *remote.Remote, from string, live []*m
 			stats.Lost = append(stats.Lost, st.Msg)
 			continue
 		case st.Kind == "fail" && remote.KindOfCode(int(st.N)) == conn.KindSetup:
-			return stats, remote.LinkFailed(from, first.t.Host, first.addr, st)
+			return stats, remote.LinkFailed(from, first.Target.Host, first.Addr, st)
 		case st.Kind != "ok":
 			if err := remote.Failure(from, st); err != nil {
 				return stats, err

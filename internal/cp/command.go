@@ -16,6 +16,7 @@ import (
 	"github.com/urfave/cli/v2"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/cp/chain"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
@@ -178,7 +179,7 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
 			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
 			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
-			&cli.IntFlag{Name: "fanout", Value: DefaultFanout, Usage: "with several hosts, start at most `N` remote sides at once"},
+			&cli.IntFlag{Name: "fanout", Value: chain.DefaultFanout, Usage: "with several hosts, start at most `N` remote sides at once"},
 			&cli.StringFlag{Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh: its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)"},
 			&cli.StringFlag{Name: "stats-json", Usage: "with several hosts, write the result, each host's too, as JSON to `FILE`"},
 			// An incremental copy, as rsync's (see incr.go).

@@ -231,6 +231,15 @@ func (o Options) sendConfig(key []byte) pipe.SendConfig {
 	return pipe.SendConfig{Key: key, Encrypt: o.Encrypt, Timeout: o.Timeout}
 }
 
+// repairing sets cfg, a stream's to the first host of a chain, to give up
+// a host that dies mid-stream and go on with the hosts after it that f,
+// the forward line to that first host, names.
+func (o Options) repairing(cfg *pipe.SendConfig, f proto.ForwardLine) {
+	d := newDialer(o)
+	cfg.Repair, cfg.Fallback = true, f.Hops()
+	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
+}
+
 // receiveConfig is the engine's configuration of a stream received under
 // key.
 func (o Options) receiveConfig(key []byte) pipe.ReceiveConfig {

@@ -1,4 +1,9 @@
-package cp
+// Package chain runs a copy to several hosts as one stream that each
+// host relays to the next: it starts their remote sides a fan-out at a
+// time, tells each where to pass the stream on, and collects and reports
+// every host's result, naming a pair that cannot connect and the hosts
+// the stream gave up.
+package chain
 
 import (
 	"bytes"
@@ -7,15 +12,12 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
-	"strconv"
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
-	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -26,70 +28,51 @@ import (
 // at once, as pdsh's default fan-out.
 const DefaultFanout = 32
 
-// member is one host of a copy to several hosts.
-type member struct {
-	t     remote.Target
-	key   []byte         // its one-time key
-	addr  string         // IP:PORT its remote side listens on, once started
-	r     *remote.Remote // its remote side, once started
-	err   error          // why the copy failed there, if it did
-	bytes int64          // what it wrote, as it says
-	log   *lineMarker    // its stderr
+// Config is how a copy to several hosts starts each host's remote
+// side, and where and how it reports their results.
+type Config struct {
+	Fanout  int       // how many remote sides start at once
+	Stderr  io.Writer // each host's failure, and its remote side's stderr, each line marked with its name
+	Verbose bool      // each host's result, and the stream's summary
+	Stats   string    // a file to write the result to as JSON, if set
+	// Start starts the remote side of m, its stderr on stderr, to
+	// receive the stream, and sets m's remote side and address once it
+	// listens.
+	Start func(ctx context.Context, m *Member, stderr io.Writer) error
+	// Summary is the -v line of the stream sent.
+	Summary func(pipe.Stats) string
 }
 
-// CopyTo copies the files and directories at paths to each host of hosts
-// (the same DST on each, in t.Path) as one stream that every host relays
-// to the next, in the order given, so that each byte leaves this host
-// once. It starts the remote sides (o.Fanout at a time), each with its
-// own one-time key; once every one has reported its port, it tells each
-// where to pass the stream on and the key of the host there (the next one
-// that started; the last passes it nowhere), so that a host relays only
-// along this chain. Then it streams to the first and waits for every
-// host's result. A host whose remote side did not start is left out of
-// the chain; one that cannot connect to the next one fails the copy
-// before the stream, naming the pair. It returns nil when every host has
-// the copy in place, a *command.Partial when some have, else the first
-// host's failure; -v and o.Stats report each host's result.
-func CopyTo(ctx context.Context, paths []string, hosts []remote.Target, o Options) error {
-	p, in, err := plan.Open(paths, o.Recursive, false, o.Filter)
-	if err != nil {
-		return err
-	}
-	if in != nil {
-		defer in.Close()
-	}
-	o.noteSingle(p.Mode)
-	err = copyDown(ctx, hosts, p.Contents(o.Preserve), o, func(ctx context.Context, live []*member) (pipe.Stats, error) {
-		first := live[0]
-		cfg := o.sendConfig(first.key)
-		o.repairing(&cfg, forwardTo(live))
-		return stream(ctx, first.addr, p, in, o, cfg, anyEnded(live))
-	})
-	if err != nil {
-		return err
-	}
-	return p.LeftErr()
+// Member is one host of a copy to several hosts.
+type Member struct {
+	Target remote.Target  // the host, and DST there
+	Key    []byte         // its one-time key
+	Addr   string         // IP:PORT its remote side listens on, once started
+	Remote *remote.Remote // its remote side, once started
+	err    error          // why the copy failed there, if it did
+	bytes  int64          // what it wrote, as it says
+	log    *lineMarker    // its stderr
 }
 
-// copyDown starts the remote sides of hosts to receive c, each with its
-// own one-time key, sends the stream down those that started with send
+// Down starts the remote sides of hosts (see Config.Start), each with
+// its own one-time key, sends the stream down those that started with send
 // (which is given them in chain order, and returns what was sent, and
 // which hosts it gave up) and reports every host's result (see
 // finishAll).
-func copyDown(ctx context.Context, hosts []remote.Target, c proto.Contents, o Options, send func(context.Context, []*member) (pipe.Stats, error)) error {
-	ms := make([]*member, len(hosts))
+func Down(ctx context.Context, hosts []remote.Target, cfg Config, send func(context.Context, []*Member) (pipe.Stats, error)) error {
+	ms := make([]*Member, len(hosts))
 	var mu sync.Mutex
 	for i, t := range hosts {
-		ms[i] = &member{t: t, key: proto.NewKey(), log: &lineMarker{mu: &mu, w: o.Stderr, name: t.SSHDest()}}
+		ms[i] = &Member{Target: t, Key: proto.NewKey(), log: &lineMarker{mu: &mu, w: cfg.Stderr, name: t.SSHDest()}}
 	}
-	startAll(ctx, ms, c, o)
+	startAll(ctx, ms, cfg)
 	defer func() {
 		closeAll(ms)
 		for _, m := range ms {
 			m.log.flush()
 		}
 	}()
-	var live []*member
+	var live []*Member
 	for _, m := range ms {
 		if m.err == nil {
 			live = append(live, m)
@@ -99,49 +82,22 @@ func copyDown(ctx context.Context, hosts []remote.Target, c proto.Contents, o Op
 	if len(live) > 0 {
 		stats = relayAll(ctx, live, send)
 	}
-	return finishAll(ms, stats, o)
+	return finishAll(ms, stats, cfg)
 }
 
-// startAll starts the remote side of every member, o.Fanout at a time,
-// and waits for each one's port (or failure).
-func startAll(ctx context.Context, ms []*member, c proto.Contents, o Options) {
-	slots := make(chan struct{}, max(o.Fanout, 1))
+// startAll starts the remote side of every member, cfg.fanout at a
+// time, and waits for each one's port (or failure).
+func startAll(ctx context.Context, ms []*Member, cfg Config) {
+	slots := make(chan struct{}, max(cfg.Fanout, 1))
 	var wg sync.WaitGroup
 	for _, m := range ms {
 		slots <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-slots }()
-			m.start(ctx, c, o)
+			m.err = cfg.Start(ctx, m, m.log)
 		})
 	}
 	wg.Wait()
-}
-
-// start starts m's remote side to receive c, with its stderr's lines
-// marked with its name, and waits for its port.
-func (m *member) start(ctx context.Context, c proto.Contents, o Options) {
-	o.Stderr = m.log
-	host, listen, err := o.streamHost(ctx, m.t)
-	if err == nil && listen == "" {
-		host, err = resolveIP(ctx, host, "resolve "+host) // the hosts relay to it by address
-	}
-	if err != nil {
-		m.err = err
-		return
-	}
-	req := o.request(m.key)
-	req.Dest, req.Contents, req.Listen, req.Relay, req.DataPorts = m.t.Path, c, listen, true, o.DataPorts.String()
-	r, st, err := begin(ctx, m.t, o, remoteReceive, req)
-	if err != nil {
-		m.err = err
-		return
-	}
-	if st.Kind != "port" {
-		r.Close()
-		m.err = conn.Errorf(conn.KindSetup, "start the remote side on "+m.t.Host, "expected its port, got %q", st.Kind)
-		return
-	}
-	m.r, m.addr = r, net.JoinHostPort(host, strconv.Itoa(int(st.N)))
 }
 
 // relayAll tells each of live where to pass the stream on, and the
@@ -149,10 +105,10 @@ func (m *member) start(ctx context.Context, c proto.Contents, o Options) {
 // them with send (to the first, or the next ones should it die) and
 // collects every one's result. When send fails and a host says it could
 // not connect to the next one, that pair is every host's failure.
-func relayAll(ctx context.Context, live []*member, send func(context.Context, []*member) (pipe.Stats, error)) pipe.Stats {
+func relayAll(ctx context.Context, live []*Member, send func(context.Context, []*Member) (pipe.Stats, error)) pipe.Stats {
 	for i, m := range live {
 		// A failed write means ssh is gone; its status says why.
-		_ = proto.WriteJSONLine(m.r.Stdin, forwardTo(live[i+1:]))
+		_ = proto.WriteJSONLine(m.Remote.Stdin, Forward(live[i+1:]))
 	}
 	first := live[0]
 	stats, err := send(ctx, live)
@@ -160,9 +116,9 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 		// Every host's stream ends with this one's: stop them all, and
 		// take what each said.
 		closeAll(live)
-		first.err = fmt.Errorf("%w (remote side: %s)", err, first.r.LastWords())
+		first.err = fmt.Errorf("%w (remote side: %s)", err, first.Remote.LastWords())
 		for _, m := range live[1:] {
-			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "%s", m.r.LastWords())
+			m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.Target.Host, "%s", m.Remote.LastWords())
 		}
 		if err := brokenPair(live); err != nil {
 			for _, m := range live {
@@ -185,21 +141,21 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 	for _, m := range live {
 		wg.Go(func() {
 			if lost[m] {
-				m.r.Close()
+				m.Remote.Close()
 				var words string
-				if m.bytes, words = m.r.Result(); m.bytes != stats.Bytes {
-					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.t.Host, "given up in mid-stream (it died, or was silent past --timeout), the copy went on without it: %s", words)
+				if m.bytes, words = m.Remote.Result(); m.bytes != stats.Bytes {
+					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.Target.Host, "given up in mid-stream (it died, or was silent past --timeout), the copy went on without it: %s", words)
 				}
 				return
 			}
-			st, err := m.r.Next(ctx, remote.StatusWait)
+			st, err := m.Remote.Next(ctx, remote.StatusWait)
 			switch {
 			case ctx.Err() != nil:
 				m.err = context.Cause(ctx)
 			case err != nil:
-				m.err = conn.Errorf(conn.KindAborted, "after the stream, remote side on "+m.t.Host, "%v", err)
+				m.err = conn.Errorf(conn.KindAborted, "after the stream, remote side on "+m.Target.Host, "%v", err)
 			default:
-				m.err, m.bytes = remote.Done(m.t.Host, st, stats.Bytes, "sent"), st.N
+				m.err, m.bytes = remote.Done(m.Target.Host, st, stats.Bytes, "sent"), st.N
 			}
 		})
 	}
@@ -207,30 +163,30 @@ func relayAll(ctx context.Context, live []*member, send func(context.Context, []
 	return stats
 }
 
-// anyEnded returns a channel closed once the remote side of any of ms
+// AnyEnded returns a channel closed once the remote side of any of ms
 // has ended: before the stream starts, the chain can then not be set up.
-func anyEnded(ms []*member) <-chan struct{} {
+func AnyEnded(ms []*Member) <-chan struct{} {
 	return endedSaying(ms, func(int) bool { return true })
 }
 
-// chainBroken returns a channel closed once a host of live (the chain,
+// Broken returns a channel closed once a host of live (the chain,
 // in its order) has ended saying it could not connect to the next one: a
 // host says so only as the stream is set up, so the stream cannot start.
-func chainBroken(live []*member) <-chan struct{} {
+func Broken(live []*Member) <-chan struct{} {
 	return endedSaying(live[:len(live)-1], func(i int) bool {
-		_, ok := remote.CouldNotConnect(live[i].r.Failed, live[i+1].addr)
+		_, ok := remote.CouldNotConnect(live[i].Remote.Failed, live[i+1].Addr)
 		return ok
 	})
 }
 
 // endedSaying returns a channel closed once the remote side of ms[i] has
 // ended and says(i), asked then, holds, for any i.
-func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
+func endedSaying(ms []*Member, says func(i int) bool) <-chan struct{} {
 	ended := make(chan struct{})
 	var once sync.Once
 	for i, m := range ms {
 		go func() {
-			<-m.r.Waited
+			<-m.Remote.Waited
 			if says(i) {
 				once.Do(func() { close(ended) })
 			}
@@ -244,34 +200,25 @@ func endedSaying(ms []*member, says func(i int) bool) <-chan struct{} {
 // not connect to the next one (see remote.LinkFailed), or nil. Only the last
 // counts: the hosts before it could not set their stream up because it
 // could not, and one may have found it gone when it tried again.
-func brokenPair(live []*member) error {
+func brokenPair(live []*Member) error {
 	for i := len(live) - 2; i >= 0; i-- {
 		m, next := live[i], live[i+1]
-		if _, ok := remote.CouldNotConnect(m.r.Failed, next.addr); ok {
-			return remote.LinkFailed(m.t.Host, next.t.Host, next.addr, m.r.Failed)
+		if _, ok := remote.CouldNotConnect(m.Remote.Failed, next.Addr); ok {
+			return remote.LinkFailed(m.Target.Host, next.Target.Host, next.Addr, m.Remote.Failed)
 		}
 	}
 	return nil
 }
 
-// repairing sets cfg, a stream's to the first host of a chain, to give up
-// a host that dies mid-stream and go on with the hosts after it that f,
-// the forward line to that first host, names.
-func (o Options) repairing(cfg *pipe.SendConfig, f proto.ForwardLine) {
-	d := newDialer(o)
-	cfg.Repair, cfg.Fallback = true, f.Hops()
-	cfg.Dial = func(ctx context.Context, addr string) (conn.Conn, error) { return d.Dial(ctx, addr, o.params()) }
-}
-
-// forwardTo is the forward line of the host before rest: the first of
+// Forward is the forward line of the host before rest: the first of
 // rest, and up to proto.MaxFallbacks after it.
-func forwardTo(rest []*member) proto.ForwardLine {
+func Forward(rest []*Member) proto.ForwardLine {
 	if len(rest) == 0 {
 		return proto.ForwardLine{}
 	}
-	f := proto.ForwardLine{To: rest[0].addr, Key: hex.EncodeToString(rest[0].key)}
+	f := proto.ForwardLine{To: rest[0].Addr, Key: hex.EncodeToString(rest[0].Key)}
 	for _, m := range rest[1:min(len(rest), 1+proto.MaxFallbacks)] {
-		f.Then = append(f.Then, proto.ForwardLine{To: m.addr, Key: hex.EncodeToString(m.key)})
+		f.Then = append(f.Then, proto.ForwardLine{To: m.Addr, Key: hex.EncodeToString(m.Key)})
 	}
 	return f
 }
@@ -281,10 +228,10 @@ func forwardTo(rest []*member) proto.ForwardLine {
 // first, the one this side connected to, by its connection's remote
 // address, the same IP and port). A name that is none of theirs is a
 // protocol error: no host is guessed for it.
-func lostMembers(live []*member, lost []string) (map[*member]bool, error) {
-	gone := map[*member]bool{}
+func lostMembers(live []*Member, lost []string) (map[*Member]bool, error) {
+	gone := map[*Member]bool{}
 	for _, name := range lost {
-		i := slices.IndexFunc(live, func(m *member) bool { return sameAddr(m.addr, name) })
+		i := slices.IndexFunc(live, func(m *Member) bool { return sameAddr(m.Addr, name) })
 		if i < 0 {
 			return nil, conn.Errorf(conn.KindIntegrity, "the stream's lost hosts", "it names %q, which is none of the hosts of this copy", name)
 		}
@@ -306,31 +253,31 @@ func sameAddr(a, b string) bool {
 }
 
 // closeAll ends the ssh sessions of ms, all at once.
-func closeAll(ms []*member) {
+func closeAll(ms []*Member) {
 	var wg sync.WaitGroup
 	for _, m := range ms {
-		if m.r != nil {
-			wg.Go(m.r.Close)
+		if m.Remote != nil {
+			wg.Go(m.Remote.Close)
 		}
 	}
 	wg.Wait()
 }
 
 // finishAll reports each member's result (failures on stderr, every one
-// with -v and in o.Stats) and returns the copy's error.
-func finishAll(ms []*member, stats pipe.Stats, o Options) error {
+// with -v and in cfg.stats) and returns the copy's error.
+func finishAll(ms []*Member, stats pipe.Stats, cfg Config) error {
 	var failed []string
 	var first error
 	for _, m := range ms {
 		switch {
 		case m.err != nil:
-			failed = append(failed, m.t.SSHDest())
-			fmt.Fprintf(o.Stderr, "rdmacp: %s: %v\n", m.t.SSHDest(), m.err)
+			failed = append(failed, m.Target.SSHDest())
+			fmt.Fprintf(cfg.Stderr, "rdmacp: %s: %v\n", m.Target.SSHDest(), m.err)
 			if first == nil {
 				first = m.err
 			}
-		case o.Verbose:
-			fmt.Fprintf(o.Stderr, "rdmacp: %s: in place, %d bytes written\n", m.t.SSHDest(), m.bytes)
+		case cfg.Verbose:
+			fmt.Fprintf(cfg.Stderr, "rdmacp: %s: in place, %d bytes written\n", m.Target.SSHDest(), m.bytes)
 		}
 	}
 	var err error
@@ -340,15 +287,15 @@ func finishAll(ms []*member, stats pipe.Stats, o Options) error {
 	case len(failed) > 0:
 		err = &command.Partial{Failed: failed, Hosts: len(ms)}
 	}
-	if o.Verbose && len(failed) < len(ms) {
-		sent := summary(stats, -1)
+	if cfg.Verbose && len(failed) < len(ms) {
+		sent := cfg.Summary(stats)
 		if stats.Info.Transport == "" {
 			sent = fmt.Sprintf("%d bytes sent by the sending host", stats.Bytes) // whose -v sums the stream up
 		}
-		fmt.Fprintf(o.Stderr, "rdmacp: %s; in place on %d of %d hosts\n", sent, len(ms)-len(failed), len(ms))
+		fmt.Fprintf(cfg.Stderr, "rdmacp: %s; in place on %d of %d hosts\n", sent, len(ms)-len(failed), len(ms))
 	}
-	if o.Stats != "" {
-		if werr := writeReport(o.Stats, newReport(ms, stats, err)); werr != nil && err == nil {
+	if cfg.Stats != "" {
+		if werr := writeReport(cfg.Stats, newReport(ms, stats, err)); werr != nil && err == nil {
 			return werr
 		}
 	}
@@ -379,7 +326,7 @@ type hostReport struct {
 
 // newReport is the report of a copy to ms that streamed stats and ended
 // with err.
-func newReport(ms []*member, stats pipe.Stats, err error) copyReport {
+func newReport(ms []*Member, stats pipe.Stats, err error) copyReport {
 	rep := copyReport{OK: err == nil, ExitCode: command.ExitCode(err), Bytes: stats.Bytes, Seconds: stats.Elapsed.Seconds(),
 		Transport: stats.Info.Transport, Integrity: stats.Integrity}
 	if err != nil {
@@ -389,7 +336,7 @@ func newReport(ms []*member, stats pipe.Stats, err error) copyReport {
 		rep.MBps = float64(stats.Bytes) / 1e6 / rep.Seconds
 	}
 	for _, m := range ms {
-		h := hostReport{Host: m.t.SSHDest(), OK: m.err == nil, ExitCode: command.ExitCode(m.err), Bytes: m.bytes}
+		h := hostReport{Host: m.Target.SSHDest(), OK: m.err == nil, ExitCode: command.ExitCode(m.err), Bytes: m.bytes}
 		if m.err != nil {
 			h.Error = m.err.Error()
 		}

@@ -1,4 +1,4 @@
-package cp
+package chain
 
 import (
 	"bytes"
@@ -48,13 +48,13 @@ func TestFinishAll(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			var ms []*member
+			var ms []*Member
 			for i, err := range tc.errs {
-				ms = append(ms, &member{t: remote.Target{Host: string(rune('a' + i))}, err: err})
+				ms = append(ms, &Member{Target: remote.Target{Host: string(rune('a' + i))}, err: err})
 			}
 			var stderr bytes.Buffer
 			path := t.TempDir() + "/stats.json"
-			err := finishAll(ms, pipe.Stats{}, Options{Stderr: &stderr, Stats: path})
+			err := finishAll(ms, pipe.Stats{}, Config{Stderr: &stderr, Stats: path})
 			if b, rerr := os.ReadFile(path); rerr != nil || !bytes.Contains(b, []byte(tc.report)) || bytes.Count(b, []byte(`"host"`)) != len(ms) {
 				t.Errorf("--stats-json: %v\n%s\nwant %s and %d hosts", rerr, b, tc.report, len(ms))
 			}
@@ -66,8 +66,8 @@ func TestFinishAll(t *testing.T) {
 				t.Errorf("failed on %q, want b", p.Failed)
 			}
 			for i, e := range tc.errs {
-				if e != nil && !strings.Contains(stderr.String(), "rdmacp: "+ms[i].t.Host+": ") {
-					t.Errorf("stderr does not name %s:\n%s", ms[i].t.Host, stderr.String())
+				if e != nil && !strings.Contains(stderr.String(), "rdmacp: "+ms[i].Target.Host+": ") {
+					t.Errorf("stderr does not name %s:\n%s", ms[i].Target.Host, stderr.String())
 				}
 			}
 		})
@@ -79,7 +79,7 @@ func TestFinishAll(t *testing.T) {
 // same IP and port written otherwise); a name of no member is refused,
 // never taken for the first host.
 func TestLostMembers(t *testing.T) {
-	live := []*member{{addr: "10.0.0.1:4000"}, {addr: "10.0.0.2:4000"}, {addr: "[fd00::3]:4000"}}
+	live := []*Member{{Addr: "10.0.0.1:4000"}, {Addr: "10.0.0.2:4000"}, {Addr: "[fd00::3]:4000"}}
 	tests := []struct {
 		name string
 		lost []string
@@ -142,9 +142,9 @@ func TestBrokenPair(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			var live []*member
+			var live []*Member
 			for i, st := range tt.failed {
-				live = append(live, &member{t: remote.Target{Host: fmt.Sprintf("h%d", i+1)}, addr: fmt.Sprintf("10.0.0.%d:1", i+1), r: &remote.Remote{Failed: st}})
+				live = append(live, &Member{Target: remote.Target{Host: fmt.Sprintf("h%d", i+1)}, Addr: fmt.Sprintf("10.0.0.%d:1", i+1), Remote: &remote.Remote{Failed: st}})
 			}
 			err := brokenPair(live)
 			switch {
