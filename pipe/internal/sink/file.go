@@ -26,18 +26,18 @@ const fileWritesAhead = 4
 // cache is neither copied into nor filled. The file's offset is left
 // after the bytes written, as a sequential writer leaves it.
 type fileSink struct {
-	f     *os.File
-	fd    int
+	f  *os.File
+	fd int
 	// direct is an O_DIRECT twin of fd, or -1: used by the write
 	// goroutine alone, closed by Close.
 	direct int
 	base   int64
-	off   int64 // where the next write starts
-	max   int
-	keep  int64    // sparse: blocks of zeros from here on are left out; -1: not sparse
-	queue []*Write // started, not retired
-	jobs  chan fileJob
-	done  chan struct{} // closed when the write goroutine has ended
+	off    int64 // where the next write starts
+	max    int
+	keep   int64    // sparse: blocks of zeros from here on are left out; -1: not sparse
+	queue  []*Write // started, not retired
+	jobs   chan fileJob
+	done   chan struct{} // closed when the write goroutine has ended
 }
 
 // fileJob is one payload for the write goroutine.
