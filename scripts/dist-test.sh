@@ -3,12 +3,18 @@
 # does (the .deb with dpkg --root, the .rpm with rpm --root), checks that
 # the binaries, man pages and completions landed, and runs the installed
 # commands: rdmasend --version, and rdmasend --check against the installed
-# rdmarecv on loopback. The tarball's binaries run --version too.
-# Usage: scripts/dist-test.sh [DIST [LICENSE]]   (default: dist; LICENSE: the
-# licence file the packages must ship, if the project has one)
+# rdmarecv on loopback. The tarball's binaries run --version too. First it
+# lints the packages as a distribution would: lintian on the .deb, rpmlint
+# on the .rpm, failing on any error or warning that the overrides in
+# PACKAGING (the .deb's lintian-overrides, rpmlint.toml) do not justify,
+# and checks the binaries' hardening and that the .deb's copyright file
+# names every Go module they link.
+# Usage: scripts/dist-test.sh [DIST [LICENSE [PACKAGING]]]   (defaults: dist,
+# LICENSE, packaging)
 set -euo pipefail
 dist=${1:-dist}
-license=${2:-}
+license=${2:-LICENSE}
+packaging=${3:-packaging}
 fail() { echo "dist-test: $*" >&2; exit 1; }
 one() { # the one file matching $1
   local m=( $1 )
@@ -37,10 +43,46 @@ installed() {
     [ -x "$root/usr/bin/$n" ] || fail "$root: /usr/bin/$n not executable"
     grep -q "^\.TH $n 1" <<<"$(zcat "$root/usr/share/man/man1/$n.1.gz")" || fail "$root: $n.1.gz is not $n's man page"
   done
-  if [ -n "$license" ]; then
-    cmp -s "$license" "$root/usr/share/doc/rdmapipe/${license##*/}" || fail "$root: the licence ${license##*/} is missing or differs"
-  fi
 }
+
+# hardened ROOT: the binaries are stripped position-independent
+# executables with full RELRO (read-only relocations, bound at load).
+hardened() {
+  local n f
+  for n in rdmasend rdmarecv rdmacp; do
+    f=$1/usr/bin/$n
+    grep -q "Type: *DYN" <<<"$(readelf -hW "$f")" || fail "$f: not position-independent"
+    grep -q "GNU_RELRO" <<<"$(readelf -lW "$f")" || fail "$f: no RELRO"
+    grep -q "BIND_NOW" <<<"$(readelf -dW "$f")" || fail "$f: not bound at load (-z now)"
+    ! grep -q "\.symtab" <<<"$(readelf -SW "$f")" || fail "$f: not stripped"
+  done
+}
+
+# copyrighted ROOT: every Go module the binaries link has its paragraph
+# in the copyright file (Files: MODULE/*).
+copyrighted() {
+  local m copyright=$1/usr/share/doc/rdmapipe/copyright
+  for m in $(go version -m "$1"/usr/bin/* | awk '$1 == "dep" { print $2 }' | sort -u); do
+    grep -qx "Files: $m/\*" "$copyright" || fail "$copyright: no paragraph for the module $m"
+  done
+}
+
+# lint: lintian and rpmlint, strict; what they print goes to the log.
+lint() {
+  local out
+  out=$(lintian --fail-on error,warning --display-info --info "$deb" 2>&1) || fail "lintian $deb:"$'\n'"$out"
+  echo "dist-test: lintian: ${out:-clean}"
+  # rpmlint unpacks with cpio -id, which writes an absolute name (nfpm's
+  # .rpm holds /usr/bin/rdmasend where rpmbuild's holds ./usr/bin/...) to
+  # that path on this machine: the cpio it finds first keeps every name
+  # under rpmlint's own directory.
+  mkdir -p "$scratch/cpio"
+  printf '#!/bin/sh\nexec /usr/bin/cpio --no-absolute-filenames "$@"\n' > "$scratch/cpio/cpio"
+  chmod +x "$scratch/cpio/cpio"
+  out=$(PATH="$scratch/cpio:$PATH" rpmlint --strict -c "$packaging/rpmlint.toml" "$rpm" 2>&1) || fail "rpmlint $rpm:"$'\n'"$out"
+  echo "dist-test: rpmlint: $(tail -n 1 <<<"$out")"
+}
+lint
 
 # version ROOT: the installed rdmasend says who it is.
 version() {
@@ -61,6 +103,9 @@ dpkg --root="$droot" --force-depends -i "$deb" >/dev/null
 list=$(dpkg --root="$droot" -L rdmapipe)
 grep -qx /usr/bin/rdmasend <<<"$list" || fail "dpkg -L rdmapipe lacks /usr/bin/rdmasend"
 installed "$droot"
+cmp -s "$packaging/copyright" "$droot/usr/share/doc/rdmapipe/copyright" || fail "$droot: the copyright file is missing or differs"
+hardened "$droot"
+copyrighted "$droot"
 version "$droot"
 
 # --check from the installed commands: rdmarecv counts a check as no
@@ -97,6 +142,8 @@ rpm --root "$rroot" -i --nodeps "$rpm"
 list=$(rpm --root "$rroot" -ql rdmapipe)
 grep -qx /usr/bin/rdmasend <<<"$list" || fail "rpm -ql rdmapipe lacks /usr/bin/rdmasend: $list"
 installed "$rroot"
+cmp -s "$license" "$rroot/usr/share/licenses/rdmapipe/${license##*/}" || fail "$rroot: the licence ${license##*/} is missing or differs"
+grep -qx "License *: Apache-2.0" <<<"$(rpm -qip "$rpm")" || fail "$rpm: its License tag is not Apache-2.0"
 version "$rroot"
 
 # The tarball: the binaries.
