@@ -118,7 +118,7 @@ install-dist:
 # them into scratch roots (dpkg --root, rpm --root) and runs the installed
 # commands (scripts/dist-test.sh).
 test-dist: dist
-	@./scripts/deps.sh rpm lintian rpmlint
+	@./scripts/deps.sh rpm lintian rpmlint systemd
 	./scripts/dist-test.sh $(DIST) LICENSE packaging
 
 # Every test run from here fails, rather than skips, where a precondition it

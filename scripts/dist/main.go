@@ -1,7 +1,8 @@
 // Command dist packages the tree that `make install DESTDIR=STAGE
 // PREFIX=/usr` staged (binaries, man pages, completions) as a .deb and an
 // .rpm with nfpm, with the files of the packaging directory: the Debian
-// copyright file, the licence, the lintian overrides. It is a module of
+// copyright file, the licence, the lintian overrides, the rdmarecv@
+// service and the script that makes its user. It is a module of
 // its own so that the packaging library never becomes a dependency of the
 // commands it packages.
 package main
@@ -49,7 +50,7 @@ func main() {
 	var s settings
 	var date string
 	flag.StringVar(&s.stage, "stage", "", "the staged tree: `DIR`/usr/bin, DIR/usr/share/...")
-	flag.StringVar(&s.packaging, "packaging", "packaging", "the `DIR` of copyright, lintian-overrides")
+	flag.StringVar(&s.packaging, "packaging", "packaging", "the `DIR` of copyright, lintian-overrides, systemd/, postinstall.sh")
 	flag.StringVar(&s.version, "version", "", "the package `VERSION`")
 	flag.StringVar(&s.arch, "arch", "amd64", "the Go `GOARCH` the binaries were built for")
 	flag.StringVar(&s.out, "out", "dist", "the `DIR` to write the packages to")
@@ -131,8 +132,10 @@ func build(format string, s settings, changelog string) (string, error) {
 
 // contents lists the staged tree's files, each with its mode (man pages
 // marked as documentation in the .rpm), then the files of the packaging
-// directory that format ships: the .deb its copyright file and lintian
-// overrides, the .rpm the licence.
+// directory: the rdmarecv@ service (where format's systemd looks: Debian 12
+// in /lib), its example environment file, the directory of those files,
+// and for the .deb its copyright file and lintian overrides, for the .rpm
+// the licence.
 func contents(format string, s settings) (files.Contents, error) {
 	var cs files.Contents
 	file := func(src, dst string, mode fs.FileMode, kind string) {
@@ -155,6 +158,14 @@ func contents(format string, s settings) (files.Contents, error) {
 		file(path, dst, fi.Mode().Perm(), kind)
 		return nil
 	})
+	units, doc := "/usr/lib/systemd/system/", files.TypeRPMDoc
+	if format == "deb" {
+		units, doc = "/lib/systemd/system/", files.TypeFile
+	}
+	file(filepath.Join(s.packaging, "systemd", "rdmarecv@.service"), units+"rdmarecv@.service", 0o644, files.TypeFile)
+	file(filepath.Join(s.packaging, "systemd", "rdmarecv.env"), "/usr/share/doc/rdmapipe/examples/rdmarecv.env", 0o644, doc)
+	cs = append(cs, &files.Content{Destination: "/etc/rdmapipe", Type: files.TypeDir,
+		FileInfo: &files.ContentFileInfo{Mode: 0o755, MTime: s.date}})
 	if format == "deb" {
 		file(filepath.Join(s.packaging, "copyright"), "/usr/share/doc/rdmapipe/copyright", 0o644, files.TypeFile)
 		file(filepath.Join(s.packaging, "lintian-overrides"), "/usr/share/lintian/overrides/rdmapipe", 0o644, files.TypeFile)
@@ -187,6 +198,7 @@ func info(format string, s settings, contents files.Contents) *nfpm.Info {
 			Depends:    []string{libc[format]},
 			Recommends: runtimeLibs[format],
 			Contents:   contents,
+			Scripts:    nfpm.Scripts{PostInstall: filepath.Join(s.packaging, "postinstall.sh")},
 			RPM:        nfpm.RPM{Group: "Applications/Internet", Packager: s.maintainer},
 		},
 	})
