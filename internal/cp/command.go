@@ -145,6 +145,7 @@ func Main(args []string) int {
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
 		Flags: append(append(command.DocFlags(),
+			command.VersionFlag(),
 			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
 			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the receiving side's umask, without those), and a single file's times (directory copies always keep times)"},
 			// What an archive keeps besides data, modes and times (see keepFlags).
@@ -193,7 +194,7 @@ func Main(args []string) int {
 		), filterFlags()...),
 		OnUsageError: command.OnUsageError,
 		Action: func(c *cli.Context) error {
-			if handled, err := command.Docs(c, os.Stdout); handled {
+			if handled, err := command.Early(c, os.Stdout); handled {
 				return err
 			}
 			if serve := remoteSide(c); serve != nil {

@@ -53,7 +53,7 @@ const (
 // commonFlags are the flags of both commands.
 func commonFlags() []cli.Flag {
 	return append(command.DocFlags(), []cli.Flag{
-		&cli.BoolFlag{Name: "version", Usage: "print the version (module version, VCS revision, Go version and platform) and exit"},
+		command.VersionFlag(),
 		&cli.IntFlag{Category: catCommon, Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
 		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
 		&cli.DurationFlag{Category: catCommon, Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},

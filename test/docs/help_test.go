@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestHelpStreams checks where each command writes its help and its usage
-// errors: --help on stdout with exit 0 (so that `rdmasend --help | less`
+// TestHelpStreams checks where each command writes its help, its version
+// and its usage errors: --help and --version on stdout with exit 0 (so that `rdmasend --help | less`
 // shows it), a bad flag on stderr with exit 2 and nothing on stdout.
 func TestHelpStreams(t *testing.T) {
 	for name := range ours {
@@ -20,6 +20,7 @@ func TestHelpStreams(t *testing.T) {
 		}{
 			{[]string{"--help"}, 0, "USAGE:", ""},
 			{[]string{"-h"}, 0, "USAGE:", ""},
+			{[]string{"--version"}, 0, name + " (devel) (github.com/rdmapipe/rdmapipe, revision ", ""},
 			{[]string{"--no-such-flag"}, 2, "", name + ": flag provided but not defined: -no-such-flag (see --help)"},
 		} {
 			t.Run(name+" "+strings.Join(tc.args, " "), func(t *testing.T) {
