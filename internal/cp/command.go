@@ -427,7 +427,7 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	if f := c.String("to-file"); f != "" {
 		text, err := readHostFile(f)
 		if err != nil {
-			return nil, command.Usagef("--to-file: %v", err)
+			return nil, command.Usagef("--to-file: %w", err)
 		}
 		list = append(list, text)
 	}

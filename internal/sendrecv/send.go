@@ -148,7 +148,7 @@ func receivers(c *cli.Context) ([]string, error) {
 	if path := c.String("to-file"); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, command.Usagef("--to-file: %v", err)
+			return nil, command.Usagef("--to-file: %w", err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) != "" {
