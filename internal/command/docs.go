@@ -39,15 +39,20 @@ compdef _%[2]s %[1]s
 `
 )
 
-// VersionFlag is --version, which every command has (see Early).
+// Flags are the flags every command has and Early handles: --help,
+// --version, and the hidden --completion and --man.
+func Flags() []cli.Flag {
+	return append([]cli.Flag{HelpFlag(), VersionFlag()}, DocFlags()...)
+}
+
+// VersionFlag is --version.
 func VersionFlag() cli.Flag {
-	return &cli.BoolFlag{Name: "version", Usage: "print the version (module version, VCS revision, Go version and platform) and exit"}
+	return &cli.BoolFlag{Name: "version", Usage: "print the version and exit\nThe module version, the VCS revision it was built from, the Go version and the platform: put it in bug reports."}
 }
 
 // DocFlags are the hidden flags that make a command print its own man page
 // (--man) or completion script (--completion bash|zsh|fish); `make
-// install` installs them for every command that has these flags. A
-// command adds them to its flags and calls Docs first in its action.
+// install` installs them for every command that has these flags.
 func DocFlags() []cli.Flag {
 	return []cli.Flag{
 		&cli.StringFlag{Name: "completion", Hidden: true, Usage: "print the `SHELL` completion script (bash, zsh or fish) and exit"},

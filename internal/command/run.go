@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"runtime/debug"
+	"strings"
 
 	"github.com/urfave/cli/v2"
 
@@ -33,6 +34,10 @@ func Run(app *cli.App, args []string, hint Hint) int {
 // run is Run with its standard output and error.
 func run(app *cli.App, args []string, hint Hint, stdout, stderr io.Writer) (code int) {
 	app.Writer, app.ErrWriter = stdout, stderr
+	// -h is the commands' own HelpFlag: urfave/cli prints the help text of
+	// this package (a template that is all text) when it is set.
+	app.HideHelp = true
+	app.CustomAppHelpTemplate = strings.ReplaceAll(help(app), "{{", `{{"{{"}}`)
 	if word, ok := completing(args); ok {
 		return report(stderr, app.Name, complete(stdout, app, word), nil)
 	}
@@ -51,8 +56,9 @@ func OnUsageError(_ *cli.Context, err error, _ bool) error {
 }
 
 // Early handles the flags that print something and exit instead of
-// running the command: --version (where the command has it), --completion
-// and --man. handled is false when none was given.
+// running the command: --version, --completion and --man (--help is
+// urfave/cli's, with this package's text: see run). handled is false when
+// none was given.
 func Early(c *cli.Context, out io.Writer) (handled bool, err error) {
 	if c.Bool("version") {
 		_, err := fmt.Fprintln(out, version(c.App.Name))

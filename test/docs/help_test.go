@@ -18,8 +18,8 @@ func TestHelpStreams(t *testing.T) {
 			code           int
 			stdout, stderr string // what each must hold; "" must be empty
 		}{
-			{[]string{"--help"}, 0, "USAGE:", ""},
-			{[]string{"-h"}, 0, "USAGE:", ""},
+			{[]string{"--help"}, 0, "Usage: ", ""},
+			{[]string{"-h"}, 0, "Usage: ", ""},
 			{[]string{"--version"}, 0, name + " (devel) (github.com/rdmapipe/rdmapipe, revision ", ""},
 			{[]string{"--no-such-flag"}, 2, "", name + ": flag provided but not defined: -no-such-flag (see --help)"},
 		} {

@@ -22,7 +22,7 @@ func TestVersionHelpDocs(t *testing.T) {
 			says []string
 		}{
 			{[]string{"--version"}, []string{bin + " ", "(github.com/rdmapipe/rdmapipe, revision ", "go1."}},
-			{[]string{"--help"}, []string{"\n   Common\n", "\n   RDMA\n", "\n   Security\n", "\n   Tuning and benchmarks\n", "--check", "--stats-interval D"}},
+			{[]string{"--help"}, []string{"\nCommon:\n", "\nRDMA:\n", "\nSecurity:\n", "\nTuning and benchmarks:\n", "--check", "--stats-interval DURATION"}},
 			{[]string{"--completion", "bash"}, []string{"complete -o bashdefault -o default -F _" + bin + "_complete " + bin, "--generate-bash-completion"}},
 			{[]string{"--completion", "zsh"}, []string{"#compdef " + bin, "compdef _" + bin + " " + bin}},
 			{[]string{"--completion", "fish"}, []string{"complete -c " + bin, "-l check", "-l stats-interval"}},
