@@ -414,7 +414,7 @@ func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
 }
 
 // newDialer returns the dialer for o.Transport; auto mode says once on
-// o.Stderr when it falls back to TCP.
+// o.Stderr, with -v, when it falls back to TCP.
 func newDialer(o Options) conn.Dialer {
 	switch o.Transport {
 	case "tcp":
@@ -422,7 +422,7 @@ func newDialer(o Options) conn.Dialer {
 	case "rdma":
 		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
 	}
-	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: o.Stderr, Name: "rdmacp"}
+	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: notices(o.Verbose, o.Stderr), Name: "rdmacp"}
 }
 
 // remoteFailed returns the remote side's failure as an error of the kind

@@ -20,7 +20,7 @@ func (o options) rdmaOpts() rdma.Options {
 
 // newDialer returns the dialer for the transport the options ask for. In
 // auto mode it tries RDMA first and falls back to TCP, saying so once on
-// notice, prefixed with name.
+// notice with -v, prefixed with name.
 func newDialer(o options, notice io.Writer, name string) conn.Dialer {
 	t := tcp.Dialer{HandshakeTimeout: o.send.HandshakeTimeout}
 	switch o.transport {
@@ -29,7 +29,7 @@ func newDialer(o options, notice io.Writer, name string) conn.Dialer {
 	case "rdma":
 		return rdmaDialer{rdma.Dialer{Options: o.rdmaOpts()}}
 	}
-	return &auto.Dialer{RDMA: o.rdmaOpts(), TCP: t, Notice: notice, Name: name}
+	return &auto.Dialer{RDMA: o.rdmaOpts(), TCP: t, Notice: o.notices(notice), Name: name}
 }
 
 // rdmaDialer is the rdma transport's dialer, failing with kind
@@ -44,7 +44,8 @@ func (d rdmaDialer) Dial(ctx context.Context, addr string, proposal conn.Params)
 }
 
 // listen starts listening on bind with the transport the options ask for.
-// In auto mode it listens on RDMA (when a device is present) and TCP at once.
+// In auto mode it listens on RDMA (when a device is present) and TCP at
+// once, and says on notice with -v when it listens on only one of them.
 func listen(ctx context.Context, o options, bind string, notice io.Writer, name string) (conn.Listener, error) {
 	addr := net.JoinHostPort(strings.Trim(bind, "[]"), strconv.Itoa(o.port))
 	switch o.transport {
@@ -56,7 +57,18 @@ func listen(ctx context.Context, o options, bind string, notice io.Writer, name 
 		}
 		return asListener(rdma.Listen(ctx, addr, o.params, o.rdmaOpts()))
 	}
-	return auto.Listen(ctx, addr, o.params, o.rdmaOpts(), notice, name)
+	return auto.Listen(ctx, addr, o.params, o.rdmaOpts(), o.notices(notice), name)
+}
+
+// notices returns where auto mode's notices of the transport it chose go:
+// w with -v, else nowhere, since a stream that works says nothing (as nc
+// and scp do); --transport rdma that cannot be had is an error, not a
+// notice.
+func (o options) notices(w io.Writer) io.Writer {
+	if o.verbose {
+		return w
+	}
+	return io.Discard
 }
 
 // asListener returns l as a conn.Listener, or a nil one (not an interface
