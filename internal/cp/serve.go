@@ -66,7 +66,7 @@ func report(stdout io.Writer, serve func() (int64, error)) int {
 		code = command.ExitUnasked
 	}
 	if err != nil {
-		proto.WriteFail(stdout, code, err.Error())
+		proto.WriteFail(stdout, code, command.Message(err))
 		return code
 	}
 	proto.WriteOK(stdout, n)

@@ -29,7 +29,7 @@ import (
 // A hostile remote rdmacp: this test binary, started by the tests' sshd as
 // the remote command (`rdmacp.test hostile LIE --remote-send`, see
 // hostileCmd), speaks the remote side's protocol with lies, written here
-// by hand (the status lines of internal/cp/status.go, the stream through
+// by hand (the status lines of internal/cp/proto/status.go, the stream through
 // package pipe), so that the real rdmacp on the local side must catch
 // them. It prints every offer the local side sends it ("hostile read:
 // LINE") on stderr, which ssh passes on to the local rdmacp's: what a
@@ -48,7 +48,7 @@ type hostileRequest struct {
 const hostileKey = "ssh-ed25519 AAAAhostile attacker@evil\n"
 
 // lies are what the hostile remote says and sends, by name: its plan (the
-// JSON of internal/cp's Contents), whether it reads a resume's offers
+// JSON of internal/cp/proto's Contents), whether it reads a resume's offers
 // first, and the stream.
 var lies = map[string]struct {
 	plan   string

@@ -61,11 +61,11 @@ func newFileSink(req proto.Request) (*FileSink, error) {
 	case err == nil && fi.IsDir():
 		dst = filepath.Join(dst, req.Name)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, setupf("destination %s: %v", dst, err)
+		return nil, setupf("destination %s: %w", dst, err)
 	}
 	fi, err = os.Lstat(dst)
 	if err := replaceable(dst, fi, err); err != nil {
-		return nil, setupf("destination %v", err)
+		return nil, setupf("destination %w", err)
 	}
 	if err := CheckDir(filepath.Dir(dst)); err != nil {
 		return nil, err
@@ -287,7 +287,7 @@ func CheckDir(dir string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return setupf("destination directory %s does not exist", dir)
 		}
-		return setupf("destination directory: %v", err)
+		return setupf("destination directory: %w", err)
 	}
 	if !fi.IsDir() {
 		return setupf("%s is not a directory", dir)
