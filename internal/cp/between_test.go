@@ -3,6 +3,7 @@ package cp
 import (
 	"bufio"
 	"bytes"
+	"encoding/hex"
 	"errors"
 	"slices"
 	"strings"
@@ -52,7 +53,7 @@ func TestRelayedPlan(t *testing.T) {
 			if c.Counts != nil || c.Left != 0 || c.Mode != tc.c.Mode || c.Name != tc.c.Name || c.Perm != tc.c.Perm || !slices.Equal(c.Names, tc.c.Names) || c.Files != tc.files {
 				t.Fatalf("got %+v from %+v", c, tc.c)
 			}
-			req := proto.Request{Version: proto.Version, Key: strings.Repeat("ab", proto.KeyLen), Dest: "d", Contents: c, Transport: "auto"}
+			req := proto.Request{Version: proto.Version, Key: hex.EncodeToString(proto.NewKey()), Dest: "d", Contents: c, Transport: "auto"}
 			var b bytes.Buffer
 			proto.WriteRequest(&b, req)
 			if _, err := proto.ReadRequest(bufio.NewReader(&b)); err != nil {

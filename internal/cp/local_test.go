@@ -103,7 +103,7 @@ func TestStreamRetries(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer in.Close()
-			key := bytes.Repeat([]byte{9}, proto.KeyLen)
+			key := proto.NewKey()
 			notes := &notesWriter{again: make(chan struct{}, 1)}
 			o := Options{Transport: "tcp", Timeout: time.Minute, Verbose: true, Stderr: notes}
 			l := tc.first(t, ctx, addr)

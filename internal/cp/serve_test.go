@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"context"
+	"encoding/hex"
 	"fmt"
 	"io"
 	"net"
@@ -45,7 +46,7 @@ func TestListenAddress(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Setenv("SSH_CONNECTION", tc.sshConnection)
-			req := proto.Request{Version: proto.Version, Key: strings.Repeat("ab", proto.KeyLen), Dest: t.TempDir(),
+			req := proto.Request{Version: proto.Version, Key: hex.EncodeToString(proto.NewKey()), Dest: t.TempDir(),
 				Contents: proto.Contents{Mode: proto.ModeFile, Name: "f"}, Listen: tc.listen, Transport: "tcp", Timeout: time.Minute, Verbose: true}
 			stdinR, stdinW := io.Pipe()
 			stdoutR, stdoutW := io.Pipe()

@@ -37,7 +37,7 @@ const (
 	MaxPathLen     = 4096
 	maxNameLen     = 255
 	MaxTimeout     = 24 * time.Hour
-	KeyLen         = 32
+	keyLen         = 32
 	MaxSources     = 1024
 )
 
@@ -214,7 +214,7 @@ func DecodeKey(hexKey string) []byte {
 
 // NewKey returns a fresh one-time key.
 func NewKey() []byte {
-	key := make([]byte, KeyLen)
+	key := make([]byte, keyLen)
 	rand.Read(key)
 	return key
 }
@@ -274,7 +274,7 @@ func (r Request) validate() error {
 	if r.Version != Version {
 		return fmt.Errorf("protocol version %d, this rdmacp speaks %d: install the same rdmacp on both hosts", r.Version, Version)
 	}
-	if k, err := hex.DecodeString(r.Key); err != nil || len(k) != KeyLen {
+	if k, err := hex.DecodeString(r.Key); err != nil || len(k) != keyLen {
 		return errors.New("the key is not 32 bytes in hex")
 	}
 	if err := CheckSettings(r.Transport, r.Timeout); err != nil {
@@ -350,7 +350,7 @@ func (f ForwardLine) Validate() error {
 		if _, err := netip.ParseAddrPort(h.To); err != nil {
 			return fmt.Errorf("address to pass the stream on to %.64q: %v", h.To, err)
 		}
-		if k, err := hex.DecodeString(h.Key); err != nil || len(k) != KeyLen {
+		if k, err := hex.DecodeString(h.Key); err != nil || len(k) != keyLen {
 			return errors.New("a next host's key is not 32 bytes in hex")
 		}
 	}

@@ -6,7 +6,7 @@ import (
 )
 
 func TestForwardLine(t *testing.T) {
-	key := strings.Repeat("cd", KeyLen)
+	key := strings.Repeat("cd", keyLen)
 	cases := []struct {
 		f  ForwardLine
 		ok bool

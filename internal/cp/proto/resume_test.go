@@ -20,7 +20,7 @@ func TestResumeAt(t *testing.T) {
 	for i := range src {
 		src[i] = byte(rng.Uint32())
 	}
-	key, other := bytes.Repeat([]byte{1}, KeyLen), bytes.Repeat([]byte{2}, KeyLen)
+	key, other := bytes.Repeat([]byte{1}, keyLen), bytes.Repeat([]byte{2}, keyLen)
 	damaged := func(at int) []byte {
 		b := bytes.Clone(src[:4*mib])
 		b[at] ^= 1
@@ -97,7 +97,7 @@ func TestHugeBlockOffer(t *testing.T) {
 	}
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
-	at, err := ResumeAt(f, o, bytes.Repeat([]byte{1}, KeyLen))
+	at, err := ResumeAt(f, o, bytes.Repeat([]byte{1}, keyLen))
 	runtime.ReadMemStats(&after)
 	if err != nil || at != 0 {
 		t.Fatalf("resumeAt = %d, %v; want 0", at, err)

@@ -94,7 +94,7 @@ func hashes(n int) string {
 }
 
 func TestReadRequest(t *testing.T) {
-	good := Request{Version: Version, Key: strings.Repeat("ab", KeyLen), Dest: "/tmp", Contents: Contents{Mode: ModeFile, Name: "f", Perm: 0o644}, Transport: "auto", Timeout: time.Minute}
+	good := Request{Version: Version, Key: strings.Repeat("ab", keyLen), Dest: "/tmp", Contents: Contents{Mode: ModeFile, Name: "f", Perm: 0o644}, Transport: "auto", Timeout: time.Minute}
 	cases := []struct {
 		name   string
 		change func(r *Request)
@@ -240,7 +240,7 @@ func TestRequestFilter(t *testing.T) {
 		{name: "upload with rules", upload: true, rules: []string{"- x"}, contains: "filter rules"},
 	}
 	for _, tc := range cases {
-		r := Request{Version: Version, Key: strings.Repeat("ab", KeyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
+		r := Request{Version: Version, Key: strings.Repeat("ab", keyLen), Transport: "auto", Timeout: time.Minute, Filter: tc.rules}
 		if tc.upload {
 			r.Dest, r.Contents = "/tmp", Contents{Mode: ModeTar}
 		} else {

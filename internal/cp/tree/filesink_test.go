@@ -1,7 +1,6 @@
 package tree
 
 import (
-	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -61,7 +60,7 @@ func TestPartialFile(t *testing.T) {
 	if err != nil || !s.stale {
 		t.Fatalf("stale %v, %v; want the old partial file removed", s != nil && s.stale, err)
 	}
-	if o, _ := s.Offer(bytes.Repeat([]byte{1}, proto.KeyLen)); len(o.Hashes) != 0 {
+	if o, _ := s.Offer(proto.NewKey()); len(o.Hashes) != 0 {
 		t.Fatalf("offer %+v from a new partial file", o)
 	}
 	s.Abort(0)

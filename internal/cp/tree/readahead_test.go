@@ -167,7 +167,7 @@ func TestReadWholeErrors(t *testing.T) {
 // is not read ahead but resumed from where the offer stops matching, and
 // one not offered is sent whole.
 func TestReadAheadOffered(t *testing.T) {
-	key := bytes.Repeat([]byte{7}, proto.KeyLen)
+	key := proto.NewKey()
 	body := bytes.Repeat([]byte("0123456789"), 300)
 	src := t.TempDir()
 	for _, name := range []string{"a", "b"} {

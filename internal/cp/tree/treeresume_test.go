@@ -36,7 +36,7 @@ func TestPartialOf(t *testing.T) {
 // TestTreeResume resumes the files of a tree from what the destination
 // offered, and refuses archives that resume anything else.
 func TestTreeResume(t *testing.T) {
-	key := bytes.Repeat([]byte{7}, proto.KeyLen)
+	key := proto.NewKey()
 	body := strings.Repeat("0123456789", 300)
 	resume := func(name string, at int, rest string) []byte {
 		var b bytes.Buffer
@@ -103,7 +103,7 @@ func TestTreeResume(t *testing.T) {
 // TestResumptionAdd: a tree's sending side takes an offer only for a file
 // under the archive's top-level names, once, with few enough hashes.
 func TestResumptionAdd(t *testing.T) {
-	rs := NewResumption([]Source{{Name: "top"}}, bytes.Repeat([]byte{7}, proto.KeyLen))
+	rs := NewResumption([]Source{{Name: "top"}}, proto.NewKey())
 	one := []string{strings.Repeat("ab", 16)}
 	cases := []struct {
 		o    proto.Offer
