@@ -34,30 +34,32 @@ const (
 
 // Options are the local side's settings.
 type Options struct {
-	Recursive      bool            // copy directories (as a tar archive)
-	Filter         *filter.Rules   // what the sending side leaves out (--exclude and the like); nil: nothing
-	Preserve       bool            // keep modes exactly (setuid and friends too), and a single file's times
-	Keep           meta.Flags      // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
-	Encrypt        bool            // encrypt the stream's payload (else it is only authenticated)
-	Resume         bool            // go on from a partial copy of a file (see resume.go)
-	DataHost       string          // where the stream goes; empty: the host ssh connects to
-	Transport      string          // "auto", "rdma" or "tcp"
-	Timeout        time.Duration   // a silent peer is given up after this long
-	Verbose        bool            // a summary line on Stderr
-	Progress       bool            // a progress line on Stderr (see tally)
-	Redraw         bool            // Stderr is a terminal: the progress line is redrawn in place
-	LimitRate      int64           // the most bytes per second the sending side sends; 0: no limit
-	DataPorts      proto.PortRange // the ports the receiving side may listen on; zero: any
-	Stderr         io.Writer
-	remote.Command        // how the remote side is started
-	Fanout         int    // how many remote sides start at once, with several hosts
-	Stats          string // a file to write the result to as JSON, if set
+	Recursive bool            // copy directories (as a tar archive)
+	Filter    *filter.Rules   // what the sending side leaves out (--exclude and the like); nil: nothing
+	Preserve  bool            // keep modes exactly (setuid and friends too), and a single file's times
+	Keep      meta.Flags      // what an archive keeps besides data, modes and times (hard links, xattrs, ...)
+	Encrypt   bool            // encrypt the stream's payload (else it is only authenticated)
+	Resume    bool            // go on from a partial copy of a file (see proto/resume.go)
+	DataHost  string          // where the stream goes; empty: the host ssh connects to
+	Transport string          // "auto", "rdma" or "tcp"
+	Timeout   time.Duration   // a silent peer is given up after this long
+	Verbose   bool            // a summary line on Stderr
+	Progress  bool            // a progress line on Stderr (see tree.Tally)
+	Redraw    bool            // Stderr is a terminal: the progress line is redrawn in place
+	LimitRate int64           // the most bytes per second the sending side sends; 0: no limit
+	DataPorts proto.PortRange // the ports the receiving side may listen on; zero: any
+	Stderr    io.Writer
+	Fanout    int    // how many remote sides start at once, with several hosts
+	Stats     string // a file to write the result to as JSON, if set
 	// Window is the chunk size and depth this side proposes for its
 	// stream (the two sides use the smaller of their proposals); zero:
 	// defaultParams.
 	Window conn.Params
 	// Incr is what an incremental copy asks for (see incr.go).
 	Incr incremental
+	// Command is how the remote side is started: over ssh, or with a
+	// launcher.
+	remote.Command
 }
 
 // params returns the chunk size and depth this side proposes.
