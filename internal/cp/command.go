@@ -178,6 +178,8 @@ func Main(args []string) int {
 			&cli.BoolFlag{Category: catIncr, Name: "ignore-existing", Usage: "skip every file the destination has"},
 			&cli.BoolFlag{Category: catIncr, Name: "delete", Usage: "remove what the sources do not have\n" +
 				"Under the copied directories at the destination, never through a link."},
+			&cli.BoolFlag{Category: catIncr, Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out\n" +
+				"What the filter rules exclude under the copied directories at the destination goes too, as rsync's --delete-excluded."},
 			&cli.BoolFlag{Category: catIncr, Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, only"},
 			&cli.BoolFlag{Category: catIncr, Name: "itemize-changes", Usage: "list each change as rsync -i does\n" +
 				">f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending. -i is ssh's identity here."},

@@ -20,9 +20,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
 // Bounds of the local side's waits.
@@ -141,13 +139,20 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	}
 	req := o.request(key)
 	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.contents(o.Preserve), listen, o.DataPorts.String()
+	var srcs *background
+	if o.Incr.compares(p.mode) {
+		if srcs, err = o.listSourcesBeside(p); err != nil {
+			return err
+		}
+		defer srcs.wait()
+	}
 	r, st, err := begin(ctx, t, o, remoteReceive, req)
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	if o.Incr.compares(p.mode) {
-		if st, err = o.listUpload(ctx, r, &p, st, t.Host); err != nil {
+		if st, err = o.listUpload(ctx, r, &p, srcs, st, t.Host); err != nil {
 			return err
 		}
 		if o.Incr.dryRun {
@@ -410,13 +415,7 @@ func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
 // newDialer returns the dialer for o.Transport; auto mode says once on
 // o.Stderr, with -v, when it falls back to TCP.
 func newDialer(o Options) conn.Dialer {
-	switch o.Transport {
-	case "tcp":
-		return tcp.Dialer{}
-	case "rdma":
-		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
-	}
-	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: notices(o.Verbose, o.Stderr), Name: "rdmacp"}
+	return transportOf(o.Transport, notices(o.Verbose, o.Stderr)).Dialer()
 }
 
 // remoteFailed returns the remote side's failure as an error of the kind
