@@ -3,7 +3,6 @@ package cp
 import (
 	"context"
 	"os"
-	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
@@ -20,7 +19,7 @@ func (o Options) newTally(files, bytes int64) *tree.Tally {
 	if !o.Progress {
 		return nil
 	}
-	return tree.NewTally(o.Stderr, !o.Redraw, files, bytes, time.Now)
+	return tree.NewTally(o.Stderr, !o.Redraw, files, bytes)
 }
 
 // planTally returns the progress line of the copy that p plans, or nil

@@ -20,6 +20,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -309,7 +310,7 @@ type copyReport struct {
 	Error     string       `json:"error,omitempty"`
 	Bytes     int64        `json:"bytes"`
 	Seconds   float64      `json:"seconds"`
-	MBps      float64      `json:"mb_per_s"`
+	MiBps     float64      `json:"mib_per_s"`
 	Transport string       `json:"transport,omitempty"`
 	Integrity string       `json:"integrity,omitempty"`
 	Hosts     []hostReport `json:"hosts"`
@@ -332,9 +333,7 @@ func newReport(ms []*Member, stats pipe.Stats, err error) copyReport {
 	if err != nil {
 		rep.Error = err.Error()
 	}
-	if rep.Seconds > 0 {
-		rep.MBps = float64(stats.Bytes) / 1e6 / rep.Seconds
-	}
+	rep.MiBps = units.MiBps(stats.Bytes, rep.Seconds)
 	for _, m := range ms {
 		h := hostReport{Host: m.Target.SSHDest(), OK: m.err == nil, ExitCode: command.ExitCode(m.err), Bytes: m.bytes}
 		if m.err != nil {

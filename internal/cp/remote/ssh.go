@@ -62,7 +62,8 @@ type Remote struct {
 func Start(c Command, t Target, flag string, stderr io.Writer) (*Remote, error) {
 	argv := c.remoteArgv(t, flag)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = &visWriter{w: stderr}
+	vis := &visWriter{w: stderr}
+	cmd.Stderr = vis
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -75,13 +76,14 @@ func Start(c Command, t Target, flag string, stderr io.Writer) (*Remote, error) 
 		return nil, conn.Errorf(conn.KindSetup, "", "run %s: %v", argv[0], err)
 	}
 	r := &Remote{cmd: cmd, Stdin: stdin, lines: make(chan proto.Status, 4), ending: make(chan struct{}), errc: make(chan error, 1), Waited: make(chan struct{})}
-	go r.read(stdout)
+	go r.read(stdout, vis)
 	return r, nil
 }
 
 // read passes the status lines of stdout on to r.lines, skipping other
-// lines, until stdout ends; then it waits for ssh.
-func (r *Remote) read(stdout io.Reader) {
+// lines, until stdout ends; then it waits for ssh, and writes what its
+// stderr's escaping held back at the end.
+func (r *Remote) read(stdout io.Reader, stderr *visWriter) {
 	defer close(r.Waited)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 0, 4096), proto.MaxStatusLine)
@@ -111,6 +113,7 @@ func (r *Remote) read(stdout io.Reader) {
 	io.Copy(io.Discard, stdout)
 	close(r.lines)
 	r.err = r.cmd.Wait()
+	stderr.Flush()
 }
 
 // Next returns the next status line, waiting at most wait for it. It
