@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/server"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
@@ -55,6 +56,9 @@ EXAMPLES:
 			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, and a guard process kills the group (SIGKILL) if rdmarecv itself is killed, so that a cut stream never looks whole to CMD"},
 			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (standard output must be a file or a device; or each --output file)"},
+			&cli.StringFlag{Category: catTuning, Name: "lag-buffer", Value: "64M", Usage: "in a chain (rdmasend --to, --forward), keep up to `SIZE` bytes in memory of what standard output (a pipe or a terminal, not a regular file) has not taken yet, so that a slow output holds back no other host; 0: the output sets the chain's pace"},
+			&cli.StringFlag{Category: catTuning, Name: "spill-max", Value: "1G", Usage: "beyond --lag-buffer, keep up to `SIZE` more in a spill file, checked (XXH3) as it is read back; with both full, a host of a keyed chain leaves it and fails alone (rdmasend exits 8 naming it), any other waits for its output; 0: no spill"},
+			&cli.StringFlag{Category: catTuning, Name: "spill-dir", Usage: "make the spill file in `DIR` (default: a private directory in $TMPDIR); it is unlinked at once, so it goes when rdmarecv ends"},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
 		),
 		HideHelpCommand: true,
@@ -84,6 +88,27 @@ func relayWith(c *cli.Context, o *options) error {
 		return command.Usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
 	}
 	o.recv.Relay.Allow = policy.check
+	return nil
+}
+
+// lagWith sets how far the output of a receiver in a chain may fall
+// behind (pipe.ReceiveConfig.Lag) from --lag-buffer, --spill-max and
+// --spill-dir.
+func lagWith(c *cli.Context, o *options) error {
+	for _, f := range []struct {
+		name string
+		n    *int64
+	}{{"lag-buffer", &o.recv.Lag.Memory}, {"spill-max", &o.recv.Lag.Spill}} {
+		n, err := units.ParseSize(c.String(f.name))
+		if err != nil || n < 0 {
+			return command.Usagef("--%s %q: give a size such as 64M or 0", f.name, c.String(f.name))
+		}
+		*f.n = n
+	}
+	o.recv.Lag.Dir = c.String("spill-dir")
+	if fi, err := os.Stat(o.recv.Lag.Dir); o.recv.Lag.Dir != "" && (err != nil || !fi.IsDir()) {
+		return command.Usagef("--spill-dir %q: not a directory", o.recv.Lag.Dir)
+	}
 	return nil
 }
 
@@ -168,6 +193,9 @@ func recvAction(c *cli.Context) error {
 		if err := relayWith(c, &o); err != nil {
 			return err
 		}
+	}
+	if err := lagWith(c, &o); err != nil {
+		return err
 	}
 	out, open, err := outputs(c, &o, keep)
 	if err != nil {

@@ -150,8 +150,8 @@ func (fs *fileSink) End() error {
 func (fs *fileSink) Close(written int64) int64 {
 	close(fs.jobs)
 	<-fs.done
-	n := finished(fs.queue)
-	_, _ = fs.f.Seek(fs.base+written+n, io.SeekStart)
+	n := written + finished(fs.queue)
+	_, _ = fs.f.Seek(fs.base+n, io.SeekStart)
 	return n
 }
 

@@ -29,11 +29,11 @@ type Sink interface {
 	// write retired: a sparse file gets its full length.
 	End() error
 	// Close waits for the writes in flight, which may be reading receive
-	// buffers, and returns the bytes of those not retired that finished
-	// without error, in the order they were started, up to the first that
-	// did not: with the written bytes already retired, the prefix of the
-	// stream that the output holds. It leaves the output's offset after
-	// that prefix.
+	// buffers, and returns the prefix of the stream that the output holds:
+	// the written bytes already retired, and those of the writes not
+	// retired that finished without error, in the order they were started,
+	// up to the first that did not (a Lag returns what its output took).
+	// It leaves the output's offset after that prefix.
 	Close(written int64) int64
 	// Describe says how the output is written (pipe.Stats.IO).
 	Describe() string
@@ -112,11 +112,11 @@ func (ss *streamSink) Retire() { ss.busy = false }
 
 func (ss *streamSink) End() error { return nil }
 
-func (ss *streamSink) Close(int64) int64 {
+func (ss *streamSink) Close(written int64) int64 {
 	if !ss.busy {
-		return 0
+		return written
 	}
-	return finished([]*Write{&ss.last})
+	return written + finished([]*Write{&ss.last})
 }
 
 // finished returns the bytes of the writes in ws, which have all finished,
