@@ -224,7 +224,7 @@ fleet_medians() {
 }
 
 fleet() {
-  local n bin kase r alike slow cases="alike slow two-slow killed slow-killed" first=${FLEET_BINS%% *}
+  local n bin kase r alike slow cases=${FLEET_CASES:-alike slow two-slow killed slow-killed} first=${FLEET_BINS%% *}
   go build -o "$DIR/drain" ./bench/drain
   head -c "$FLEET_SIZE" /dev/urandom > "$DIR/fleet-src"
   head -c 32 /dev/urandom | base64 > "$DIR/key"

@@ -92,9 +92,10 @@ type ReceiveConfig struct {
 // has not taken yet, so that a slow output holds back neither the hosts
 // after it nor those before it: in memory up to Memory (three chunks at
 // least), then in a spill file up to Spill. When both are full, a receiver
-// whose upstream repairs the chain fails its stream (KindAborted: the chain
-// goes on without it); any other waits for its output. Memory 0: the
-// output sets the chain's pace.
+// whose sender said it repairs the chain past it (wire.FlagRepair: every
+// receiver of a keyed rdmasend --to but the last) fails its stream
+// (KindAborted: the chain goes on without it); any other waits for its
+// output. Memory 0: the output sets the chain's pace.
 type LagConfig struct {
 	Memory int64
 	Spill  int64

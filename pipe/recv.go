@@ -157,10 +157,8 @@ func (r *receiver) lagConfig(chunk int) *sink.LagConfig {
 	if lc.Memory <= 0 || r.cfg.Sparse || r.relay == nil && r.place <= 1 {
 		return nil
 	}
-	// Its upstream gives it up and goes on past it: it said so, or this
-	// is the last receiver of a keyed chain.
-	leave := r.repaired || len(r.cfg.Key) > 0 && r.cfg.Rejoin != nil && r.relay == nil
-	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: leave, Held: r.cfg.Gauges.setLag}
+	// Leave only where the sender said it goes on past this receiver.
+	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag}
 }
 
 // output returns where the stream is written: w, or what ReceiveConfig.Output

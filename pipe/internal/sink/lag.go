@@ -43,18 +43,15 @@ type Lag struct {
 	peak    int64         // the most held at once
 	closing bool          // the drainer is to stop
 	done    chan struct{} // closed when the drainer has stopped
-	last    Write
-	busy    bool
+	single
 }
 
 // NewLag returns a Lag in front of w; ctx ends its waits for room or for
 // the output.
 func NewLag(ctx context.Context, w io.Writer, cfg LagConfig) *Lag {
 	blocks := max(2, int(cfg.Memory/int64(max(cfg.Block, 1)))-1) // and one to read the spill back into
-	l := &Lag{ctx: ctx, w: w, cfg: cfg, changed: make(chan struct{}), done: make(chan struct{})}
+	l := &Lag{ctx: ctx, w: w, cfg: cfg, changed: make(chan struct{}), done: make(chan struct{}), single: newSingle()}
 	l.b = backlog{block: cfg.Block, maxBlocks: blocks, spillSize: cfg.Spill, open: func() (spillFile, error) { return openSpill(cfg.Dir) }}
-	l.last.Done = make(chan struct{})
-	close(l.last.Done) // its writes have finished when Start returns
 	go l.drain()
 	return l
 }
@@ -184,19 +181,6 @@ func (l *Lag) drain() {
 		l.changedLocked()
 	}
 }
-
-func (l *Lag) Pending() int {
-	if l.busy {
-		return 1
-	}
-	return 0
-}
-
-func (l *Lag) Limit() int { return 1 }
-
-func (l *Lag) Oldest() *Write { return &l.last }
-
-func (l *Lag) Retire() { l.busy = false }
 
 // End waits until the output took every byte held.
 func (l *Lag) End() error {

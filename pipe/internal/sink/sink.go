@@ -65,9 +65,7 @@ func New(w io.Writer, credits int, sparse bool) (Sink, error) {
 	} else if sparse {
 		return nil, errNotFile
 	}
-	done := make(chan struct{})
-	close(done) // its writes have finished when start returns
-	return &streamSink{w: w, last: Write{Done: done}}, nil
+	return &streamSink{w: w, single: newSingle()}, nil
 }
 
 // errNotFile is why a writer that is not an *os.File cannot be sparse.
@@ -87,9 +85,8 @@ func CheckSparse(w io.Writer) error {
 // streamSink writes to a pipe, socket, terminal or any io.Writer, one
 // payload at a time, as it is started.
 type streamSink struct {
-	w    io.Writer
-	last Write
-	busy bool
+	w io.Writer
+	single
 }
 
 func (ss *streamSink) Start(buf int, p []byte) {
@@ -97,18 +94,32 @@ func (ss *streamSink) Start(buf int, p []byte) {
 	ss.last.Buf, ss.last.N, ss.last.Err, ss.busy = buf, n, err, true
 }
 
-func (ss *streamSink) Pending() int {
-	if ss.busy {
+// newSingle returns a single whose writes have finished when they start.
+func newSingle() single {
+	done := make(chan struct{})
+	close(done)
+	return single{last: Write{Done: done}}
+}
+
+// single is the bookkeeping of a sink whose writes finish as they are
+// started: one at a time, the last until it is retired.
+type single struct {
+	last Write
+	busy bool
+}
+
+func (s *single) Pending() int {
+	if s.busy {
 		return 1
 	}
 	return 0
 }
 
-func (ss *streamSink) Limit() int { return 1 }
+func (s *single) Limit() int { return 1 }
 
-func (ss *streamSink) Oldest() *Write { return &ss.last }
+func (s *single) Oldest() *Write { return &s.last }
 
-func (ss *streamSink) Retire() { ss.busy = false }
+func (s *single) Retire() { s.busy = false }
 
 func (ss *streamSink) End() error { return nil }
 
