@@ -40,7 +40,8 @@ type Stats struct {
 	Behind, Spilled int64
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
-	// at once), "pread O_DIRECT" where the file was read around the cache,
-	// "pwrite sparse" with ReceiveConfig.Sparse.
+	// at once), "pread O_DIRECT" or "pwrite O_DIRECT" where the file was
+	// read or written around the cache, "pwrite sparse" with
+	// ReceiveConfig.Sparse.
 	IO string
 }

@@ -186,6 +186,7 @@ func Main(args []string) int {
 			&cli.BoolFlag{Name: "size-only", Usage: "in a tree, send a file unless the destination has it with the same size"},
 			&cli.BoolFlag{Name: "ignore-existing", Usage: "in a tree, send no file that the destination has"},
 			&cli.BoolFlag{Name: "delete", Usage: "remove what the destination has under the copied directories and the sources do not (never through a link)"},
+			&cli.BoolFlag{Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out there too"},
 			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, and change nothing"},
 			&cli.BoolFlag{Name: "itemize-changes", Usage: "list each change as rsync -i does (>f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending); -i is ssh's identity here"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},

@@ -35,6 +35,10 @@ type dir struct {
 	// made with less the umask: the directory is fresh and has no default
 	// ACL (which would stand for the umask).
 	plain bool
+	// uid and gid are the owner and group a file made in the directory
+	// gets, if fresh: this process's, or the directory's group if it is
+	// setgid.
+	uid, gid int
 	// partials lists the partial files in the directory when it was first
 	// needed, by the name of the file they are partial copies of (nil
 	// until then).
@@ -73,6 +77,11 @@ func (ds *dirs) of(name string) (*dir, error) {
 			}
 			d.fd = int(d.file.Fd())
 			d.plain = noDefaultACL(d.fd)
+			if d.uid, d.gid, err = newOwner(d.fd); err != nil {
+				d.file.Close()
+				d.root.Close()
+				return nil, entryErr("open directory", name, err)
+			}
 		}
 	}
 	ds.open[name] = d
@@ -84,6 +93,19 @@ func (ds *dirs) of(name string) (*dir, error) {
 func noDefaultACL(fd int) bool {
 	_, err := unix.Fgetxattr(fd, "system.posix_acl_default", nil)
 	return errors.Is(err, unix.ENODATA) || errors.Is(err, unix.EOPNOTSUPP)
+}
+
+// newOwner returns the owner and group of a file made in the directory
+// dirfd by this process.
+func newOwner(dirfd int) (uid, gid int, err error) {
+	var st unix.Stat_t
+	if err := unix.Fstat(dirfd, &st); err != nil {
+		return 0, 0, err
+	}
+	if st.Mode&unix.S_ISGID != 0 {
+		return unix.Geteuid(), int(st.Gid), nil
+	}
+	return unix.Geteuid(), unix.Getegid(), nil
 }
 
 // keepsOpen says whether making directory name (see mkdir), which opens

@@ -114,7 +114,7 @@ func extract(ctx context.Context, root *os.Root, r io.Reader, sc scope, top stri
 	x := &placer{ctx: ctx, root: root, top: top, ms: ms, rr: rr, arrived: arrived, data: t.reader(tr),
 		buf: make([]byte, copyBuf), ds: newDirs(root), seen: map[string]bool{}}
 	defer x.ds.close()
-	w := newWriters(ms.umask)
+	w := newWriters(ms.umask, ms.keep)
 	defer w.close()
 	for {
 		h, err := tr.Next()
@@ -393,11 +393,11 @@ func metaOf(h *tar.Header, ms modes) fileMeta {
 }
 
 // handOver hands the file entry h, to be written at name, over to w if w
-// takes it (see writers.takes), its directory is open in ds and ms keeps
-// nothing besides modes and times; it says whether it did. It stops, failing, when ctx has ended.
+// takes it (see writers.takes) and its directory is open in ds; it says
+// whether it did. It stops, failing, when ctx has ended.
 func handOver(ctx context.Context, w *writers, ds *dirs, tr io.Reader, h *tar.Header, name string, ms modes) (bool, error) {
 	d, ok := ds.open[filepath.Dir(name)]
-	if !ok || ms.keep != nil {
+	if !ok {
 		return false, nil
 	}
 	s := spot{root: d.root, base: filepath.Base(name), name: name, in: d}

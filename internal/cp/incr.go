@@ -3,11 +3,11 @@ package cp
 import (
 	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"path"
 	"path/filepath"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -19,7 +19,7 @@ import (
 )
 
 // An incremental copy (-a, -u, -c, --size-only, --ignore-existing,
-// --delete, -n, --itemize-changes) of a tree: the receiving side lists
+// --delete, --delete-excluded, -n, --itemize-changes) of a tree: the receiving side lists
 // what it has under DST of the archive's top-level entries, the sending
 // side lists its sources, and the local side compares the two (see
 // quick.Compare). In an upload the remote side's listing comes as "entry"
@@ -36,15 +36,16 @@ type incremental struct {
 	rules    quick.Rules
 	dryRun   bool
 	itemize  bool
+	excluded bool      // --delete-excluded: what the filter rules leave out is deleted too
 	out      io.Writer // where the changes are listed
 }
 
 // incrementalOf returns what c's flags ask of an incremental copy, and
 // sets o's recursion and preservation for -a.
 func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
-	in := incremental{dryRun: c.Bool("dry-run"), itemize: c.Bool("itemize-changes"), out: out}
+	in := incremental{dryRun: c.Bool("dry-run"), itemize: c.Bool("itemize-changes"), excluded: c.Bool("delete-excluded"), out: out}
 	in.rules = quick.Rules{Checksum: c.Bool("checksum"), SizeOnly: c.Bool("size-only"), Update: c.Bool("update"),
-		IgnoreExisting: c.Bool("ignore-existing"), Delete: c.Bool("delete")}
+		IgnoreExisting: c.Bool("ignore-existing"), Delete: c.Bool("delete") || in.excluded}
 	r := in.rules
 	in.explicit = in.dryRun || in.itemize || r.Checksum || r.SizeOnly || r.Update || r.IgnoreExisting || r.Delete
 	in.on = in.explicit || c.Bool("archive")
@@ -52,7 +53,7 @@ func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
 		return command.Usagef("--checksum and --size-only do not go together")
 	}
 	if in.on && o.Resume {
-		return command.Usagef("--resume does not go with -a, -u, -c, --size-only, --ignore-existing, --delete, -n or --itemize-changes (each file that differs travels whole)")
+		return command.Usagef("--resume does not go with -a, -u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n or --itemize-changes (each file that differs travels whole)")
 	}
 	if c.Bool("archive") {
 		o.Recursive, o.Preserve = true, true
@@ -66,7 +67,7 @@ func incrementalOf(c *cli.Context, o *Options, out io.Writer) error {
 // of an incremental copy's flags is given, and leaves it a plain copy.
 func (o *Options) hostsOnly() error {
 	if o.Incr.explicit {
-		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes go with an upload or a download, not a copy between hosts or to several (-a does: as -r -p)")
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n and --itemize-changes go with an upload or a download, not a copy between hosts or to several (-a does: as -r -p)")
 	}
 	o.Incr.on = false
 	return nil
@@ -76,22 +77,13 @@ func (o *Options) hostsOnly() error {
 // asks to compare it: one file travels whole (-a alone allows it).
 func (in incremental) treeOnly(mode string) error {
 	if in.explicit && mode != modeTar {
-		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
+		return command.Usagef("-u, -c, --size-only, --ignore-existing, --delete, --delete-excluded, -n and --itemize-changes compare trees: a single file travels whole (copy its directory, or use -C to resume it)")
 	}
 	return nil
 }
 
 // compares says whether a copy in mode compares with the destination.
 func (in incremental) compares(mode string) bool { return in.on && mode == modeTar }
-
-// decisionLine is one of the local side's answers to a listing: in an
-// upload, a destination entry to remove; in a download, a source's file
-// or link not to send; End ends them.
-type decisionLine struct {
-	Delete string `json:"delete,omitempty"`
-	Skip   string `json:"skip,omitempty"`
-	End    bool   `json:"end,omitempty"`
-}
 
 // entryTop is where a listing's top-level entry is, its name there, and
 // what of it the copy leaves out (nil: nothing).
@@ -100,28 +92,53 @@ type entryTop struct {
 	leave      func(string, bool) bool
 }
 
-// listTrees lists the trees at tops (see quick.List) into a checked
-// listing, and returns it with its entries in order.
-func listTrees(tops []entryTop, hash bool) (*quick.Listing, []quick.Entry, error) {
+// listTrees lists the trees at tops (see quick.Walk) into a checked
+// listing, handing each entry to each (if not nil) as it is listed.
+func listTrees(tops []entryTop, hash bool, each func(quick.Entry) error) (*quick.Listing, error) {
 	var names []string
 	for _, t := range tops {
 		names = append(names, t.name)
 	}
 	l := quick.NewListing(names)
-	var all []quick.Entry
 	for _, t := range tops {
-		list, err := quick.List(t.path, t.name, hash, t.leave)
-		if err != nil {
-			return nil, nil, err
-		}
-		for _, e := range list {
+		err := quick.Walk(t.path, t.name, hash, t.leave, func(e quick.Entry) error {
 			if err := l.Add(e); err != nil {
-				return nil, nil, fmt.Errorf("list %s: %w", t.path, err)
+				return fmt.Errorf("list %s: %w", t.path, err)
 			}
+			if each == nil {
+				return nil
+			}
+			return each(e)
+		})
+		if err != nil {
+			return nil, err
 		}
-		all = append(all, list...)
 	}
-	return l, all, nil
+	return l, nil
+}
+
+// background is a listing made on a goroutine of its own, beside the
+// remote side's.
+type background struct {
+	done chan struct{}
+	l    *quick.Listing
+	err  error
+}
+
+// listBeside starts listing the trees at tops (see listTrees).
+func listBeside(tops []entryTop, hash bool) *background {
+	b := &background{done: make(chan struct{})}
+	go func() {
+		defer close(b.done)
+		b.l, b.err = listTrees(tops, hash, nil)
+	}()
+	return b
+}
+
+// wait returns the listing once it is made.
+func (b *background) wait() (*quick.Listing, error) {
+	<-b.done
+	return b.l, b.err
 }
 
 // sourceTops are where p's sources are (links on the command line
@@ -163,35 +180,69 @@ func (s *tarSink) localName(name string) string {
 // by one, each line would cost the ssh channel a packet of its own.
 const linesBuf = 64 << 10
 
-// writeListing writes list as status lines, then "listed N".
-func writeListing(w io.Writer, list []quick.Entry) error {
-	bw := bufio.NewWriterSize(w, linesBuf)
-	for _, e := range list {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return err
-		}
-		if _, err := fmt.Fprintf(bw, "%sentry %s\n", statusPrefix, b); err != nil {
-			return err
-		}
+// listingWriter writes a listing as status lines, "entry TEXT" each (see
+// quick.Entry.AppendText), as its entries come, then "listed N".
+type listingWriter struct {
+	bw   *bufio.Writer
+	line []byte
+	n    int
+	err  error // the first failed write
+}
+
+func newListingWriter(w io.Writer) *listingWriter {
+	return &listingWriter{bw: bufio.NewWriterSize(w, linesBuf)}
+}
+
+// entry writes e's line.
+func (lw *listingWriter) entry(e quick.Entry) error {
+	lw.line = append(append(lw.line[:0], statusPrefix+"entry "...), e.AppendText(nil)...)
+	if _, err := lw.bw.Write(append(lw.line, '\n')); err != nil {
+		lw.err = err
+		return err
 	}
-	fmt.Fprintf(bw, "%slisted %d\n", statusPrefix, len(list))
-	return bw.Flush()
+	lw.n++
+	return nil
+}
+
+// end writes "listed N" and what is buffered.
+func (lw *listingWriter) end() error {
+	fmt.Fprintf(lw.bw, "%slisted %d\n", statusPrefix, lw.n)
+	return lw.bw.Flush()
 }
 
 // writeDecisions writes a decision line for each of del (entries to
-// remove) and of skip (files and links not to send), then the end. bw
-// keeps the first failed write, which Flush returns.
+// remove) and of skip (files and links not to send), "delete NAME" and
+// "skip NAME" with NAME quoted as a Go string, then "end". bw keeps the
+// first failed write, which Flush returns.
 func writeDecisions(w io.Writer, del []string, skip map[string]bool) error {
 	bw := bufio.NewWriterSize(w, linesBuf)
+	var line []byte
 	for _, n := range del {
-		writeJSONLine(bw, decisionLine{Delete: n})
+		line = append(strconv.AppendQuote(append(line[:0], "delete "...), n), '\n')
+		bw.Write(line)
 	}
 	for n := range skip {
-		writeJSONLine(bw, decisionLine{Skip: n})
+		line = append(strconv.AppendQuote(append(line[:0], "skip "...), n), '\n')
+		bw.Write(line)
 	}
-	writeJSONLine(bw, decisionLine{End: true})
+	bw.WriteString("end\n")
 	return bw.Flush()
+}
+
+// parseDecision parses a decision line: what it asks (delete, skip or
+// end) and the entry it names.
+func parseDecision(line string) (what, name string, err error) {
+	what, q, _ := strings.Cut(line, " ")
+	switch {
+	case what == "end" && line == what:
+		return what, "", nil
+	case what != "delete" && what != "skip":
+		return "", "", fmt.Errorf("decision %.64q: not delete, skip or end", line)
+	}
+	if name, err = strconv.Unquote(q); err != nil {
+		return "", "", fmt.Errorf("decision %.64q: its name not quoted", line)
+	}
+	return what, name, nil
 }
 
 // readListing reads the remote side's listing from r, whose first status
@@ -219,11 +270,11 @@ func readListing(ctx context.Context, r *remote, st status, tops []string, host 
 
 // compare compares src with dst and lists the changes on in.out: with
 // --itemize-changes rsync's items, else, with -n, the names. What the
-// filter rules exclude is never deleted.
+// filter rules exclude is deleted only with --delete-excluded.
 func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, rules *filter.Rules) quick.Plan {
 	r := in.rules
 	r.Sending, r.Perms, r.Times = sending, preserve, preserve
-	if rules != nil {
+	if rules != nil && !in.excluded {
 		r.Protect = rules.Match
 	}
 	p := quick.Compare(src, dst, r)
@@ -240,21 +291,27 @@ func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, r
 	return p
 }
 
+// listSourcesBeside starts listing p's sources (see listBeside), for an
+// upload's comparison.
+func (o Options) listSourcesBeside(p plan) (*background, error) {
+	tops, err := sourceTops(p)
+	if err != nil {
+		return nil, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
+	}
+	return listBeside(tops, o.Incr.rules.Checksum), nil
+}
+
 // listUpload is an upload's comparison on the local side, from st, the
 // remote side's first status line: it reads the destination's listing,
-// lists p's sources, compares them, tells the remote side what to remove
-// and marks in p what not to send. It returns the status line after the
-// listing.
-func (o Options) listUpload(ctx context.Context, r *remote, p *plan, st status, host string) (status, error) {
+// compares it with srcs, the listing of p's sources, tells the remote side
+// what to remove and marks in p what not to send. It returns the status
+// line after the listing.
+func (o Options) listUpload(ctx context.Context, r *remote, p *plan, srcs *background, st status, host string) (status, error) {
 	dst, err := readListing(ctx, r, st, p.contents(false).Names, host)
 	if err != nil {
 		return status{}, err
 	}
-	tops, err := sourceTops(*p)
-	if err != nil {
-		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
-	}
-	src, _, err := listTrees(tops, o.Incr.rules.Checksum)
+	src, err := srcs.wait()
 	if err != nil {
 		return status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
@@ -273,51 +330,73 @@ func (o Options) listUpload(ctx context.Context, r *remote, p *plan, st status, 
 // the destination, has of the archive (with hashes if req asks), and,
 // unless a dry run, removes what the local side's answer on br says.
 func listDest(s *tarSink, req Request, br *bufio.Reader, stdout, stderr io.Writer) error {
-	have, list, err := listTrees(s.destTops(), req.Checksum)
-	if err != nil {
-		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
-	}
-	if err := writeListing(stdout, list); err != nil {
-		return conn.Errorf(conn.KindAborted, "list the destination", "%v", err)
-	}
-	if req.DryRun {
-		return nil
+	have, err := writeTrees(s.destTops(), req.Checksum, stdout, "list the destination")
+	if err != nil || req.DryRun {
+		return err
 	}
 	root, err := quick.OpenRoot(s.dir)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "delete", "%v", err)
 	}
 	defer root.Close()
-	return readDecisions(br, have, func(d decisionLine) error {
-		if d.Skip != "" {
+	return readDecisions(br, have, func(what, name string) error {
+		if what != "delete" {
 			return fmt.Errorf("a file not to send, in an upload")
 		}
-		if err := root.Remove(s.localName(d.Delete)); err != nil {
+		if err := root.Remove(s.localName(name)); err != nil {
 			fmt.Fprintf(stderr, "rdmacp: %v\n", err)
 		}
 		return nil
 	})
 }
 
-// readDecisions reads the local side's decision lines from br up to
-// their end, each naming an entry of have, and hands each to do.
-func readDecisions(br *bufio.Reader, have *quick.Listing, do func(decisionLine) error) error {
-	for n := 0; ; n++ {
-		var d decisionLine
-		if err := lineWithin(br, offerWait, &d); err != nil {
-			return conn.Errorf(conn.KindSetup, "read the decisions", "%v", err)
-		}
-		if d.End {
-			return nil
-		}
-		name := d.Delete + d.Skip
-		if _, ok := have.Get(name); !ok || n == have.Len() || d.Delete != "" && d.Skip != "" {
-			return conn.Errorf(conn.KindSetup, "read the decisions", "%.64q: not an entry of the listing, or more decisions than entries", name)
-		}
-		if err := do(d); err != nil {
-			return conn.Errorf(conn.KindSetup, "read the decisions", "%v", err)
-		}
+// writeTrees lists the trees at tops (see listTrees) onto w as they are
+// listed, and returns the listing; op names it in errors.
+func writeTrees(tops []entryTop, hash bool, w io.Writer, op string) (*quick.Listing, error) {
+	lw := newListingWriter(w)
+	have, err := listTrees(tops, hash, lw.entry)
+	switch {
+	case lw.err != nil:
+		return nil, conn.Errorf(conn.KindAborted, op, "%v", lw.err)
+	case err != nil:
+		lw.bw.Flush() // whole lines, before the failure's
+		return nil, conn.Errorf(conn.KindSetup, op, "%v", err)
 	}
+	if err := lw.end(); err != nil {
+		return nil, conn.Errorf(conn.KindAborted, op, "%v", err)
+	}
+	return have, nil
+}
+
+// readDecisions reads the local side's decision lines from br up to
+// their end, each naming an entry of have, and hands each (what it asks,
+// and the name) to do.
+func readDecisions(br *bufio.Reader, have *quick.Listing, do func(what, name string) error) error {
+	err := within(offerWait, func() error {
+		for n := 0; ; n++ {
+			line, err := readLine(br, maxRequestLine)
+			if err != nil {
+				return err
+			}
+			what, name, err := parseDecision(string(line))
+			switch {
+			case err != nil:
+				return err
+			case what == "end":
+				return nil
+			}
+			if _, ok := have.Get(name); !ok || n == have.Len() {
+				return fmt.Errorf("%.64q: not an entry of the listing, or more decisions than entries", name)
+			}
+			if err := do(what, name); err != nil {
+				return err
+			}
+		}
+	})
+	if err != nil {
+		return conn.Errorf(conn.KindSetup, "read the decisions", "%v", err)
+	}
+	return nil
 }
 
 // listSources is a download's listing on the remote side: it lists p's
@@ -328,41 +407,35 @@ func listSources(p *plan, req Request, br *bufio.Reader, stdout io.Writer) error
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
-	have, list, err := listTrees(tops, req.Checksum)
-	if err != nil {
-		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
-	}
-	if err := writeListing(stdout, list); err != nil {
-		return conn.Errorf(conn.KindAborted, "list the sources", "%v", err)
-	}
-	if req.DryRun {
-		return nil
+	have, err := writeTrees(tops, req.Checksum, stdout, "list the sources")
+	if err != nil || req.DryRun {
+		return err
 	}
 	skip := map[string]bool{}
 	for i := range p.srcs {
 		p.srcs[i].skip = skip
 	}
-	return readDecisions(br, have, func(d decisionLine) error {
-		if d.Delete != "" {
+	return readDecisions(br, have, func(what, name string) error {
+		if what != "skip" {
 			return fmt.Errorf("an entry to delete, in a download")
 		}
-		skip[d.Skip] = true
+		skip[name] = true
 		return nil
 	})
 }
 
 // listDownload is a download's comparison on the local side, from st,
 // the remote side's status line after its plan: it reads the sources'
-// listing (only entries under the names the plan was checked for), lists
-// what s, the destination, has of them, compares the two, removes what
-// --delete says from s (never through a link) and tells the remote side
-// what not to send.
-func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, st status, host string) error {
+// listing (only entries under the names the plan was checked for),
+// compares it with dsts, the listing of what s, the destination, has of
+// them, removes what --delete says from s (never through a link) and
+// tells the remote side what not to send.
+func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, dsts *background, st status, host string) error {
 	src, err := readListing(ctx, r, st, s.names, host)
 	if err != nil {
 		return err
 	}
-	dst, _, err := listTrees(s.destTops(), o.Incr.rules.Checksum)
+	dst, err := dsts.wait()
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
 	}
@@ -388,14 +461,16 @@ func (o Options) listDownload(ctx context.Context, r *remote, s *tarSink, st sta
 }
 
 // fetchListing is a download's comparison (see listDownload) on the
-// local side, after the plan; a dry run ends with the remote side's "ok
-// 0".
+// local side, after the plan, with the destination listed meanwhile; a
+// dry run ends with the remote side's "ok 0".
 func (o Options) fetchListing(ctx context.Context, r *remote, s *tarSink, host string) error {
+	dsts := listBeside(s.destTops(), o.Incr.rules.Checksum)
+	defer dsts.wait()
 	st, err := r.next(ctx, offerWait)
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list on "+host, "%v", err)
 	}
-	if err := o.listDownload(ctx, r, s, st, host); err != nil || !o.Incr.dryRun {
+	if err := o.listDownload(ctx, r, s, dsts, st, host); err != nil || !o.Incr.dryRun {
 		return err
 	}
 	if st, err = r.next(ctx, statusWait); err != nil {

@@ -32,7 +32,13 @@ func TestListingBuffered(t *testing.T) {
 		skip[n] = true
 	}
 	var w countingWriter
-	if err := writeListing(&w, list); err != nil {
+	lw := newListingWriter(&w)
+	for _, e := range list {
+		if err := lw.entry(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := lw.end(); err != nil {
 		t.Fatal(err)
 	}
 	lines := strings.Split(strings.TrimSuffix(w.String(), "\n"), "\n")
@@ -56,19 +62,40 @@ func TestListingBuffered(t *testing.T) {
 	if d.writes > 10 {
 		t.Errorf("the decisions took %d writes", d.writes)
 	}
-	br := bufio.NewReader(&d.Buffer)
-	got := map[string]bool{}
-	for {
-		var l decisionLine
-		if err := readJSONLine(br, &l); err != nil {
+	have := quick.NewListing([]string{"top"})
+	for _, e := range append([]quick.Entry{{Name: "top", Type: quick.Dir}, {Name: "top/gone", Type: quick.File}}, list...) {
+		if err := have.Add(e); err != nil {
 			t.Fatal(err)
 		}
-		if l.End {
-			break
-		}
-		got[l.Delete+l.Skip] = true
 	}
-	if len(got) != len(skip)+1 || !got["top/gone"] {
-		t.Errorf("read back %d decisions", len(got))
+	got := map[string]string{}
+	err := readDecisions(bufio.NewReader(&d.Buffer), have, func(what, name string) error {
+		got[name] = what
+		return nil
+	})
+	if err != nil || len(got) != len(skip)+1 || got["top/gone"] != "delete" || got["top/f0001"] != "skip" {
+		t.Errorf("read back %d decisions: %v", len(got), err)
+	}
+}
+
+// TestDecisionsRefused checks that decisions naming what the listing has
+// not, more decisions than entries, or lines that are not decisions, fail
+// the reading.
+func TestDecisionsRefused(t *testing.T) {
+	t.Parallel()
+	have := quick.NewListing([]string{"top"})
+	for _, e := range []quick.Entry{{Name: "top", Type: quick.Dir}, {Name: "top/a", Type: quick.File}} {
+		if err := have.Add(e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, text := range []string{
+		"delete \"top/b\"\nend\n", "delete \"../x\"\nend\n", "skip \"top/a\"\nskip \"top/a\"\nskip \"top/a\"\nend\n",
+		"delete top/a\nend\n", "remove \"top/a\"\nend\n", "end \"top\"\n", "{\"end\":true}\n", "delete \"top/a\"\n",
+	} {
+		err := readDecisions(bufio.NewReader(strings.NewReader(text)), have, func(string, string) error { return nil })
+		if err == nil {
+			t.Errorf("%q: read", text)
+		}
 	}
 }

@@ -23,8 +23,9 @@ var allKept = meta.Flags{Links: true, Xattrs: true, ACLs: true, Owner: true, Gro
 
 // keptTree makes a tree at root with what allKept keeps: hard links
 // (small and large files, across directories), user, trusted and security
-// xattrs, access and default ACLs, other owners, a named pipe, a device
-// and a link owned by another user.
+// xattrs, access and default ACLs, other owners, a setuid and setgid
+// file of another owner, a named pipe, a device and a link owned by
+// another user.
 func keptTree(t *testing.T, root string) {
 	t.Helper()
 	must := func(err error) {
@@ -52,6 +53,10 @@ func keptTree(t *testing.T, root string) {
 		must(unix.Lsetxattr(x.path, x.name, []byte(x.value), 0))
 	}
 	must(os.Lchown(a, 1234, 1235))
+	suid := filepath.Join(root, "sub", "suid")
+	must(os.WriteFile(suid, []byte("#!/bin/sh\n"), 0o755))
+	must(os.Lchown(suid, 1234, 1235))
+	must(os.Chmod(suid, 0o755|fs.ModeSetuid|fs.ModeSetgid))
 	must(os.Lchown(filepath.Join(root, "sub"), 1234, 0))
 	must(os.Lchown(filepath.Join(root, "sym"), 1236, 1236))
 	must(os.Chtimes(a, time.Unix(1e9, 5), time.Unix(1e9, 5)))
@@ -68,7 +73,7 @@ func testACL(uid uint32) []byte {
 }
 
 // TestKeepRoundTrip writes a tree as an archive with every flag, extracts
-// it as root, twice, and compares every entry: its lstat (mode, owner, size,
+// it as root, twice, and compares every entry each time: its lstat (mode, owner, size,
 // times, link count, device), its xattrs and its ACLs.
 func TestKeepRoundTrip(t *testing.T) {
 	if os.Geteuid() != 0 {
@@ -81,16 +86,18 @@ func TestKeepRoundTrip(t *testing.T) {
 	if err := writeTar(&ar, []source{{path: src, name: "t"}}, &warn, nil, allKept, nil); err != nil {
 		t.Fatal(err)
 	}
-	ms := modes{preserve: true, keep: meta.NewApplier(allKept, true, &warn)}
-	for range 2 { // the second time over the first: the pipe and device are replaced
+	// The first time into new directories, the small files written beside
+	// the archive's reading; the second time over the first, each in turn.
+	for range 2 {
+		ms := modes{preserve: true, keep: meta.NewApplier(allKept, true, &warn)}
 		if err := extract(context.Background(), openRoot(t, dst), bytes.NewReader(ar.Bytes()), scope{names: []string{"t"}}, "", ms, nil, nil); err != nil {
 			t.Fatal(err)
 		}
+		if warn.Len() > 0 {
+			t.Errorf("notes: %s", warn.String())
+		}
+		sameEntries(t, src, filepath.Join(dst, "t"))
 	}
-	if warn.Len() > 0 {
-		t.Errorf("notes: %s", warn.String())
-	}
-	sameEntries(t, src, filepath.Join(dst, "t"))
 }
 
 // sameEntries checks that every entry under want is at the same place
@@ -195,5 +202,35 @@ func TestKeepHostile(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestKeepOwnerSetgid extracts, as root with the owners kept, files of
+// root's group into a new directory under a setgid one of another group:
+// though a file made there gets that group, each ends with the archive's.
+func TestKeepOwnerSetgid(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root")
+	}
+	t.Parallel()
+	dst := t.TempDir()
+	if err := os.Chown(dst, 0, 4321); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dst, 0o755|fs.ModeSetgid); err != nil {
+		t.Fatal(err)
+	}
+	ar := archive(t, entry{name: "t/", typ: tar.TypeDir, mode: 0o755}, entry{name: "t/f", typ: tar.TypeReg, body: "x"},
+		entry{name: "t/d/", typ: tar.TypeDir, mode: 0o755}, entry{name: "t/d/g", typ: tar.TypeReg, body: "y"})
+	var warn bytes.Buffer
+	ms := modes{preserve: true, keep: meta.NewApplier(meta.Flags{Owner: true, Group: true, NumericIDs: true}, true, &warn)}
+	if err := extract(context.Background(), openRoot(t, dst), bytes.NewReader(ar), scope{names: []string{"t"}}, "", ms, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{"t", "t/f", "t/d", "t/d/g"} {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dst, p), &st); err != nil || st.Uid != 0 || st.Gid != 0 {
+			t.Errorf("%s: owner %d:%d, %v; want 0:0", p, st.Uid, st.Gid, err)
+		}
 	}
 }

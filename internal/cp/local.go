@@ -140,13 +140,20 @@ func Copy(ctx context.Context, paths []string, t Target, o Options) error {
 	}
 	req := o.request(key)
 	req.Dest, req.Contents, req.Listen, req.DataPorts = t.Path, p.contents(o.Preserve), listen, o.DataPorts.String()
+	var srcs *background
+	if o.Incr.compares(p.mode) {
+		if srcs, err = o.listSourcesBeside(p); err != nil {
+			return err
+		}
+		defer srcs.wait()
+	}
 	r, st, err := begin(ctx, t, o, remoteReceive, req)
 	if err != nil {
 		return err
 	}
 	defer r.close()
 	if o.Incr.compares(p.mode) {
-		if st, err = o.listUpload(ctx, r, &p, st, t.Host); err != nil {
+		if st, err = o.listUpload(ctx, r, &p, srcs, st, t.Host); err != nil {
 			return err
 		}
 		if o.Incr.dryRun {

@@ -20,8 +20,9 @@ import (
 
 // protocolVersion is the version of the request and status lines. Both
 // sides must speak the same one. Version 2 added downloads (Send,
-// Connect), encryption and sparse files.
-const protocolVersion = 2
+// Connect), encryption and sparse files; version 3 has listings and
+// their decisions as text, not JSON.
+const protocolVersion = 3
 
 // Bounds of what the remote side accepts in a request.
 const (

@@ -21,7 +21,8 @@ import (
 // "from N" after its plan (see resume.go). A download's sending side
 // that sent down a chain of hosts (a request with Chain) names each host
 // the stream gave up, "lost "ADDRESS"", before its "ok". An incremental
-// copy's listing (see incr.go) is "entry {ENTRY AS JSON}" lines, then
+// copy's listing (see incr.go) is "entry TEXT" lines (see
+// quick.Entry.AppendText), then
 // "listed N": an upload's before its port, a download's after its plan.
 // A download's sending side asked for its totals (Request.Progress) says
 // "total FILES BYTES" of a tar-mode plan before it connects.
@@ -136,9 +137,9 @@ func parseStatus(line string) (status, error) {
 		}
 		return status{kind: kind, offer: o, valid: true}, nil
 	case "entry":
-		var e quick.Entry
-		if err := strictJSON(args, &e); err != nil {
-			return status{}, malformed(line)
+		e, err := quick.ParseEntry(args)
+		if err != nil {
+			return status{}, fmt.Errorf("the remote side's listing: %v", err)
 		}
 		return status{kind: kind, entry: e, valid: true}, nil
 	case "from", "listed":

@@ -24,7 +24,7 @@ func unnamed(t *testing.T, byPath bool) func(int, writeJob) error {
 	return func(dirfd int, j writeJob) error {
 		var b atomic.Bool
 		b.Store(byPath)
-		ok, err := writeUnnamed(dirfd, j, umask(), &b)
+		ok, err := writeUnnamed(dirfd, j, umask(), nil, &b)
 		if !ok && err == nil {
 			t.Skipf("O_TMPFILE and linkat through /proc not available in %s", t.TempDir())
 		}
@@ -44,7 +44,7 @@ func TestWriteSmallWays(t *testing.T) {
 	}{
 		{"unnamed", unnamed(t, false)},
 		{"unnamed, linked through /proc", unnamed(t, true)},
-		{"partial", writeSmall},
+		{"partial", func(dirfd int, j writeJob) error { return writeSmall(dirfd, j, nil) }},
 	}
 	// 0644 is made so where the umask allows, the others chmod-ed to.
 	for _, mode := range []fs.FileMode{0o755 | fs.ModeSetuid, 0o644, 0o777} {

@@ -199,7 +199,8 @@ func TestIncrementalDelete(t *testing.T) {
 // TestIncrementalDeleteExcluded copies a tree with -a --delete and an
 // exclude rule, both ways, into a copy of it with extras: what the rule
 // excludes stays, in the destination as in the source (rsync without
-// --delete-excluded), and the other extras go.
+// --delete-excluded), and the other extras go; then with
+// --delete-excluded, which removes what the rule excludes as well.
 func TestIncrementalDeleteExcluded(t *testing.T) {
 	s := startSSHD(t)
 	for _, way := range incrDirs {
@@ -223,6 +224,15 @@ func TestIncrementalDeleteExcluded(t *testing.T) {
 			}
 			if _, err := os.Lstat(filepath.Join(dst, "t", "sub", "f07.keep")); err == nil {
 				t.Error("the excluded f07.keep was sent")
+			}
+			r = s.incrCopy(t, append([]string{"-a", "--delete-excluded", "--exclude", "*.keep", "--exclude", "gone/"}, way.args(src, dst)...)...)
+			if r.code != 0 {
+				t.Fatalf("--delete-excluded: exit %d: %s", r.code, r.stderr)
+			}
+			for _, e := range append(extras, "t/sub/local.keep") {
+				if _, err := os.Lstat(filepath.Join(dst, e)); err == nil {
+					t.Errorf("--delete-excluded: %s still there", e)
+				}
 			}
 			noStrays(t)
 		})
@@ -264,13 +274,13 @@ func listingFilter(t *testing.T, prog string, n int) string {
 func TestIncrementalLyingRemote(t *testing.T) {
 	s := startSSHD(t)
 	inject := func(name string) string {
-		return `s|^RDMACP listed .*|RDMACP entry {"name":"` + name + `","type":"f"}\n&|`
+		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - "` + name + `"\n&|`
 	}
 	cases := []struct {
 		name, prog string
 		n, code    int
 	}{
-		{"fewer entries", `/^RDMACP entry .*"name":"t\//d`, 1, 0},
+		{"fewer entries", `/^RDMACP entry .* "t\//d`, 1, 0},
 		{"..", inject("t/../beside/y"), incrEntries + 1, 9},
 		{"absolute", inject("/etc/passwd"), incrEntries + 1, 9},
 		{"another name", inject("beside/y"), incrEntries + 1, 9},

@@ -6,6 +6,7 @@ import (
 	"io"
 	"math"
 	"strings"
+	"sync"
 )
 
 // Bounds of what one archive entry may carry for -X and -A: the
@@ -26,6 +27,7 @@ type Applier struct {
 	root  bool
 	notes notes
 	wrote map[string]bool // the regular files this extraction wrote, by name
+	mu    sync.Mutex      // guards uids and gids, for ApplyFD
 	uids  map[string]int  // user names looked up, -1 for unknown
 	gids  map[string]int
 }

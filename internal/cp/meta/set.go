@@ -14,31 +14,89 @@ import (
 )
 
 // Apply gives the entry base in the directory dirfd, which the archive
-// entry h called name put there with mode, what the flags keep of it:
-// its owner and group (as root; mode again after them, as chown clears
-// setuid and setgid), then its xattrs and ACLs, never following a link.
-// What it cannot keep it notes, once each.
+// entry h called name put there with mode, what the flags keep of it (see
+// apply), never following a link.
 func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.FileMode) error {
 	if !a.Applies() {
 		return nil
 	}
+	return a.apply(atPath{dirfd, base}, name, h, mode)
+}
+
+// NewFile is a regular file being made, open as FD, and the owner and
+// group it was made with.
+type NewFile struct{ FD, UID, GID int }
+
+// ApplyFD gives f, the regular file that the archive entry h called name
+// is being written to with mode, what the flags keep of it (see apply);
+// it may be called from several goroutines at once.
+func (a *Applier) ApplyFD(f NewFile, name string, h *tar.Header, mode fs.FileMode) error {
+	if !a.Applies() {
+		return nil
+	}
+	return a.apply(f, name, h, mode)
+}
+
+// apply gives n, which the archive entry h called name put there with
+// mode, its owner and group (as root; mode again after them where it has
+// setuid or setgid, which chown clears), then its xattrs and ACLs. What it
+// cannot keep it notes, once each.
+func (a *Applier) apply(n node, name string, h *tar.Header, mode fs.FileMode) error {
 	link := h.Typeflag == tar.TypeSymlink
-	if a.chown(dirfd, base, name, h) && !link {
-		if err := unix.Fchmodat(dirfd, base, UnixMode(mode), 0); err != nil {
+	if a.chown(n, name, h) && !link && mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		if err := n.chmod(UnixMode(mode)); err != nil {
 			return fmt.Errorf("chmod %q: %w", name, err)
 		}
 	}
-	path := "/proc/self/fd/" + strconv.Itoa(dirfd) + "/" + base
 	for _, k := range slices.Sorted(maps.Keys(h.PAXRecords)) {
 		x, ok := strings.CutPrefix(k, XattrPrefix)
 		if !ok || !a.takes(x, name, h.Typeflag) {
 			continue
 		}
-		if err := unix.Lsetxattr(path, x, []byte(h.PAXRecords[k]), 0); err != nil {
+		if err := n.setxattr(x, []byte(h.PAXRecords[k])); err != nil {
 			a.notes.once("set "+x+err.Error(), "%s: %s of %q not kept: %v", flagOf(x), x, name, err)
 		}
 	}
 	return nil
+}
+
+// node is an entry that apply gives its metadata to; chown says whether
+// it changed the owner or group (-1: kept).
+type node interface {
+	chown(uid, gid int) (bool, error)
+	chmod(mode uint32) error
+	setxattr(name string, value []byte) error
+}
+
+// atPath is the entry base in the directory dirfd, never followed if a
+// link.
+type atPath struct {
+	dirfd int
+	base  string
+}
+
+func (p atPath) chown(uid, gid int) (bool, error) {
+	return true, unix.Fchownat(p.dirfd, p.base, uid, gid, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+func (p atPath) chmod(mode uint32) error { return unix.Fchmodat(p.dirfd, p.base, mode, 0) }
+
+func (p atPath) setxattr(name string, value []byte) error {
+	return unix.Lsetxattr("/proc/self/fd/"+strconv.Itoa(p.dirfd)+"/"+p.base, name, value, 0)
+}
+
+// chown changes nothing where f has the owner and group asked already.
+func (f NewFile) chown(uid, gid int) (bool, error) {
+	if (uid < 0 || uid == f.UID) && (gid < 0 || gid == f.GID) {
+		return false, nil
+	}
+	return true, unix.Fchown(f.FD, uid, gid)
+}
+
+func (f NewFile) chmod(mode uint32) error { return unix.Fchmod(f.FD, mode) }
+
+func (f NewFile) setxattr(name string, value []byte) error {
+	return unix.Fsetxattr(f.FD, name, value, 0)
 }
 
 // takes says whether the xattr x of the entry name, of type typ, is to
@@ -66,10 +124,10 @@ func flagOf(x string) string {
 	return "-X"
 }
 
-// chown gives base in dirfd the owner and group of h called name, as root
-// and as the flags say; it says whether it did. What it cannot give, it
-// notes.
-func (a *Applier) chown(dirfd int, base, name string, h *tar.Header) bool {
+// chown gives n, the entry h called name, the owner and group of h, as
+// root and as the flags say; it says whether that changed them. What it
+// cannot give, it notes.
+func (a *Applier) chown(n node, name string, h *tar.Header) bool {
 	if !a.f.Owner && !a.f.Group {
 		return false
 	}
@@ -78,17 +136,20 @@ func (a *Applier) chown(dirfd int, base, name string, h *tar.Header) bool {
 		return false
 	}
 	uid, gid := -1, -1
+	a.mu.Lock()
 	if a.f.Owner {
 		uid = a.id(a.uids, h.Uname, h.Uid, user.Lookup)
 	}
 	if a.f.Group {
 		gid = a.id(a.gids, h.Gname, h.Gid, lookupGroup)
 	}
-	if err := unix.Fchownat(dirfd, base, uid, gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	a.mu.Unlock()
+	changed, err := n.chown(uid, gid)
+	if err != nil {
 		a.notes.once("chown "+err.Error(), "--owner, -g: owner of %q not kept: %v", name, err)
 		return false
 	}
-	return true
+	return changed
 }
 
 // id returns the id to give for name and id of an archive entry: that of

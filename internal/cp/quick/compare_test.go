@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 )
 
 // node is a file ("name"), directory ("name/") or link ("name -> target")
@@ -58,7 +60,14 @@ func makeTree(t *testing.T, dir string, nodes []node) string {
 // listing lists the tree at top as the copy's entry t.
 func listing(t *testing.T, top string, hash bool) *Listing {
 	t.Helper()
-	list, err := List(top, "t", hash, nil)
+	return listingLeaving(t, top, hash, nil)
+}
+
+// listingLeaving lists the tree at top as the copy's entry t, leaving out
+// what leave says.
+func listingLeaving(t *testing.T, top string, hash bool, leave func(string, bool) bool) *Listing {
+	t.Helper()
+	list, err := List(top, "t", hash, leave)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -98,6 +107,30 @@ var quickCases = []struct {
 	{"same size and time, other data, -c", []string{"-c"}, []node{{"a", "xy", 0}}, []node{{"a", "yx", 0}}, []string{">fc........ t/a"}},
 	{"same data, -c", []string{"-c"}, []node{{"a", "xy", 0}, {"b", "b", 0}}, []node{{"a", "xy", 0}, {"b", "b", 0}}, nil},
 	{"same size, other data and time, --size-only", []string{"--size-only"}, []node{{"a", "xy", 0}, {"b", "bb", 0}}, []node{{"a", "yx", 0}, {"b", "b", 0}}, []string{">f.s....... t/b"}},
+	{"excluded, --delete", []string{"--delete", "--exclude=*.o", "--exclude=d/"}, []node{{"a", "x", 0}, {"b.o", "o", 0}, {"d/", "", 0}, {"d/f", "f", 0}},
+		[]node{{"a", "x", 0}, {"x.o", "o", 0}, {"y", "y", 0}, {"d/", "", 0}, {"d/g", "g", 0}}, []string{"*deleting   t/y"}},
+	{"excluded, --delete-excluded", []string{"--delete-excluded", "--exclude=*.o", "--exclude=d/"}, []node{{"a", "x", 0}, {"b.o", "o", 0}, {"d/", "", 0}, {"d/f", "f", 0}},
+		[]node{{"a", "x", 0}, {"x.o", "o", 0}, {"y", "y", 0}, {"d/", "", 0}, {"d/g", "g", 0}}, []string{"*deleting   t/d/", "*deleting   t/d/g", "*deleting   t/x.o", "*deleting   t/y"}},
+	{"included, --delete-excluded", []string{"--delete-excluded", "--include=k.o", "--exclude=*.o"}, []node{{"a", "x", 0}, {"k.o", "k", 0}},
+		[]node{{"a", "x", 0}, {"k.o", "k", 0}, {"x.o", "o", 0}}, []string{"*deleting   t/x.o"}},
+}
+
+// filterOf returns the filter rules of the --exclude and --include flags
+// among flags, in their order.
+func filterOf(t *testing.T, flags []string) *filter.Rules {
+	rules := &filter.Rules{}
+	for _, f := range flags {
+		var err error
+		if p, ok := strings.CutPrefix(f, "--exclude="); ok {
+			err = rules.Exclude(p)
+		} else if p, ok := strings.CutPrefix(f, "--include="); ok {
+			err = rules.Include(p)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	return rules
 }
 
 // rulesOf returns the rules of rsync -a with flags, as rdmacp -a sets them
@@ -109,7 +142,7 @@ func rulesOf(flags []string) Rules {
 		SizeOnly:       slices.Contains(flags, "--size-only"),
 		Update:         slices.Contains(flags, "-u"),
 		IgnoreExisting: slices.Contains(flags, "--ignore-existing"),
-		Delete:         slices.Contains(flags, "--delete"),
+		Delete:         slices.Contains(flags, "--delete") || slices.Contains(flags, "--delete-excluded"),
 	}
 }
 
@@ -120,7 +153,11 @@ func TestCompare(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			r := rulesOf(c.flags)
-			src := listing(t, makeTree(t, t.TempDir(), c.src), r.Checksum)
+			rules := filterOf(t, c.flags)
+			if !slices.Contains(c.flags, "--delete-excluded") {
+				r.Protect = rules.Match
+			}
+			src := listingLeaving(t, makeTree(t, t.TempDir(), c.src), r.Checksum, rules.Match)
 			dst := listing(t, makeTree(t, t.TempDir(), c.dst), r.Checksum)
 			got := Compare(src, dst, r).Items
 			slices.Sort(got)

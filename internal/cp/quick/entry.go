@@ -6,22 +6,18 @@ package quick
 
 import (
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
-	"io/fs"
 	"os"
 	"path"
-	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
-	"syscall"
 	"unicode/utf8"
 
 	"github.com/zeebo/xxh3"
-
-	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
+	"golang.org/x/sys/unix"
 )
 
 // Types of an entry.
@@ -38,7 +34,7 @@ const (
 	MaxPath    = 4096      // bytes of a name or a link's target
 	MaxElem    = 255       // bytes of one element of a name
 	MaxBytes   = 128 << 20 // bytes of names and targets in all
-	MaxLine    = 12 << 10  // bytes of an entry in JSON
+	MaxLine    = 12 << 10  // bytes of an entry's text (see Entry.AppendText)
 	hashLen    = 16        // bytes of an XXH3-128 hash
 )
 
@@ -48,110 +44,123 @@ const (
 // bits (07777), a link's target, and, when asked for, a regular file's
 // XXH3-128 hash in hex.
 type Entry struct {
-	Name  string `json:"name"`
-	Type  string `json:"type"`
-	Size  int64  `json:"size,omitempty"`
-	MTime int64  `json:"mtime,omitempty"`
-	Mode  uint32 `json:"mode,omitempty"`
-	Link  string `json:"link,omitempty"`
-	Hash  string `json:"hash,omitempty"`
+	Name  string
+	Type  string
+	Size  int64
+	MTime int64
+	Mode  uint32
+	Link  string
+	Hash  string
 }
 
-// List lists the tree at top, whose entries are named under name: top
-// itself (not followed if it is a link) and, if it is a directory,
-// everything under it, never through a link, parents before children.
-// With hash it hashes each regular file. What leave (if not nil) says to
-// leave out is, as what is under it (the copy's filter rules). Names that are not valid UTF-8,
-// longer than MaxPath, or whose entry is longer than MaxLine in JSON are
-// left out (and what is under them): a peer cannot name them, so they are
-// never skipped nor removed. A missing top lists nothing.
+// List lists the tree at top as Walk does, into a slice.
 func List(top, name string, hash bool, leave func(name string, isDir bool) bool) ([]Entry, error) {
 	var list []Entry
-	total := 0
-	err := filepath.WalkDir(top, func(p string, d fs.DirEntry, err error) error {
-		switch {
-		case err != nil && p == top && errors.Is(err, fs.ErrNotExist):
-			return fs.SkipAll
-		case err != nil:
-			return err
-		}
-		rel, err := filepath.Rel(top, p)
-		if err != nil {
-			return err
-		}
-		n := path.Join(name, filepath.ToSlash(rel))
-		if checkName(n) != nil || leave != nil && leave(n, d.IsDir()) {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		e, err := entryOf(p, n, d, hash)
-		if err != nil {
-			return err
-		}
-		if b, _ := json.Marshal(e); len(b) > MaxLine {
-			if d.IsDir() {
-				return fs.SkipDir
-			}
-			return nil
-		}
-		total += len(e.Name) + len(e.Link)
-		if len(list) == MaxEntries || total > MaxBytes {
-			return fmt.Errorf("list %s: more than %d entries or %d bytes of names", top, MaxEntries, MaxBytes)
-		}
+	err := Walk(top, name, hash, leave, func(e Entry) error {
 		list = append(list, e)
 		return nil
 	})
 	return list, err
 }
 
-// entryOf describes the entry d at p, named n.
-func entryOf(p, n string, d fs.DirEntry, hash bool) (Entry, error) {
-	fi, err := d.Info()
+// AppendText appends e's text, as a listing's line has it, to b: its
+// type, mode in octal, size, modification time and hash ("-" for none),
+// then its name and, for a link, its target, each quoted as a Go string;
+// separated by spaces.
+func (e Entry) AppendText(b []byte) []byte {
+	b = append(b, e.Type...)
+	b = append(b, ' ')
+	b = strconv.AppendUint(b, uint64(e.Mode), 8)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.Size, 10)
+	b = append(b, ' ')
+	b = strconv.AppendInt(b, e.MTime, 10)
+	b = append(b, ' ')
+	if e.Hash == "" {
+		b = append(b, '-')
+	}
+	b = append(b, e.Hash...)
+	b = append(b, ' ')
+	b = strconv.AppendQuote(b, e.Name)
+	if e.Link != "" {
+		b = append(b, ' ')
+		b = strconv.AppendQuote(b, e.Link)
+	}
+	return b
+}
+
+// ParseEntry parses s, an entry's text as AppendText writes it; what
+// the entry says is checked as it is added to a listing (see Listing.Add).
+func ParseEntry(s string) (Entry, error) {
+	var e Entry
+	f := strings.SplitN(s, " ", 6)
+	if len(f) < 6 {
+		return e, fmt.Errorf("entry %.64q: fewer than 6 fields", s)
+	}
+	mode, err1 := strconv.ParseUint(f[1], 8, 32)
+	size, err2 := strconv.ParseInt(f[2], 10, 64)
+	mtime, err3 := strconv.ParseInt(f[3], 10, 64)
+	if err := errors.Join(err1, err2, err3); err != nil || f[4] == "" || !canon(f[1], f[2], f[3]) {
+		return e, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
+	}
+	e = Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
+	if f[4] != "-" {
+		e.Hash = f[4]
+	}
+	name, link, err := names(f[5])
 	if err != nil {
-		return Entry{}, err
+		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}
-	e := Entry{Name: n, Type: typeOf(fi.Mode()), MTime: fi.ModTime().UnixNano(), Mode: meta.UnixMode(fi.Mode())}
-	switch e.Type {
-	case File:
-		e.Size = fi.Size()
-		if hash {
-			e.Hash, err = hashFile(p)
-		}
-	case Link:
-		e.Link, err = os.Readlink(p)
-		if len(e.Link) > MaxPath || !utf8.ValidString(e.Link) {
-			e.Link = "" // a target a peer cannot name: compared as changed
-		}
-	}
-	return e, err
+	e.Name, e.Link = name, link
+	return e, nil
 }
 
-// typeOf is the type of an entry of mode m.
-func typeOf(m fs.FileMode) string {
-	switch {
-	case m.IsRegular():
-		return File
-	case m.IsDir():
-		return Dir
-	case m&fs.ModeSymlink != 0:
-		return Link
+// canon says whether each of the numbers ns is written as AppendText
+// writes it: no sign but a minus, no leading zero.
+func canon(ns ...string) bool {
+	for _, n := range ns {
+		d := strings.TrimPrefix(n, "-")
+		if d == "" || d[0] == '0' && (len(d) > 1 || n != d) || d[0] == '+' {
+			return false
+		}
 	}
-	return Other
+	return true
 }
 
-// hashFile returns the XXH3-128 hash of the regular file at p, in hex,
-// opened without following a link.
-func hashFile(p string) (string, error) {
-	f, err := os.OpenFile(p, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+// names parses the quoted name and, if any, link target that end an
+// entry's text.
+func names(s string) (name, link string, err error) {
+	q, err := strconv.QuotedPrefix(s)
+	if err != nil {
+		return "", "", errors.New("a name not quoted")
+	}
+	name, _ = strconv.Unquote(q)
+	rest := s[len(q):]
+	if rest == "" {
+		return name, "", nil
+	}
+	if q, err = strconv.QuotedPrefix(strings.TrimPrefix(rest, " ")); err != nil || rest != " "+q {
+		return "", "", errors.New("more than a quoted name and target")
+	}
+	link, _ = strconv.Unquote(q)
+	if link == "" {
+		return "", "", errors.New("an empty target")
+	}
+	return name, link, nil
+}
+
+// hashFile returns the XXH3-128 hash of the regular file base in dirfd,
+// in hex, opened without following a link.
+func hashFile(dirfd int, base string) (string, error) {
+	fd, err := unix.Openat(dirfd, base, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return "", err
 	}
+	f := os.NewFile(uintptr(fd), base)
 	defer f.Close()
 	h := xxh3.New()
 	if _, err := io.Copy(h, f); err != nil {
-		return "", fmt.Errorf("hash %s: %w", p, err)
+		return "", fmt.Errorf("hash %s: %w", base, err)
 	}
 	sum := h.Sum128().Bytes()
 	return hex.EncodeToString(sum[:]), nil

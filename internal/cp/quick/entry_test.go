@@ -2,8 +2,10 @@ package quick
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"os"
+	"path"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -103,5 +105,91 @@ func TestRemove(t *testing.T) {
 	}
 	if err := r.Remove("../x"); err == nil {
 		t.Error("removed ../x")
+	}
+}
+
+// TestEntryText checks that an entry's text parses back to it, whatever
+// its name and target hold, and that text that AppendText does not write
+// is refused (what the fields say, Listing.Add checks: TestListingRefuses).
+func TestEntryText(t *testing.T) {
+	t.Parallel()
+	for _, e := range []Entry{
+		{Name: "t", Type: Dir, Mode: 0o755, MTime: -1},
+		{Name: "t/a b\t\"c\"\n", Type: File, Size: 4096, MTime: 1700000000123456789, Mode: 0o4755, Hash: strings.Repeat("0f", hashLen)},
+		{Name: "t/ünï ✓", Type: Link, Link: "../x y", MTime: 5},
+		{Name: "t/dev", Type: Other},
+	} {
+		text := string(e.AppendText(nil))
+		got, err := ParseEntry(text)
+		if err != nil || got != e {
+			t.Errorf("%q: %+v, %v; want %+v", text, got, err, e)
+		}
+	}
+	for _, text := range []string{
+		``, `f 644 1 2 -`, `f 644 1 2 - t`, `L 777 0 2 - "t" ""`,
+		`L 777 0 2 - "t" "l" `, `L 777 0 2 - "t"  "l"`, `f 644 01 2 - "t"`, `f 644 +1 2 - "t"`,
+		`f 644 -0 2 - "t"`, `f 0644 1 2 - "t"`, `f 644 1 2  "t"`, `f 40000000000 1 2 - "t"`,
+	} {
+		if e, err := ParseEntry(text); err == nil {
+			t.Errorf("%q: parsed as %+v", text, e)
+		}
+	}
+}
+
+// FuzzParseEntry checks that whatever ParseEntry takes, it takes again
+// as AppendText writes it, and to the same entry.
+func FuzzParseEntry(f *testing.F) {
+	f.Add(`f 644 4096 1700000000123456789 - "t/a"`)
+	f.Add(`L 777 0 -5 - "t/l" "../x"`)
+	f.Add(`f 4755 1 2 0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f "t/\x00\u00fc"`)
+	f.Fuzz(func(t *testing.T, text string) {
+		e, err := ParseEntry(text)
+		if err != nil {
+			return
+		}
+		again, err := ParseEntry(string(e.AppendText(nil)))
+		if err != nil || again != e {
+			t.Fatalf("%q: %+v, then %+v, %v", text, e, again, err)
+		}
+	})
+}
+
+// TestWalkOrder walks a tree of many directories, read several at once:
+// every entry comes once, each directory before what it holds, and a
+// failure of each stops the walk with that failure.
+func TestWalkOrder(t *testing.T) {
+	t.Parallel()
+	top := t.TempDir()
+	want := map[string]bool{"t": true}
+	for i := range 30 {
+		d := filepath.Join(top, fmt.Sprint("d", i%5), fmt.Sprint("e", i))
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		os.WriteFile(filepath.Join(d, "f"), []byte("x"), 0o644)
+		want["t/"+fmt.Sprint("d", i%5)] = true
+		want["t/"+fmt.Sprint("d", i%5, "/e", i)], want["t/"+fmt.Sprint("d", i%5, "/e", i, "/f")] = true, true
+	}
+	seen := map[string]bool{}
+	err := Walk(top, "t", false, nil, func(e Entry) error {
+		if parent := path.Dir(e.Name); parent != "." && !seen[parent] || seen[e.Name] {
+			t.Errorf("%s: before its directory, or twice", e.Name)
+		}
+		seen[e.Name] = true
+		return nil
+	})
+	if err != nil || len(seen) != len(want) {
+		t.Fatalf("listed %d of %d: %v", len(seen), len(want), err)
+	}
+	stop := errors.New("stop")
+	n := 0
+	err = Walk(top, "t", false, nil, func(Entry) error {
+		if n++; n == 10 {
+			return stop
+		}
+		return nil
+	})
+	if !errors.Is(err, stop) || n != 10 {
+		t.Errorf("after a failure at the 10th entry: %d entries, %v", n, err)
 	}
 }

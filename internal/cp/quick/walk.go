@@ -1,0 +1,207 @@
+package quick
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// walkers is how many directories a walk reads at once: on a tree whose
+// inodes are not cached yet, each lstat may wait for the disk.
+const walkers = 4
+
+// Walk hands each entry of the tree at top, named under name, to each:
+// top itself (not followed if it is a link) and, if it is a directory,
+// everything under it, never through a link, each directory before what
+// it holds. With hash it hashes each regular file. What leave (if not
+// nil) says to leave out is, as what is under it (the copy's filter
+// rules). Names that are not valid UTF-8, longer than MaxPath, or whose
+// entry's text is longer than MaxLine are left out (and what is under
+// them): a peer cannot name them, so they are never skipped nor removed.
+// A missing top lists nothing, and an entry gone while the walk reads its
+// directory is not listed. Several directories are read at once; each is
+// called on Walk's goroutine alone.
+func Walk(top, name string, hash bool, leave func(name string, isDir bool) bool, each func(Entry) error) error {
+	var st unix.Stat_t
+	if err := unix.Lstat(top, &st); errors.Is(err, unix.ENOENT) {
+		return nil
+	} else if err != nil {
+		return &os.PathError{Op: "lstat", Path: top, Err: err}
+	}
+	w := &walk{hash: hash, leave: leave, each: each, top: top}
+	e, err := entryAt(unix.AT_FDCWD, top, name, &st, hash)
+	if err != nil || checkName(name) != nil || leave != nil && leave(name, e.Type == Dir) {
+		return err
+	}
+	if err := w.emit(e); err != nil || e.Type != Dir {
+		return err
+	}
+	return w.run(dirJob{top, name})
+}
+
+// walk is one Walk: what it lists and how much it has listed.
+type walk struct {
+	hash           bool
+	leave          func(string, bool) bool
+	each           func(Entry) error
+	top            string
+	entries, bytes int
+	text           []byte
+}
+
+// dirJob is a directory to read: where it is and its name in the listing.
+type dirJob struct{ path, name string }
+
+// dirRead is what reading a directory found: its entries, the
+// directories among them to read in turn, or why it failed.
+type dirRead struct {
+	entries []Entry
+	dirs    []dirJob
+	err     error
+}
+
+// run reads the directory first and all under it with walkers goroutines,
+// handing the entries of each directory read to each on this goroutine,
+// and only then reading the directories among them: each comes before
+// what it holds.
+func (w *walk) run(first dirJob) error {
+	jobs, reads := make(chan dirJob), make(chan dirRead)
+	defer close(jobs)
+	for range walkers {
+		go func() {
+			for j := range jobs {
+				reads <- w.read(j)
+			}
+		}()
+	}
+	pending, busy := []dirJob{first}, 0
+	var err error
+	for len(pending) > 0 && err == nil || busy > 0 {
+		send, next := chan dirJob(nil), dirJob{}
+		if len(pending) > 0 && err == nil {
+			send, next = jobs, pending[len(pending)-1]
+		}
+		select {
+		case send <- next:
+			pending, busy = pending[:len(pending)-1], busy+1
+		case r := <-reads:
+			busy--
+			if err == nil {
+				err = r.err
+			}
+			for _, e := range r.entries {
+				if err == nil {
+					err = w.emit(e)
+				}
+			}
+			pending = append(pending, r.dirs...)
+		}
+	}
+	return err
+}
+
+// emit checks the bounds of the listing so far and hands e to each.
+func (w *walk) emit(e Entry) error {
+	w.entries, w.bytes = w.entries+1, w.bytes+len(e.Name)+len(e.Link)
+	if w.entries > MaxEntries || w.bytes > MaxBytes {
+		return fmt.Errorf("list %s: more than %d entries or %d bytes of names", w.top, MaxEntries, MaxBytes)
+	}
+	return w.each(e)
+}
+
+// read reads the directory of j: its entries in name order, but those
+// left out (see Walk).
+func (w *walk) read(j dirJob) dirRead {
+	fd, err := unix.Open(j.path, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) {
+		return dirRead{} // gone since its parent was read
+	}
+	if err != nil {
+		return dirRead{err: &os.PathError{Op: "open", Path: j.path, Err: err}}
+	}
+	f := os.NewFile(uintptr(fd), j.path)
+	defer f.Close()
+	names, err := f.Readdirnames(-1)
+	if err != nil {
+		return dirRead{err: err}
+	}
+	slices.Sort(names)
+	var r dirRead
+	var text []byte
+	for _, base := range names {
+		n := j.name + "/" + base
+		var st unix.Stat_t
+		if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return dirRead{err: &os.PathError{Op: "lstat", Path: filepath.Join(j.path, base), Err: err}}
+		}
+		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
+		if checkName(n) != nil || w.leave != nil && w.leave(n, isDir) {
+			continue
+		}
+		e, err := entryAt(fd, base, n, &st, w.hash)
+		if errors.Is(err, unix.ENOENT) {
+			continue
+		} else if err != nil {
+			return dirRead{err: fmt.Errorf("list %s: %w", filepath.Join(j.path, base), err)}
+		}
+		if text = e.AppendText(text[:0]); len(text) > MaxLine {
+			continue
+		}
+		r.entries = append(r.entries, e)
+		if isDir {
+			r.dirs = append(r.dirs, dirJob{filepath.Join(j.path, base), n})
+		}
+	}
+	return r
+}
+
+// entryAt describes the entry base in the directory dirfd, named n, which
+// st describes.
+func entryAt(dirfd int, base, n string, st *unix.Stat_t, hash bool) (Entry, error) {
+	e := Entry{Name: n, Type: typeOf(st.Mode), MTime: st.Mtim.Nano(), Mode: st.Mode & 0o7777}
+	var err error
+	switch e.Type {
+	case File:
+		e.Size = st.Size
+		if hash {
+			e.Hash, err = hashFile(dirfd, base)
+		}
+	case Link:
+		e.Link, err = readlinkAt(dirfd, base)
+	}
+	return e, err
+}
+
+// typeOf is the type of an entry of mode m (as stat gives it).
+func typeOf(m uint32) string {
+	switch m & unix.S_IFMT {
+	case unix.S_IFREG:
+		return File
+	case unix.S_IFDIR:
+		return Dir
+	case unix.S_IFLNK:
+		return Link
+	}
+	return Other
+}
+
+// readlinkAt returns the target of the link base in dirfd: "" for one a
+// peer cannot name, which compares as changed.
+func readlinkAt(dirfd int, base string) (string, error) {
+	buf := make([]byte, MaxPath+1)
+	n, err := unix.Readlinkat(dirfd, base, buf)
+	if err != nil {
+		return "", err
+	}
+	if t := string(buf[:n]); n <= MaxPath && utf8.ValidString(t) {
+		return t, nil
+	}
+	return "", nil
+}
