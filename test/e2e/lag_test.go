@@ -57,20 +57,28 @@ func slowChain(t *testing.T, in string, common, lagFlags []string) ([]*proc, *os
 // TestRelayLagSpills: the middle of three receivers writes to a pipe that
 // nobody reads until the last receiver has exited 0 with the whole stream
 // and the first has written all of it: the middle one's lag (1 MiB in
-// memory, the rest in its spill file) takes what its output does not, and
-// once the pipe is read the stream comes out exact; rdmasend exits 0.
+// memory, the rest in its spill file) takes what its output does not,
+// its memory stays far below the stream, and once the pipe is read the
+// stream comes out exact; rdmasend exits 0.
 func TestRelayLagSpills(t *testing.T) {
-	const n = 24<<20 + 7
+	const n = 64<<20 + 7
 	in, want := randomFile(t, n, 44)
 	dir := t.TempDir()
 	stats := filepath.Join(t.TempDir(), "stats.json")
-	rs, pr, outs, s := slowChain(t, in, nil, []string{"--lag-buffer", "1M", "--spill-max", "64M", "--spill-dir", dir, "--stats-json", stats})
+	rs, pr, outs, s := slowChain(t, in, nil, []string{"--lag-buffer", "1M", "--spill-max", "128M", "--spill-dir", dir, "--stats-json", stats})
 	code, stderr := rs[2].wait(2 * time.Minute)
 	expect(t, "the last rdmarecv", code, stderr, 0)
 	if got, size := fileSum(t, outs[2]); size != n || got != want {
 		t.Errorf("the last receiver wrote %d bytes with sha256 %x, want %d with %x", size, got, n, want)
 	}
 	testutil.WaitFor(t, time.Minute, "the first receiver to write the stream", func() bool { return fileSize(outs[0]) == n })
+	limit := int64(n / 2)
+	if race {
+		limit = 4 * n // the race runtime's shadow memory: only a lag far past its bound shows
+	}
+	if peak := peakRSS(t, rs[1].cmd.Process.Pid); peak > limit {
+		t.Errorf("the slow receiver's peak RSS is %d bytes while its output is %d bytes behind, want at most %d: its memory follows the lag", peak, n, limit)
+	}
 	if names, err := os.ReadDir(dir); err != nil || len(names) != 0 {
 		t.Errorf("the spill directory holds %v (%v), want nothing: the spill file is unlinked at once", names, err)
 	}
@@ -124,6 +132,26 @@ func TestRelaySlowHostLeaves(t *testing.T) {
 		}
 	}
 	pr.Close()
+}
+
+// peakRSS returns the peak resident set of process pid (VmHWM).
+func peakRSS(t *testing.T, pid int) int64 {
+	t.Helper()
+	b, err := os.ReadFile("/proc/" + strconv.Itoa(pid) + "/status")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
+			kb, err := strconv.ParseInt(f[1], 10, 64)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return kb << 10
+		}
+	}
+	t.Fatalf("no VmHWM in /proc/%d/status", pid)
+	return 0
 }
 
 // slowPort returns the --port of a receiver's arguments.
