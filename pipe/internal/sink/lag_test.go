@@ -127,17 +127,6 @@ func takeOne(b *backlog, out *bytes.Buffer) string {
 	return fmt.Sprintf("%s %d ok held %d", where, p.n, b.held)
 }
 
-// gate is an output that takes nothing until opened.
-type gate struct {
-	open chan struct{}
-	buf  bytes.Buffer
-}
-
-func (g *gate) Write(p []byte) (int, error) {
-	<-g.open
-	return g.buf.Write(p)
-}
-
 // TestLag: payloads written to a Lag whose output takes nothing yet are
 // held, in memory and spilled, up to the bound; past it Leave fails with
 // ErrBehind and without it the write waits for the output; End gives the
@@ -153,7 +142,7 @@ func TestLag(t *testing.T) {
 		leave bool
 	}{{"leaves, no spill", 0, true}, {"leaves, spilled", 32 << 10, true}, {"waits, spilled", 32 << 10, false}} {
 		t.Run(tc.name, func(t *testing.T) {
-			g := &gate{open: make(chan struct{})}
+			g := testutil.NewHeldWriter()
 			l := NewLag(context.Background(), g, LagConfig{Memory: 48 << 10, Spill: tc.spill, Dir: t.TempDir(), Block: 8 << 10, Leave: tc.leave})
 			bound := int(40<<10 + tc.spill) // five blocks of 8 KiB (a sixth reads the spill back), and the spill
 			if !tc.leave {
@@ -161,7 +150,7 @@ func TestLag(t *testing.T) {
 					// The output begins to take once the lag is full: the
 					// write that waits for room goes on.
 					testutil.WaitFor(t, 30*time.Second, "the lag to fill", func() bool { held, _, _ := l.Backlog(); return held == int64(bound) })
-					close(g.open)
+					close(g.Release)
 				}()
 			}
 			written := 0
@@ -181,13 +170,13 @@ func TestLag(t *testing.T) {
 				if written == len(stream) {
 					t.Fatal("the lag held the whole stream past its bound")
 				}
-				close(g.open)
+				close(g.Release)
 			}
 			if err := l.End(); err != nil {
 				t.Fatal(err)
 			}
-			if !bytes.Equal(g.buf.Bytes(), stream[:written]) {
-				t.Errorf("the output got %d bytes, want the %d written, exact", g.buf.Len(), written)
+			if !bytes.Equal(g.Out.Bytes(), stream[:written]) {
+				t.Errorf("the output got %d bytes, want the %d written, exact", len(g.Out.Bytes()), written)
 			}
 			if got := l.Close(0); got != int64(written) {
 				t.Errorf("Close = %d, want %d", got, written)
