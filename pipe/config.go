@@ -90,7 +90,7 @@ type ReceiveConfig struct {
 // LagConfig lets a receiver in a chain (one that relays, or one a relay
 // sends to) keep what its output, a pipe or any writer but a regular file,
 // has not taken yet, so that a slow output holds back neither the hosts
-// after it nor those before it: in memory up to Memory (three chunks at
+// after it nor those before it: in memory up to Memory (768 KiB at
 // least), then in a spill file up to Spill. When both are full, a receiver
 // whose sender said it repairs the chain past it (wire.FlagRepair: every
 // receiver of a keyed rdmasend --to but the last) fails its stream

@@ -12,10 +12,10 @@ import (
 // LagConfig says how much a Lag may hold of what its output has not
 // taken yet.
 type LagConfig struct {
-	Memory int64  // bytes in memory at most (at least three blocks are used)
+	Memory int64  // bytes in memory at most (at least three blocks of 256 KiB are used)
 	Spill  int64  // bytes in a spill file beyond those; 0: none
 	Dir    string // the spill file's directory; "": a private one in os.TempDir
-	Block  int    // the largest payload (the stream's chunk)
+	Block  int    // the largest payload (the stream's chunk); blocks are no larger
 	// Leave fails a write that finds memory and spill full with ErrBehind;
 	// else it waits for the output.
 	Leave bool
@@ -46,12 +46,18 @@ type Lag struct {
 	single
 }
 
+// lagBlock is the most a Lag copies at once, and the size of its blocks:
+// small enough that the drainer writes one from the cache while the next
+// is copied.
+const lagBlock = 256 << 10
+
 // NewLag returns a Lag in front of w; ctx ends its waits for room or for
 // the output.
 func NewLag(ctx context.Context, w io.Writer, cfg LagConfig) *Lag {
-	blocks := max(2, int(cfg.Memory/int64(max(cfg.Block, 1)))-1) // and one to read the spill back into
+	block := min(lagBlock, max(cfg.Block, 1))
+	blocks := max(2, int(cfg.Memory/int64(block))-1) // and one to read the spill back into
 	l := &Lag{ctx: ctx, w: w, cfg: cfg, changed: make(chan struct{}), done: make(chan struct{}), single: newSingle()}
-	l.b = backlog{block: cfg.Block, maxBlocks: blocks, spillSize: cfg.Spill, open: func() (spillFile, error) { return openSpill(cfg.Dir) }}
+	l.b = backlog{block: block, maxBlocks: blocks, spillSize: cfg.Spill, open: func() (spillFile, error) { return openSpill(cfg.Dir) }}
 	go l.drain()
 	return l
 }
@@ -92,21 +98,23 @@ func (l *Lag) Start(buf int, p []byte) {
 	l.last.Buf, l.last.N, l.last.Err, l.busy = buf, n, err, true
 }
 
-// put copies p into the backlog, waiting for room unless LagConfig.Leave.
+// put copies p into the backlog, a block at a time, so that the drainer
+// writes a block while the next is copied, both in the cache; it waits for
+// room unless LagConfig.Leave.
 func (l *Lag) put(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	n := 0
-	for l.err == nil {
-		m, err := l.b.add(p[n:])
-		if n += m; m > 0 {
-			l.changedLocked()
-		}
+	for l.err == nil && n < len(p) {
+		m, err := l.b.add(p[n:min(len(p), n+l.b.block)])
+		n += m
 		switch {
 		case err != nil:
 			l.err = err
-		case n == len(p):
-			return n, nil
+		case m > 0:
+			l.changedLocked()
+			l.mu.Unlock() // for the drainer
+			l.mu.Lock()
 		case l.cfg.Leave:
 			return n, fmt.Errorf("%w (%d bytes behind, %d of them spilled; the output took %d)", ErrBehind, l.b.held, l.b.end-l.b.start, l.taken)
 		default:
@@ -114,6 +122,9 @@ func (l *Lag) put(p []byte) (int, error) {
 				return n, err
 			}
 		}
+	}
+	if n == len(p) {
+		return n, nil
 	}
 	return n, l.err
 }
@@ -163,7 +174,7 @@ func (l *Lag) drain() {
 			continue
 		}
 		if t.buf == nil && scratch == nil {
-			scratch = make([]byte, l.cfg.Block)
+			scratch = make([]byte, l.b.block)
 		}
 		l.mu.Unlock()
 		p, err := l.b.read(t, scratch)

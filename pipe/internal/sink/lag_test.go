@@ -144,12 +144,14 @@ func TestLag(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			g := testutil.NewHeldWriter()
 			l := NewLag(context.Background(), g, LagConfig{Memory: 48 << 10, Spill: tc.spill, Dir: t.TempDir(), Block: 8 << 10, Leave: tc.leave})
-			bound := int(40<<10 + tc.spill) // five blocks of 8 KiB (a sixth reads the spill back), and the spill
+			// Five blocks of 8 KiB (a sixth reads the spill back), and the
+			// spill; the block the drainer took may be part full.
+			bound, least := int(40<<10+tc.spill), int(32<<10+tc.spill)
 			if !tc.leave {
 				go func() {
 					// The output begins to take once the lag is full: the
 					// write that waits for room goes on.
-					testutil.WaitFor(t, 30*time.Second, "the lag to fill", func() bool { held, _, _ := l.Backlog(); return held == int64(bound) })
+					testutil.WaitFor(t, 30*time.Second, "the lag to fill", func() bool { held, _, _ := l.Backlog(); return held >= int64(least) })
 					close(g.Release)
 				}()
 			}
@@ -158,7 +160,7 @@ func TestLag(t *testing.T) {
 				l.Start(off, stream[off:off+4<<10])
 				w := l.Oldest()
 				if w.Err != nil {
-					if !tc.leave || !errors.Is(w.Err, ErrBehind) || written != bound {
+					if !tc.leave || !errors.Is(w.Err, ErrBehind) || written < least || written > bound {
 						t.Fatalf("after %d bytes: %v", written, w.Err)
 					}
 					break
