@@ -19,9 +19,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
 // Bounds of the local side's waits.
@@ -414,15 +412,9 @@ func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
 }
 
 // newDialer returns the dialer for o.Transport; auto mode says once on
-// o.Stderr when it falls back to TCP.
+// o.Stderr, with -v, when it falls back to TCP.
 func newDialer(o Options) conn.Dialer {
-	switch o.Transport {
-	case "tcp":
-		return tcp.Dialer{}
-	case "rdma":
-		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
-	}
-	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: o.Stderr, Name: "rdmacp"}
+	return transportOf(o.Transport, notices(o.Verbose, o.Stderr)).Dialer()
 }
 
 // remoteFailed returns the remote side's failure as an error of the kind

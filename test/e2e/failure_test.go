@@ -252,7 +252,7 @@ func TestUsage(t *testing.T) {
 		{"rdmasend", nil, "expected a HOST[:PORT] argument or --to"},
 		{"rdmasend", []string{"a", "b"}, "give one HOST[:PORT] argument, or the receivers with --to"},
 		{"rdmasend", []string{"--to", "b,c", "a"}, "not both"},
-		{"rdmasend", []string{"--to-file", "/nonexistent/hosts"}, "--to-file: open /nonexistent/hosts"},
+		{"rdmasend", []string{"--to-file", "/nonexistent/hosts"}, "--to-file: /nonexistent/hosts: no such file or directory"},
 		{"rdmasend", []string{"--bench", "--to", "b,c"}, "take one receiver, not a chain"},
 		{"rdmarecv", []string{"--bench", "--forward", "h"}, "--forward and --bench do not go together"},
 		{"rdmasend", []string{"--no-such-flag", "h"}, "no-such-flag"},
