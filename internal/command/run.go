@@ -4,7 +4,10 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"regexp"
 	"runtime/debug"
+	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
@@ -50,10 +53,34 @@ func run(app *cli.App, args []string, hint Hint, stdout, stderr io.Writer) (code
 }
 
 // OnUsageError turns a flag parsing error into a usage error (a
-// cli.App's OnUsageError).
-func OnUsageError(_ *cli.Context, err error, _ bool) error {
+// cli.App's OnUsageError), saying for a value that does not parse what
+// its flag takes.
+func OnUsageError(c *cli.Context, err error, _ bool) error {
+	m := badValue.FindStringSubmatch(err.Error())
+	if m == nil {
+		return Usagef("%v (see --help)", err)
+	}
+	value, name := m[1], m[2]
+	for _, f := range c.App.Flags {
+		if !slices.Contains(f.Names(), name) {
+			continue
+		}
+		switch f.(type) {
+		case *cli.DurationFlag:
+			if _, err := strconv.ParseFloat(value, 64); err == nil {
+				return Usagef("%s %s: a duration needs its unit: %ss, %sm, %sh", dashed(name), value, value, value, value)
+			}
+			return Usagef("%s %q: not a duration (examples: 30s, 5m, 1h30m)", dashed(name), value)
+		case *cli.IntFlag:
+			return Usagef("%s %q: not a whole number", dashed(name), value)
+		}
+	}
 	return Usagef("%v (see --help)", err)
 }
+
+// badValue is the error of Go's flag package for a value that does not
+// parse: the value and the flag's name.
+var badValue = regexp.MustCompile(`^invalid value "(.*)" for flag -([^:]+): `)
 
 // Early handles the flags that print something and exit instead of
 // running the command: --version, --completion and --man (--help is

@@ -542,7 +542,9 @@ func sshCommand(c *cli.Context) ([]string, error) {
 	if len(cmd) == 0 {
 		return nil, command.Usagef("--ssh is empty")
 	}
-	if p := c.Int("ssh-port"); p != 0 {
+	if p := c.Int("ssh-port"); p < 0 || p > 65535 {
+		return nil, command.Usagef("--ssh-port %d: must be 1 to 65535", p)
+	} else if p != 0 {
 		cmd = append(cmd, "-p", fmt.Sprint(p))
 	}
 	for _, f := range []struct{ flag, opt string }{{"identity", "-i"}, {"ssh-config", "-F"}, {"jump", "-J"}} {

@@ -16,6 +16,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -439,11 +440,7 @@ func kindOfCode(code int) conn.Kind {
 // spared skipped bytes of (-1: the copy did not resume).
 func summary(st pipe.Stats, skipped int64) string {
 	secs := st.Elapsed.Seconds()
-	rate := 0.0
-	if secs > 0 {
-		rate = float64(st.Bytes) / secs / 1e6
-	}
-	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MiB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, units.MiBps(st.Bytes, secs), st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
 	if skipped >= 0 {
 		line += fmt.Sprintf("; resumed: %d bytes of a partial copy kept, not sent again", skipped)
 	}

@@ -196,7 +196,9 @@ func recvAction(c *cli.Context) error {
 		if c.Bool("bench") {
 			return command.Usagef("--forward and --bench do not go together")
 		}
-		o.recv.Relay.To = hostPort(next, o.port)
+		if o.recv.Relay.To, err = receiverAddr(next, o.port); err != nil {
+			return command.Usagef("--forward %v", err)
+		}
 	}
 	if c.Bool("bench") && (c.Bool("relay") || c.IsSet("relay-allow")) {
 		return command.Usagef("--relay and --bench do not go together")

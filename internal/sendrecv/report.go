@@ -21,7 +21,7 @@ type summary struct {
 	Bytes     int64        `json:"bytes"`
 	Messages  int64        `json:"messages"`
 	Seconds   float64      `json:"seconds"`
-	MBps      float64      `json:"mb_per_s"`
+	MiBps     float64      `json:"mib_per_s"`
 	Transport string       `json:"transport"`
 	Device    string       `json:"device,omitempty"`
 	Port      int          `json:"port,omitempty"`
@@ -79,9 +79,7 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 			s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
 		}
 	}
-	if s.Seconds > 0 {
-		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds
-	}
+	s.MiBps = units.MiBps(st.Bytes, s.Seconds)
 	s.CPU = cpu.Seconds()
 	if st.Bytes > 0 {
 		s.CPUPerGiB = s.CPU / (float64(st.Bytes) / (1 << 30))
@@ -108,8 +106,8 @@ func (s summary) line() string {
 	if s.Transport == "" {
 		via = "no connection"
 	}
-	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
-		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, units.Size(int64(s.Chunk)), s.Depth)
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MiB/s) over %s %s -> %s, chunk %s x %d",
+		s.Bytes, s.Seconds, s.MiBps, via, s.Local, s.Remote, units.Size(int64(s.Chunk)), s.Depth)
 	if s.Pinned > 0 {
 		line += ", pinned " + formatMiB(s.Pinned)
 	}

@@ -78,9 +78,13 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, h := range hosts[1:] {
-		o.send.Chain = append(o.send.Chain, hostPort(h, o.port))
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		if addrs[i], err = receiverAddr(h, o.port); err != nil {
+			return err
+		}
 	}
+	o.send.Chain = addrs[1:]
 	if len(o.send.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
 		return command.Usagef("--bench and --check take one receiver, not a chain")
 	}
@@ -101,7 +105,7 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	addr := hostPort(hosts[0], o.port)
+	addr := addrs[0]
 	ctx, stop := command.SignalContext()
 	defer stop()
 	if c.Bool("check") {

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/rdmapipe/rdmapipe/pipe/transport"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
@@ -42,6 +43,21 @@ func (o options) notices(w io.Writer) io.Writer {
 		return w
 	}
 	return io.Discard
+}
+
+// receiverAddr is the address of a HOST[:PORT] the user gave (as an
+// argument, in --to, --to-file or --forward), with port if it has none:
+// a usage error if it names no host or a port that is not 1 to 65535.
+func receiverAddr(arg string, port int) (string, error) {
+	addr := hostPort(arg, port)
+	host, p, err := net.SplitHostPort(addr)
+	if err != nil || host == "" {
+		return "", command.Usagef("%q: not a HOST[:PORT]", arg)
+	}
+	if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+		return "", command.Usagef("%q: the port must be a number from 1 to 65535", arg)
+	}
+	return addr, nil
 }
 
 // hostPort adds the default port to a HOST argument that has none. An

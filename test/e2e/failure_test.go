@@ -272,6 +272,14 @@ func TestUsage(t *testing.T) {
 		{"rdmarecv", []string{"--rdma-op", "read"}, `--rdma-op "read": must be write or send`},
 		{"rdmarecv", []string{"--depth", "1"}, "depth 1 out of range"},
 		{"rdmarecv", []string{"extra"}, "takes no arguments"},
+		{"rdmasend", []string{"h:99999"}, `"h:99999": the port must be a number from 1 to 65535`},
+		{"rdmasend", []string{"--to", "a,b:0"}, `"b:0": the port must be a number from 1 to 65535`},
+		{"rdmarecv", []string{"--forward", ":5"}, `--forward ":5": not a HOST[:PORT]`},
+		{"rdmasend", []string{"--timeout", "5", "h"}, "--timeout 5: a duration needs its unit: 5s, 5m, 5h"},
+		{"rdmasend", []string{"--wait", "soon", "h"}, `--wait "soon": not a duration`},
+		{"rdmasend", []string{"-P", "x", "h"}, `-P "x": not a whole number`},
+		{"rdmasend", []string{"--limit-rate", "0", "h"}, "for no limit leave --limit-rate out"},
+		{"rdmasend", []string{"--limit-rate", "1.5Q", "h"}, "not a rate in bytes per second"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.bin+" "+strings.Join(tc.args, " "), func(t *testing.T) {
