@@ -133,6 +133,7 @@ func (r *receiver) claim(parent, ctx context.Context, a senderAuth, rejoin bool)
 	if rejoin {
 		return nil
 	}
+	r.repaired = a.flags&wire.FlagRepair != 0
 	addr, err := r.relayAddr(ctx, a.chain)
 	if err != nil {
 		return err

@@ -178,8 +178,8 @@ func (fs *fileSink) Close(written int64) int64 {
 		unix.Close(fs.direct)
 		fs.direct = -1
 	}
-	n := finished(fs.queue)
-	_, _ = fs.f.Seek(fs.base+written+n, io.SeekStart)
+	n := written + finished(fs.queue)
+	_, _ = fs.f.Seek(fs.base+n, io.SeekStart)
 	return n
 }
 
