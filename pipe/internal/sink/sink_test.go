@@ -217,3 +217,26 @@ func TestDirectFallback(t *testing.T) {
 		t.Errorf("the file holds %d bytes, not the %d written", len(got), len(p))
 	}
 }
+
+// TestDirectNotReadOnly: a file opened read-only gets no O_DIRECT twin,
+// which could write where the file itself cannot; an aligned payload
+// fails as it would without the twin, and the file is not written.
+func TestDirectNotReadOnly(t *testing.T) {
+	f := file(os.O_RDONLY)(t).(*os.File)
+	s, err := New(f, 4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Describe() != "pwrite" {
+		t.Errorf("a read-only file written with %q", s.Describe())
+	}
+	s.Start(0, aligned(t, directAlign, 1))
+	<-s.Oldest().Done
+	if w := s.Oldest(); w.Err == nil || w.N != 0 {
+		t.Errorf("a write to a read-only file: %d bytes, %v", w.N, w.Err)
+	}
+	s.Close(0)
+	if fi, err := os.Stat(f.Name()); err != nil || fi.Size() != 0 {
+		t.Errorf("the read-only file: %v, %v; want it empty", fi, err)
+	}
+}
