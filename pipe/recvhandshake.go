@@ -133,6 +133,7 @@ func (r *receiver) claim(parent, ctx context.Context, a senderAuth, rejoin bool)
 	if rejoin {
 		return nil
 	}
+	r.repaired = a.flags&wire.FlagRepair != 0
 	addr, err := r.relayAddr(ctx, a.chain)
 	if err != nil {
 		return err
@@ -161,22 +162,22 @@ func (r *receiver) claim(parent, ctx context.Context, a senderAuth, rejoin bool)
 func (r *receiver) welcome(ctx context.Context, nonce []byte, a senderAuth, t []byte, rejoin bool) error {
 	// Only now, the sender authenticated and the receiver claimed, does
 	// the stream's memory get spent.
-	var written []byte
-	if rejoin {
-		written = binary.LittleEndian.AppendUint64(nil, uint64(r.written.Load()))
-	}
 	var desc []byte
 	if w, ok := r.c.(conn.Window); ok && !r.probe {
 		var err error
 		if desc, err = w.OpenWindow(); err != nil {
 			return wrap(conn.KindSetup, "open the receive window", err)
 		}
-		if len(desc) > conn.MaxControl-2-len(written)-auth.MACLen {
-			return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
-		}
 	}
 	if r.relay != nil && !rejoin && r.cfg.Rejoin == nil {
 		r.relay.adopt(r.c)
+	}
+	var written []byte
+	if rejoin {
+		written = binary.LittleEndian.AppendUint64(nil, uint64(r.written.Load()))
+	}
+	if len(desc) > conn.MaxControl-2-len(written)-auth.MACLen {
+		return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 	}
 	welcome := make([]byte, 2, 2+len(written)+auth.MACLen+len(desc))
 	welcome[0] = wire.MsgWelcome

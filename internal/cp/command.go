@@ -22,10 +22,8 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/remote"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
-	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
 // help is the description in rdmacp's man page.
@@ -204,16 +202,13 @@ func Main(args []string) int {
 				"auto uses RDMA when a device can reach HOST, else TCP (-v says which)."},
 			&cli.DurationFlag{Category: catData, Name: "timeout", Value: defaultTimeout, Usage: "give up on a peer silent this long (0: never)\n" +
 				"The duration needs a unit: 30s, 5m, 1h."},
-			&cli.StringFlag{Category: catData, Name: "limit-rate", Usage: "send at most `RATE` bytes a second, e.g. 100M, 1.5G\n" +
-				"K, M, G and T are binary, as in sizes: 100M is 100 MiB/s (839 Mbit/s); scp -l counts Kbit/s. Either way: a download's remote side is told. 0 is refused: leave the flag out for no limit. -v says the rate."},
+			command.LimitRateFlag(catData, "Either way: a download's remote side is told."),
 			&cli.StringFlag{Category: catData, Name: "data-ports", Usage: "listen for the stream on the first free port of `LO-HI`\n" +
 				"Or one port, e.g. one a firewall lets through, instead of one of the system's choice: the receiving side does (HOST for an upload, this host for a download)."},
 			&cli.BoolFlag{Category: catData, Name: "no-encrypt", Usage: "do not encrypt the stream (still authenticated)\n" +
 				"For a fabric where nobody can read the traffic: the stream is still authenticated and checked."},
-			&cli.StringFlag{Category: catData, Name: "chunk-size", DefaultText: "4M, or what RLIMIT_MEMLOCK allows", Usage: "this side's bytes per message, `SIZE` (K, M)\n" +
-				"The smaller of the two sides' values is used. The default is 4M where locked memory is unlimited (or with CAP_IPC_LOCK)."},
-			&cli.IntFlag{Category: catData, Name: "depth", DefaultText: "8, or 4 or more", Usage: "this side's buffers (depth-1 messages in flight)\n" +
-				"The smaller of the two sides' values is used. The default is 8 where locked memory is unlimited (or with CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows (4 or more)."},
+			command.ChunkSizeFlag(catData),
+			command.DepthFlag(catData),
 			&cli.StringSliceFlag{Category: catHosts, Name: "to", Usage: "copy to each of these `HOSTS` at once, relayed\n" +
 				"[user@]HOST, comma-separated or repeated: one stream relayed from host to host in this order; DST is then a path on each."},
 			&cli.StringFlag{Category: catHosts, Name: "to-file", Usage: "as --to, with the hosts listed in `FILE`\n" +
@@ -386,7 +381,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 	}
 	o.Progress = c.Bool("progress") || o.Verbose && o.Redraw
 	var err error
-	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {
+	if o.LimitRate, err = command.LimitRateOf(c, "rdmacp", os.Stderr); err != nil {
 		return o, err
 	}
 	if c.IsSet("data-ports") {
@@ -420,11 +415,12 @@ func userWindow(c *cli.Context, transport string) (conn.Params, error) {
 	if !c.IsSet("chunk-size") && !c.IsSet("depth") {
 		return conn.Params{}, nil
 	}
-	f, err := window.FlagsOf(c)
+	f, err := command.WindowOf(c)
 	if err != nil {
-		return conn.Params{}, command.Usagef("%v", err)
+		return conn.Params{}, err
 	}
-	return window.Choose(window.ThisHost(), f, window.For(transport, rdma.DefaultOptions())).Params(), nil
+	t := transportOf(transport, nil)
+	return window.Choose(window.ThisHost(), f, window.Either(t.Pins(false), t.Pins(true))).Params(), nil
 }
 
 // remoteSources parses a download's sources to the local dst:

@@ -101,7 +101,7 @@ func listenPort(ctx context.Context, transport, host string, port int, p conn.Pa
 // transportOf is the transport called name with rdmacp's options; auto
 // mode tells notice when it takes one transport only.
 func transportOf(name string, notice io.Writer) transport.Config {
-	return transport.Config{Name: name, RDMA: rdma.Options{GIDIndex: -1}, Notice: notice, Who: "rdmacp"}
+	return transport.Config{Name: name, RDMA: rdma.DefaultOptions(), Notice: notice, Who: "rdmacp"}
 }
 
 // freeTCPPort returns a TCP port on host that was free a moment ago: auto

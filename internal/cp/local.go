@@ -76,9 +76,10 @@ func (o Options) params() conn.Params {
 // window.Choose) for this process, a relay's if relay. The two sides use
 // the smaller of their proposals.
 func defaultParams(transport string, relay bool) conn.Params {
-	pins := window.For(transport, rdma.DefaultOptions())
+	t := transportOf(transport, nil)
+	pins := window.Either(t.Pins(false), t.Pins(true))
 	if relay {
-		pins = window.ForRelay(transport, rdma.DefaultOptions())
+		pins = window.Both(t.Pins(false), t.Pins(true))
 	}
 	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
 }

@@ -10,9 +10,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/units"
 )
 
@@ -104,22 +101,6 @@ func (r *Reader) Read(p []byte) (int, error) {
 		}
 	}
 	return n, err
-}
-
-// FlagOf returns the bytes per second of c's --limit-rate, 0 without it,
-// and says it on stderr (with who first) when c's --verbose is set.
-func FlagOf(c *cli.Context, who string, stderr io.Writer) (int64, error) {
-	if !c.IsSet("limit-rate") {
-		return 0, nil
-	}
-	rate, err := Parse(c.String("limit-rate"))
-	if err != nil {
-		return 0, command.Usagef("--limit-rate: %v", err)
-	}
-	if c.Bool("verbose") {
-		fmt.Fprintf(stderr, "%s: sending at most %s (--limit-rate)\n", who, Describe(rate))
-	}
-	return rate, nil
 }
 
 // Parse parses a --limit-rate value: bytes per second, with binary K, M,

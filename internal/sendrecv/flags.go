@@ -69,10 +69,8 @@ func commonFlags() []cli.Flag {
 		&cli.BoolFlag{Category: catCommon, Name: "check", Usage: "check that a stream would work, and exit\n" +
 			"This host's devices, ports, GIDs, locked memory and huge pages and, for rdmasend, a real connect and handshake (no data) with the receiver over RDMA and TCP; exit 0 only if a stream would work."},
 		&cli.BoolFlag{Category: catCommon, Name: "json", Usage: "with --check: print the report as JSON"},
-		&cli.StringFlag{Category: catTuning, Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M, or what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes)\n" +
-			"The smaller of the two sides' values is used. The default is 4M where locked memory is unlimited."},
-		&cli.IntFlag{Category: catTuning, Name: "depth", Aliases: []string{"d"}, DefaultText: "8, or 4 or more", Usage: "buffers per side (depth-1 messages in flight)\n" +
-			"The smaller of the two sides' values is used. The default is 8 where locked memory is unlimited, else what RLIMIT_MEMLOCK allows (4 or more)."},
+		command.ChunkSizeFlag(catTuning, "c"),
+		command.DepthFlag(catTuning, "d"),
 		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping\n" +
 			"The lowest latency, for one core kept busy."},
 		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "read the shared secret that both sides need from `FILE`\n" +
@@ -117,13 +115,14 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	default:
 		return o, command.Usagef("--transport %q: must be auto, rdma or tcp", o.transport)
 	}
-	f, err := window.FlagsOf(c)
+	f, err := command.WindowOf(c)
 	if err != nil {
-		return o, command.Usagef("%v", err)
+		return o, err
 	}
-	pins := window.For(o.transport, o.rdmaOpts())
+	t := o.transportOf(nil, "")
+	pins := window.Either(t.Pins(false), t.Pins(true))
 	if c.Bool("relay") || c.IsSet("relay-allow") {
-		pins = window.ForRelay(o.transport, o.rdmaOpts())
+		pins = window.Both(t.Pins(false), t.Pins(true))
 	}
 	o.window = window.Choose(window.ThisHost(), f, pins)
 	o.params = o.window.Params()

@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/server"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
@@ -63,6 +64,12 @@ EXAMPLES:
 				"The file gets its full length at the end: a sparse file arrives sparse. stdout must be a regular file, not opened for appending (rdmarecv --sparse > FILE); blocks over what the file already held are written."},
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output before confirming the stream\n" +
 				"So that the sender's exit 0 means the data is on disk: standard output must be a file or a device (or each --output file)."},
+			&cli.StringFlag{Category: catTuning, Name: "lag-buffer", Value: "64M", Usage: "in a chain, hold up to `SIZE` in memory that stdout has not taken\n" +
+				"With rdmasend --to or --forward, when standard output is a pipe or a terminal (not a regular file): a slow output then holds back no other host. 0: the output sets the chain's pace."},
+			&cli.StringFlag{Category: catTuning, Name: "spill-max", Value: "1G", Usage: "beyond --lag-buffer, hold up to `SIZE` more in a spill file\n" +
+				"Checked (XXH3) as it is read back. With both full, a host of a keyed chain (but the last) leaves it and fails alone (rdmasend exits 8 naming it); any other waits for its output. 0: no spill."},
+			&cli.StringFlag{Category: catTuning, Name: "spill-dir", Usage: "make the spill file in `DIR`\n" +
+				"Default: a private directory in $TMPDIR. The file is unlinked at once, so it goes when rdmarecv ends."},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench\n" +
 				"Keep listening, accept messages up to 8 MiB, discard the data."},
 		),
@@ -93,6 +100,27 @@ func relayWith(c *cli.Context, o *options) error {
 		return command.Usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
 	}
 	o.recv.Relay.Allow = policy.check
+	return nil
+}
+
+// lagWith sets how far the output of a receiver in a chain may fall
+// behind (pipe.ReceiveConfig.Lag) from --lag-buffer, --spill-max and
+// --spill-dir.
+func lagWith(c *cli.Context, o *options) error {
+	for _, f := range []struct {
+		name string
+		n    *int64
+	}{{"lag-buffer", &o.recv.Lag.Memory}, {"spill-max", &o.recv.Lag.Spill}} {
+		n, err := units.ParseSize(c.String(f.name))
+		if err != nil || n < 0 {
+			return command.Usagef("--%s %q: give a size such as 64M or 0", f.name, c.String(f.name))
+		}
+		*f.n = n
+	}
+	o.recv.Lag.Dir = c.String("spill-dir")
+	if fi, err := os.Stat(o.recv.Lag.Dir); o.recv.Lag.Dir != "" && (err != nil || !fi.IsDir()) {
+		return command.Usagef("--spill-dir %q: not a directory", o.recv.Lag.Dir)
+	}
 	return nil
 }
 
@@ -179,6 +207,9 @@ func recvAction(c *cli.Context) error {
 		if err := relayWith(c, &o); err != nil {
 			return err
 		}
+	}
+	if err := lagWith(c, &o); err != nil {
+		return err
 	}
 	out, open, err := outputs(c, &o, keep)
 	if err != nil {

@@ -41,8 +41,16 @@ type summary struct {
 	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
 	Integrity string       `json:"integrity,omitempty"` // xxh3, aes-gmac (keyed) or aes-256-gcm (encrypted)
 	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's XXH3)
+	Lag       *lagResult   `json:"lag,omitempty"`       // rdmarecv in a chain: how far its output fell behind
 	CPU       float64      `json:"cpu_seconds"`         // user+system CPU of this process
 	CPUPerGiB float64      `json:"cpu_s_per_gib"`       // CPU seconds per GiB of stream (0 for an empty stream)
+}
+
+// lagResult is how far a receiver's output fell behind the stream
+// (pipe.Stats.Behind, Spilled).
+type lagResult struct {
+	Behind  int64 `json:"behind_bytes"`  // the most held at once
+	Spilled int64 `json:"spilled_bytes"` // what went through the spill file
 }
 
 // hostResult is one receiver's result in a broadcast: each confirms only
@@ -60,6 +68,9 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
 		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Write: st.Info.Write, Tuned: st.Info.Tuned, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
 		Pinned: st.Info.Pinned, IO: st.IO}
+	if st.Behind > 0 {
+		s.Lag = &lagResult{Behind: st.Behind, Spilled: st.Spilled}
+	}
 	if err != nil {
 		s.Error = err.Error()
 	} else {

@@ -48,8 +48,7 @@ EXAMPLES:
 				"With --to, every receiver down the chain too."},
 			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 to 8 on fast links", Usage: "stripe the stream over `N` RDMA queue pairs (1 to 16)\n" +
 				"With --rdma-op write only; the receiver may grant fewer. Without the flag the link's speed chooses: 4 at 200 Gb/s, 8 at 400 Gb/s."},
-			&cli.StringFlag{Category: catCommon, Name: "limit-rate", Usage: "send at most `RATE` bytes a second, e.g. 100M, 1.5G\n" +
-				"K, M, G and T are binary, as in sizes: 100M is 100 MiB/s (839 Mbit/s), as rsync --bwlimit and pv -L count (scp -l counts Kbit/s). 0 is refused: leave the flag out for no limit. -v says the rate."},
+			command.LimitRateFlag(catCommon, ""),
 			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input `SIZE` (K, M, G) for the progress bar\n" +
 				"Read from stdin when it is a regular file."},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "measure throughput at message sizes 1 B to 8 MiB\n" +
@@ -101,7 +100,7 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rate, err := ratelimit.FlagOf(c, "rdmasend", os.Stderr)
+	rate, err := command.LimitRateOf(c, "rdmasend", os.Stderr)
 	if err != nil {
 		return err
 	}

@@ -22,12 +22,17 @@ type statsLine struct {
 	AvgMiBps float64 `json:"avg_mib_per_s"`
 	InFlight int64   `json:"in_flight"` // sender: credits in use; receiver: messages waiting for the writer
 	Stalls   int64   `json:"stalls"`    // sender: waits for a credit; receiver: arrivals that found the writer busy
+	Lag      int64   `json:"lag"`       // receiver in a chain: bytes its output has yet to take (pipe.Gauges.Lag)
 }
 
 // human is the line -v prints instead of JSON.
 func (s statsLine) human(name string) string {
-	return fmt.Sprintf("%s: %7.1f s %s, %.1f MiB/s now, %.1f MiB/s average, %d in flight, %d stalls",
+	line := fmt.Sprintf("%s: %7.1f s %s, %.1f MiB/s now, %.1f MiB/s average, %d in flight, %d stalls",
 		name, s.Seconds, progress.Bytes(s.Bytes), s.MiBps, s.AvgMiBps, s.InFlight, s.Stalls)
+	if s.Lag > 0 {
+		line += ", output " + progress.Bytes(s.Lag) + " behind"
+	}
+	return line
 }
 
 // reportStats writes a statsLine for g to w every interval until ctx ends:
@@ -41,7 +46,7 @@ func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Ga
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls()}
+			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls(), Lag: g.Lag()}
 			s.MiBps = round(units.MiBps(s.Bytes-lastBytes, now.Sub(last).Seconds()), 1)
 			s.AvgMiBps = round(units.MiBps(s.Bytes, now.Sub(start).Seconds()), 1)
 			last, lastBytes = now, s.Bytes

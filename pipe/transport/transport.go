@@ -42,6 +42,19 @@ func (c Config) Dialer() conn.Dialer {
 	return &auto.Dialer{RDMA: c.RDMA, TCP: t, Notice: c.Notice, Name: c.Who}
 }
 
+// Pins returns how many bytes one side of a stream with c's transport, a
+// receiver's if receiver, locks for a window of chunk x depth: what the
+// RDMA transport registers (rdma.Options.Pinned), or nil for TCP, whose
+// buffers are not locked.
+func (c Config) Pins(receiver bool) func(chunk, depth int) uint64 {
+	if c.Name == "tcp" {
+		return nil
+	}
+	return func(chunk, depth int) uint64 {
+		return uint64(c.RDMA.Pinned(conn.NewParams(chunk, depth), receiver))
+	}
+}
+
 // rdmaDialer is the rdma transport's dialer, failing with kind
 // conn.KindNoRDMA on a host without RDMA.
 type rdmaDialer struct{ rdma.Dialer }

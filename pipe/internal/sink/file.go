@@ -73,8 +73,13 @@ func newFileSink(f *os.File, credits int, sparse bool) (*fileSink, error) {
 const directAlign = 4096
 
 // openDirect opens f again for writing with O_DIRECT, or returns -1 where
-// the file system does not take it (tmpfs, for one).
+// f was not opened for writing (the twin must not write where f cannot)
+// or the file system does not take it (tmpfs before Linux 6.6, for one).
 func openDirect(f *os.File) int {
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return -1
+	}
 	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return -1
@@ -178,8 +183,8 @@ func (fs *fileSink) Close(written int64) int64 {
 		unix.Close(fs.direct)
 		fs.direct = -1
 	}
-	n := finished(fs.queue)
-	_, _ = fs.f.Seek(fs.base+written+n, io.SeekStart)
+	n := written + finished(fs.queue)
+	_, _ = fs.f.Seek(fs.base+n, io.SeekStart)
 	return n
 }
 

@@ -36,7 +36,7 @@ func TestCloseCountsFinished(t *testing.T) {
 		name    string
 		out     func(t *testing.T) io.Writer
 		retired int   // writes retired before Close
-		want    int64 // what Close returns
+		want    int64 // what Close returns over the bytes retired
 		offset  int64 // a file's offset after Close (-1: not a file)
 	}{
 		{name: "file, none retired", out: file(os.O_RDWR), want: 4500, offset: 4500},
@@ -64,8 +64,8 @@ func TestCloseCountsFinished(t *testing.T) {
 					}
 				}
 			}
-			if got := s.Close(written); got != tc.want {
-				t.Errorf("Close(%d) = %d, want %d", written, got, tc.want)
+			if got := s.Close(written) - written; got != tc.want {
+				t.Errorf("Close(%d) = %d more, want %d", written, got, tc.want)
 			}
 			if tc.offset < 0 {
 				return
@@ -215,5 +215,28 @@ func TestDirectFallback(t *testing.T) {
 	s.Close(int64(len(p)))
 	if got, _ := os.ReadFile(f.Name()); !bytes.Equal(got, p) {
 		t.Errorf("the file holds %d bytes, not the %d written", len(got), len(p))
+	}
+}
+
+// TestDirectNotReadOnly: a file opened read-only gets no O_DIRECT twin,
+// which could write where the file itself cannot; an aligned payload
+// fails as it would without the twin, and the file is not written.
+func TestDirectNotReadOnly(t *testing.T) {
+	f := file(os.O_RDONLY)(t).(*os.File)
+	s, err := New(f, 4, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.Describe() != "pwrite" {
+		t.Errorf("a read-only file written with %q", s.Describe())
+	}
+	s.Start(0, aligned(t, directAlign, 1))
+	<-s.Oldest().Done
+	if w := s.Oldest(); w.Err == nil || w.N != 0 {
+		t.Errorf("a write to a read-only file: %d bytes, %v", w.N, w.Err)
+	}
+	s.Close(0)
+	if fi, err := os.Stat(f.Name()); err != nil || fi.Size() != 0 {
+		t.Errorf("the read-only file: %v, %v; want it empty", fi, err)
 	}
 }
