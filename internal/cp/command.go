@@ -145,80 +145,8 @@ func Main(args []string) int {
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
-		Flags: append(append(command.Flags(),
-			&cli.BoolFlag{Category: catCopy, Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
-			&cli.BoolFlag{Category: catCopy, Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, and a single file's times\n" +
-				"Setuid, setgid and sticky too (else less the receiving side's umask, without those); directory copies always keep times."},
-			&cli.BoolFlag{Category: catCopy, Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left\n" +
-				"Each file's partial copy is kept under a hidden name next to it: the receiving side proves which prefix of each file it has, and only the rest travels."},
-			&cli.BoolFlag{Category: catCopy, Name: "verbose", Aliases: []string{"v"}, Usage: "say the transport chosen and sum the copy up\n" +
-				"The summary: bytes, seconds, rate, transport, encryption; on a terminal, --progress's line too. Without -v a copy that works prints nothing."},
-			&cli.BoolFlag{Category: catCopy, Name: "progress", Usage: "show the copy's progress on stderr, as rsync's\n" +
-				"As rsync --info=progress2: bytes, percent, rate, elapsed time, time left, files sent, entries left of the total (a tree is counted first); redrawn in place on a terminal, else a line a second; none between two remote hosts or with --to."},
-			&cli.BoolFlag{Category: catCopy, Name: "compress", Aliases: []string{"z"}, Usage: "refused, with what to do instead\n" +
-				"rdmacp does not compress: an RDMA link outruns a compressor."},
-			// What an archive keeps besides data, modes and times (see keepFlags).
-			&cli.BoolFlag{Category: catKeep, Name: "hard-links", Aliases: []string{"H"}, Usage: "keep hard links as links, each file sent once"},
-			&cli.BoolFlag{Category: catKeep, Name: "xattrs", Aliases: []string{"X"}, Usage: "keep extended attributes\n" +
-				"user.*, and where both sides are root trusted.* and security.*."},
-			&cli.BoolFlag{Category: catKeep, Name: "acls", Aliases: []string{"A"}, Usage: "keep POSIX ACLs, access and default (implies -p)"},
-			&cli.BoolFlag{Category: catKeep, Name: "owner", Usage: "keep the owning user, where the receiving side is root\n" +
-				"By name, else by number (-o is ssh's, as in scp)."},
-			&cli.BoolFlag{Category: catKeep, Name: "group", Aliases: []string{"g"}, Usage: "keep the group, where the receiving side is root\n" +
-				"By name, else by number."},
-			&cli.BoolFlag{Category: catKeep, Name: "devices", Aliases: []string{"D"}, Usage: "copy devices and named pipes (sockets are skipped)\n" +
-				"Devices are made where the receiving side is root."},
-			&cli.BoolFlag{Category: catKeep, Name: "numeric-ids", Usage: "with --owner and -g, keep ids by number, not name"},
-			// An incremental copy, as rsync's (see incr.go).
-			&cli.BoolFlag{Category: catIncr, Name: "archive", Aliases: []string{"a"}, Usage: "as rsync -a: -r, -p, links, and skip unchanged files\n" +
-				"A tree's files that the destination has with the same size and modification time are not sent."},
-			&cli.BoolFlag{Category: catIncr, Name: "update", Aliases: []string{"u"}, Usage: "skip files that are newer at the destination"},
-			&cli.BoolFlag{Category: catIncr, Name: "checksum", Aliases: []string{"c"}, Usage: "skip files with the same size and XXH3 hash\n" +
-				"Both sides read every file."},
-			&cli.BoolFlag{Category: catIncr, Name: "size-only", Usage: "skip files with the same size"},
-			&cli.BoolFlag{Category: catIncr, Name: "ignore-existing", Usage: "skip every file the destination has"},
-			&cli.BoolFlag{Category: catIncr, Name: "delete", Usage: "remove what the sources do not have\n" +
-				"Under the copied directories at the destination, never through a link."},
-			&cli.BoolFlag{Category: catIncr, Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out\n" +
-				"What the filter rules exclude under the copied directories at the destination goes too, as rsync's --delete-excluded."},
-			&cli.BoolFlag{Category: catIncr, Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, only"},
-			&cli.BoolFlag{Category: catIncr, Name: "itemize-changes", Usage: "list each change as rsync -i does\n" +
-				">f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending. -i is ssh's identity here."},
-			&cli.IntFlag{Category: catSSH, Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh `PORT` on HOST (ssh -p)"},
-			&cli.StringFlag{Category: catSSH, Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
-			&cli.StringFlag{Category: catSSH, Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
-			&cli.StringFlag{Category: catSSH, Name: "jump", Aliases: []string{"J"}, Usage: "ssh jump `HOST` (ssh -J)\n" +
-				"The stream itself still goes straight to HOST."},
-			&cli.StringSliceFlag{Category: catSSH, Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh `OPTION`, e.g. -o ConnectTimeout=5 (repeatable)"},
-			&cli.StringFlag{Category: catSSH, Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh `COMMAND`, split at spaces\n" +
-				"E.g. \"ssh -F cfg\"."},
-			&cli.StringFlag{Category: catSSH, Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST as its shell runs it, `PATH`\n" +
-				"E.g. /opt/bin/rdmacp."},
-			&cli.StringFlag{Category: catSSH, Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh\n" +
-				"Its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)."},
-			&cli.StringFlag{Category: catData, Name: "data-host", Usage: "HOST's `ADDRESS` for the stream, e.g. its InfiniBand one\n" +
-				"Instead of the one ssh connects to; between two remote hosts, HOST2's."},
-			&cli.StringFlag{Category: catData, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "`KIND` of connection: auto, rdma or tcp\n" +
-				"auto uses RDMA when a device can reach HOST, else TCP (-v says which)."},
-			&cli.DurationFlag{Category: catData, Name: "timeout", Value: defaultTimeout, Usage: "give up on a peer silent this long (0: never)\n" +
-				"The duration needs a unit: 30s, 5m, 1h."},
-			command.LimitRateFlag(catData, "Either way: a download's remote side is told."),
-			&cli.StringFlag{Category: catData, Name: "data-ports", Usage: "listen for the stream on the first free port of `LO-HI`\n" +
-				"Or one port, e.g. one a firewall lets through, instead of one of the system's choice: the receiving side does (HOST for an upload, this host for a download)."},
-			&cli.BoolFlag{Category: catData, Name: "no-encrypt", Usage: "do not encrypt the stream (still authenticated)\n" +
-				"For a fabric where nobody can read the traffic: the stream is still authenticated and checked."},
-			command.ChunkSizeFlag(catData),
-			command.DepthFlag(catData),
-			&cli.StringSliceFlag{Category: catHosts, Name: "to", Usage: "copy to each of these `HOSTS` at once, relayed\n" +
-				"[user@]HOST, comma-separated or repeated: one stream relayed from host to host in this order; DST is then a path on each."},
-			&cli.StringFlag{Category: catHosts, Name: "to-file", Usage: "as --to, with the hosts listed in `FILE`\n" +
-				"One or more per line, # comments; - for stdin; e.g. from scontrol show hostnames."},
-			&cli.IntFlag{Category: catHosts, Name: "fanout", Value: chain.DefaultFanout, Usage: "start at most `N` remote sides at once"},
-			&cli.StringFlag{Category: catHosts, Name: "stats-json", Usage: "write the result, each host's too, as JSON to `FILE`"},
-			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
-			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
-		), filterFlags()...),
-		OnUsageError: command.OnUsageError,
+		Flags:                  flags(),
+		OnUsageError:           command.OnUsageError,
 		Action: func(c *cli.Context) error {
 			if handled, err := command.Early(c, os.Stdout); handled {
 				return err
@@ -236,6 +164,83 @@ func Main(args []string) int {
 		return rc
 	}
 	return code
+}
+
+// flags are rdmacp's flags, in their groups.
+func flags() []cli.Flag {
+	return append(append(command.Flags(),
+		&cli.BoolFlag{Category: catCopy, Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
+		&cli.BoolFlag{Category: catCopy, Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, and a single file's times\n" +
+			"Setuid, setgid and sticky too (else less the receiving side's umask, without those); directory copies always keep times."},
+		&cli.BoolFlag{Category: catCopy, Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left\n" +
+			"Each file's partial copy is kept under a hidden name next to it: the receiving side proves which prefix of each file it has, and only the rest travels."},
+		&cli.BoolFlag{Category: catCopy, Name: "verbose", Aliases: []string{"v"}, Usage: "say the transport chosen and sum the copy up\n" +
+			"The summary: bytes, seconds, rate, transport, encryption; on a terminal, --progress's line too. Without -v a copy that works prints nothing."},
+		&cli.BoolFlag{Category: catCopy, Name: "progress", Usage: "show the copy's progress on stderr, as rsync's\n" +
+			"As rsync --info=progress2: bytes, percent, rate, elapsed time, time left, files sent, entries left of the total (a tree is counted first); redrawn in place on a terminal, else a line a second; none between two remote hosts or with --to."},
+		&cli.BoolFlag{Category: catCopy, Name: "compress", Aliases: []string{"z"}, Usage: "refused, with what to do instead\n" +
+			"rdmacp does not compress: an RDMA link outruns a compressor."},
+		// What an archive keeps besides data, modes and times (see keepFlags).
+		&cli.BoolFlag{Category: catKeep, Name: "hard-links", Aliases: []string{"H"}, Usage: "keep hard links as links, each file sent once"},
+		&cli.BoolFlag{Category: catKeep, Name: "xattrs", Aliases: []string{"X"}, Usage: "keep extended attributes\n" +
+			"user.*, and where both sides are root trusted.* and security.*."},
+		&cli.BoolFlag{Category: catKeep, Name: "acls", Aliases: []string{"A"}, Usage: "keep POSIX ACLs, access and default (implies -p)"},
+		&cli.BoolFlag{Category: catKeep, Name: "owner", Usage: "keep the owning user, where the receiving side is root\n" +
+			"By name, else by number (-o is ssh's, as in scp)."},
+		&cli.BoolFlag{Category: catKeep, Name: "group", Aliases: []string{"g"}, Usage: "keep the group, where the receiving side is root\n" +
+			"By name, else by number."},
+		&cli.BoolFlag{Category: catKeep, Name: "devices", Aliases: []string{"D"}, Usage: "copy devices and named pipes (sockets are skipped)\n" +
+			"Devices are made where the receiving side is root."},
+		&cli.BoolFlag{Category: catKeep, Name: "numeric-ids", Usage: "with --owner and -g, keep ids by number, not name"},
+		// An incremental copy, as rsync's (see incr.go).
+		&cli.BoolFlag{Category: catIncr, Name: "archive", Aliases: []string{"a"}, Usage: "as rsync -a: -r, -p, links, and skip unchanged files\n" +
+			"A tree's files that the destination has with the same size and modification time are not sent."},
+		&cli.BoolFlag{Category: catIncr, Name: "update", Aliases: []string{"u"}, Usage: "skip files that are newer at the destination"},
+		&cli.BoolFlag{Category: catIncr, Name: "checksum", Aliases: []string{"c"}, Usage: "skip files with the same size and XXH3 hash\n" +
+			"Both sides read every file."},
+		&cli.BoolFlag{Category: catIncr, Name: "size-only", Usage: "skip files with the same size"},
+		&cli.BoolFlag{Category: catIncr, Name: "ignore-existing", Usage: "skip every file the destination has"},
+		&cli.BoolFlag{Category: catIncr, Name: "delete", Usage: "remove what the sources do not have\n" +
+			"Under the copied directories at the destination, never through a link."},
+		&cli.BoolFlag{Category: catIncr, Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out\n" +
+			"What the filter rules exclude under the copied directories at the destination goes too, as rsync's --delete-excluded."},
+		&cli.BoolFlag{Category: catIncr, Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, only"},
+		&cli.BoolFlag{Category: catIncr, Name: "itemize-changes", Usage: "list each change as rsync -i does\n" +
+			">f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending. -i is ssh's identity here."},
+		&cli.IntFlag{Category: catSSH, Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh `PORT` on HOST (ssh -p)"},
+		&cli.StringFlag{Category: catSSH, Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
+		&cli.StringFlag{Category: catSSH, Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
+		&cli.StringFlag{Category: catSSH, Name: "jump", Aliases: []string{"J"}, Usage: "ssh jump `HOST` (ssh -J)\n" +
+			"The stream itself still goes straight to HOST."},
+		&cli.StringSliceFlag{Category: catSSH, Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh `OPTION`, e.g. -o ConnectTimeout=5 (repeatable)"},
+		&cli.StringFlag{Category: catSSH, Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh `COMMAND`, split at spaces\n" +
+			"E.g. \"ssh -F cfg\"."},
+		&cli.StringFlag{Category: catSSH, Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST as its shell runs it, `PATH`\n" +
+			"E.g. /opt/bin/rdmacp."},
+		&cli.StringFlag{Category: catSSH, Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh\n" +
+			"Its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)."},
+		&cli.StringFlag{Category: catData, Name: "data-host", Usage: "HOST's `ADDRESS` for the stream, e.g. its InfiniBand one\n" +
+			"Instead of the one ssh connects to; between two remote hosts, HOST2's."},
+		&cli.StringFlag{Category: catData, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "`KIND` of connection: auto, rdma or tcp\n" +
+			"auto uses RDMA when a device can reach HOST, else TCP (-v says which)."},
+		&cli.DurationFlag{Category: catData, Name: "timeout", Value: defaultTimeout, Usage: "give up on a peer silent this long (0: never)\n" +
+			"The duration needs a unit: 30s, 5m, 1h."},
+		command.LimitRateFlag(catData, "Either way: a download's remote side is told."),
+		&cli.StringFlag{Category: catData, Name: "data-ports", Usage: "listen for the stream on the first free port of `LO-HI`\n" +
+			"Or one port, e.g. one a firewall lets through, instead of one of the system's choice: the receiving side does (HOST for an upload, this host for a download)."},
+		&cli.BoolFlag{Category: catData, Name: "no-encrypt", Usage: "do not encrypt the stream (still authenticated)\n" +
+			"For a fabric where nobody can read the traffic: the stream is still authenticated and checked."},
+		command.ChunkSizeFlag(catData),
+		command.DepthFlag(catData),
+		&cli.StringSliceFlag{Category: catHosts, Name: "to", Usage: "copy to each of these `HOSTS` at once, relayed\n" +
+			"[user@]HOST, comma-separated or repeated: one stream relayed from host to host in this order; DST is then a path on each."},
+		&cli.StringFlag{Category: catHosts, Name: "to-file", Usage: "as --to, with the hosts listed in `FILE`\n" +
+			"One or more per line, # comments; - for stdin; e.g. from scontrol show hostnames."},
+		&cli.IntFlag{Category: catHosts, Name: "fanout", Value: chain.DefaultFanout, Usage: "start at most `N` remote sides at once"},
+		&cli.StringFlag{Category: catHosts, Name: "stats-json", Usage: "write the result, each host's too, as JSON to `FILE`"},
+		&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
+		&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
+	), filterFlags()...)
 }
 
 // Flag categories, in the order help shows them.
