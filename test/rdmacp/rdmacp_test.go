@@ -35,26 +35,14 @@ func TestMain(m *testing.M) {
 	case len(os.Args) > 1 && os.Args[1] == hostileChainFlag: // the sending side of TestHostileBetweenTo
 		os.Exit(hostileChain(os.Args[2:]))
 	}
-	if dir := os.Getenv("RDMAPIPE_BIN"); dir != "" { // prebuilt (see harness)
-		bin = filepath.Join(dir, "rdmacp")
-		os.Exit(m.Run())
-	}
-	dir, err := os.MkdirTemp("", "rdmacp-test-bin")
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
 	// rdmasend and rdmarecv too, for launcher tests (see TestPdshBroadcast).
-	build := exec.Command("go", "build", "-o", dir+"/", "github.com/rdmapipe/rdmapipe/cmd/...")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "building rdmacp:", err)
+	dir, err := testutil.Commands()
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)
 	}
 	bin = filepath.Join(dir, "rdmacp")
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // run is one finished rdmacp.

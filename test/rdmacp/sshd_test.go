@@ -91,8 +91,13 @@ func sshKeys(t *testing.T) string {
 }
 
 // clientConfig is the end of an ssh client config for the keys in dir:
-// host "down" (nothing listening), then settings for every host.
+// host "down" (nothing listening), then settings for every host, which
+// pass GORACE on (for the remote sides of commands built with -race).
 func clientConfig(t *testing.T, dir string) string {
+	var env string
+	if g := os.Getenv("GORACE"); g != "" {
+		env = fmt.Sprintf("  SetEnv GORACE=%q\n", g)
+	}
 	return fmt.Sprintf(`Host down
   HostName 127.0.0.1
   Port %d
@@ -105,7 +110,7 @@ Host *
   BatchMode yes
   ConnectTimeout 10
   LogLevel ERROR
-`, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts"))
+`, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts")) + env
 }
 
 // runSSHD starts sshd with the keys in dir on addr:port, under the
@@ -124,6 +129,7 @@ UsePAM no
 PidFile none
 StrictModes no
 Subsystem sftp internal-sftp
+AcceptEnv GORACE
 `, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
 	log := &testutil.Buffer{}
 	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
