@@ -20,14 +20,15 @@ import (
 const BinEnv = "RDMAPIPE_BIN"
 
 // Commands returns a directory holding every command of the module
-// (./cmd/...), built with -race if this test binary was. It is BinEnv's
-// directory if set; else a directory under os.TempDir named by a hash of
-// the module's non-test sources and the toolchain, built by the first test
-// process that asks for it while the others wait on a file lock, and kept
-// for the next run. It is meant for TestMain: with -race it sets GORACE so
-// that the processes a test starts do not sleep a second as they exit.
-func Commands() (string, error) {
-	if Race {
+// (./cmd/...), built with -race if race is set. It is BinEnv's directory
+// if set; else a directory under os.TempDir named by a hash of the
+// module's non-test sources, the toolchain and race, built by the first
+// test process that asks for it while the others wait on a file lock, and
+// kept for the next run. It is meant for TestMain: with race it sets
+// GORACE so that the processes a test starts do not sleep a second as
+// they exit.
+func Commands(race bool) (string, error) {
+	if race {
 		// The race runtime sleeps before a process exits (GORACE's
 		// atexit_sleep_ms), in every process a test starts.
 		if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
@@ -41,7 +42,7 @@ func Commands() (string, error) {
 	if err != nil {
 		return "", err
 	}
-	key, err := buildKey(root)
+	key, err := buildKey(root, race)
 	if err != nil {
 		return "", err
 	}
@@ -62,19 +63,20 @@ func Commands() (string, error) {
 		return dir, nil
 	}
 	removeOld(cache)
-	return dir, build(root, dir)
+	return dir, build(root, dir, race)
 }
 
-// build builds every command of the module at root into dir, by way of a
-// temporary directory renamed to dir once the build succeeded.
-func build(root, dir string) error {
+// build builds every command of the module at root into dir (with -race
+// if race), by way of a temporary directory renamed to dir once the build
+// succeeded.
+func build(root, dir string, race bool) error {
 	tmp, err := os.MkdirTemp(filepath.Dir(dir), "building-")
 	if err != nil {
 		return err
 	}
 	defer os.RemoveAll(tmp)
 	args := []string{"build", "-buildvcs=false", "-o", tmp + "/"}
-	if Race {
+	if race {
 		args = append(args, "-race")
 	}
 	cmd := exec.Command("go", append(args, "./cmd/...")...)
@@ -114,9 +116,9 @@ func moduleRoot() (string, error) {
 // flag, the toolchain and its settings, and every file of the module at
 // root that a build can read (Go, C and assembly sources outside tests,
 // go.mod and go.sum), by name and content.
-func buildKey(root string) (string, error) {
+func buildKey(root string, race bool) (string, error) {
 	h := sha256.New()
-	fmt.Fprintf(h, "race=%v\n", Race)
+	fmt.Fprintf(h, "race=%v\n", race)
 	env, err := exec.Command("go", "env", "GOVERSION", "GOFLAGS", "GOAMD64", "GOARCH", "CGO_ENABLED", "CC", "CGO_CFLAGS", "CGO_LDFLAGS").Output()
 	if err != nil {
 		return "", fmt.Errorf("go env: %w", err)

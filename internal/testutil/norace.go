@@ -2,5 +2,5 @@
 
 package testutil
 
-// Race is whether this binary was built with -race (see race.go).
+// Race is whether this binary was built with -race.
 const Race = false

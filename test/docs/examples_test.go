@@ -21,7 +21,7 @@ import (
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := testutil.Commands()
+	dir, err := testutil.Commands(false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)

@@ -49,7 +49,9 @@ func TestMain(m *testing.M) {
 		}
 		suite.bigSize = int64(n) << 20
 	}
-	dir, err := testutil.Commands()
+	// Built with -race if this test is, so that a data race in a command
+	// fails the test that meets it (a race report exits 66).
+	dir, err := testutil.Commands(testutil.Race)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)

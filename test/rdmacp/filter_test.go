@@ -38,6 +38,7 @@ func filterTree(t *testing.T, dir string) {
 // TestFilterUpload uploads a tree and a file with rsync's include and
 // exclude rules: exactly what they keep lands.
 func TestFilterUpload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	filterTree(t, src)
@@ -57,6 +58,7 @@ func TestFilterUpload(t *testing.T) {
 // TestFilterDownload downloads a tree and a file with the same rules: the
 // remote side walks by them, and exactly what they keep lands.
 func TestFilterDownload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	filterTree(t, src)

@@ -94,6 +94,7 @@ var incrDirs = []struct {
 // second copy, of an unchanged tree, moves no file data; after one file
 // changed, that file is the only one sent, and itemized as rsync does.
 func TestIncrementalCopy(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
@@ -147,6 +148,7 @@ func deleteDest(t *testing.T, src, dst string) (extras, stay []string) {
 // not what is in it), nothing beside the tree, and -n first lists them
 // and changes nothing.
 func TestIncrementalDelete(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
@@ -202,6 +204,7 @@ func TestIncrementalDelete(t *testing.T) {
 // --delete-excluded), and the other extras go; then with
 // --delete-excluded, which removes what the rule excludes as well.
 func TestIncrementalDeleteExcluded(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
@@ -272,6 +275,7 @@ func listingFilter(t *testing.T, prog string, n int) string {
 // t (.., absolute, another name) are refused with exit 9, nothing
 // deleted.
 func TestIncrementalLyingRemote(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	inject := func(name string) string {
 		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - "` + name + `"\n&|`

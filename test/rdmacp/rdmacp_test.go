@@ -36,7 +36,10 @@ func TestMain(m *testing.M) {
 		os.Exit(hostileChain(os.Args[2:]))
 	}
 	// rdmasend and rdmarecv too, for launcher tests (see TestPdshBroadcast).
-	dir, err := testutil.Commands()
+	// Without -race: the copies move GiBs through both sides, which the
+	// race detector would slow several times over; the end-to-end suite
+	// (test/e2e) runs the engine's commands with it.
+	dir, err := testutil.Commands(false)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)
@@ -82,27 +85,62 @@ func (s *sshd) command(t *testing.T, args ...string) *exec.Cmd {
 }
 
 // rdmacpCommand is the rdmacp command for args, with this binary on the
-// remote side, over the harness's transport.
+// remote side, over the harness's transport, tagged as t's (see tag).
 func rdmacpCommand(t *testing.T, args ...string) *exec.Cmd {
 	ctx, cancel := context.WithTimeout(context.Background(), testutil.Bound(2*time.Minute))
 	t.Cleanup(cancel)
 	full := append([]string{"--remote-cmd", bin, "-t", harness.transport}, args...)
-	return exec.CommandContext(ctx, bin, full...)
+	cmd := exec.CommandContext(ctx, bin, full...)
+	cmd.Env = tagged(t, os.Environ())
+	return cmd
 }
 
-// remotes returns the process ids of remote sides (rdmacp --remote-receive
-// or --remote-send of this test binary) still running; with shells, those
-// of the shells that ssh started them with too.
+// testTag names the variable that marks the processes a test starts, on
+// the remote side too (the ssh client sends it, sshd accepts it): tests
+// that run at once each find only their own remote sides.
+const testTag = "RDMACP_TEST"
+
+// tagged returns env with t's tag.
+func tagged(t *testing.T, env []string) []string {
+	return append(env, testTag+"="+t.Name())
+}
+
+// remotes returns the process ids of the remote sides (rdmacp
+// --remote-receive or --remote-send of this binary) that t (or its
+// subtests) started and that still run; with shells, those of the shells
+// that ssh started them with too.
 func remotes(t *testing.T, shells bool) []string {
 	pattern := "^" + regexp.QuoteMeta(bin) + " --remote-(receive|send)"
 	if shells {
 		pattern = pattern[1:]
 	}
-	out, err := exec.Command("pgrep", "-f", pattern).Output()
-	if err != nil && len(out) == 0 {
+	return ours(t, pattern)
+}
+
+// ours returns the process ids of the processes whose command line
+// matches pattern (as pgrep -f) and that t or its subtests started.
+func ours(t *testing.T, pattern string) []string {
+	out, err := exec.Command("pgrep", "-f", "--", pattern).Output()
+	var ee *exec.ExitError
+	switch {
+	case errors.As(err, &ee) && ee.ExitCode() == 1:
 		return nil
+	case err != nil:
+		t.Fatalf("pgrep: %v", err)
 	}
-	return strings.Fields(string(out))
+	var pids []string
+	for _, pid := range strings.Fields(string(out)) {
+		env, err := os.ReadFile("/proc/" + pid + "/environ")
+		if err != nil {
+			continue // gone meanwhile
+		}
+		for _, v := range strings.Split(string(env), "\x00") {
+			if tag, ok := strings.CutPrefix(v, testTag+"="); ok && (tag == t.Name() || strings.HasPrefix(tag, t.Name()+"/")) {
+				pids = append(pids, pid)
+			}
+		}
+	}
+	return pids
 }
 
 // noStrays fails t if a remote side is still running a little after a copy
@@ -113,6 +151,7 @@ func noStrays(t *testing.T) {
 }
 
 func TestCopyFile(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
@@ -175,6 +214,7 @@ func TestCopyFile(t *testing.T) {
 // and the remote side listening only on the address the ssh connection
 // arrived on, or on the one --data-host names.
 func TestCopyToNewName(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	name := filepath.Join(t.TempDir(), "f")
 	makeFile(t, name, 1000, false)
@@ -251,6 +291,7 @@ func noLeftovers(t *testing.T, dir, name string) {
 // TestCopyTree copies trees: with -p modes arrive exactly (setuid too);
 // without, less the remote umask and without setuid and setgid.
 func TestCopyTree(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	tree := filepath.Join(src, "tree")
@@ -400,6 +441,7 @@ func sameTree(t *testing.T, want, got string, mode func(fs.FileMode) fs.FileMode
 // TestCopyErrors: what cannot be copied, either way, fails with the exit
 // code and message it should, and leaves no process behind.
 func TestCopyErrors(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "f")
@@ -455,6 +497,7 @@ func TestCopyErrors(t *testing.T) {
 // other side exits non-zero (the local one saying why), no remote process
 // stays behind, and no partial file appears under the destination name.
 func TestKilledMidStream(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	// Only big's first MiB travels, but the remote side goes on for
 	// seconds after it has arrived: archive/tar hands it the 256 GiB hole

@@ -41,6 +41,7 @@ func sparseFile(t *testing.T, name string, size int64, offs ...int64) {
 // name, or a file that is replaced; -p modes and times, or the umask and
 // no times without), and only their data travels.
 func TestCopySparse(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
@@ -115,6 +116,7 @@ func TestCopySparse(t *testing.T) {
 // TestCopySparseTree copies a tree holding files with holes (-r): they
 // arrive exact and with their holes.
 func TestCopySparseTree(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	tree := filepath.Join(t.TempDir(), "tree")
 	makeTree(t, tree)
@@ -142,6 +144,7 @@ func TestCopySparseTree(t *testing.T) {
 // TestCopySparseErrors: a file with holes fails as file mode does, with
 // the same exit codes, and leaves nothing behind.
 func TestCopySparseErrors(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	file := filepath.Join(t.TempDir(), "f")
 	sparseFile(t, file, 64<<20, 1<<20)

@@ -70,7 +70,7 @@ full)
   SIW_RUN=${SIW_RUN:-'^(TestSizes|TestBigStream|TestKeys|TestRelay|TestForward|TestForwardHopKilled|TestBroadcast|TestBroadcastRepair|TestBroadcastHopKilled|TestSenderKilled|TestReceiverKilled|TestInterrupt|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestBusyPort|TestAutoTransport|TestKeepListening|TestNothingListening)$'}
   # Left out over rxe: the resume cases whose difference is in the plan, not the stream (a
   # source changed before the resume, a tree to a new name), which make test-unit runs on
-  # the host with 1 GiB and 6 x 64 MiB.
+  # the host with 64 MiB and 6 x 64 MiB.
   CP_RUN=${CP_RUN:-'.'}
   CP_SKIP='^TestResume$/source_changed$|^TestResumeTree$/^upload_to_a_new_name$'
   # Over siw only what the transport changes: the stream itself, in both directions, a
