@@ -3,8 +3,11 @@ package testutil
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -74,6 +77,33 @@ func TestFreePortNeverRepeats(t *testing.T) {
 			t.Fatalf("port %d handed out twice", port)
 		}
 		seen[port] = true
+	}
+}
+
+// TestFreePortClaimed: a port whose file another process holds the lock
+// of (here another open file, which flock tells apart alike) is not
+// handed out; once the lock is gone, it is.
+func TestFreePortClaimed(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", ":0") // a port free for TCP, the kernel's choice
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	other, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if take(dir, port) {
+		t.Fatalf("port %d handed out while another holds its lock", port)
+	}
+	other.Close()
+	if !take(dir, port) {
+		t.Fatalf("port %d not handed out once its lock was gone", port)
 	}
 }
 
