@@ -4,8 +4,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
-	"io"
-	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -112,10 +110,10 @@ func moduleRoot() (string, error) {
 	return filepath.Dir(mod), nil
 }
 
-// buildKey returns a hash of what the commands are built from: the race
-// flag, the toolchain and its settings, and every file of the module at
-// root that a build can read (Go, C and assembly sources outside tests,
-// go.mod and go.sum), by name and content.
+// buildKey returns a hash of what the commands are built from: race, the
+// toolchain and its settings, go.mod and go.sum, and every file of this
+// module that goes into them (go list -deps ./cmd/...), by name and
+// content.
 func buildKey(root string, race bool) (string, error) {
 	h := sha256.New()
 	fmt.Fprintf(h, "race=%v\n", race)
@@ -124,47 +122,39 @@ func buildKey(root string, race bool) (string, error) {
 		return "", fmt.Errorf("go env: %w", err)
 	}
 	h.Write(env)
-	err = filepath.WalkDir(root, func(path string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if d.IsDir() {
-			if path != root && (strings.HasPrefix(d.Name(), ".") || d.Name() == "testdata" || exists(filepath.Join(path, "go.mod"))) {
-				return filepath.SkipDir
-			}
-			return nil
-		}
-		if !buildInput(d.Name()) {
-			return nil
-		}
-		f, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		fmt.Fprintf(h, "\n%s\n", path[len(root):])
-		_, err = io.Copy(h, f)
-		return err
-	})
+	args := []string{"list", "-deps", "-f", inputsTemplate}
+	if race {
+		args = append(args, "-race")
+	}
+	list := exec.Command("go", append(args, "./cmd/...")...)
+	list.Dir, list.Stderr = root, os.Stderr
+	out, err := list.Output()
 	if err != nil {
-		return "", fmt.Errorf("hashing the sources under %s: %w", root, err)
+		return "", fmt.Errorf("go list ./cmd/... in %s: %w", root, err)
+	}
+	files := []string{filepath.Join(root, "go.mod"), filepath.Join(root, "go.sum")}
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		if f := strings.Split(line, "\t"); len(f) > 1 {
+			for _, name := range f[1:] {
+				files = append(files, filepath.Join(f[0], name))
+			}
+		}
+	}
+	for _, name := range files {
+		b, err := os.ReadFile(name)
+		if err != nil {
+			return "", err
+		}
+		fmt.Fprintf(h, "\n%s %d\n", name[len(root):], len(b))
+		h.Write(b)
 	}
 	return hex.EncodeToString(h.Sum(nil))[:24], nil
 }
 
-// buildInput reports whether a file named name can change a build of the
-// commands.
-func buildInput(name string) bool {
-	switch filepath.Ext(name) {
-	case ".go":
-		return !strings.HasSuffix(name, "_test.go")
-	case ".c", ".h", ".s", ".S", ".syso":
-		return true
-	}
-	return name == "go.mod" || name == "go.sum"
-}
-
-func exists(path string) bool {
-	_, err := os.Stat(path)
-	return err == nil
-}
+// inputsTemplate makes go list print a line for each package of the main
+// module: its directory and the files a build reads from it, separated by
+// tabs.
+const inputsTemplate = "{{if .Module}}{{if .Module.Main}}{{.Dir}}" +
+	"{{range .GoFiles}}\t{{.}}{{end}}{{range .CgoFiles}}\t{{.}}{{end}}{{range .CFiles}}\t{{.}}{{end}}" +
+	"{{range .HFiles}}\t{{.}}{{end}}{{range .SFiles}}\t{{.}}{{end}}{{range .EmbedFiles}}\t{{.}}{{end}}" +
+	"{{range .SysoFiles}}\t{{.}}{{end}}{{end}}{{end}}"

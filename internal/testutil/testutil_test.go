@@ -117,3 +117,44 @@ func TestPaceReference(t *testing.T) {
 		t.Fatalf("Bound(1s) = %v: a bound never shrinks", Bound(time.Second))
 	}
 }
+
+// TestBuildKey: the key of Commands' build changes with a file that goes
+// into a command and with race, not with a test file.
+func TestBuildKey(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(race bool) string {
+		t.Helper()
+		k, err := buildKey(root, race)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write("go.mod", "module example.com/m\n\ngo 1.22\n")
+	write("go.sum", "")
+	write("cmd/x/main.go", "package main\n\nfunc main() {}\n")
+	k0 := key(false)
+	if k := key(false); k != k0 {
+		t.Fatalf("two keys of the same sources: %s, %s", k0, k)
+	}
+	if key(true) == k0 {
+		t.Error("the key does not change with race")
+	}
+	write("cmd/x/main_test.go", "package main\n")
+	if k := key(false); k != k0 {
+		t.Error("the key changes with a test file")
+	}
+	write("cmd/x/main.go", "package main\n\nfunc main() { println() }\n")
+	if key(false) == k0 {
+		t.Error("the key does not change with a command's source")
+	}
+}
