@@ -32,9 +32,6 @@ func TestResume(t *testing.T) {
 		size = 24 << 20 // in the VM: its file system is in its RAM, rdma and hashing there are slow
 	}
 	s := startSSHD(t)
-	src := filepath.Join(t.TempDir(), "big")
-	makeFile(t, src, size, false)
-	want := hashFile(t, src) // a touch below changes the source's times only
 	cases := []struct {
 		name     string
 		download bool
@@ -50,6 +47,10 @@ func TestResume(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			src := filepath.Join(t.TempDir(), "big") // its own: a case may touch it
+			makeFile(t, src, size, false)
+			want := hashFile(t, src) // a touch below changes the source's times only
 			dst := t.TempDir()
 			args := slices.Concat(window, []string{src, "target:" + dst + "/"})
 			if tc.download {
@@ -254,6 +255,7 @@ func TestResumeTree(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			dst, got := dir, filepath.Join(dir, "tree")
 			if tc.newName {

@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -45,8 +44,7 @@ func TestCopySparse(t *testing.T) {
 	s := startSSHD(t)
 	src := t.TempDir()
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
-	mask := fs.FileMode(syscall.Umask(0))
-	syscall.Umask(int(mask))
+	mask := umask(t)
 	cases := []struct {
 		name     string
 		size     int64
@@ -62,6 +60,7 @@ func TestCopySparse(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			name := filepath.Join(src, tc.name)
 			tc.size, tc.offs = vmScale(tc.size, tc.offs)
 			sparseFile(t, name, tc.size, tc.offs...)
@@ -82,9 +81,7 @@ func TestCopySparse(t *testing.T) {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			got := filepath.Join(dst, tc.got)
-			if a, b := hashFile(t, name), hashFile(t, got); a != b {
-				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
-			}
+			sameContent(t, name, got)
 			data := int64(len(tc.offs)) << 20
 			if room := testutil.Allocated(t, got); room > data+1<<20 {
 				t.Errorf("the copy takes %d bytes on disk for %d of data", room, data)

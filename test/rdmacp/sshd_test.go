@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -129,7 +130,8 @@ Subsystem sftp internal-sftp
 AcceptEnv %s
 `, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub"), testTag))
 	log := &testutil.Buffer{}
-	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	argv := append(wrap, withoutBashrc(t)...)
+	argv = append(argv, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// A session's process that outlives sshd (a test failed before it
@@ -163,6 +165,20 @@ AcceptEnv %s
 		}
 		return err == nil
 	})
+}
+
+// withoutBashrc is a command line prefix that runs a command in a mount
+// namespace of its own where the user's ~/.bashrc reads as empty. sshd
+// runs each session's command through the user's shell, and bash reads
+// ~/.bashrc then: what a developer put there (pyenv's init took 2 s of
+// every session on the dev machine) is not what the tests are about.
+func withoutBashrc(t *testing.T) []string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"unshare", "-m", "--propagation", "private", "sh", "-c",
+		`[ ! -e "$1" ] || mount --bind /dev/null "$1" && shift && exec "$@"`, "sh", filepath.Join(u.HomeDir, ".bashrc")}
 }
 
 // makeNetns makes a network namespace joined to this one by a veth pair
