@@ -52,6 +52,7 @@ func TestDownload(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			args := tc.flags
 			for _, p := range tc.srcs {

@@ -44,6 +44,7 @@ func TestFilterUpload(t *testing.T) {
 	filterTree(t, src)
 	for _, tc := range filterCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			args := append(append([]string{"-r"}, tc.flags...), filepath.Join(src, "proj"), filepath.Join(src, "junk.o"), "target:"+dst)
 			if r := s.rdmacp(t, args...); r.code != 0 {
@@ -64,6 +65,7 @@ func TestFilterDownload(t *testing.T) {
 	filterTree(t, src)
 	for _, tc := range filterCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			args := append(append([]string{"-r"}, tc.flags...), "target:"+filepath.Join(src, "proj"), "target:"+filepath.Join(src, "junk.o"), dst)
 			if r := s.rdmacp(t, args...); r.code != 0 {

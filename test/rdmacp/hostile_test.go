@@ -439,6 +439,7 @@ func TestHostileRemote(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			home, before := hostileHome(t)
 			if strings.HasSuffix(tc.lie, "-link") {
 				if err := os.Symlink(".ssh", filepath.Join(home, "dir")); err != nil {

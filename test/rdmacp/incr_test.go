@@ -98,6 +98,7 @@ func TestIncrementalCopy(t *testing.T) {
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			first := s.incrCopy(t, append([]string{"-a"}, way.args(src, dst)...)...)
 			if first.code != 0 || first.bytes < incrFiles*incrSize {
@@ -152,6 +153,7 @@ func TestIncrementalDelete(t *testing.T) {
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			extras, stay := deleteDest(t, src, dst)
 			before := snapshot(t, dst)
@@ -208,6 +210,7 @@ func TestIncrementalDeleteExcluded(t *testing.T) {
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			extras, _ := deleteDest(t, src, dst)
 			writeFile(t, filepath.Join(dst, "t", "sub", "local.keep"), "mine")
@@ -292,6 +295,7 @@ func TestIncrementalLyingRemote(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			_, stay := deleteDest(t, src, dst)
 			before := snapshot(t, dst)

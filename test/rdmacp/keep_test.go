@@ -141,6 +141,7 @@ func TestKeepUploadDownload(t *testing.T) {
 		{"download", func(dst string) []string { return []string{"target:" + src, dst} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			r := s.rdmacp(t, append(keepFlags, tc.args(dst)...)...)
 			if r.code != 0 || r.stderr != "" {
@@ -151,6 +152,7 @@ func TestKeepUploadDownload(t *testing.T) {
 		})
 	}
 	t.Run("one file", func(t *testing.T) {
+		t.Parallel()
 		r := s.rdmacp(t, append(keepFlags, filepath.Join(src, "a"), "target:"+t.TempDir())...)
 		if r.code != 0 || !strings.Contains(r.stderr, "one file travels as is, without its xattrs, ACLs, owner or group") {
 			t.Fatalf("exit %d, want 0 saying what is not kept: %s", r.code, r.stderr)

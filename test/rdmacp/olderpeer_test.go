@@ -139,6 +139,7 @@ func TestOlderPeer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := s.rdmacp(t, append([]string{"--remote-cmd", exe + " " + olderPeerFlag}, tc.args...)...)
 			if r.code != 3 {
 				t.Errorf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)

@@ -228,6 +228,7 @@ func TestCopyToNewName(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := filepath.Join(t.TempDir(), "renamed")
 			r := s.rdmacp(t, append(append([]string{"-v"}, tc.flags...), name, "target:"+dst)...)
 			listening := "listening on " + s.addr + ":"
@@ -421,6 +422,7 @@ func TestCopyTree(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			r := s.rdmacp(t, append(append(append([]string{"-r"}, tc.flags...), tc.srcs...), "target:"+tc.dst(dir))...)
 			if r.code != 0 {
@@ -577,6 +579,7 @@ func TestCopyErrors(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := s.rdmacp(t, tc.args...)
 			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) {
 				t.Fatalf("exit %d, want %d with %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
@@ -613,6 +616,7 @@ func TestKilledMidStream(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			cmd := s.command(t, big, "target:"+dst+"/")
 			var stderr bytes.Buffer

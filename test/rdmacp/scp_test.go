@@ -42,6 +42,7 @@ func TestMissingAmongSeveral(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			r := s.rdmacp(t, tc.args(dst)...)
 			if r.code != 1 || !strings.Contains(r.stderr, missing) {
@@ -157,6 +158,7 @@ func TestRemoteLiteral(t *testing.T) {
 		copyCase{"one match to a new name", []string{"target:" + one + "/g*"}, "new", "new", "one/g1"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			for _, cmd := range []string{"rdmacp", "scp", "scp -O"} {
 				dir := t.TempDir()
 				if code, out := s.copyWith(t, cmd, append(tc.args, filepath.Join(dir, tc.dst))...); code != 0 {
