@@ -10,7 +10,7 @@ SHARE   := $(DESTDIR)$(PREFIX)/share
 # Where the SoftRoCE VM keeps its kernel download and per-run files.
 export RXE_WORK ?= $(CURDIR)/.cache/softroce
 
-.PHONY: help deps build install dist test-dist test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-latency bench-flood bench-ratelimit bench-cp clean
+.PHONY: help deps build install install-dist dist test-dist test test-full test-unit test-fuzz fuzz test-rdma test-delay demo demo-rdma bench bench-broadcast bench-versions bench-ceiling bench-needs bench-latency bench-flood bench-ratelimit bench-cp clean
 
 help:
 	@echo "make demo       build, then stream 256 MiB through rdmasend -> rdmarecv on loopback"
@@ -29,6 +29,7 @@ help:
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
 	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's and issue 34's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
+	@echo "make bench-needs  each side's GB per CPU-second in each mode (file, pipe, /dev/null; O_DIRECT and cached file output; unkeyed, keyed, encrypted) and the cores it needs at 100, 200 and 400 Gb/s, a markdown table (COUNT, BENCHTIME)"
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under pre-auth connect floods vs without, over TCP loopback: issue 30's valid proposals that stall, issue 42's refused ones (another version, garbage, stall) from 1 and 200 sources, 1000 over 15 s and 60/s for 30 s: runs exact and the time ratio; and the receiver's peak RSS under 60,000 refused connections (RUNS, default 10; CASES; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"
@@ -55,6 +56,10 @@ build: deps
 # own flag definitions (--man, --completion SHELL), its man page and
 # completion scripts.
 install: build
+	$(install-files)
+
+# install-files is install's recipe, also dist's after its own build.
+define install-files
 	install -d $(DESTDIR)$(PREFIX)/bin $(SHARE)/man/man1 $(SHARE)/bash-completion/completions \
 		$(SHARE)/zsh/site-functions $(SHARE)/fish/vendor_completions.d
 	@set -e; for b in $(BIN)/*; do \
@@ -71,36 +76,51 @@ install: build
 		fi; \
 		rm -f $(BIN)/$$n.1.tmp; \
 	done
+endef
 
 # dist packages what `make install PREFIX=/usr` installs (the binaries, man
-# pages, bash/zsh/fish completions) as a .deb and an .rpm, and the binaries
-# as a tarball, in DIST. The packages are made by scripts/dist, a module of
-# its own around the packaging library nfpm (github.com/goreleaser/nfpm/v2),
-# so that nfpm and its dependencies stay out of go.mod and never link into
-# the commands. The packages ship LICENSE when the project has one.
-DIST       ?= dist
-VERSION    ?= 0.0.0+git$(shell git log -1 --format=%cd.%h --date=format:%Y%m%d)
-GOARCH     := $(shell $(GO) env GOARCH)
-LICENSE    ?= $(firstword $(wildcard LICENSE LICENSE.md LICENSE.txt COPYING))
-MAINTAINER ?= rdmapipe developers
-dist: build
+# pages, bash/zsh/fish completions) as a .deb and an .rpm, with the files
+# of packaging/ (the Debian copyright file, the lintian overrides) and
+# LICENSE, and the binaries as a tarball, in DIST. Its binaries are built
+# as a distribution builds them (dpkg-buildflags): position-independent,
+# with full RELRO (-z relro -z now), stripped (-s -w), and the C of cgo
+# with the stack protector and _FORTIFY_SOURCE. The packages are made by
+# scripts/dist, a module of its own around the packaging library nfpm
+# (github.com/goreleaser/nfpm/v2), so that nfpm and its dependencies stay
+# out of go.mod and never link into the commands.
+DIST        ?= dist
+REVISION    := $(shell git rev-parse HEAD)
+VERSION     ?= 0.0.0+git$(shell git log -1 --format=%cd.%h --date=format:%Y%m%d)
+GOARCH      := $(shell $(GO) env GOARCH)
+MAINTAINER  ?= rdmapipe maintainers <maintainers@users.noreply.a-seed-4ba5289b.example>
+DIST_CFLAGS ?= -O2 -D_FORTIFY_SOURCE=2 -fstack-protector-strong -fstack-clash-protection -fcf-protection
+DIST_LDFLAGS = -s -w -linkmode=external -extldflags '-Wl,-z,relro,-z,now'
+dist: deps
 	rm -rf $(DIST)
 	mkdir -p $(DIST)
-	$(MAKE) --no-print-directory install DESTDIR=$(CURDIR)/$(DIST)/stage PREFIX=/usr
+	CGO_CFLAGS='$(DIST_CFLAGS)' $(GO) build -buildvcs=auto -tags '$(BUILDTAGS)' -trimpath -buildmode=pie \
+		-ldflags "$(DIST_LDFLAGS)" -o $(DIST)/bin/ ./cmd/...
+	$(MAKE) --no-print-directory install-dist BIN=$(CURDIR)/$(DIST)/bin DESTDIR=$(CURDIR)/$(DIST)/stage PREFIX=/usr
 	gzip -9n $(DIST)/stage/usr/share/man/man1/*.1
-	cd scripts/dist && $(GO) run . -stage $(CURDIR)/$(DIST)/stage -version '$(VERSION)' -arch $(GOARCH) \
-		-out $(CURDIR)/$(DIST) -maintainer '$(MAINTAINER)' $(if $(LICENSE),-license $(CURDIR)/$(LICENSE))
+	cd scripts/dist && $(GO) run . -stage $(CURDIR)/$(DIST)/stage -packaging $(CURDIR)/packaging \
+		-version '$(VERSION)' -arch $(GOARCH) -out $(CURDIR)/$(DIST) -license $(CURDIR)/LICENSE \
+		-maintainer '$(MAINTAINER)' -revision $(REVISION) -date $(shell git log -1 --format=%cI)
 	tar -czf $(DIST)/rdmapipe_$(VERSION)_linux_$(GOARCH).tar.gz -C $(DIST)/stage/usr bin
-	rm -rf $(DIST)/stage
+	rm -rf $(DIST)/stage $(DIST)/bin
 	@ls -l $(DIST)
-	$(if $(LICENSE),,@echo "dist: warning: the project has no LICENSE file: the packages ship no licence" >&2)
 
-# test-dist installs the packages into scratch roots (dpkg --root, rpm
-# --root) and runs the installed rdmasend --version and --check against the
-# installed rdmarecv (scripts/dist-test.sh); it needs rpm to install the .rpm.
+# install-dist is install without its build: dist's own binaries.
+install-dist:
+	$(install-files)
+
+# test-dist checks the packages as a distribution would (lintian on the
+# .deb, rpmlint on the .rpm: any error or warning fails it but those that
+# packaging/lintian-overrides and packaging/rpmlint.toml justify), installs
+# them into scratch roots (dpkg --root, rpm --root) and runs the installed
+# commands (scripts/dist-test.sh).
 test-dist: dist
-	@./scripts/deps.sh rpm
-	./scripts/dist-test.sh $(DIST) $(LICENSE)
+	@./scripts/deps.sh rpm lintian rpmlint systemd
+	./scripts/dist-test.sh $(DIST) LICENSE packaging
 
 # Every test run from here fails, rather than skips, where a precondition it
 # needs (root, a tool, a device) is missing (internal/testutil/skip.go).
@@ -154,6 +174,12 @@ bench-broadcast: build
 # times each, as a markdown table with its targets; no VM, no root
 bench-ceiling:
 	GO=$(GO) ./bench/ceiling.sh
+
+# not part of `make test`: each side's CPU per byte in each mode and the cores
+# it needs at 100, 200 and 400 Gb/s (BenchmarkCeiling and BenchmarkEnds), as a
+# markdown table; no VM, no root
+bench-needs:
+	GO=$(GO) ./bench/needs.sh
 
 # not part of `make test`; also a section of `make bench` (host part): first byte
 # and line latency over TCP loopback against nc, as a markdown table

@@ -14,11 +14,24 @@
 #      PORT (first of the ports, default 28900), SCRATCH (tmpfs dir for the input, /dev/shm),
 #      HOSTS (the long chain's length, default 16), CHAIN_SIZE (its stream, default 64M,
 #      8M over rdma: the VM's emulated devices are slow; 0 skips the long chain)
+# Then the fleet (FLEET, host counts, default "4 8"; "" skips it): a keyed rdmasend --to N
+# receivers, each one's output read by bench/drain at its own rate, FLEET_SIZE bytes
+# (default 128M) of random data; for each host the time from rdmasend's start until its
+# drain had the last byte, counted only when the drain's XXH3 equals the input's and the
+# host exited 0. Cases: all alike (no limit), one host at a quarter of the chain's rate
+# (host 2; SLOW_RATE, bytes a second, overrides: the chain's rate is FLEET_SIZE over the
+# all-alike case's median time), two slow (hosts 2 and N-1), one killed (SIGKILL) a
+# quarter of the all-alike time into the stream (host N/2+1), one slow and one killed.
+# FLEET_BINS (space-separated dirs of rdmasend/rdmarecv, default BENCH_BIN) runs each
+# round of every case with each in turn, so that a baseline and a change share the run;
+# RECV_FLAGS go to every receiver. PARTS (default "three chain fleet") picks the sections.
 # Every receiver of a machine shares its CPUs: see bench/README.md for what that means.
 set -euo pipefail
 BIN=${BENCH_BIN:-bin} TRANSPORT=${TRANSPORT:-tcp} ADDR=${ADDR:-127.0.0.1}
 SIZE=${SIZE:-256M} RUNS=${RUNS:-3} PORT=${PORT:-28900} HOSTS=${HOSTS:-16}
 CHAIN_SIZE=${CHAIN_SIZE:-$([ "$TRANSPORT" = rdma ] && echo 8M || echo 64M)}
+PARTS=${PARTS:-three chain fleet} FLEET=${FLEET-4 8} FLEET_SIZE=${FLEET_SIZE:-128M}
+FLEET_BINS=${FLEET_BINS:-$BIN} RECV_FLAGS=${RECV_FLAGS:-}
 [[ $HOSTS =~ ^[0-9]+$ ]] && [ "$HOSTS" -ge 2 ] || { echo "broadcast: HOSTS must be 2 or more" >&2; exit 2; }
 DIR=$(mktemp -d "${SCRATCH:-/dev/shm}/rdmapipe-broadcast.XXXXXX")
 cleanup() { kill $(jobs -p) 2>/dev/null || true; wait 2>/dev/null || true; rm -rf "$DIR"; }
@@ -72,17 +85,21 @@ one() {
 
 median() { sort -n | awk '{ v[NR] = $1 } END { print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
+part() { [[ " $PARTS " == *" $1 "* ]]; }
+
 declare -A rate
-for mode in single chain parallel; do
+part three && for mode in single chain parallel; do
   for ((r = 0; r < RUNS; r++)); do one "$mode"; done > "$DIR/$mode.rates"
   rate[$mode]=$(median < "$DIR/$mode.rates")
   echo "broadcast: $mode: $(tr '\n' ' ' < "$DIR/$mode.rates")MB/s" >&2
 done
+part three && {
 echo "| $TRANSPORT on $ADDR, $BYTES bytes, median of $RUNS | MB/s per receiver | chain / this |"
 echo "| --- | ---: | ---: |"
 echo "| one rdmasend -> one rdmarecv | ${rate[single]} | $(awk -v a="${rate[chain]}" -v b="${rate[single]}" 'BEGIN { printf "%.2f", a / b }') |"
 echo "| **rdmasend --to** 3 rdmarecv (chain) | ${rate[chain]} | 1.00 |"
 echo "| 3 rdmasend in parallel, 1 rdmarecv each | ${rate[parallel]} | $(awk -v a="${rate[chain]}" -v b="${rate[parallel]}" 'BEGIN { printf "%.2f", a / b }') |"
+}
 
 # chain N FILE: streams FILE through a chain of N receivers with small windows and prints
 # the seconds until every process exited, or fails
@@ -103,7 +120,8 @@ chain() {
   awk -v a="$t0" -v z="$t1" 'BEGIN { printf "%.4f\n", z - a }'
 }
 
-[ "$CHAIN_SIZE" = 0 ] && exit 0
+chains() {
+[ "$CHAIN_SIZE" = 0 ] && return 0
 head -c "$CHAIN_SIZE" /dev/zero > "$DIR/chain-src"
 : > "$DIR/empty"
 CHAIN_BYTES=$(stat -c %s "$DIR/chain-src")
@@ -127,3 +145,128 @@ awk -v t="$TRANSPORT" -v a="$ADDR" -v n="$HOSTS" -v b="$CHAIN_BYTES" -v r="$RUNS
   printf "| per host / one hop | 1.00 | %.2f |\n", d1 / dn
   printf "| bytes delivered per second / one hop | 1.00 | %.2f |\n", n * d1 / dn
 }'
+}
+part chain && chains
+
+# fleet_run BIN N CASE T_ALIKE SLOW_RATE: one keyed rdmasend --to N receivers of BIN in CASE;
+# prints the sender's exit status, then for each host the seconds until its drain held a
+# verified copy, "killed" for the host killed, or "fail"
+fleet_run() {
+  local bin=$1 n=$2 kase=$3 alike=$4 slow=$5 i to="" t0 status=0 victim=-1 rates=() pids=() drains=()
+  for ((i = 0; i < n; i++)); do rates[i]=0; done
+  case $kase in
+    slow) rates[1]=$slow ;;
+    two-slow) rates[1]=$slow rates[n - 2]=$slow ;;
+    killed) victim=$((n / 2)) ;;
+    slow-killed) rates[1]=$slow victim=$((n / 2)) ;;
+  esac
+  for ((i = 0; i < n; i++)); do
+    rm -f "$DIR/f$i"
+    mkfifo "$DIR/f$i"
+    : > "$DIR/r$i.err"
+    "$DIR/drain" -rate "${rates[i]}" < "$DIR/f$i" > "$DIR/d$i" &
+    drains[i]=$!
+    # shellcheck disable=SC2086
+    "$bin/rdmarecv" -v --transport "$TRANSPORT" --bind "$ADDR" --port $((PORT + i)) --relay \
+      --relay-allow "$ADDR/8" --key-file "$DIR/key" $RECV_FLAGS > "$DIR/f$i" 2> "$DIR/r$i.err" &
+    pids[i]=$!
+    to+="${to:+,}$ADDR:$((PORT + i))"
+  done
+  for ((i = 0; i < n; i++)); do
+    until grep -q "listening on" "$DIR/r$i.err"; do
+      kill -0 "${pids[i]}" 2>/dev/null || { cat "$DIR/r$i.err" >&2; return 1; }
+      sleep 0.05
+    done
+  done
+  t0=$(date +%s.%N)
+  "$bin/rdmasend" --transport "$TRANSPORT" --key-file "$DIR/key" --to "$to" < "$DIR/fleet-src" 2> "$DIR/s.err" &
+  local sender=$!
+  if [ "$victim" -ge 0 ]; then
+    sleep "$(awk -v t="$alike" 'BEGIN { print t / 4 }')"
+    kill -KILL "${pids[victim]}" 2>/dev/null || true
+  fi
+  wait "$sender" || status=$?
+  local st=()
+  for ((i = 0; i < n; i++)); do
+    st[i]=0
+    wait "${pids[i]}" || st[i]=$?
+    wait "${drains[i]}" || true
+  done
+  printf '%s' "$status"
+  for ((i = 0; i < n; i++)); do
+    if [ "$i" = "$victim" ]; then
+      printf ' killed'
+    elif [ "${st[i]}" = 0 ] && read -r b h t < "$DIR/d$i" && [ "$b" = "$FLEET_BYTES" ] && [ "$h" = "$FLEET_HASH" ]; then
+      awk -v a="$t0" -v z="$t" 'BEGIN { printf " %.3f", z - a }'
+    else
+      printf ' fail'
+      echo "fleet $kase: host $((i + 1)) (exit ${st[i]}): $(tail -n 2 "$DIR/r$i.err" | tr '\n' ' ')" >&2
+    fi
+  done
+  echo
+}
+
+# fleet_medians FILE: the median of each column of FILE's lines (a column with any
+# "fail" or "killed" in it prints that word)
+fleet_medians() {
+  awk '{ for (i = 1; i <= NF; i++) v[i, NR] = $i; nf = NF } END {
+    for (i = 1; i <= nf; i++) {
+      m = 0; bad = ""
+      for (r = 1; r <= NR; r++) { if (v[i, r] !~ /^[0-9.]+$/) bad = v[i, r]; else c[++m] = v[i, r] + 0 }
+      if (bad != "" && i > 1) { printf "%s%s", (i > 1 ? " " : ""), bad; continue }
+      if (i == 1) { s = ""; for (r = 1; r <= NR; r++) s = s (r > 1 ? "/" : "") v[1, r]; printf "%s", s; continue }
+      for (a = 2; a <= m; a++) for (b = a; b > 1 && c[b - 1] > c[b]; b--) { x = c[b]; c[b] = c[b - 1]; c[b - 1] = x }
+      printf " %.3f", (m % 2) ? c[(m + 1) / 2] : (c[m / 2] + c[m / 2 + 1]) / 2
+      delete c
+    }
+    print ""
+  }' "$1"
+}
+
+fleet() {
+  local n bin kase r alike slow cases=${FLEET_CASES:-alike slow two-slow killed slow-killed} first=${FLEET_BINS%% *}
+  go build -o "$DIR/drain" ./bench/drain
+  head -c "$FLEET_SIZE" /dev/urandom > "$DIR/fleet-src"
+  head -c 32 /dev/urandom | base64 > "$DIR/key"
+  FLEET_BYTES=$(stat -c %s "$DIR/fleet-src")
+  read -r _ FLEET_HASH _ < <("$DIR/drain" < "$DIR/fleet-src")
+  for n in $FLEET; do
+    declare -A med=()
+    for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-alike-${bin//\//_}"; done
+    for ((r = 0; r < RUNS; r++)); do
+      for bin in $FLEET_BINS; do fleet_run "$bin" "$n" alike 1 0 >> "$DIR/fleet-$n-alike-${bin//\//_}"; done
+    done
+    # the chain's time: the slowest host's median, all alike, with the first of FLEET_BINS
+    alike=$(fleet_medians "$DIR/fleet-$n-alike-${first//\//_}" | awk '{ m = 0; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m }')
+    slow=${SLOW_RATE:-$(awk -v b="$FLEET_BYTES" -v t="$alike" 'BEGIN { printf "%d", b / t / 4 }')}
+    echo "broadcast: fleet of $n: all alike ${alike}s, slow hosts drain at $slow B/s" >&2
+    for kase in $cases; do
+      [ "$kase" = alike ] && continue
+      for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-$kase-${bin//\//_}"; done
+      for ((r = 0; r < RUNS; r++)); do
+        for bin in $FLEET_BINS; do fleet_run "$bin" "$n" "$kase" "$alike" "$slow" >> "$DIR/fleet-$n-$kase-${bin//\//_}"; done
+      done
+    done
+    echo
+    echo "| fleet of $n, $TRANSPORT on $ADDR, $FLEET_BYTES bytes, median of $RUNS, slow = $slow B/s | bin | rdmasend exit | hosts 1-$n: s until a verified copy | fast hosts, slowest / all alike | slow hosts / size÷rate |"
+    echo "| --- | --- | --- | --- | ---: | ---: |"
+    for kase in $cases; do
+      for bin in $FLEET_BINS; do
+        local ref
+        ref=$(fleet_medians "$DIR/fleet-$n-alike-${bin//\//_}" | awk '{ m = 0; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m }')
+        fleet_medians "$DIR/fleet-$n-$kase-${bin//\//_}" | awk -v k="$kase" -v b="$bin" -v ref="$ref" -v n="$n" \
+          -v bound="$(awk -v s="$FLEET_BYTES" -v r="$slow" 'BEGIN { print s / r }')" '{
+          slow[2] = (k ~ /slow/); slow[n - 1] = (k == "two-slow")
+          fast = 0; sl = 0; hosts = ""
+          for (i = 2; i <= NF; i++) {
+            h = i - 1; hosts = hosts (h > 1 ? " " : "") $i
+            if ($i !~ /^[0-9.]+$/) continue
+            if (slow[h]) { if ($i > sl) sl = $i } else if ($i > fast) fast = $i
+          }
+          printf "| %s | %s | %s | %s | %.2f | %s |\n", k, b, $1, hosts, fast / ref, (sl > 0 ? sprintf("%.2f", sl / bound) : "")
+        }'
+      done
+    done
+  done
+}
+part fleet && [ -n "$FLEET" ] && fleet

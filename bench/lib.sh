@@ -437,7 +437,9 @@ trial() {
         wc)   check_wc ;;
         file) check_dst ;;
       esac
-      self=$(json_num "$TD/s.json" mb_per_s)
+      # --stats-json's rate is in MiB/s; the tables' MB/s are 10^6 B/s, as perftest's
+      self=$(json_num "$TD/s.json" mib_per_s)
+      [ "$self" = - ] || self=$(awk -v m="$self" 'BEGIN { printf "%.3f", m * 1.048576 }')
       c=$(json_num "$TD/s.json" chunk)
       if [ "$tool" = rdmapipe ] && [ "$TRIAL_OK" = 1 ] && [ -z "$RP_CHUNK_SEEN" ] && [ "$c" != - ]; then
         RP_CHUNK_SEEN=$c

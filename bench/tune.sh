@@ -36,7 +36,8 @@ one() {
   if head -c "$size" /dev/zero | timeout 300 "$bin/rdmasend" --transport "$transport" \
       --wait 10s --port "$3" --chunk-size "$1" --depth "$2" \
       --stats-json "$work/s.json" "$host" 2> "$work/send.err" && wait "$rpid"; then
-    sed -n 's/.*"mb_per_s": \([0-9.]*\).*/\1/p' "$work/s.json" | xargs printf '%.1f\n'
+    # --stats-json's rate is in MiB/s; this table's MB/s are 10^6 B/s
+    sed -n 's/.*"mib_per_s": \([0-9.]*\).*/\1/p' "$work/s.json" | awk '{ printf "%.1f\n", $1 * 1.048576 }'
   else
     wait "$rpid" 2>/dev/null || true
     echo "-"

@@ -238,6 +238,7 @@ type fakeReceiver struct {
 	cq     chan conn.Completion
 	closed chan struct{}
 	once   sync.Once
+	short  bool   // data messages shorter than a chunk are taken too (a pipe's)
 	hello  []byte // this stream's hello, for the transcript
 	t      []byte // the transcript once the sender's proof checked out (keyed)
 }
@@ -337,7 +338,7 @@ func (f *fakeReceiver) PostSend(i, n int) error {
 	f.cq <- conn.Completion{Op: conn.OpSend, Buf: i, Len: n}
 	switch typ {
 	case wire.MsgData:
-		if len(body) != ceilChunk+f.mode.room() {
+		if len(body) != ceilChunk+f.mode.room() && !(f.short && len(body) > f.mode.room() && len(body) < ceilChunk+f.mode.room()) {
 			return fmt.Errorf("fake receiver: a %d-byte data message, want a chunk and %d bytes of tag", len(body), f.mode.room())
 		}
 		return f.deliver([]byte{1})
@@ -409,12 +410,22 @@ func benchReceiver(b *testing.B, m ceilMode) {
 		b.Fatal(err)
 	}
 	defer out.Close()
+	benchReceiverTo(b, m, out, func() error { return nil }, "write")
+}
+
+// benchReceiverTo measures Receive in mode m from a fakeSender to out,
+// which rewind makes ready for the next stream and to which the receiver
+// must write as io says (Stats.IO).
+func benchReceiverTo(b *testing.B, m ceilMode, out io.Writer, rewind func() error, io string) {
 	c := newFakeSender(b, m)
 	defer c.Close()
 	cfg := m.receiveConfig()
 	b.SetBytes(ceilStream)
 	cpu := cpuTime(b)
 	for b.Loop() {
+		if err := rewind(); err != nil {
+			b.Fatal(err)
+		}
 		c.reset()
 		st, err := Receive(context.Background(), c, out, cfg)
 		if err != nil {
@@ -423,8 +434,8 @@ func benchReceiver(b *testing.B, m ceilMode) {
 		if err := c.confirmed(); err != nil {
 			b.Fatal(err)
 		}
-		if st.Bytes != ceilStream || st.IO != "write" || st.Integrity != m.integrity() {
-			b.Fatalf("received %d bytes by %q with %q, want %d by write with %q", st.Bytes, st.IO, st.Integrity, ceilStream, m.integrity())
+		if st.Bytes != ceilStream || st.IO != io || st.Integrity != m.integrity() {
+			b.Fatalf("received %d bytes by %q with %q, want %d by %s with %q", st.Bytes, st.IO, st.Integrity, ceilStream, io, m.integrity())
 		}
 	}
 	reportCPU(b, cpuTime(b)-cpu-c.untimed, ceilStream)

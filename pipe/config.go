@@ -83,6 +83,23 @@ type ReceiveConfig struct {
 	Rejoin func(ctx context.Context) (conn.Conn, error)
 	// Relay says where and how this receiver relays the stream on.
 	Relay RelayConfig
+	// Lag lets the output of a receiver in a chain fall behind the stream.
+	Lag LagConfig
+}
+
+// LagConfig lets a receiver in a chain (one that relays, or one a relay
+// sends to) keep what its output, a pipe or any writer but a regular file,
+// has not taken yet, so that a slow output holds back neither the hosts
+// after it nor those before it: in memory up to Memory (768 KiB at
+// least), then in a spill file up to Spill. When both are full, a receiver
+// whose sender said it repairs the chain past it (wire.FlagRepair: every
+// receiver of a keyed rdmasend --to but the last) fails its stream
+// (KindAborted: the chain goes on without it); any other waits for its
+// output. Memory 0: the output sets the chain's pace.
+type LagConfig struct {
+	Memory int64
+	Spill  int64
+	Dir    string // the spill file's directory; "": a private one in os.TempDir
 }
 
 // RelayConfig configures how a receiver relays its stream to a next

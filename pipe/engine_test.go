@@ -545,36 +545,25 @@ func TestCreditBatches(t *testing.T) {
 	}
 }
 
-// heldWriter blocks its writes until release is closed.
-type heldWriter struct {
-	release chan struct{}
-	out     testutil.Buffer
-}
-
-func (h *heldWriter) Write(p []byte) (int, error) {
-	<-h.release
-	return h.out.Write(p)
-}
-
 func TestGauges(t *testing.T) {
 	t.Parallel()
 	in := randomBytes(64*4096, 9)
 	sg, rg := &pipe.Gauges{}, &pipe.Gauges{}
-	out := &heldWriter{release: make(chan struct{})}
+	out := testutil.NewHeldWriter()
 	go func() {
 		// Both sides stall while the output is held: the receiver's
 		// arrivals queue up and the sender runs out of credits.
 		for sg.Stalls() == 0 || rg.Stalls() == 0 || sg.InFlight() == 0 || rg.InFlight() == 0 {
 			runtime.Gosched()
 		}
-		close(out.release)
+		close(out.Release)
 	}()
 	r := stream{out: out, sendCfg: pipe.SendConfig{Gauges: sg}, recvCfg: pipe.ReceiveConfig{Gauges: rg}}.run(t, context.Background(), bytes.NewReader(in))
 	if r.sendErr != nil || r.recvErr != nil {
 		t.Fatalf("send: %v; receive: %v", r.sendErr, r.recvErr)
 	}
-	if !bytes.Equal(out.out.Bytes(), in) {
-		t.Fatalf("received %d bytes, want %d identical ones", len(out.out.Bytes()), len(in))
+	if !bytes.Equal(out.Out.Bytes(), in) {
+		t.Fatalf("received %d bytes, want %d identical ones", len(out.Out.Bytes()), len(in))
 	}
 	if sg.Bytes() != int64(len(in)) || rg.Bytes() != int64(len(in)) {
 		t.Errorf("gauges count %d bytes sent and %d written, want %d", sg.Bytes(), rg.Bytes(), len(in))

@@ -172,18 +172,39 @@ func TestFileOutputFails(t *testing.T) {
 	checkErr(t, "sender", r.sendErr, conn.KindAborted, `receiver aborted: "write output`)
 }
 
+// directIO is how the receiver writes to f: with O_DIRECT where f's file
+// system takes it.
+func directIO(t *testing.T, f *os.File) string {
+	t.Helper()
+	fd, err := unix.Open(f.Name(), unix.O_WRONLY|unix.O_DIRECT, 0)
+	if err != nil {
+		return "pwrite"
+	}
+	unix.Close(fd)
+	return "pwrite O_DIRECT"
+}
+
 // TestFailedStreamKeepsWrites: when a stream fails, the receiver's byte
 // count is what its output file holds (writes finished but not yet
 // retired count too), and the file's offset is left there: a prefix of
 // the stream that a resume can build on. The sender's input fails at its
-// end, many times over, so that the abort meets writes in every state.
+// end, many times over, so that the abort meets writes in every state;
+// with chunks of 64 KiB too, whose buffers are page-aligned, so that the
+// file is written with O_DIRECT where its file system takes it.
 func TestFailedStreamKeepsWrites(t *testing.T) {
 	t.Parallel()
 	in := randomBytes(64*4096, 9)
 	for i := range 50 {
 		f := fileWith(t, nil, 0)
-		r := stream{out: f}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
+		s := stream{out: f}
+		if i%2 == 1 {
+			s.proposal = conn.NewParams(64<<10, 4)
+		}
+		r := s.run(t, context.Background(), failingReader{bytes.NewReader(in)})
 		checkErr(t, "receiver", r.recvErr, conn.KindAborted, `sender aborted: "read input`)
+		if want := directIO(t, f); i == 1 && r.recv.IO != want {
+			t.Errorf("64 KiB chunks written with %q, want %q", r.recv.IO, want)
+		}
 		got, err := os.ReadFile(f.Name())
 		if err != nil {
 			t.Fatal(err)

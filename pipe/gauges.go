@@ -9,6 +9,7 @@ type Gauges struct {
 	bytes    atomic.Int64
 	inFlight atomic.Int64
 	stalls   atomic.Int64
+	lag      atomic.Int64
 }
 
 // Bytes is the payload read (sender) or written (receiver) so far.
@@ -37,6 +38,21 @@ func (g *Gauges) Stalls() int64 {
 		return 0
 	}
 	return g.stalls.Load()
+}
+
+// Lag is, on a receiver with ReceiveConfig.Lag, the bytes written to its
+// lag that its output has not taken yet.
+func (g *Gauges) Lag() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.lag.Load()
+}
+
+func (g *Gauges) setLag(n int64) {
+	if g != nil {
+		g.lag.Store(n)
+	}
 }
 
 // setBytes records the byte count so far.

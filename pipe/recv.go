@@ -64,6 +64,7 @@ type receiver struct {
 	batch    int          // credits returned in one message at most
 	pending  int          // credits held back for the next message
 	relay    *relay       // towards the next receiver (RelayConfig)
+	repaired bool         // the sender repairs the chain past this receiver
 	// drain is set when the sender was lost and ReceiveConfig.Rejoin may bring
 	// another: the writer then writes what arrived and stops.
 	drain atomic.Bool
@@ -119,6 +120,9 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	if err != nil {
 		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
 	}
+	if lc := r.lagConfig(info.Chunk); lc != nil {
+		out = sink.WithLag(ctx, out, w, *lc)
+	}
 	st.IO = out.Describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
@@ -128,19 +132,33 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	var lost rejoinError
 	for errors.As(err, &lost) {
 		if err = r.takeRejoin(ctx, lost.error); err != nil {
-			r.written.Add(out.Close(r.written.Load()))
+			r.written.Store(out.Close(r.written.Load()))
 			break
 		}
 		err = r.streamFrom(ctx, out)
 	}
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	st.Lost = r.lostDown
+	if l, ok := out.(*sink.Lag); ok {
+		_, st.Behind, st.Spilled = l.Backlog()
+	}
 	if err == nil {
 		st.Sum, st.Integrity = r.sum, r.seal.Name()
 		return st, nil
 	}
 	cancel(err)
 	return st, err
+}
+
+// lagConfig is the lag of this receiver's output (see LagConfig), or nil
+// where it has none.
+func (r *receiver) lagConfig(chunk int) *sink.LagConfig {
+	lc := r.cfg.Lag
+	if lc.Memory <= 0 || r.cfg.Sparse || r.relay == nil && r.place <= 1 {
+		return nil
+	}
+	// Leave only where the sender said it goes on past this receiver.
+	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag}
 }
 
 // output returns where the stream is written: w, or what ReceiveConfig.Output

@@ -133,6 +133,7 @@ func (r *receiver) claim(parent, ctx context.Context, a senderAuth, rejoin bool)
 	if rejoin {
 		return nil
 	}
+	r.repaired = a.flags&wire.FlagRepair != 0
 	addr, err := r.relayAddr(ctx, a.chain)
 	if err != nil {
 		return err
@@ -167,9 +168,6 @@ func (r *receiver) welcome(ctx context.Context, nonce []byte, a senderAuth, t []
 		if desc, err = w.OpenWindow(); err != nil {
 			return wrap(conn.KindSetup, "open the receive window", err)
 		}
-		if len(desc) > conn.MaxControl-2-auth.MACLen {
-			return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
-		}
 	}
 	if r.relay != nil && !rejoin && r.cfg.Rejoin == nil {
 		r.relay.adopt(r.c)
@@ -177,6 +175,9 @@ func (r *receiver) welcome(ctx context.Context, nonce []byte, a senderAuth, t []
 	var written []byte
 	if rejoin {
 		written = binary.LittleEndian.AppendUint64(nil, uint64(r.written.Load()))
+	}
+	if len(desc) > conn.MaxControl-2-len(written)-auth.MACLen {
+		return conn.Errorf(conn.KindInternal, "open the receive window", "a %d-byte description does not fit the welcome", len(desc))
 	}
 	welcome := make([]byte, 2, 2+len(written)+auth.MACLen+len(desc))
 	welcome[0] = wire.MsgWelcome

@@ -148,11 +148,14 @@ func (rl *relay) alone(ctx context.Context) error {
 	}
 }
 
-// confirmed ends the stream to the next receiver, waits for its
-// confirmation and returns how many receivers down the chain it counts,
-// and which were lost.
+// end ends the stream to the next receiver: the writer has handed over
+// its last payload.
+func (rl *relay) end() { close(rl.payloads) }
+
+// confirmed waits for the next receiver's confirmation of the stream end
+// ended and returns how many receivers down the chain it counts, and which
+// were lost.
 func (rl *relay) confirmed(ctx context.Context) (int, []string, error) {
-	close(rl.payloads)
 	select {
 	case err := <-rl.done:
 		rl.done <- err // for close

@@ -34,9 +34,14 @@ type Stats struct {
 	// with the receivers down the chain's own. The stream may still have
 	// succeeded: every other receiver confirmed it.
 	Lost []string
+	// Behind is, for a receiver with ReceiveConfig.Lag, the most its
+	// output was behind what it wrote to the lag, and Spilled the bytes that
+	// went through the spill file.
+	Behind, Spilled int64
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
-	// at once), "pread O_DIRECT" where the file was read around the cache,
-	// "pwrite sparse" with ReceiveConfig.Sparse.
+	// at once), "pread O_DIRECT" or "pwrite O_DIRECT" where the file was
+	// read or written around the cache, "pwrite sparse" with
+	// ReceiveConfig.Sparse.
 	IO string
 }

@@ -25,7 +25,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 		if !drained {
 			// Writes that finished before the stream failed are kept
 			// and counted: the output holds a longer exact prefix.
-			r.written.Add(out.Close(r.written.Load()))
+			r.written.Store(out.Close(r.written.Load()))
 		}
 	}()
 	for {
@@ -70,10 +70,7 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 					return err
 				}
 			}
-			if err := out.End(); err != nil {
-				return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: err}
-			}
-			return r.finish(ctx, payload, a.seq)
+			return r.finish(ctx, out, payload, a.seq)
 		}
 		a.job.Wait()
 		if !a.ok {
@@ -94,6 +91,9 @@ func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
 	w := out.Oldest()
 	<-w.Done
 	out.Retire()
+	if errors.Is(w.Err, sink.ErrBehind) {
+		return &conn.Error{Kind: conn.KindAborted, Op: "keep up", Err: fmt.Errorf("%w, after %d bytes: this receiver leaves the chain, which goes on without it", w.Err, r.written.Load())}
+	}
 	if w.Err != nil {
 		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: fmt.Errorf("%w (after %d bytes): the stream was cut short", w.Err, r.written.Load()+int64(w.N))}
 	}
@@ -144,9 +144,10 @@ func creditBatch(chunk, credits int) int {
 	return max(1, min(credits/4, creditBatchBytes/max(chunk, 1)))
 }
 
-// finish checks the end-of-stream message against what was written and
-// confirms the stream to the sender.
-func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
+// finish checks the end-of-stream message against what was written,
+// ends the stream to the next receiver, completes the output and confirms
+// the stream to the sender.
+func (r *receiver) finish(ctx context.Context, out sink.Sink, end []byte, seq uint32) error {
 	wantBytes := int64(binary.LittleEndian.Uint64(end))
 	wantSum := binary.LittleEndian.Uint64(end[8:])
 	written := r.written.Load()
@@ -161,6 +162,12 @@ func (r *receiver) finish(ctx context.Context, end []byte, seq uint32) error {
 		return conn.Errorf(conn.KindIntegrity, "verify stream", "checksum mismatch: the sender's is %016x, the data received gives %016x", wantSum, sum)
 	}
 	r.sum = sum
+	if r.relay != nil {
+		r.relay.end() // at the chain's pace, whatever this output's
+	}
+	if err := out.End(); err != nil {
+		return &conn.Error{Kind: conn.KindAborted, Op: "write output", Err: err}
+	}
 	receivers := uint32(1)
 	if r.relay != nil {
 		down, lost, err := r.relay.confirmed(ctx)

@@ -2,11 +2,12 @@
 # Installs the packages rdmapipe needs to build (cgo against rdma-core) and
 # test (rdmacp's tests run a real sshd and ssh, and start remote sides with
 # pdsh and clush as cluster launchers; internal/cp/filter and internal/cp/quick
-# compare their rules with rsync's own) when they are missing.
+# compare their rules with rsync's own; test/docs runs the bash, zsh and fish
+# completions) when they are missing.
 # Debian/Ubuntu: apt-get; on RHEL-like systems install rdma-core-devel, gcc
 # and openssh-server/-clients yourself.
 set -euo pipefail
-pkgs=(gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev openssh-client openssh-server iproute2 pdsh clustershell acl attr rsync "$@")
+pkgs=(gcc libc6-dev pkg-config libibverbs-dev librdmacm-dev openssh-client openssh-server iproute2 pdsh clustershell acl attr rsync zsh fish "$@")
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
+	"os"
 	"strings"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -96,7 +98,7 @@ func report(stderr io.Writer, name string, err error, hint Hint) int {
 		return ExitOK
 	}
 	code := ExitCode(err)
-	fmt.Fprintf(stderr, "%s: %v\n", name, err)
+	fmt.Fprintf(stderr, "%s: %s\n", name, Message(err))
 	if hint == nil {
 		return code
 	}
@@ -104,4 +106,21 @@ func report(stderr io.Writer, name string, err error, hint Hint) int {
 		fmt.Fprintf(stderr, "%s: hint: %s\n", name, h)
 	}
 	return code
+}
+
+// Message is err's text in the user's words: the system calls that the
+// errors of files and sockets name (lstat, open, connect, ...) are left
+// out, so that "destination lstat /root/d1: permission denied" reads
+// "destination /root/d1: permission denied".
+func Message(err error) string {
+	msg := err.Error()
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		switch e := e.(type) {
+		case *fs.PathError:
+			msg = strings.Replace(msg, e.Op+" "+e.Path+": ", e.Path+": ", 1)
+		case *os.SyscallError:
+			msg = strings.Replace(msg, e.Syscall+": ", "", 1)
+		}
+	}
+	return msg
 }

@@ -3,6 +3,10 @@ package command
 import (
 	"errors"
 	"fmt"
+	"io/fs"
+	"net"
+	"os"
+	"syscall"
 	"testing"
 
 	"github.com/rdmapipe/rdmapipe/pipe"
@@ -32,6 +36,27 @@ func TestExitCode(t *testing.T) {
 	for _, tc := range cases {
 		if got := ExitCode(tc.err); got != tc.want {
 			t.Errorf("ExitCode(%v) = %d, want %d", tc.err, got, tc.want)
+		}
+	}
+}
+
+// TestMessage checks that errors read in the user's words: a file's or a
+// socket's error without the system call's name.
+func TestMessage(t *testing.T) {
+	denied := &fs.PathError{Op: "lstat", Path: "/root/d1", Err: syscall.EACCES}
+	cases := []struct {
+		err  error
+		want string
+	}{
+		{errors.New("plain"), "plain"},
+		{conn.Errorf(conn.KindSetup, "", "destination %w", denied), "destination /root/d1: permission denied"},
+		{fmt.Errorf("write output: %w", os.NewSyscallError("write", syscall.EPIPE)), "write output: broken pipe"},
+		{&net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}, "dial tcp: connection refused"},
+		{fmt.Errorf("not wrapped: %v", denied), "not wrapped: lstat /root/d1: permission denied"},
+	}
+	for _, tc := range cases {
+		if got := Message(tc.err); got != tc.want {
+			t.Errorf("Message(%q) = %q, want %q", tc.err, got, tc.want)
 		}
 	}
 }

@@ -8,9 +8,9 @@ import (
 )
 
 // manPage renders app's man page (roff, section 1) from the definitions
-// --help prints: the name and usage, the usage text as the synopsis, the
-// description, and the visible flags by category, each as --help shows
-// it. It is this package's own because urfave/cli's (App.ToMan) costs
+// --help prints from: the name and usage, the usage text as the synopsis,
+// the description, and the visible flags by category, each with the
+// whole of its usage where --help has its first line. It is this package's own because urfave/cli's (App.ToMan) costs
 // every start of every command the init of go-md2man and blackfriday;
 // `make build` leaves those out with urfave/cli's urfave_cli_no_docs tag.
 func manPage(app *cli.App) string {
@@ -28,28 +28,31 @@ func manPage(app *cli.App) string {
 		writeText(&b, d)
 	}
 	b.WriteString(".SH OPTIONS\n")
-	cats := app.VisibleFlagCategories()
-	if len(cats) == 0 { // as --help: no category, the flags in their order
-		for _, f := range app.VisibleFlags() {
-			writeFlag(&b, f)
+	for _, g := range groups(app) {
+		if g.name != "" {
+			fmt.Fprintf(&b, ".SS %s\n", roffLine(g.name))
 		}
-	}
-	for _, cat := range cats {
-		if cat.Name() != "" {
-			fmt.Fprintf(&b, ".SS %s\n", roffLine(cat.Name()))
-		}
-		for _, f := range cat.Flags() {
+		for _, f := range g.flags {
 			writeFlag(&b, f)
 		}
 	}
 	return b.String()
 }
 
-// writeFlag writes one flag as a tagged paragraph: the names and
-// placeholder, then the usage and default, both as --help has them.
+// writeFlag writes one flag as a tagged paragraph: its names and
+// placeholder, its summary and default as --help has them, then the rest
+// of its usage, and the environment variables it is read from.
 func writeFlag(b *strings.Builder, f cli.Flag) {
-	term, desc, _ := strings.Cut(cli.FlagStringer(f), "\t")
-	fmt.Fprintf(b, ".TP\n\\fB%s\\fR\n%s\n", roff(term), roffLine(desc))
+	fmt.Fprintf(b, ".TP\n\\fB%s\\fR\n%s\n", roff(flagTerm(f)), roffLine(summary(usage(f))+defaultNote(f)))
+	if _, detail, ok := strings.Cut(usage(f), "\n"); ok {
+		b.WriteString(".br\n")
+		for _, l := range strings.Split(strings.ReplaceAll(detail, "`", ""), "\n") {
+			b.WriteString(roffLine(l) + "\n")
+		}
+	}
+	if d, ok := f.(cli.DocGenerationFlag); ok && len(d.GetEnvVars()) > 0 {
+		fmt.Fprintf(b, "Read from %s when not given.\n", roff("$"+strings.Join(d.GetEnvVars(), " or $")))
+	}
 }
 
 // writeText writes text as roff paragraphs: an empty line starts a new

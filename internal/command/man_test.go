@@ -11,7 +11,8 @@ import (
 // TestManPage renders the man page of small apps through --man, as the
 // commands do, and checks its parts: roff escaping, the synopsis, the
 // description's paragraphs and verbatim blocks, the flags by category
-// as --help shows them, and no hidden flag.
+// (in the order of their first flags; --help and --version in the first)
+// with their whole usage, and no hidden flag.
 func TestManPage(t *testing.T) {
 	tests := []struct {
 		name      string
@@ -22,7 +23,7 @@ func TestManPage(t *testing.T) {
 		{
 			name:      "minimal",
 			app:       &cli.App{Name: "tool", Usage: "do a thing"},
-			want:      []string{".TH tool 1\n", ".SH NAME\ntool \\- do a thing\n", ".SH OPTIONS\n", ".TP\n\\fB--help, -h\\fR\nshow help\n"},
+			want:      []string{".TH tool 1\n", ".SH NAME\ntool \\- do a thing\n", ".SH OPTIONS\n", ".TP\n\\fB-h, --help\\fR\nprint this help and exit\n", ".TP\n\\fB--version\\fR\nprint the version and exit\n.br\nThe module version"},
 			forbidden: []string{".SH SYNOPSIS", ".SH DESCRIPTION", "--man", "--completion"},
 		},
 		{
@@ -33,7 +34,7 @@ func TestManPage(t *testing.T) {
 				UsageText:   "rdmafoo [flags] HOST\n   rdmafoo --to HOST,HOST",
 				Description: "First paragraph,\n.starts with a dot.\n\nEXAMPLES:\n   rdmafoo node2 < x\n   'quoted\nback to text",
 				Flags: []cli.Flag{
-					&cli.StringFlag{Name: "key-file", Usage: "read the key from `FILE`", Category: "Security"},
+					&cli.StringFlag{Name: "key-file", Usage: "read the key from `FILE`\nThe key never crosses the wire.", Category: "Security", EnvVars: []string{"FOO_KEY_FILE"}},
 					&cli.IntFlag{Name: "port", Aliases: []string{"P"}, Value: 18800, Usage: "port", Category: "Common"},
 					&cli.BoolFlag{Name: "secret", Hidden: true, Usage: "not shown"},
 				},
@@ -43,8 +44,8 @@ func TestManPage(t *testing.T) {
 				".SH SYNOPSIS\n.nf\nrdmafoo [flags] HOST\nrdmafoo --to HOST,HOST\n.fi\n",
 				".SH DESCRIPTION\nFirst paragraph,\n\\&.starts with a dot.\n.PP\nEXAMPLES:\n.nf\n   rdmafoo node2 < x\n   'quoted\n.fi\nback to text\n",
 				".SH OPTIONS\n",
-				".SS Common\n.TP\n\\fB--port value, -P value\\fR\nport (default: 18800)\n",
-				".SS Security\n.TP\n\\fB--key-file FILE\\fR\nread the key from FILE\n",
+				".SS Security\n.TP\n\\fB-h, --help\\fR\n", ".TP\n\\fB--key-file FILE\\fR\nread the key from FILE\n.br\nThe key never crosses the wire.\nRead from $FOO_KEY_FILE when not given.\n",
+				".SS Common\n.TP\n\\fB-P, --port N\\fR\nport (default: 18800)\n",
 			},
 			forbidden: []string{"secret", "not shown"},
 		},
@@ -53,7 +54,8 @@ func TestManPage(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			var out bytes.Buffer
 			app := tt.app
-			app.Flags = append(DocFlags(), app.Flags...)
+			app.Flags = append(Flags(), app.Flags...)
+			app.HideHelp = true
 			app.Action = func(c *cli.Context) error {
 				handled, err := Docs(c, &out)
 				if !handled {

@@ -19,13 +19,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/progress"
-	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
-// help is the description in rdmacp --help.
+// help is the description in rdmacp's man page.
 const help = `Copies files and directories to HOST, or from it, like scp, with the data on an RDMA
 connection (or TCP where there is no RDMA path) instead of inside ssh. rdmacp logs in
 with the system's ssh (your ~/.ssh/config, keys, agent and jump hosts apply) and starts
@@ -144,57 +142,82 @@ func Main(args []string) int {
 		Description:            help,
 		HideHelpCommand:        true,
 		UseShortOptionHandling: true,
-		Flags: append(append(command.DocFlags(),
-			&cli.BoolFlag{Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
-			&cli.BoolFlag{Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, setuid, setgid and sticky too (else less the receiving side's umask, without those), and a single file's times (directory copies always keep times)"},
+		Flags: append(append(command.Flags(),
+			&cli.BoolFlag{Category: catCopy, Name: "recursive", Aliases: []string{"r"}, Usage: "copy directories, as a tar archive"},
+			&cli.BoolFlag{Category: catCopy, Name: "preserve", Aliases: []string{"p"}, Usage: "keep modes exactly, and a single file's times\n" +
+				"Setuid, setgid and sticky too (else less the receiving side's umask, without those); directory copies always keep times."},
+			&cli.BoolFlag{Category: catCopy, Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left\n" +
+				"Each file's partial copy is kept under a hidden name next to it: the receiving side proves which prefix of each file it has, and only the rest travels."},
+			&cli.BoolFlag{Category: catCopy, Name: "verbose", Aliases: []string{"v"}, Usage: "say the transport chosen and sum the copy up\n" +
+				"The summary: bytes, seconds, rate, transport, encryption; on a terminal, --progress's line too. Without -v a copy that works prints nothing."},
+			&cli.BoolFlag{Category: catCopy, Name: "progress", Usage: "show the copy's progress on stderr, as rsync's\n" +
+				"As rsync --info=progress2: bytes, percent, rate, elapsed time, time left, files sent, entries left of the total (a tree is counted first); redrawn in place on a terminal, else a line a second; none between two remote hosts or with --to."},
+			&cli.BoolFlag{Category: catCopy, Name: "compress", Aliases: []string{"z"}, Usage: "refused, with what to do instead\n" +
+				"rdmacp does not compress: an RDMA link outruns a compressor."},
 			// What an archive keeps besides data, modes and times (see keepFlags).
-			&cli.BoolFlag{Name: "hard-links", Aliases: []string{"H"}, Usage: "with -r, files linked to each other in the copy stay hard links, sent once"},
-			&cli.BoolFlag{Name: "xattrs", Aliases: []string{"X"}, Usage: "with -r, keep extended attributes: user.*, and where both sides are root trusted.* and security.*"},
-			&cli.BoolFlag{Name: "acls", Aliases: []string{"A"}, Usage: "with -r, keep POSIX ACLs (access and default; implies -p)"},
-			&cli.BoolFlag{Name: "owner", Usage: "with -r, keep the owning user, by name (else by number), where the receiving side is root (-o is ssh's, as in scp)"},
-			&cli.BoolFlag{Name: "group", Aliases: []string{"g"}, Usage: "with -r, keep the group, by name (else by number), where the receiving side is root"},
-			&cli.BoolFlag{Name: "devices", Aliases: []string{"D"}, Usage: "with -r, copy devices (made where the receiving side is root) and named pipes; sockets are skipped"},
-			&cli.BoolFlag{Name: "numeric-ids", Usage: "with --owner and -g, keep users and groups by number, not mapped by name"},
-			&cli.IntFlag{Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh port on HOST (ssh -p)"},
-			&cli.StringFlag{Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
-			&cli.StringFlag{Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
-			&cli.StringFlag{Name: "jump", Aliases: []string{"J"}, Usage: "ssh jump host (ssh -J); the stream itself still goes straight to HOST"},
-			&cli.StringSliceFlag{Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh option, e.g. -o ConnectTimeout=5 (repeatable)"},
-			&cli.StringFlag{Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh command, split at spaces (e.g. \"ssh -F cfg\")"},
-			&cli.StringFlag{Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST, as its shell runs it (e.g. /opt/bin/rdmacp)"},
-			&cli.StringFlag{Name: "data-host", Usage: "HOST's address for the stream (e.g. that of its InfiniBand interface) instead of the one ssh connects to; between two remote hosts, HOST2's"},
-			&cli.StringFlag{Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto (RDMA when a device can reach HOST, else TCP), rdma or tcp"},
-			&cli.DurationFlag{Name: "timeout", Value: defaultTimeout, Usage: "give up when the peer has been silent this long (0: never)"},
-			&cli.BoolFlag{Name: "verbose", Aliases: []string{"v"}, Usage: "print a summary line: bytes, seconds, rate, transport, encryption (and, on a terminal, --progress's line)"},
-			&cli.BoolFlag{Name: "progress", Usage: "show the copy's progress on stderr, as rsync --info=progress2: bytes, percent, rate, time left, files sent, entries left of the total (a tree is counted first); redrawn in place on a terminal, else a line a second; none between two remote hosts or with --to"},
-			&cli.BoolFlag{Name: "resume", Aliases: []string{"C"}, Usage: "go on from what an interrupted copy left (each file's partial copy is kept under a hidden name next to it): the receiving side proves which prefix of each file it has, and only the rest travels"},
-			&cli.StringFlag{Name: "chunk-size", DefaultText: "4M where locked memory is unlimited (or CAP_IPC_LOCK), else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes) of this side; the smaller of the two sides' values is used"},
-			&cli.IntFlag{Name: "depth", DefaultText: "8 where locked memory is unlimited (or CAP_IPC_LOCK), else 4 or more", Usage: "buffers per side (depth-1 messages in flight) of this side; the smaller of the two sides' values is used"},
-			&cli.StringFlag{Name: "data-ports", Usage: "the receiving side (HOST for an upload, this host for a download) listens for the stream on the first free port of `LO-HI` (or one port), e.g. one a firewall lets through, instead of one of the system's choice"},
-			&cli.StringFlag{Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s; scp -l counts Kbit/s), either way: a download's remote side is told; -v says it"},
-			&cli.BoolFlag{Name: "compress", Aliases: []string{"z"}, Usage: "refused, with what to do instead: rdmacp does not compress (an RDMA link outruns a compressor)"},
-			&cli.BoolFlag{Name: "no-encrypt", Usage: "do not encrypt the stream (it is still authenticated and checked): for a fabric where nobody can read the traffic"},
-			&cli.StringSliceFlag{Name: "to", Usage: "copy to each of these `HOST`s ([user@]HOST, comma-separated or repeated) at once, as one stream relayed from host to host in this order; DST is then a path on each"},
-			&cli.StringFlag{Name: "to-file", Usage: "as --to, with the hosts listed in `FILE` (one or more per line, # comments; - for stdin), e.g. from scontrol show hostnames"},
-			&cli.IntFlag{Name: "fanout", Value: DefaultFanout, Usage: "with several hosts, start at most `N` remote sides at once"},
-			&cli.StringFlag{Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh: its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)"},
-			&cli.StringFlag{Name: "stats-json", Usage: "with several hosts, write the result, each host's too, as JSON to `FILE`"},
+			&cli.BoolFlag{Category: catKeep, Name: "hard-links", Aliases: []string{"H"}, Usage: "keep hard links as links, each file sent once"},
+			&cli.BoolFlag{Category: catKeep, Name: "xattrs", Aliases: []string{"X"}, Usage: "keep extended attributes\n" +
+				"user.*, and where both sides are root trusted.* and security.*."},
+			&cli.BoolFlag{Category: catKeep, Name: "acls", Aliases: []string{"A"}, Usage: "keep POSIX ACLs, access and default (implies -p)"},
+			&cli.BoolFlag{Category: catKeep, Name: "owner", Usage: "keep the owning user, where the receiving side is root\n" +
+				"By name, else by number (-o is ssh's, as in scp)."},
+			&cli.BoolFlag{Category: catKeep, Name: "group", Aliases: []string{"g"}, Usage: "keep the group, where the receiving side is root\n" +
+				"By name, else by number."},
+			&cli.BoolFlag{Category: catKeep, Name: "devices", Aliases: []string{"D"}, Usage: "copy devices and named pipes (sockets are skipped)\n" +
+				"Devices are made where the receiving side is root."},
+			&cli.BoolFlag{Category: catKeep, Name: "numeric-ids", Usage: "with --owner and -g, keep ids by number, not name"},
 			// An incremental copy, as rsync's (see incr.go).
-			&cli.BoolFlag{Name: "archive", Aliases: []string{"a"}, Usage: "as rsync -a: -r and -p, links kept as links, and a tree's files that the destination has with the same size and modification time are not sent"},
-			&cli.BoolFlag{Name: "update", Aliases: []string{"u"}, Usage: "in a tree, do not send a file that is newer at the destination"},
-			&cli.BoolFlag{Name: "checksum", Aliases: []string{"c"}, Usage: "in a tree, send a file unless the destination has it with the same size and XXH3 hash (both sides read every file)"},
-			&cli.BoolFlag{Name: "size-only", Usage: "in a tree, send a file unless the destination has it with the same size"},
-			&cli.BoolFlag{Name: "ignore-existing", Usage: "in a tree, send no file that the destination has"},
-			&cli.BoolFlag{Name: "delete", Usage: "remove what the destination has under the copied directories and the sources do not (never through a link)"},
-			&cli.BoolFlag{Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out there too"},
-			&cli.BoolFlag{Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, and change nothing"},
-			&cli.BoolFlag{Name: "itemize-changes", Usage: "list each change as rsync -i does (>f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending); -i is ssh's identity here"},
+			&cli.BoolFlag{Category: catIncr, Name: "archive", Aliases: []string{"a"}, Usage: "as rsync -a: -r, -p, links, and skip unchanged files\n" +
+				"A tree's files that the destination has with the same size and modification time are not sent."},
+			&cli.BoolFlag{Category: catIncr, Name: "update", Aliases: []string{"u"}, Usage: "skip files that are newer at the destination"},
+			&cli.BoolFlag{Category: catIncr, Name: "checksum", Aliases: []string{"c"}, Usage: "skip files with the same size and XXH3 hash\n" +
+				"Both sides read every file."},
+			&cli.BoolFlag{Category: catIncr, Name: "size-only", Usage: "skip files with the same size"},
+			&cli.BoolFlag{Category: catIncr, Name: "ignore-existing", Usage: "skip every file the destination has"},
+			&cli.BoolFlag{Category: catIncr, Name: "delete", Usage: "remove what the sources do not have\n" +
+				"Under the copied directories at the destination, never through a link."},
+			&cli.BoolFlag{Category: catIncr, Name: "delete-excluded", Usage: "as --delete, and remove what the excludes leave out\n" +
+				"What the filter rules exclude under the copied directories at the destination goes too, as rsync's --delete-excluded."},
+			&cli.BoolFlag{Category: catIncr, Name: "dry-run", Aliases: []string{"n"}, Usage: "list what a tree's copy would send and remove, only"},
+			&cli.BoolFlag{Category: catIncr, Name: "itemize-changes", Usage: "list each change as rsync -i does\n" +
+				">f+++++++++ a new file, >f.st...... size and time, *deleting, cd+++++++++ a new directory; < when sending. -i is ssh's identity here."},
+			&cli.IntFlag{Category: catSSH, Name: "ssh-port", Aliases: []string{"P"}, Usage: "ssh `PORT` on HOST (ssh -p)"},
+			&cli.StringFlag{Category: catSSH, Name: "identity", Aliases: []string{"i"}, Usage: "ssh identity `FILE` (ssh -i)"},
+			&cli.StringFlag{Category: catSSH, Name: "ssh-config", Aliases: []string{"F"}, Usage: "ssh config `FILE` (ssh -F)"},
+			&cli.StringFlag{Category: catSSH, Name: "jump", Aliases: []string{"J"}, Usage: "ssh jump `HOST` (ssh -J)\n" +
+				"The stream itself still goes straight to HOST."},
+			&cli.StringSliceFlag{Category: catSSH, Name: "ssh-option", Aliases: []string{"o"}, Usage: "ssh `OPTION`, e.g. -o ConnectTimeout=5 (repeatable)"},
+			&cli.StringFlag{Category: catSSH, Name: "ssh", Value: "ssh", EnvVars: []string{"RDMACP_SSH"}, Usage: "the ssh `COMMAND`, split at spaces\n" +
+				"E.g. \"ssh -F cfg\"."},
+			&cli.StringFlag{Category: catSSH, Name: "remote-cmd", Value: "rdmacp", EnvVars: []string{"RDMACP_REMOTE_CMD"}, Usage: "rdmacp on HOST as its shell runs it, `PATH`\n" +
+				"E.g. /opt/bin/rdmacp."},
+			&cli.StringFlag{Category: catSSH, Name: "launcher", EnvVars: []string{"RDMACP_LAUNCHER"}, Usage: "start the remote side with `CMD` instead of ssh\n" +
+				"Its words (split at spaces; %h is replaced by HOST, else HOST follows them), then the remote command's; it must pass the remote side's stdin and stdout as ssh does (srun, clush -N: see README)."},
+			&cli.StringFlag{Category: catData, Name: "data-host", Usage: "HOST's `ADDRESS` for the stream, e.g. its InfiniBand one\n" +
+				"Instead of the one ssh connects to; between two remote hosts, HOST2's."},
+			&cli.StringFlag{Category: catData, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "`KIND` of connection: auto, rdma or tcp\n" +
+				"auto uses RDMA when a device can reach HOST, else TCP (-v says which)."},
+			&cli.DurationFlag{Category: catData, Name: "timeout", Value: defaultTimeout, Usage: "give up on a peer silent this long (0: never)\n" +
+				"The duration needs a unit: 30s, 5m, 1h."},
+			command.LimitRateFlag(catData, "Either way: a download's remote side is told."),
+			&cli.StringFlag{Category: catData, Name: "data-ports", Usage: "listen for the stream on the first free port of `LO-HI`\n" +
+				"Or one port, e.g. one a firewall lets through, instead of one of the system's choice: the receiving side does (HOST for an upload, this host for a download)."},
+			&cli.BoolFlag{Category: catData, Name: "no-encrypt", Usage: "do not encrypt the stream (still authenticated)\n" +
+				"For a fabric where nobody can read the traffic: the stream is still authenticated and checked."},
+			command.ChunkSizeFlag(catData),
+			command.DepthFlag(catData),
+			&cli.StringSliceFlag{Category: catHosts, Name: "to", Usage: "copy to each of these `HOSTS` at once, relayed\n" +
+				"[user@]HOST, comma-separated or repeated: one stream relayed from host to host in this order; DST is then a path on each."},
+			&cli.StringFlag{Category: catHosts, Name: "to-file", Usage: "as --to, with the hosts listed in `FILE`\n" +
+				"One or more per line, # comments; - for stdin; e.g. from scontrol show hostnames."},
+			&cli.IntFlag{Category: catHosts, Name: "fanout", Value: DefaultFanout, Usage: "start at most `N` remote sides at once"},
+			&cli.StringFlag{Category: catHosts, Name: "stats-json", Usage: "write the result, each host's too, as JSON to `FILE`"},
 			&cli.BoolFlag{Name: "remote-receive", Hidden: true, Usage: "run as the remote side of an upload (started by rdmacp over ssh)"},
 			&cli.BoolFlag{Name: "remote-send", Hidden: true, Usage: "run as the remote side of a download (started by rdmacp over ssh)"},
 		), filterFlags()...),
 		OnUsageError: command.OnUsageError,
 		Action: func(c *cli.Context) error {
-			if handled, err := command.Docs(c, os.Stdout); handled {
+			if handled, err := command.Early(c, os.Stdout); handled {
 				return err
 			}
 			if serve := remoteSide(c); serve != nil {
@@ -212,20 +235,31 @@ func Main(args []string) int {
 	return code
 }
 
+// Flag categories, in the order help shows them.
+const (
+	catCopy   = "Copying"
+	catKeep   = "What a tree keeps (with -r)"
+	catIncr   = "A second copy, as rsync's"
+	catFilter = "Filters, as rsync's"
+	catSSH    = "ssh and launchers"
+	catData   = "The stream"
+	catHosts  = "Several hosts (--to)"
+)
+
 // filterFlags are rsync's include and exclude flags (see package filter),
 // which all add to one list of rules, in the command line's order: the
 // sending side leaves out what they exclude.
 func filterFlags() []cli.Flag {
 	rs := &filter.Rules{}
 	flag := func(name, usage string, add func(*filter.Rules, string) error) cli.Flag {
-		return &cli.GenericFlag{Name: name, Value: &filter.Flag{Rules: rs, Add: add}, Usage: usage + " (repeatable; the first rule that matches a path decides, as in rsync)"}
+		return &cli.GenericFlag{Category: catFilter, Name: name, Value: &filter.Flag{Rules: rs, Add: add}, Usage: usage + "\nRepeatable; the first rule that matches a path decides, as in rsync."}
 	}
 	return []cli.Flag{
-		flag("exclude", "leave out what `PATTERN` matches (rsync's rules: a leading / anchors at the sources' parent, a trailing / matches directories only, * does not cross a /, ** does; without a /, the last element at any depth)", (*filter.Rules).Exclude),
+		flag("exclude", "leave out what `PATTERN` matches\nrsync's rules: a leading / anchors at the sources' parent, a trailing / matches directories only, * does not cross a /, ** does; without a /, the last element at any depth.", (*filter.Rules).Exclude),
 		flag("include", "do not leave out what `PATTERN` matches", (*filter.Rules).Include),
-		flag("exclude-from", "--exclude each pattern of `FILE` (- for stdin), one a line; \"+ PATTERN\" includes", (*filter.Rules).ExcludeFrom),
-		flag("include-from", "--include each pattern of `FILE` (- for stdin), one a line; \"- PATTERN\" excludes", (*filter.Rules).IncludeFrom),
-		flag("filter", "add the filter `RULE` \"- PATTERN\", \"+ PATTERN\" (or exclude, include), \"merge FILE\" (or . FILE: its lines are rules) or \"clear\" (!); no modifiers, dir-merge, hide, show, protect or risk", (*filter.Rules).Filter),
+		flag("exclude-from", "--exclude each pattern of `FILE`, one a line\n- for stdin; \"+ PATTERN\" includes.", (*filter.Rules).ExcludeFrom),
+		flag("include-from", "--include each pattern of `FILE`, one a line\n- for stdin; \"- PATTERN\" excludes.", (*filter.Rules).IncludeFrom),
+		flag("filter", "add the filter `RULE`: - PATTERN, + PATTERN, merge FILE\n\"- PATTERN\", \"+ PATTERN\" (or exclude, include), \"merge FILE\" (or . FILE: its lines are rules) or \"clear\" (!); no modifiers, dir-merge, hide, show, protect or risk.", (*filter.Rules).Filter),
 	}
 }
 
@@ -344,7 +378,7 @@ func optionsOf(c *cli.Context) (Options, error) {
 	}
 	o.Progress = c.Bool("progress") || o.Verbose && o.Redraw
 	var err error
-	if o.LimitRate, err = ratelimit.FlagOf(c, "rdmacp", os.Stderr); err != nil {
+	if o.LimitRate, err = command.LimitRateOf(c, "rdmacp", os.Stderr); err != nil {
 		return o, err
 	}
 	if c.IsSet("data-ports") {
@@ -378,11 +412,12 @@ func userWindow(c *cli.Context, transport string) (conn.Params, error) {
 	if !c.IsSet("chunk-size") && !c.IsSet("depth") {
 		return conn.Params{}, nil
 	}
-	f, err := window.FlagsOf(c)
+	f, err := command.WindowOf(c)
 	if err != nil {
-		return conn.Params{}, command.Usagef("%v", err)
+		return conn.Params{}, err
 	}
-	return window.Choose(window.ThisHost(), f, window.For(transport, rdma.DefaultOptions())).Params(), nil
+	t := transportOf(transport, nil)
+	return window.Choose(window.ThisHost(), f, window.Either(t.Pins(false), t.Pins(true))).Params(), nil
 }
 
 // remoteSources parses a download's sources to the local dst:
@@ -427,7 +462,7 @@ func toHosts(c *cli.Context, srcs []string, dst string) ([]Target, error) {
 	if f := c.String("to-file"); f != "" {
 		text, err := readHostFile(f)
 		if err != nil {
-			return nil, command.Usagef("--to-file: %v", err)
+			return nil, command.Usagef("--to-file: %w", err)
 		}
 		list = append(list, text)
 	}
@@ -503,7 +538,9 @@ func sshCommand(c *cli.Context) ([]string, error) {
 	if len(cmd) == 0 {
 		return nil, command.Usagef("--ssh is empty")
 	}
-	if p := c.Int("ssh-port"); p != 0 {
+	if p := c.Int("ssh-port"); p < 0 || p > 65535 {
+		return nil, command.Usagef("--ssh-port %d: must be 1 to 65535", p)
+	} else if p != 0 {
 		cmd = append(cmd, "-p", fmt.Sprint(p))
 	}
 	for _, f := range []struct{ flag, opt string }{{"identity", "-i"}, {"ssh-config", "-F"}, {"jump", "-J"}} {

@@ -15,6 +15,7 @@ import (
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
@@ -359,7 +360,7 @@ type copyReport struct {
 	Error     string       `json:"error,omitempty"`
 	Bytes     int64        `json:"bytes"`
 	Seconds   float64      `json:"seconds"`
-	MBps      float64      `json:"mb_per_s"`
+	MiBps     float64      `json:"mib_per_s"`
 	Transport string       `json:"transport,omitempty"`
 	Integrity string       `json:"integrity,omitempty"`
 	Hosts     []hostReport `json:"hosts"`
@@ -382,9 +383,7 @@ func newReport(ms []*member, stats pipe.Stats, err error) copyReport {
 	if err != nil {
 		rep.Error = err.Error()
 	}
-	if rep.Seconds > 0 {
-		rep.MBps = float64(stats.Bytes) / 1e6 / rep.Seconds
-	}
+	rep.MiBps = units.MiBps(stats.Bytes, rep.Seconds)
 	for _, m := range ms {
 		h := hostReport{Host: m.t.SSHDest(), OK: m.err == nil, ExitCode: command.ExitCode(m.err), Bytes: m.bytes}
 		if m.err != nil {

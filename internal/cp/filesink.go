@@ -60,11 +60,11 @@ func newFileSink(req Request) (*fileSink, error) {
 	case err == nil && fi.IsDir():
 		dst = filepath.Join(dst, req.Name)
 	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return nil, setupf("destination %s: %v", dst, err)
+		return nil, setupf("destination %s: %w", dst, err)
 	}
 	fi, err = os.Lstat(dst)
 	if err := replaceable(dst, fi, err); err != nil {
-		return nil, setupf("destination %v", err)
+		return nil, setupf("destination %w", err)
 	}
 	if err := checkDir(filepath.Dir(dst)); err != nil {
 		return nil, err
@@ -276,7 +276,7 @@ func checkDir(dir string) error {
 		if errors.Is(err, fs.ErrNotExist) {
 			return setupf("destination directory %s does not exist", dir)
 		}
-		return setupf("destination directory: %v", err)
+		return setupf("destination directory: %w", err)
 	}
 	if !fi.IsDir() {
 		return setupf("%s is not a directory", dir)

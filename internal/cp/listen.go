@@ -12,9 +12,8 @@ import (
 	"syscall"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
+	"github.com/rdmapipe/rdmapipe/pipe/transport"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
 // listenAttempts is how often an auto listener tries another port when
@@ -121,17 +120,13 @@ func listenInRange(ctx context.Context, transport, host string, ports portRange,
 // listenPort listens on host:port (port 0: one of the system's choice)
 // with transport.
 func listenPort(ctx context.Context, transport, host string, port int, p conn.Params, notice io.Writer) (conn.Listener, error) {
-	addr := net.JoinHostPort(host, strconv.Itoa(port))
-	switch transport {
-	case "tcp":
-		return tcp.Listen(ctx, addr, p)
-	case "rdma":
-		if err := rdma.Available(); err != nil {
-			return nil, err
-		}
-		return rdma.Listen(ctx, addr, p, rdma.Options{GIDIndex: -1})
-	}
-	return auto.Listen(ctx, addr, p, rdma.Options{GIDIndex: -1}, notice, "rdmacp")
+	return transportOf(transport, notice).Listen(ctx, net.JoinHostPort(host, strconv.Itoa(port)), p)
+}
+
+// transportOf is the transport called name with rdmacp's options; auto
+// mode tells notice when it takes one transport only.
+func transportOf(name string, notice io.Writer) transport.Config {
+	return transport.Config{Name: name, RDMA: rdma.DefaultOptions(), Notice: notice, Who: "rdmacp"}
 }
 
 // freeTCPPort returns a TCP port on host that was free a moment ago: auto

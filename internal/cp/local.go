@@ -16,12 +16,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/ratelimit"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/auto"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/tcp"
 )
 
 // Bounds of the local side's waits.
@@ -79,9 +78,10 @@ func (o Options) params() conn.Params {
 // window.Choose) for this process, a relay's if relay. The two sides use
 // the smaller of their proposals.
 func defaultParams(transport string, relay bool) conn.Params {
-	pins := window.For(transport, rdma.DefaultOptions())
+	t := transportOf(transport, nil)
+	pins := window.Either(t.Pins(false), t.Pins(true))
 	if relay {
-		pins = window.ForRelay(transport, rdma.DefaultOptions())
+		pins = window.Both(t.Pins(false), t.Pins(true))
 	}
 	return window.Choose(window.ThisHost(), window.Flags{}, pins).Params()
 }
@@ -414,15 +414,9 @@ func (o Options) limit(ctx context.Context, r io.Reader) io.Reader {
 }
 
 // newDialer returns the dialer for o.Transport; auto mode says once on
-// o.Stderr when it falls back to TCP.
+// o.Stderr, with -v, when it falls back to TCP.
 func newDialer(o Options) conn.Dialer {
-	switch o.Transport {
-	case "tcp":
-		return tcp.Dialer{}
-	case "rdma":
-		return rdma.Dialer{Options: rdma.Options{GIDIndex: -1}}
-	}
-	return &auto.Dialer{RDMA: rdma.Options{GIDIndex: -1}, TCP: tcp.Dialer{}, Notice: o.Stderr, Name: "rdmacp"}
+	return transportOf(o.Transport, notices(o.Verbose, o.Stderr)).Dialer()
 }
 
 // remoteFailed returns the remote side's failure as an error of the kind
@@ -447,11 +441,7 @@ func kindOfCode(code int) conn.Kind {
 // spared skipped bytes of (-1: the copy did not resume).
 func summary(st pipe.Stats, skipped int64) string {
 	secs := st.Elapsed.Seconds()
-	rate := 0.0
-	if secs > 0 {
-		rate = float64(st.Bytes) / secs / 1e6
-	}
-	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, rate, st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MiB/s) over %s, chunk %d x depth %d, %s", st.Bytes, secs, units.MiBps(st.Bytes, secs), st.Info.Transport, st.Info.Chunk, st.Info.Depth, protection(st.Integrity))
 	if skipped >= 0 {
 		line += fmt.Sprintf("; resumed: %d bytes of a partial copy kept, not sent again", skipped)
 	}

@@ -62,7 +62,7 @@ func report(stdout io.Writer, serve func() (int64, error)) int {
 		code = command.ExitUnasked
 	}
 	if err != nil {
-		writeFail(stdout, code, err.Error())
+		writeFail(stdout, code, command.Message(err))
 		return code
 	}
 	writeOK(stdout, n)

@@ -43,7 +43,8 @@ type remote struct {
 func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, error) {
 	argv := o.remoteArgv(t, flag)
 	cmd := exec.Command(argv[0], argv[1:]...)
-	cmd.Stderr = &visWriter{w: stderr}
+	vis := &visWriter{w: stderr}
+	cmd.Stderr = vis
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		return nil, err
@@ -56,13 +57,14 @@ func startRemote(o Options, t Target, flag string, stderr io.Writer) (*remote, e
 		return nil, setupf("run %s: %v", argv[0], err)
 	}
 	r := &remote{cmd: cmd, stdin: stdin, lines: make(chan status, 4), ending: make(chan struct{}), errc: make(chan error, 1), waited: make(chan struct{})}
-	go r.read(stdout)
+	go r.read(stdout, vis)
 	return r, nil
 }
 
 // read passes the status lines of stdout on to r.lines, skipping other
-// lines, until stdout ends; then it waits for ssh.
-func (r *remote) read(stdout io.Reader) {
+// lines, until stdout ends; then it waits for ssh, and writes what its
+// stderr's escaping held back at the end.
+func (r *remote) read(stdout io.Reader, stderr *visWriter) {
 	defer close(r.waited)
 	sc := bufio.NewScanner(stdout)
 	sc.Buffer(make([]byte, 0, 4096), maxStatusLine)
@@ -92,6 +94,7 @@ func (r *remote) read(stdout io.Reader) {
 	io.Copy(io.Discard, stdout)
 	close(r.lines)
 	r.err = r.cmd.Wait()
+	stderr.Flush()
 }
 
 // next returns the next status line, waiting at most wait for it. It

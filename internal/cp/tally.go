@@ -42,49 +42,26 @@ func (o Options) newTally(files, bytes int64) *tally {
 	if !o.Progress {
 		return nil
 	}
-	return newTallyClock(o.Stderr, !o.Redraw, files, bytes, time.Now)
+	return newTallyOn(o.Stderr, !o.Redraw, files, bytes)
 }
 
-// newTallyClock is newTally on w, a line each time if lines, on the
-// clock now.
-func newTallyClock(w io.Writer, lines bool, files, bytes int64, now func() time.Time) *tally {
+// newTallyOn is newTally on w, a line each time if lines.
+func newTallyOn(w io.Writer, lines bool, files, bytes int64) *tally {
 	t := &tally{files: files, bytes: bytes}
 	every := tallyEvery
 	if lines {
 		every = tallyLinesEvery
 	}
-	t.m = progress.New(progress.Config{W: w, Every: every, Lines: lines, Now: now, Format: t.line})
+	t.m = progress.New(progress.Config{W: w, Size: bytes, Tail: t.counts, Every: every, Lines: lines})
 	return t
 }
 
-// line is the progress line for s, as rsync's --info=progress2: the
-// bytes, the percentage of the total, the current rate, the time left (at
-// the end: the time taken), the files sent and how many entries are left
-// of the total.
-func (t *tally) line(s progress.Sample) string {
-	done := t.done.Load()
-	pct := int64(100)
-	switch {
-	case t.bytes > 0:
-		pct = min(s.N, t.bytes) * 100 / t.bytes
-	case t.files > 0:
-		pct = min(done, t.files) * 100 / t.files
-	}
-	rate, eta := "- MB/s", "-:--:--"
-	if s.Rate > 0 {
-		rate = fmt.Sprintf("%.1f MB/s", s.Rate/1e6)
-		eta = clock(time.Duration(float64(max(t.bytes-s.N, 0)) / s.Rate * float64(time.Second)))
-	}
-	if s.Final {
-		eta = clock(s.Elapsed)
-	}
-	return fmt.Sprintf("%10s %3d%% %11s %8s (xfr#%d, to-chk=%d/%d)", progress.Bytes(s.N), pct, rate, eta, t.xfr.Load(), max(t.files-done, 0), t.files)
-}
-
-// clock prints d as H:MM:SS.
-func clock(d time.Duration) string {
-	s := int64(d.Round(time.Second) / time.Second)
-	return fmt.Sprintf("%d:%02d:%02d", s/3600, s/60%60, s%60)
+// counts ends the progress line as rsync's --info=progress2 does (the
+// bar before them has the bytes, the percentage of the total, the rate,
+// the time taken and the time left): the files sent and how many entries
+// are left of the total.
+func (t *tally) counts() string {
+	return fmt.Sprintf("(xfr#%d, to-chk=%d/%d)", t.xfr.Load(), max(t.files-t.done.Load(), 0), t.files)
 }
 
 // add counts n bytes of a file's data passing.

@@ -56,7 +56,7 @@ func newTarSink(req Request) (*tarSink, error) {
 	case errors.Is(err, fs.ErrNotExist):
 		return nil, setupf("destination directory %s does not exist (with several sources DST must be a directory)", dst)
 	case err != nil:
-		return nil, setupf("destination %s: %v", dst, err)
+		return nil, setupf("destination %s: %w", dst, err)
 	}
 	return openTarSink(req, dir, top)
 }
@@ -67,7 +67,7 @@ func newTarSink(req Request) (*tarSink, error) {
 func openTarSink(req Request, dir, top string) (*tarSink, error) {
 	root, err := os.OpenRoot(dir)
 	if err != nil {
-		return nil, setupf("destination: %v", err)
+		return nil, setupf("destination: %w", err)
 	}
 	keep, _ := meta.Parse(req.Keep) // validated, or this side's own
 	ms := modes{preserve: req.Preserve || keep.ACLs, umask: umask()}

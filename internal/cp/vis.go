@@ -11,7 +11,9 @@ import (
 // byte that could control it (escape sequences, carriage returns,
 // backspaces, invalid UTF-8) written as a \x escape, as OpenSSH's scp does
 // since CVE-2019-6109 and -6110: a remote side cannot rewrite or hide what
-// this side printed. Newlines and tabs pass.
+// this side printed. Newlines and tabs pass, and so does a line's end that
+// ssh writes as a carriage return and a newline, as a newline: a return
+// just before the newline can overwrite nothing.
 type visWriter struct {
 	w    io.Writer
 	part []byte // the start of a rune the last write cut off
@@ -25,7 +27,11 @@ func (v *visWriter) Write(p []byte) (int, error) {
 			break // the rest of the rune may come with the next write
 		}
 		r, n := utf8.DecodeRune(b)
+		if r == '\r' && len(b) == 1 {
+			break // a newline may come with the next write
+		}
 		switch {
+		case r == '\r' && b[1] == '\n':
 		case r == '\n' || r == '\t' || r != utf8.RuneError && unicode.IsPrint(r):
 			out = append(out, b[:n]...)
 		case r == utf8.RuneError && n == 1:
@@ -40,4 +46,20 @@ func (v *visWriter) Write(p []byte) (int, error) {
 		return 0, err
 	}
 	return len(p), nil
+}
+
+// Flush writes, escaped, what the last write left held back: a return
+// that no newline followed, or the start of a rune cut off.
+func (v *visWriter) Flush() error {
+	var out []byte
+	for _, c := range v.part {
+		if c == '\r' {
+			out = append(out, `\u000d`...)
+		} else {
+			out = fmt.Appendf(out, `\x%02x`, c)
+		}
+	}
+	v.part = v.part[:0]
+	_, err := v.w.Write(out)
+	return err
 }

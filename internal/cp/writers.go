@@ -52,10 +52,13 @@ type writeJob struct {
 }
 
 // Small files: at most smallFile bytes, through poolWriters goroutines
-// with poolBufs buffers between them and the archive's reader.
+// with poolBufs buffers between them and the archive's reader. Each file
+// is a few system calls that may wait on the file system's locks and
+// journal: 8 writers took 0.75-0.9x the time of 4 on 2 cores, in each of
+// 7 paired rounds of 20,000 files.
 const (
 	smallFile   = 64 << 10
-	poolWriters = 4
+	poolWriters = 8
 	poolBufs    = 2 * poolWriters
 )
 

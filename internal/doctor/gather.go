@@ -59,6 +59,7 @@ type Facts struct {
 	Devices           []rdma.Device
 	DevicesErr        error
 	HugePages         HugePages
+	Pace              Pace
 	Route             *Result[rdma.Route] // rdmasend: rdma_cm's resolution of the peer
 	RDMAPath, TCPPath *Result[Probe]      // rdmasend: handshakes; rdmarecv: listening
 }
@@ -93,6 +94,7 @@ func Gather(ctx context.Context, cfg Config) Facts {
 	f.RDMAErr = rdma.Available()
 	f.Devices, f.DevicesErr = rdma.Devices()
 	f.HugePages = readHugePages(hugePagesDir)
+	f.Pace = measurePace()
 	if cfg.Peer == "" {
 		f.RDMAPath, f.TCPPath = f.listen(ctx)
 		return f

@@ -35,6 +35,7 @@ func Judge(f Facts) Report {
 	f.judgeDevices(&r, rdmaSev)
 	f.judgeMemory(&r, rdmaSev)
 	f.judgeHugePages(&r)
+	f.judgeCores(&r)
 	if f.Peer != "" {
 		f.judgeRoute(&r, rdmaSev)
 		judgeProbe(&r, "rdma handshake", f.RDMAPath, rdmaSev, len(f.Key) > 0)

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"math"
 	"net/netip"
+	"runtime"
 	"strings"
 	"testing"
 
@@ -119,6 +120,30 @@ func TestJudge(t *testing.T) {
 			f.TCPPath = &Result[Probe]{Value: Probe{Addr: "[::]:18800"}}
 			return f
 		}, false, "", []string{"FAIL locked memory", "OK rdma listen", "OK tcp listen"}, []string{"too little for RDMA"}},
+		{"cores: a 10 Gb/s port", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices[0].Ports[0].Rate = "10 Gb/sec (1X QDR)"
+			f.Pace = Pace{Cores: 2, CopyGBps: 4, HashGBps: 20}
+			return f
+		}, true, "rdma", []string{"OK cores"}, []string{"2; one copies 4.0 GB/s from the page cache and hashes 20.0 GB/s (XXH3): at 10 Gb/s (rxe0 port 1) a sender from a file needs at least 0.4 cores, a receiver 0.1"}},
+		{"cores: too few for a 400 Gb/s port", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices[0].Ports[0].Rate = "400 Gb/sec (4X NDR)"
+			f.Pace = Pace{Cores: 2, CopyGBps: 4, HashGBps: 20}
+			return f
+		}, true, "rdma", []string{"WARN cores"}, []string{"needs at least 15.0 cores, a receiver 2.5", "expect about 53 Gb/s from this host"}},
+		{"cores: no active port, no measurement", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices[0].Ports[0].State = "DOWN"
+			f.Pace = Pace{Cores: 2, Err: errors.New("no memfd")}
+			return f
+		}, true, "rdma", []string{"WARN cores"}, []string{"could not be measured (no memfd)"}},
+		{"cores: the reference rate without an active port", func() Facts {
+			f := rxeFacts("auto")
+			f.Devices[0].Ports[0].State = "DOWN"
+			f.Pace = Pace{Cores: 2, CopyGBps: 4, HashGBps: 20}
+			return f
+		}, true, "rdma", []string{"OK cores"}, []string{"at 100 Gb/s (no active RDMA port here) a sender from a file needs at least 3.8 cores"}},
 		{"port down", func() Facts {
 			f := rxeFacts("auto")
 			f.Devices[0].Ports[0].State, f.Devices[0].Ports[0].PhysState = "DOWN", "Disabled"
@@ -161,5 +186,15 @@ func TestJudge(t *testing.T) {
 				t.Errorf("JSON round trip: %v, %+v", err, back)
 			}
 		})
+	}
+}
+
+// TestMeasurePace measures this host: its cores, and copy and hash rates
+// that one core of any machine this runs on reaches (0.1 to 1000 GB/s).
+func TestMeasurePace(t *testing.T) {
+	t.Parallel()
+	p := measurePace()
+	if p.Err != nil || p.Cores != runtime.NumCPU() || p.CopyGBps < 0.1 || p.CopyGBps > 1000 || p.HashGBps < 0.1 || p.HashGBps > 1000 {
+		t.Errorf("%+v", p)
 	}
 }

@@ -1,35 +1,30 @@
-// Package progress draws a progress line on stderr: on a terminal redrawn
-// in place (carriage return), elsewhere one line each time, at most every
-// so often, with the current rate measured over the last redraws.
+// Package progress draws the progress line of rdmasend -p, rdmarecv -p
+// and rdmacp --progress with github.com/schollz/progressbar/v3 (its bar,
+// rate, elapsed time and time left, binary byte units and redrawing in
+// place on a terminal); elsewhere each drawing is a line of its own. The
+// commands import progressbar only through this package.
 package progress
 
 import (
+	"bytes"
 	"fmt"
 	"io"
 	"os"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/schollz/progressbar/v3"
 	"golang.org/x/sys/unix"
 )
 
-// Sample is what one drawing of the line shows.
-type Sample struct {
-	N       int64         // bytes so far
-	Elapsed time.Duration // since the start
-	Rate    float64       // the current rate, bytes/s; 0: none measured yet
-	First   bool          // the first line drawn
-	Final   bool          // the last line, drawn by End or Stop
-}
-
 // Config says where and how a Meter draws.
 type Config struct {
-	W      io.Writer
-	Every  time.Duration       // the shortest time between two drawings
-	Lines  bool                // one line each drawing (not a terminal), not redrawn in place
-	Now    func() time.Time    // the clock; nil: time.Now
-	Format func(Sample) string // the line, without carriage return or newline
+	W     io.Writer
+	Size  int64         // the total bytes; 0 or less: unknown (no percentage or time left)
+	Label string        // what the line starts with ("sending")
+	Tail  func() string // if set, what the line ends with, asked at each drawing (rdmacp's counts)
+	Every time.Duration // the shortest time between two drawings
+	Lines bool          // not a terminal: a line each drawing, none redrawn in place
 }
 
 // Meter is a progress line. Its methods may be called from several
@@ -37,22 +32,46 @@ type Config struct {
 type Meter struct {
 	mu    sync.Mutex
 	c     Config
-	start time.Time
-	n     int64     // bytes so far
-	at    time.Time // last drawing
-	atN   int64     // bytes at the last drawing
-	rate  float64   // current rate, bytes/s (0: none yet)
+	bar   *progressbar.ProgressBar
+	out   *lineWriter // with Lines: what the bar draws, a line a drawing
+	n     int64       // bytes so far
+	at    time.Time   // the last drawing
 	drawn bool
-	width int // length of the line drawn last, to blank its rest
+	ended bool
 }
 
-// New returns a Meter that starts now and has drawn nothing.
+// New returns a Meter that has drawn nothing; its clock starts at the
+// first drawing.
 func New(c Config) *Meter {
-	if c.Now == nil {
-		c.Now = time.Now
+	m := &Meter{c: c}
+	w := c.W
+	if c.Lines {
+		m.out = &lineWriter{w: c.W}
+		w = m.out
 	}
-	t := c.Now()
-	return &Meter{c: c, start: t, at: t}
+	size := c.Size
+	if size <= 0 {
+		size = -1 // progressbar's unknown length: bytes and rate, a spinner
+	}
+	opts := []progressbar.Option{
+		progressbar.OptionSetWriter(w),
+		progressbar.OptionSetDescription(c.Label),
+		progressbar.OptionShowBytes(true),
+		progressbar.OptionUseIECUnits(true),
+		progressbar.OptionShowCount(),
+		progressbar.OptionShowTotalBytes(true),
+		progressbar.OptionSetElapsedTime(true),
+		progressbar.OptionShowElapsedTimeOnFinish(),
+		progressbar.OptionSetPredictTime(size > 0),
+		progressbar.OptionSetWidth(20),
+		progressbar.OptionThrottle(0), // Set throttles, so that End always draws
+		progressbar.OptionSpinnerType(14),
+	}
+	if c.Tail != nil {
+		opts = append(opts, progressbar.OptionShowDescriptionAtLineEnd(), progressbar.OptionSetDescription(c.Tail()))
+	}
+	m.bar = progressbar.NewOptions64(size, opts...)
+	return m
 }
 
 // Set records that n bytes moved and draws the line the first time, then
@@ -61,21 +80,19 @@ func (m *Meter) Set(n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.n = n
-	if now := m.c.Now(); !m.drawn || now.Sub(m.at) >= m.c.Every {
-		if now.Sub(m.at) >= m.c.Every {
-			m.sample(now)
-		}
-		m.draw(now, false)
+	if now := time.Now(); !m.ended && (!m.drawn || now.Sub(m.at) >= m.c.Every) {
+		m.at = now
+		m.draw(n, false)
 	}
 }
 
 // End draws the final line, after n bytes, and ends it: it shows where
-// the stream stopped, so that it never claims bytes that did not move.
+// the stream stopped, so that it never claims bytes that did not move;
+// at the total it shows the whole time taken and the average rate.
 func (m *Meter) End(n int64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	m.n = n
-	m.finish()
+	m.finish(n)
 }
 
 // Stop is End where the last Set left the stream, if a line was drawn.
@@ -83,49 +100,82 @@ func (m *Meter) Stop() {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if m.drawn {
-		m.finish()
+		m.finish(m.n)
 	}
 }
 
-// finish draws the final line and ends it; m.mu is held. Like Set, it
-// measures the current rate over no interval shorter than Every.
-func (m *Meter) finish() {
-	now := m.c.Now()
-	if now.Sub(m.at) >= m.c.Every {
-		m.sample(now)
+// finish draws the final line at n and ends it; m.mu is held.
+func (m *Meter) finish(n int64) {
+	if m.ended {
+		return
 	}
-	m.draw(now, true)
+	m.draw(n, true)
+	if m.c.Size > 0 && n >= m.c.Size || m.c.Size <= 0 && n > 0 {
+		m.bar.Finish() // the time taken, the average rate
+	}
+	m.flush()
+	m.ended = true
 	if !m.c.Lines {
-		fmt.Fprintln(m.c.W)
+		io.WriteString(m.c.W, "\n")
 	}
 }
 
-// sample updates the current rate with the bytes since the last drawing:
-// the mean of the last interval's rate and the one before. (Set samples
-// no interval shorter than Every: the first line, drawn at once, has no
-// rate yet rather than one measured over a moment.)
-func (m *Meter) sample(now time.Time) {
-	if !now.After(m.at) {
-		return
+// draw draws the line at n bytes, the final one if final; m.mu is held.
+// The first drawing is the line at the start, at 0 bytes: it starts the
+// bar's clock, so that no rate is ever measured over a moment.
+func (m *Meter) draw(n int64, final bool) {
+	if m.c.Tail != nil {
+		m.bar.Describe(m.c.Tail())
 	}
-	r := float64(m.n-m.atN) / now.Sub(m.at).Seconds()
-	if m.rate > 0 {
-		r = (r + m.rate) / 2
+	if !m.drawn {
+		m.drawn = true
+		m.bar.RenderBlank()
+		m.flush()
+		if !final {
+			return
+		}
 	}
-	m.rate, m.at, m.atN = r, now, m.n
+	if m.c.Size > 0 {
+		n = min(n, m.c.Size) // a stream longer than its --size stays at 100%
+	}
+	m.bar.Set64(n)
+	if !final {
+		m.flush()
+	}
 }
 
-// draw writes the line: over the previous one, or after it with Lines.
-func (m *Meter) draw(now time.Time, final bool) {
-	line := m.c.Format(Sample{N: m.n, Elapsed: now.Sub(m.start), Rate: m.rate, First: !m.drawn, Final: final})
-	m.drawn = true
-	if m.c.Lines {
-		fmt.Fprintln(m.c.W, line)
-		return
+// flush writes the drawing that the bar made, as a line, with Lines.
+func (m *Meter) flush() {
+	if m.out != nil {
+		m.out.flush()
 	}
-	pad := max(m.width-len(line), 0)
-	m.width = len(line)
-	fmt.Fprintf(m.c.W, "\r%s%s", line, strings.Repeat(" ", pad))
+}
+
+// lineWriter takes what the bar writes to redraw its line in place
+// (carriage returns, blanks to wipe a longer line) and keeps the last
+// line drawn, which flush writes out as a line of its own unless it is
+// the line written before.
+type lineWriter struct {
+	w          io.Writer
+	last, prev []byte
+}
+
+func (l *lineWriter) Write(p []byte) (int, error) {
+	for _, part := range bytes.Split(p, []byte("\r")) {
+		if line := bytes.TrimRight(part, " "); len(line) > 0 {
+			l.last = append(l.last[:0], line...)
+		}
+	}
+	return len(p), nil
+}
+
+// flush writes the last line drawn since the last flush, if any and new.
+func (l *lineWriter) flush() {
+	if len(l.last) > 0 && !bytes.Equal(l.last, l.prev) {
+		l.w.Write(append(l.last, '\n'))
+		l.prev = append(l.prev[:0], l.last...)
+	}
+	l.last = l.last[:0]
 }
 
 // Bytes prints a byte count with a binary unit and one decimal.

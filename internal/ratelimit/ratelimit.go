@@ -10,9 +10,6 @@ import (
 	"math"
 	"time"
 
-	"github.com/urfave/cli/v2"
-
-	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/units"
 )
 
@@ -106,29 +103,17 @@ func (r *Reader) Read(p []byte) (int, error) {
 	return n, err
 }
 
-// FlagOf returns the bytes per second of c's --limit-rate, 0 without it,
-// and says it on stderr (with who first) when c's --verbose is set.
-func FlagOf(c *cli.Context, who string, stderr io.Writer) (int64, error) {
-	if !c.IsSet("limit-rate") {
-		return 0, nil
-	}
-	rate, err := Parse(c.String("limit-rate"))
-	if err != nil {
-		return 0, command.Usagef("--limit-rate: %v", err)
-	}
-	if c.Bool("verbose") && rate > 0 {
-		fmt.Fprintf(stderr, "%s: sending at most %s (--limit-rate)\n", who, Describe(rate))
-	}
-	return rate, nil
-}
-
 // Parse parses a --limit-rate value: bytes per second, with binary K, M,
-// G, T suffixes (100M is 100 MiB/s), and a /s after it if one likes; 0
-// means no limit.
+// G, T suffixes as in sizes (100M is 100 MiB/s, 1.5M 1.5 MiB/s), and a /s
+// after it if one likes. 0 is refused: no limit is no --limit-rate (rsync
+// and pv take 0 for no limit, scp for an error: neither is guessed here).
 func Parse(s string) (int64, error) {
 	n, err := units.ParseSize(trimPerSecond(s))
 	if err != nil {
-		return 0, fmt.Errorf("%q is not a rate in bytes per second (examples: 100M, 1G, 512K/s)", s)
+		return 0, fmt.Errorf("%q is not a rate in bytes per second (examples: 100M, 1.5G, 512K/s)", s)
+	}
+	if n == 0 {
+		return 0, fmt.Errorf("%q: a rate must be 1 byte per second or more; for no limit leave --limit-rate out", s)
 	}
 	return n, nil
 }

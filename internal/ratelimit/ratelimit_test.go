@@ -126,12 +126,12 @@ func TestReaderEnds(t *testing.T) {
 }
 
 func TestParse(t *testing.T) {
-	for s, want := range map[string]int64{"100M": 100 << 20, "1G": 1 << 30, "512K/s": 512 << 10, "1000": 1000, "0": 0, "2MiB/s": 2 << 20} {
+	for s, want := range map[string]int64{"100M": 100 << 20, "1G": 1 << 30, "512K/s": 512 << 10, "1000": 1000, "1.5M": 3 << 19, "2MiB/s": 2 << 20} {
 		if got, err := Parse(s); err != nil || got != want {
 			t.Errorf("Parse(%q) = %d, %v; want %d", s, got, err, want)
 		}
 	}
-	for _, s := range []string{"", "fast", "-1", "1X", "/s"} {
+	for _, s := range []string{"", "fast", "-1", "1X", "/s", "0", "0K/s", "0.4"} {
 		if _, err := Parse(s); err == nil {
 			t.Errorf("Parse(%q): no error", s)
 		}

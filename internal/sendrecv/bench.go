@@ -30,10 +30,10 @@ type benchRow struct {
 	Chunk      int     `json:"chunk"` // negotiated message size (smaller if the receiver's --chunk-size is)
 	Bytes      int64   `json:"bytes"` // measured bytes, after the warm-up
 	Seconds    float64 `json:"seconds"`
-	MBps       float64 `json:"mb_per_s"`
-	Gbps       float64 `json:"gb_per_s"`
+	MiBps      float64 `json:"mib_per_s"`
+	Gbps       float64 `json:"gbit_per_s"` // the link's unit: 10^9 bits a second
 	MsgsPerSec float64 `json:"messages_per_s"`
-	CPUPerGB   float64 `json:"cpu_s_per_gb"` // sender user+system CPU seconds per 1e9 bytes
+	CPUPerGiB  float64 `json:"cpu_s_per_gib"` // sender user+system CPU seconds per GiB
 }
 
 // benchReport is what --bench-json writes.
@@ -51,7 +51,7 @@ type benchReport struct {
 func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, perSize time.Duration, jsonPath string, out io.Writer) error {
 	warmup := perSize / 5
 	rep := benchReport{Remote: addr, Depth: o.params.Depth, Warmup: warmup.Seconds(), Duration: perSize.Seconds()}
-	fmt.Fprintf(out, "%10s %10s %10s %9s %12s %12s\n", "size", "chunk", "MB/s", "Gb/s", "msg/s", "CPU s/GB")
+	fmt.Fprintf(out, "%10s %10s %10s %9s %12s %12s\n", "size", "chunk", "MiB/s", "Gbit/s", "msg/s", "CPU s/GiB")
 	for size := 1; size <= BenchMaxChunk; size *= 2 {
 		p := o.params
 		p.Chunk = size
@@ -63,7 +63,7 @@ func bench(ctx context.Context, d conn.Dialer, addr string, o options, wait, per
 		rep.Transport, rep.Device, rep.Depth = info.Transport, info.Device, info.Depth
 		rep.Rows = append(rep.Rows, row)
 		fmt.Fprintf(out, "%10s %10s %10.1f %9.3f %12.0f %12.3f\n", units.Size(int64(size)), units.Size(int64(row.Chunk)),
-			row.MBps, row.Gbps, row.MsgsPerSec, row.CPUPerGB)
+			row.MiBps, row.Gbps, row.MsgsPerSec, row.CPUPerGiB)
 	}
 	fmt.Fprintf(out, "over %s to %s, depth %d, %v per size after a %v warm-up\n", rep.Transport, addr, rep.Depth, perSize, warmup)
 	if jsonPath == "" {
@@ -89,11 +89,11 @@ func benchOne(ctx context.Context, d conn.Dialer, addr string, p conn.Params, cf
 	}
 	secs := time.Since(src.startAt).Seconds()
 	row := benchRow{Chunk: st.Info.Chunk, Bytes: st.Bytes - src.warmBytes, Seconds: secs}
-	row.MBps = float64(row.Bytes) / 1e6 / secs
+	row.MiBps = units.MiBps(row.Bytes, secs)
 	row.Gbps = float64(row.Bytes) * 8 / 1e9 / secs
 	row.MsgsPerSec = float64(st.Messages-src.warmMsgs) / secs
 	if row.Bytes > 0 {
-		row.CPUPerGB = (cpuTime() - src.startCPU).Seconds() / (float64(row.Bytes) / 1e9)
+		row.CPUPerGiB = (cpuTime() - src.startCPU).Seconds() / (float64(row.Bytes) / (1 << 30))
 	}
 	return row, st.Info, nil
 }

@@ -11,6 +11,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/doctor"
 	"github.com/rdmapipe/rdmapipe/internal/window"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
+	"github.com/rdmapipe/rdmapipe/pipe/transport"
 	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
@@ -55,11 +56,12 @@ func memoryFacts(w window.Window, o rdma.Options, receiver bool) doctor.Memory {
 	}
 	h := window.ThisHost()
 	full := window.Window{Chunk: window.BigChunk, Depth: window.BigDepth}
-	pins := window.Side("rdma", o, receiver)
+	t := transport.Config{Name: "rdma", RDMA: o}
+	pins := window.Pins(t.Pins(receiver))
 	return doctor.Memory{
 		Soft: lim.Cur, Hard: lim.Max, Unlimited: lim.Max == unix.RLIM_INFINITY, CapIPCLock: h.CapIPCLock,
 		Window: w.Short(), Locks: locks(w, pins), FullWindow: full.Short(), FullLocks: locks(full, pins),
 		HugePages: int64(o.HugePages(w.Params(), receiver)), FullHugePages: int64(o.HugePages(full.Params(), receiver)),
-		TooLittle: window.TooLittle(h, window.For("rdma", o)),
+		TooLittle: window.TooLittle(h, window.Either(t.Pins(false), t.Pins(true))),
 	}
 }

@@ -50,29 +50,41 @@ const (
 	catTuning   = "Tuning and benchmarks"
 )
 
-// commonFlags are the flags of both commands.
+// commonFlags are the flags of both commands. Each usage's first line is
+// what --help shows; the man page has all of it.
 func commonFlags() []cli.Flag {
-	return append(command.DocFlags(), []cli.Flag{
-		&cli.BoolFlag{Name: "version", Usage: "print the version (module version, VCS revision, Go version and platform) and exit"},
+	return append(command.Flags(), []cli.Flag{
 		&cli.IntFlag{Category: catCommon, Name: "port", Aliases: []string{"P"}, Value: DefaultPort, Usage: "port to listen on or connect to (TCP and rdma_cm)"},
-		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "auto, rdma or tcp; auto uses RDMA when a device can reach the peer, else TCP"},
-		&cli.DurationFlag{Category: catCommon, Name: "timeout", Value: 60 * time.Second, Usage: "give up when the peer has been silent this long (heartbeats keep a live peer heard); 0 waits forever"},
-		&cli.BoolFlag{Category: catCommon, Name: "progress", Aliases: []string{"p"}, Usage: "show a progress bar on stderr (current rate, and the average in its description)"},
-		&cli.BoolFlag{Category: catCommon, Name: "verbose", Aliases: []string{"v"}, Usage: "print a one-line summary on stderr: bytes, seconds, rate, transport, chunk x depth, CPU"},
+		&cli.StringFlag{Category: catCommon, Name: "transport", Aliases: []string{"t"}, Value: "auto", Usage: "`KIND` of connection: auto, rdma or tcp\n" +
+			"auto uses RDMA when a device can reach the peer and the peer answers on RDMA, else TCP (-v says which); rdma fails with exit 7 where RDMA cannot be had."},
+		&cli.DurationFlag{Category: catCommon, Name: "timeout", Value: 60 * time.Second, Usage: "give up on a peer silent this long (0: never)\n" +
+			"Heartbeats keep a live peer heard, so an idle stream is fine. The connect handshake is bounded by the smaller of this and 10 s. The duration needs a unit: 30s, 5m, 1h."},
+		&cli.BoolFlag{Category: catCommon, Name: "progress", Aliases: []string{"p"}, Usage: "show a progress bar on stderr\n" +
+			"The bytes so far, the rate, the elapsed time and, with a known size (--size, or stdin a regular file), the percentage and the time left."},
+		&cli.BoolFlag{Category: catCommon, Name: "verbose", Aliases: []string{"v"}, Usage: "say the transport chosen and sum the stream up on stderr\n" +
+			"The summary: bytes, seconds, rate, transport, chunk x depth, CPU. Without -v a stream that works prints nothing."},
 		&cli.StringFlag{Category: catCommon, Name: "stats-json", Usage: "write the summary as JSON to `FILE`"},
-		&cli.DurationFlag{Category: catCommon, Name: "stats-interval", Usage: "every `D` while a stream runs, print a JSON line on stderr (a human line with -v): bytes, rate over the interval, credits in flight, stalls"},
-		&cli.BoolFlag{Category: catCommon, Name: "check", Usage: "check this host (devices, ports, GIDs, locked memory, huge pages) and, for rdmasend, a real connect and handshake (no data) with the receiver over RDMA and TCP; exit 0 only if a stream would work"},
+		&cli.DurationFlag{Category: catCommon, Name: "stats-interval", Usage: "print a JSON line on stderr every `DURATION`\n" +
+			"While a stream runs: bytes, the rate over the interval, credits in flight, stalls (a human line with -v)."},
+		&cli.BoolFlag{Category: catCommon, Name: "check", Usage: "check that a stream would work, and exit\n" +
+			"This host's devices, ports, GIDs, locked memory and huge pages and, for rdmasend, a real connect and handshake (no data) with the receiver over RDMA and TCP; exit 0 only if a stream would work."},
 		&cli.BoolFlag{Category: catCommon, Name: "json", Usage: "with --check: print the report as JSON"},
-		&cli.StringFlag{Category: catTuning, Name: "chunk-size", Aliases: []string{"c"}, DefaultText: "4M where locked memory is unlimited, else what RLIMIT_MEMLOCK allows", Usage: "bytes per message (K, M suffixes); the smaller of the two sides' values is used"},
-		&cli.IntFlag{Category: catTuning, Name: "depth", Aliases: []string{"d"}, DefaultText: "8 where locked memory is unlimited, else 4 or more", Usage: "buffers per side (depth-1 messages in flight); the smaller of the two sides' values is used"},
-		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping: lowest latency, one core busy"},
-		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "file holding a shared secret both sides must have (HMAC-SHA256 challenge-response; the key never crosses the wire)"},
-		&cli.StringFlag{Category: catSecurity, Name: "key", Usage: "the shared secret itself; visible to other users in ps: prefer --key-file or RDMAPIPE_KEY"},
-		&cli.BoolFlag{Category: catSecurity, Name: "encrypt", Usage: "needs a key. rdmasend: encrypt the stream (AES-256-GCM under a key derived from the handshake); rdmarecv: refuse senders that do not (a receiver with a key decrypts whatever is encrypted)"},
-		&cli.StringFlag{Category: catRDMA, Name: "device", Usage: "RDMA device to use, e.g. mlx5_0 (default: the one rdma_cm picks for the address); several, mlx5_0,mlx5_1, or all (every active port that reaches the peer) stripe the queue pairs over them (both sides must say so)"},
-		&cli.IntFlag{Category: catRDMA, Name: "ib-port", Usage: "RDMA port number to use (default: the one rdma_cm picks)"},
-		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, Usage: "GID index to use (default: the one rdma_cm picks)"},
-		&cli.StringFlag{Category: catRDMA, Name: "rdma-op", Value: "write", Usage: "how RDMA data travels: write (RDMA WRITE with immediate into the receiver's ring) or send (SEND into posted buffers); send on either side wins, iWARP always sends"},
+		command.ChunkSizeFlag(catTuning, "c"),
+		command.DepthFlag(catTuning, "d"),
+		&cli.BoolFlag{Category: catTuning, Name: "busy-poll", Usage: "spin on the completion queue instead of sleeping\n" +
+			"The lowest latency, for one core kept busy."},
+		&cli.StringFlag{Category: catSecurity, Name: "key-file", Usage: "read the shared secret that both sides need from `FILE`\n" +
+			"An HMAC-SHA256 challenge-response: the key never crosses the wire. RDMAPIPE_KEY in the environment can hold the key instead."},
+		&cli.StringFlag{Category: catSecurity, Name: "key", Usage: "the shared secret itself (visible in ps)\n" +
+			"Other users see it in ps: prefer --key-file or RDMAPIPE_KEY."},
+		&cli.BoolFlag{Category: catSecurity, Name: "encrypt", Usage: "encrypt the stream, or refuse senders that do not\n" +
+			"Needs a key. rdmasend: encrypt the stream (AES-256-GCM under a key derived from the handshake); rdmarecv: refuse senders that do not (a receiver with a key decrypts whatever is encrypted)."},
+		&cli.StringFlag{Category: catRDMA, Name: "device", DefaultText: "the one rdma_cm picks", Usage: "RDMA `DEVICE` to use, e.g. mlx5_0; several, or all\n" +
+			"Several (mlx5_0,mlx5_1) or all (every active port that reaches the peer) stripe the queue pairs over them; both sides must say so."},
+		&cli.IntFlag{Category: catRDMA, Name: "ib-port", DefaultText: "the one rdma_cm picks", Usage: "RDMA port number to use"},
+		&cli.IntFlag{Category: catRDMA, Name: "gid-index", Value: -1, DefaultText: "the one rdma_cm picks", Usage: "GID index to use"},
+		&cli.StringFlag{Category: catRDMA, Name: "rdma-op", Value: "write", Usage: "how the data travels: `OP` write or send\n" +
+			"write: RDMA WRITE with immediate into the receiver's ring; send: SEND into posted buffers. send on either side wins; iWARP always sends."},
 	}...)
 }
 
@@ -103,13 +115,14 @@ func parseOptions(c *cli.Context, getenv func(string) string) (options, error) {
 	default:
 		return o, command.Usagef("--transport %q: must be auto, rdma or tcp", o.transport)
 	}
-	f, err := window.FlagsOf(c)
+	f, err := command.WindowOf(c)
 	if err != nil {
-		return o, command.Usagef("%v", err)
+		return o, err
 	}
-	pins := window.For(o.transport, o.rdmaOpts())
+	t := o.transportOf(nil, "")
+	pins := window.Either(t.Pins(false), t.Pins(true))
 	if c.Bool("relay") || c.IsSet("relay-allow") {
-		pins = window.ForRelay(o.transport, o.rdmaOpts())
+		pins = window.Both(t.Pins(false), t.Pins(true))
 	}
 	o.window = window.Choose(window.ThisHost(), f, pins)
 	o.params = o.window.Params()

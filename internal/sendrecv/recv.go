@@ -11,6 +11,7 @@ import (
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/server"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 	"github.com/urfave/cli/v2"
@@ -45,17 +46,32 @@ EXAMPLES:
 
 `, DefaultPort) + exitCodesHelp,
 		Flags: append(commonFlags(),
-			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, Usage: "address to listen on (default: all)"},
-			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to this many RDMA queue pairs (1 to 16)"},
-			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "after a stream ends, wait for the next sender; streams are written one after another, never interleaved. A stream that fails ends rdmarecv with its exit code, the output ending with the part of it that arrived; with --output or --exec a failed stream fails only itself"},
-			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send the stream on to the rdmarecv at `HOST[:PORT]` (same key and transport flags); a stream is confirmed only when every host down the line wrote it"},
-			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to): send the stream on to the next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow"},
-			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (names, addresses, networks like 10.0.0.0/8; comma-separated); implies --relay; loopback and link-local next hops only when named here"},
-			&cli.StringFlag{Category: catCommon, Name: "output", Aliases: []string{"o"}, Usage: "write each stream to a file of its own, named by `TEMPLATE`, in which %n is the stream's number (from 1), %t the UTC time it began (20261127T201045Z) and %% a % (with -k the name must hold %n): the stream is written to .NAME.part-* beside it and linked to NAME once whole and verified, before the sender is told; a failed stream leaves no file (but for the part file of a receiver killed with SIGKILL), and an existing file is never overwritten: that stream fails"},
-			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, Usage: "give each stream to a process of its own, sh -c `CMD` (as nc -e), on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr: the sender is told the stream arrived only once CMD has read it all and exited 0, any other exit fails the stream (the sender exits non-zero); a stream that fails sends SIGTERM to CMD's process group before its stdin is closed, and a guard process kills the group (SIGKILL) if rdmarecv itself is killed, so that a cut stream never looks whole to CMD"},
-			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (like cp --sparse=always) and give the file its full length at the end: a sparse file arrives sparse (stdout must be a regular file, not opened for appending: rdmarecv --sparse > FILE; blocks over what the file already held are written)"},
-			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output file before confirming the stream, so that the sender's exit 0 means the data is on disk (standard output must be a file or a device; or each --output file)"},
-			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench: keep listening, accept messages up to 8 MiB, discard the data"},
+			&cli.StringFlag{Category: catCommon, Name: "bind", Aliases: []string{"b"}, DefaultText: "all", Usage: "`ADDRESS` to listen on"},
+			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 16, Usage: "grant a sender's --qps up to `N` queue pairs (1 to 16)"},
+			&cli.BoolFlag{Category: catCommon, Name: "keep-listening", Aliases: []string{"k"}, Usage: "serve senders one after another\n" +
+				"Streams are written one after another, never interleaved. A stream that fails ends rdmarecv with its exit code, the output ending with the part of it that arrived; with --output or --exec a failed stream fails only itself."},
+			&cli.StringFlag{Category: catCommon, Name: "forward", Usage: "relay: also send each stream on to `HOST[:PORT]`\n" +
+				"With the same key and transport flags; a stream is confirmed only when every host down the line wrote it."},
+			&cli.BoolFlag{Category: catCommon, Name: "relay", Usage: "relay a broadcast (rdmasend --to) to the next host\n" +
+				"The next receiver the sender names; with a key only for a sender that proved it, without one only to hosts on --relay-allow."},
+			&cli.StringSliceFlag{Category: catCommon, Name: "relay-allow", Usage: "relay only to these `HOSTS` (implies --relay)\n" +
+				"Names, addresses, networks like 10.0.0.0/8; comma-separated. Loopback and link-local next hops only when named here."},
+			&cli.StringFlag{Category: catCommon, Name: "output", Aliases: []string{"o"}, EnvVars: []string{"RDMARECV_OUTPUT"}, Usage: "write each stream to a file of its own, `TEMPLATE`\n" +
+				"In the name %n is the stream's number (from 1), %t the UTC time it began (20261127T201045Z) and %% a % (with -k the name must hold %n). The stream is written to .NAME.part-* beside it and linked to NAME once whole and verified, before the sender is told; a failed stream leaves no file (but for the part file of a receiver killed with SIGKILL), and an existing file is never overwritten: that stream fails."},
+			&cli.StringFlag{Category: catCommon, Name: "exec", Aliases: []string{"e"}, EnvVars: []string{"RDMARECV_EXEC"}, Usage: "give each stream to a process of its own, sh -c `CMD`\n" +
+				"As nc -e: on its stdin, with RDMAPIPE_STREAM (its number, from 1) and RDMAPIPE_PEER (the sender's address) in its environment and rdmarecv's stdout and stderr. The sender is told the stream arrived only once CMD has read it all and exited 0; any other exit fails the stream (the sender exits non-zero). A stream that fails sends SIGTERM to CMD's process group before its stdin is closed, and a guard process kills the group (SIGKILL) if rdmarecv itself is killed, so that a cut stream never looks whole to CMD."},
+			&cli.BoolFlag{Category: catCommon, Name: "sparse", Usage: "write blocks of zeros as holes (cp --sparse=always)\n" +
+				"The file gets its full length at the end: a sparse file arrives sparse. stdout must be a regular file, not opened for appending (rdmarecv --sparse > FILE); blocks over what the file already held are written."},
+			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output before confirming the stream\n" +
+				"So that the sender's exit 0 means the data is on disk: standard output must be a file or a device (or each --output file)."},
+			&cli.StringFlag{Category: catTuning, Name: "lag-buffer", Value: "64M", Usage: "in a chain, hold up to `SIZE` in memory that stdout has not taken\n" +
+				"With rdmasend --to or --forward, when standard output is a pipe or a terminal (not a regular file): a slow output then holds back no other host. 0: the output sets the chain's pace."},
+			&cli.StringFlag{Category: catTuning, Name: "spill-max", Value: "1G", Usage: "beyond --lag-buffer, hold up to `SIZE` more in a spill file\n" +
+				"Checked (XXH3) as it is read back. With both full, a host of a keyed chain (but the last) leaves it and fails alone (rdmasend exits 8 naming it); any other waits for its output. 0: no spill."},
+			&cli.StringFlag{Category: catTuning, Name: "spill-dir", Usage: "make the spill file in `DIR`\n" +
+				"Default: a private directory in $TMPDIR. The file is unlinked at once, so it goes when rdmarecv ends."},
+			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench\n" +
+				"Keep listening, accept messages up to 8 MiB, discard the data."},
 		),
 		HideHelpCommand: true,
 		OnUsageError:    command.OnUsageError,
@@ -84,6 +100,27 @@ func relayWith(c *cli.Context, o *options) error {
 		return command.Usagef("--relay without a key needs --relay-allow HOSTS: without a key anyone may ask this receiver to connect somewhere")
 	}
 	o.recv.Relay.Allow = policy.check
+	return nil
+}
+
+// lagWith sets how far the output of a receiver in a chain may fall
+// behind (pipe.ReceiveConfig.Lag) from --lag-buffer, --spill-max and
+// --spill-dir.
+func lagWith(c *cli.Context, o *options) error {
+	for _, f := range []struct {
+		name string
+		n    *int64
+	}{{"lag-buffer", &o.recv.Lag.Memory}, {"spill-max", &o.recv.Lag.Spill}} {
+		n, err := units.ParseSize(c.String(f.name))
+		if err != nil || n < 0 {
+			return command.Usagef("--%s %q: give a size such as 64M or 0", f.name, c.String(f.name))
+		}
+		*f.n = n
+	}
+	o.recv.Lag.Dir = c.String("spill-dir")
+	if fi, err := os.Stat(o.recv.Lag.Dir); o.recv.Lag.Dir != "" && (err != nil || !fi.IsDir()) {
+		return command.Usagef("--spill-dir %q: not a directory", o.recv.Lag.Dir)
+	}
 	return nil
 }
 
@@ -159,7 +196,9 @@ func recvAction(c *cli.Context) error {
 		if c.Bool("bench") {
 			return command.Usagef("--forward and --bench do not go together")
 		}
-		o.recv.Relay.To = hostPort(next, o.port)
+		if o.recv.Relay.To, err = receiverAddr(next, o.port); err != nil {
+			return command.Usagef("--forward %v", err)
+		}
 	}
 	if c.Bool("bench") && (c.Bool("relay") || c.IsSet("relay-allow")) {
 		return command.Usagef("--relay and --bench do not go together")
@@ -168,6 +207,9 @@ func recvAction(c *cli.Context) error {
 		if err := relayWith(c, &o); err != nil {
 			return err
 		}
+	}
+	if err := lagWith(c, &o); err != nil {
+		return err
 	}
 	out, open, err := outputs(c, &o, keep)
 	if err != nil {

@@ -21,7 +21,7 @@ type summary struct {
 	Bytes     int64        `json:"bytes"`
 	Messages  int64        `json:"messages"`
 	Seconds   float64      `json:"seconds"`
-	MBps      float64      `json:"mb_per_s"`
+	MiBps     float64      `json:"mib_per_s"`
 	Transport string       `json:"transport"`
 	Device    string       `json:"device,omitempty"`
 	Port      int          `json:"port,omitempty"`
@@ -41,8 +41,16 @@ type summary struct {
 	Hosts     []hostResult `json:"hosts,omitempty"`     // with a chain: each receiver's result, once all confirmed
 	Integrity string       `json:"integrity,omitempty"` // xxh3, aes-gmac (keyed) or aes-256-gcm (encrypted)
 	XXHash64  string       `json:"xxhash64,omitempty"`  // without a key: the stream's checksum (of each chunk's XXH3)
+	Lag       *lagResult   `json:"lag,omitempty"`       // rdmarecv in a chain: how far its output fell behind
 	CPU       float64      `json:"cpu_seconds"`         // user+system CPU of this process
 	CPUPerGiB float64      `json:"cpu_s_per_gib"`       // CPU seconds per GiB of stream (0 for an empty stream)
+}
+
+// lagResult is how far a receiver's output fell behind the stream
+// (pipe.Stats.Behind, Spilled).
+type lagResult struct {
+	Behind  int64 `json:"behind_bytes"`  // the most held at once
+	Spilled int64 `json:"spilled_bytes"` // what went through the spill file
 }
 
 // hostResult is one receiver's result in a broadcast: each confirms only
@@ -60,6 +68,9 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 		Seconds: st.Elapsed.Seconds(), Transport: st.Info.Transport, Device: st.Info.Device, Port: st.Info.Port,
 		RDMAOp: st.Info.DataPath, QPs: st.Info.QPs, Write: st.Info.Write, Tuned: st.Info.Tuned, Local: st.Info.Local, Remote: st.Info.Remote, Chunk: st.Info.Chunk, Depth: st.Info.Depth,
 		Pinned: st.Info.Pinned, IO: st.IO}
+	if st.Behind > 0 {
+		s.Lag = &lagResult{Behind: st.Behind, Spilled: st.Spilled}
+	}
 	if err != nil {
 		s.Error = err.Error()
 	} else {
@@ -68,9 +79,7 @@ func newSummary(role string, st pipe.Stats, err error, cpu time.Duration) summar
 			s.XXHash64 = fmt.Sprintf("%016x", st.Sum)
 		}
 	}
-	if s.Seconds > 0 {
-		s.MBps = float64(st.Bytes) / 1e6 / s.Seconds
-	}
+	s.MiBps = units.MiBps(st.Bytes, s.Seconds)
 	s.CPU = cpu.Seconds()
 	if st.Bytes > 0 {
 		s.CPUPerGiB = s.CPU / (float64(st.Bytes) / (1 << 30))
@@ -97,8 +106,8 @@ func (s summary) line() string {
 	if s.Transport == "" {
 		via = "no connection"
 	}
-	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MB/s) over %s %s -> %s, chunk %s x %d",
-		s.Bytes, s.Seconds, s.MBps, via, s.Local, s.Remote, units.Size(int64(s.Chunk)), s.Depth)
+	line := fmt.Sprintf("%d bytes in %.3f s (%.1f MiB/s) over %s %s -> %s, chunk %s x %d",
+		s.Bytes, s.Seconds, s.MiBps, via, s.Local, s.Remote, units.Size(int64(s.Chunk)), s.Depth)
 	if s.Pinned > 0 {
 		line += ", pinned " + formatMiB(s.Pinned)
 	}

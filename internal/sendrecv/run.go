@@ -15,7 +15,7 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
-// exitCodesHelp is the exit-code table shown in both commands' help.
+// exitCodesHelp is the exit-code table of both commands' man pages.
 const exitCodesHelp = `EXIT CODES:
    0  success: every byte was delivered and written
    1  internal error

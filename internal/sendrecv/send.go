@@ -40,14 +40,21 @@ EXAMPLES:
 
 ` + exitCodesHelp,
 		Flags: append(commonFlags(),
-			&cli.StringSliceFlag{Category: catCommon, Name: "to", Usage: "broadcast: send to these receivers, comma-separated, as a chain (the first relays to the second, and so on, each writing the stream); exit 0 only when every one wrote every byte"},
-			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`, one per line (# starts a comment), after those of --to"},
-			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "keep retrying for this long until the receiver is up (and free), and with --to every receiver down the chain"},
-			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 (200 Gb/s) to 8 (400 Gb/s) on fast links", Usage: "stripe the stream over this many RDMA queue pairs (1 to 16; --rdma-op write only; the receiver may grant fewer)"},
-			&cli.StringFlag{Category: catCommon, Name: "limit-rate", Usage: "send at most `RATE` bytes per second (K, M, G: binary, so 100M is 100 MiB/s, 839 Mbit/s), as scp -l (which counts Kbit/s), rsync --bwlimit or pv -L; -v says it"},
-			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input size (K, M, G suffixes) for the progress bar's ETA; read from stdin when it is a regular file"},
-			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "instead of sending stdin, measure throughput at message sizes 1 B to 8 MiB (against rdmarecv --bench)"},
-			&cli.DurationFlag{Category: catTuning, Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each message size (after a warm-up of a fifth of it)"},
+			&cli.StringSliceFlag{Category: catCommon, Name: "to", Usage: "broadcast to `HOSTS`, comma-separated, as a chain\n" +
+				"The first relays to the second, and so on, each writing the stream; exit 0 only when every one wrote every byte."},
+			&cli.StringFlag{Category: catCommon, Name: "to-file", Usage: "broadcast to the receivers listed in `FILE`\n" +
+				"One per line (# starts a comment), after those of --to."},
+			&cli.DurationFlag{Category: catCommon, Name: "wait", Aliases: []string{"w"}, Usage: "retry this long until the receiver is up and free\n" +
+				"With --to, every receiver down the chain too."},
+			&cli.IntFlag{Category: catRDMA, Name: "qps", Value: 1, DefaultText: "1, or 4 to 8 on fast links", Usage: "stripe the stream over `N` RDMA queue pairs (1 to 16)\n" +
+				"With --rdma-op write only; the receiver may grant fewer. Without the flag the link's speed chooses: 4 at 200 Gb/s, 8 at 400 Gb/s."},
+			command.LimitRateFlag(catCommon, ""),
+			&cli.StringFlag{Category: catCommon, Name: "size", Usage: "expected input `SIZE` (K, M, G) for the progress bar\n" +
+				"Read from stdin when it is a regular file."},
+			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "measure throughput at message sizes 1 B to 8 MiB\n" +
+				"Instead of sending stdin, against rdmarecv --bench."},
+			&cli.DurationFlag{Category: catTuning, Name: "bench-time", Value: time.Second, Usage: "with --bench: how long to measure each size\n" +
+				"After a warm-up of a fifth of it."},
 			&cli.StringFlag{Category: catTuning, Name: "bench-json", Usage: "with --bench: also write the results as JSON to `FILE`"},
 		),
 		HideHelpCommand: true,
@@ -70,9 +77,13 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	for _, h := range hosts[1:] {
-		o.send.Chain = append(o.send.Chain, hostPort(h, o.port))
+	addrs := make([]string, len(hosts))
+	for i, h := range hosts {
+		if addrs[i], err = receiverAddr(h, o.port); err != nil {
+			return err
+		}
 	}
+	o.send.Chain = addrs[1:]
 	if len(o.send.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
 		return command.Usagef("--bench and --check take one receiver, not a chain")
 	}
@@ -89,11 +100,11 @@ func sendAction(c *cli.Context) error {
 	if err != nil {
 		return err
 	}
-	rate, err := ratelimit.FlagOf(c, "rdmasend", os.Stderr)
+	rate, err := command.LimitRateOf(c, "rdmasend", os.Stderr)
 	if err != nil {
 		return err
 	}
-	addr := hostPort(hosts[0], o.port)
+	addr := addrs[0]
 	ctx, stop := command.SignalContext()
 	defer stop()
 	if c.Bool("check") {
@@ -148,7 +159,7 @@ func receivers(c *cli.Context) ([]string, error) {
 	if path := c.String("to-file"); path != "" {
 		b, err := os.ReadFile(path)
 		if err != nil {
-			return nil, command.Usagef("--to-file: %v", err)
+			return nil, command.Usagef("--to-file: %w", err)
 		}
 		for _, line := range strings.Split(string(b), "\n") {
 			if line, _, _ = strings.Cut(line, "#"); strings.TrimSpace(line) != "" {

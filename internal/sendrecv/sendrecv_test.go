@@ -103,13 +103,13 @@ func TestSummary(t *testing.T) {
 	st := pipe.Stats{Bytes: 3 << 20, Elapsed: 1e9,
 		Info: conn.Info{Transport: "rdma", Device: "mlx5_0", Port: 1, DataPath: "write", Local: "a", Remote: "b", Chunk: 1 << 20, Depth: 4}}
 	s := newSummary("send", st, nil, 1500*time.Millisecond)
-	want := "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
+	want := "3145728 bytes in 1.000 s (3.0 MiB/s) over rdma mlx5_0 port 1 (write) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
 	if got := s.line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}
 	striped := st
 	striped.Info.Device, striped.Info.QPs, striped.Info.Write, striped.Info.Tuned = "mlx5_0,mlx5_1", 8, 128<<10, "a 400 Gb/s link"
-	want = "3145728 bytes in 1.000 s (3.1 MB/s) over rdma mlx5_0,mlx5_1 port 1 (write, 8 QPs, 128 KiB writes for a 400 Gb/s link) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
+	want = "3145728 bytes in 1.000 s (3.0 MiB/s) over rdma mlx5_0,mlx5_1 port 1 (write, 8 QPs, 128 KiB writes for a 400 Gb/s link) a -> b, chunk 1 MiB x 4, CPU 1.50 s (512.00 s/GiB)"
 	if got := newSummary("send", striped, nil, 1500*time.Millisecond).line(); got != want {
 		t.Errorf("line() = %q, want %q", got, want)
 	}

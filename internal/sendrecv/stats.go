@@ -9,24 +9,30 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/progress"
+	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe"
 )
 
 // statsLine is one --stats-interval report.
 type statsLine struct {
 	Role     string  `json:"role"`
-	Seconds  float64 `json:"t"`        // since the reports began
-	Bytes    int64   `json:"bytes"`    // so far
-	MBps     float64 `json:"mb_per_s"` // over the last interval
-	AvgMBps  float64 `json:"avg_mb_per_s"`
+	Seconds  float64 `json:"t"`         // since the reports began
+	Bytes    int64   `json:"bytes"`     // so far
+	MiBps    float64 `json:"mib_per_s"` // over the last interval
+	AvgMiBps float64 `json:"avg_mib_per_s"`
 	InFlight int64   `json:"in_flight"` // sender: credits in use; receiver: messages waiting for the writer
 	Stalls   int64   `json:"stalls"`    // sender: waits for a credit; receiver: arrivals that found the writer busy
+	Lag      int64   `json:"lag"`       // receiver in a chain: bytes its output has yet to take (pipe.Gauges.Lag)
 }
 
 // human is the line -v prints instead of JSON.
 func (s statsLine) human(name string) string {
-	return fmt.Sprintf("%s: %7.1f s %s, %.1f MB/s now, %.1f MB/s average, %d in flight, %d stalls",
-		name, s.Seconds, progress.Bytes(s.Bytes), s.MBps, s.AvgMBps, s.InFlight, s.Stalls)
+	line := fmt.Sprintf("%s: %7.1f s %s, %.1f MiB/s now, %.1f MiB/s average, %d in flight, %d stalls",
+		name, s.Seconds, progress.Bytes(s.Bytes), s.MiBps, s.AvgMiBps, s.InFlight, s.Stalls)
+	if s.Lag > 0 {
+		line += ", output " + progress.Bytes(s.Lag) + " behind"
+	}
+	return line
 }
 
 // reportStats writes a statsLine for g to w every interval until ctx ends:
@@ -40,9 +46,9 @@ func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Ga
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls()}
-			s.MBps = round(rate(s.Bytes-lastBytes, now.Sub(last)), 1)
-			s.AvgMBps = round(rate(s.Bytes, now.Sub(start)), 1)
+			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls(), Lag: g.Lag()}
+			s.MiBps = round(units.MiBps(s.Bytes-lastBytes, now.Sub(last).Seconds()), 1)
+			s.AvgMiBps = round(units.MiBps(s.Bytes, now.Sub(start).Seconds()), 1)
 			last, lastBytes = now, s.Bytes
 			if human {
 				fmt.Fprintln(w, s.human(name))
@@ -70,14 +76,6 @@ func startStats(o options, w io.Writer, name, role string, g *pipe.Gauges) (stop
 		cancel()
 		<-done
 	}
-}
-
-// rate is n bytes over d in MB/s.
-func rate(n int64, d time.Duration) float64 {
-	if d <= 0 {
-		return 0
-	}
-	return float64(n) / 1e6 / d.Seconds()
 }
 
 // round rounds x to digits decimals.

@@ -11,7 +11,7 @@ import (
 // memory the transport locks for it at most on this side, a receiver's if
 // receiver (the peer's answer may make it smaller).
 func describe(o options, name string, receiver bool) string {
-	w, pins := o.window, window.Side(o.transport, o.rdmaOpts(), receiver)
+	w, pins := o.window, window.Pins(o.transportOf(nil, "").Pins(receiver))
 	locked := "locks no memory"
 	if pins != nil {
 		locked = "locks up to " + formatMiB(locks(w, pins))

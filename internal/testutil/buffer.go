@@ -40,3 +40,19 @@ func (b *Buffer) Len() int {
 	defer b.mu.Unlock()
 	return b.b.Len()
 }
+
+// HeldWriter is a writer whose writes wait until Release is closed, then
+// go to Out.
+type HeldWriter struct {
+	Release chan struct{}
+	Out     Buffer
+}
+
+// NewHeldWriter returns a HeldWriter not yet released.
+func NewHeldWriter() *HeldWriter { return &HeldWriter{Release: make(chan struct{})} }
+
+// Write waits for Release, then appends p to Out.
+func (h *HeldWriter) Write(p []byte) (int, error) {
+	<-h.Release
+	return h.Out.Write(p)
+}

@@ -4,6 +4,7 @@ package units
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 )
@@ -22,7 +23,18 @@ func Size(n int64) string {
 	return fmt.Sprintf("%d B", n)
 }
 
-// ParseSize parses a byte count such as 65536, 64K, 64KiB, 1M or 2G.
+// MiBps is a rate in MiB/s, the unit of sizes: n bytes over seconds (0
+// for no time). Every rate the commands print or write is in it.
+func MiBps(n int64, seconds float64) float64 {
+	if seconds <= 0 {
+		return 0
+	}
+	return float64(n) / (1 << 20) / seconds
+}
+
+// ParseSize parses a byte count such as 65536, 64K, 64KiB, 1M, 1.5M or
+// 2G: K, M, G and T are binary (1.5M is 1572864), and a fraction is
+// rounded to the nearest byte.
 func ParseSize(s string) (int64, error) {
 	t := strings.ToUpper(strings.TrimSpace(s))
 	t = strings.TrimSuffix(strings.TrimSuffix(t, "IB"), "B")
@@ -42,9 +54,9 @@ func ParseSize(s string) (int64, error) {
 			t = t[:n-1]
 		}
 	}
-	v, err := strconv.ParseInt(t, 10, 64)
-	if err != nil || v < 0 || v > (1<<62)/mult {
-		return 0, fmt.Errorf("%q is not a size (examples: 65536, 64K, 1M, 2G)", s)
+	v, err := strconv.ParseFloat(t, 64)
+	if err != nil || t == "" || strings.ContainsAny(t, "EINXP") || v < 0 || v*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("%q is not a size (examples: 65536, 64K, 1.5M, 2G)", s)
 	}
-	return v * mult, nil
+	return int64(math.Round(v * float64(mult))), nil
 }

@@ -33,7 +33,16 @@ func TestParseSize(t *testing.T) {
 		{"", 0, false},
 		{"lots", 0, false},
 		{"-1", 0, false},
-		{"1.5M", 0, false},
+		{"1.5M", 3 << 19, true},
+		{"0.5K", 512, true},
+		{"1.25", 1, true},
+		{".5G", 1 << 29, true},
+		{"1e3", 0, false},
+		{"inf", 0, false},
+		{"NaN", 0, false},
+		{"0x10", 0, false},
+		{"1.5.1M", 0, false},
+		{"M", 0, false},
 		{"99999999999T", 0, false},
 	}
 	for _, tc := range cases {

@@ -6,12 +6,10 @@ package window
 import (
 	"fmt"
 
-	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/units"
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
-	"github.com/rdmapipe/rdmapipe/pipe/transport/rdma"
 )
 
 // The window used where locking memory is not limited, as on most RDMA
@@ -85,62 +83,25 @@ type Flags struct {
 	Chunk, Depth int
 }
 
-// FlagsOf reads --chunk-size and --depth from c, and fails on a size that
-// does not parse or on either out of the protocol's range.
-func FlagsOf(c *cli.Context) (Flags, error) {
-	var f Flags
-	if c.IsSet("chunk-size") {
-		n, err := units.ParseSize(c.String("chunk-size"))
-		if err != nil {
-			return f, fmt.Errorf("--chunk-size: %w", err)
-		}
-		f.Chunk = int(min(n, conn.MaxChunk+1))
-		if err := conn.NewParams(f.Chunk, conn.MinDepth).Validate(); err != nil {
-			return f, fmt.Errorf("--chunk-size: %w", err)
-		}
-	}
-	if c.IsSet("depth") {
-		f.Depth = c.Int("depth")
-		if err := conn.NewParams(conn.MinChunk, f.Depth).Validate(); err != nil {
-			return f, fmt.Errorf("--depth: %w", err)
-		}
-	}
-	return f, nil
-}
-
 // Pins returns how many bytes one side of a stream locks for a window of
 // chunk x depth.
 type Pins func(chunk, depth int) uint64
 
-// Side returns the Pins of one side, a receiver's if receiver, of a
-// transport ("auto", "rdma" or "tcp") with the RDMA options o: what the
-// RDMA transport registers (rdma.Options.Pinned), or nil for TCP, whose
-// buffers are not locked.
-func Side(transport string, o rdma.Options, receiver bool) Pins {
-	if transport == "tcp" {
-		return nil
-	}
-	return func(chunk, depth int) uint64 {
-		return uint64(o.Pinned(conn.NewParams(chunk, depth), receiver))
-	}
-}
-
-// For returns the Pins of a process that is either side (see Side): the
-// larger of what a sender and a receiver lock.
-func For(transport string, o rdma.Options) Pins {
-	snd, rcv := Side(transport, o, false), Side(transport, o, true)
+// Either is the Pins of a process that may be either side: the larger of
+// what a sender (snd) and a receiver (rcv) lock; nil (nothing locked) if
+// snd is.
+func Either(snd, rcv Pins) Pins {
 	if snd == nil {
 		return nil
 	}
 	return func(chunk, depth int) uint64 { return max(snd(chunk, depth), rcv(chunk, depth)) }
 }
 
-// ForRelay is For for a relay, which holds a receiver's connection and a
-// sender's at once, both sized for the window: it locks both. (It may
-// also register its receive buffers for the sender to send from, but
-// copies instead where it cannot.)
-func ForRelay(transport string, o rdma.Options) Pins {
-	snd, rcv := Side(transport, o, false), Side(transport, o, true)
+// Both is the Pins of a relay, which holds a receiver's connection and a
+// sender's at once, both sized for the window: it locks both (it may also
+// register its receive buffers for the sender to send from, but copies
+// instead where it cannot); nil if snd is.
+func Both(snd, rcv Pins) Pins {
 	if snd == nil {
 		return nil
 	}

@@ -2,11 +2,9 @@ package window
 
 import (
 	"errors"
-	"flag"
 	"strings"
 	"testing"
 
-	"github.com/urfave/cli/v2"
 	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -59,21 +57,31 @@ func TestChoose(t *testing.T) {
 	}
 }
 
+// rdmaPins is what the RDMA transport with options o locks on one side,
+// a receiver's if receiver (as transport.Config.Pins gives it).
+func rdmaPins(o rdma.Options, receiver bool) Pins {
+	return func(chunk, depth int) uint64 { return uint64(o.Pinned(conn.NewParams(chunk, depth), receiver)) }
+}
+
 // TestChooseRDMA checks the policy against the RDMA transport's own
 // figure: under each limit the window fits on both sides, and the next
 // deeper one (where the policy could have gone deeper) does not.
 func TestChooseRDMA(t *testing.T) {
 	for _, o := range []rdma.Options{rdma.DefaultOptions(), {SendOnly: true}, {QPs: 1}} {
 		p := conn.NewParams(1<<20, 4)
-		if got, want := ForRelay("rdma", o)(p.Chunk, p.Depth), uint64(o.Pinned(p, true)+o.Pinned(p, false)); got != want {
+		snd, rcv := rdmaPins(o, false), rdmaPins(o, true)
+		if got, want := Both(snd, rcv)(p.Chunk, p.Depth), uint64(o.Pinned(p, true)+o.Pinned(p, false)); got != want {
 			t.Errorf("%+v: a relay locks %d bytes for 1 MiB x 4, want a receiver's and a sender's, %d", o, got, want)
 		}
-		for _, pins := range []Pins{For("rdma", o), ForRelay("rdma", o)} {
+		if got, want := Either(snd, rcv)(p.Chunk, p.Depth), uint64(max(o.Pinned(p, true), o.Pinned(p, false))); got != want {
+			t.Errorf("%+v: either side locks %d bytes for 1 MiB x 4, want the larger side's, %d", o, got, want)
+		}
+		for _, pins := range []Pins{Either(snd, rcv), Both(snd, rcv)} {
 			chooseUnder(t, o, pins)
 		}
 	}
-	if For("tcp", rdma.DefaultOptions()) != nil || ForRelay("tcp", rdma.DefaultOptions()) != nil {
-		t.Error("TCP locks memory, says For")
+	if Either(nil, nil) != nil || Both(nil, nil) != nil {
+		t.Error("a transport that locks nothing locks something, say Either or Both")
 	}
 }
 
@@ -93,7 +101,7 @@ func chooseUnder(t *testing.T, o rdma.Options, pins Pins) {
 
 // TestTooLittle checks when a host cannot lock the smallest window.
 func TestTooLittle(t *testing.T) {
-	pins := For("rdma", rdma.DefaultOptions())
+	pins := Either(rdmaPins(rdma.DefaultOptions(), false), rdmaPins(rdma.DefaultOptions(), true))
 	cases := []struct {
 		host Host
 		want bool
@@ -106,39 +114,6 @@ func TestTooLittle(t *testing.T) {
 	for _, tc := range cases {
 		if got := TooLittle(tc.host, pins); got != tc.want {
 			t.Errorf("%+v: TooLittle %v, want %v", tc.host, got, tc.want)
-		}
-	}
-}
-
-// TestFlagsOf checks the reading of --chunk-size and --depth.
-func TestFlagsOf(t *testing.T) {
-	cases := []struct {
-		args []string
-		want Flags
-		err  string
-	}{
-		{nil, Flags{}, ""},
-		{[]string{"--chunk-size", "8K"}, Flags{Chunk: 8 << 10}, ""},
-		{[]string{"--depth", "5"}, Flags{Depth: 5}, ""},
-		{[]string{"--chunk-size", "lots"}, Flags{}, "--chunk-size"},
-		{[]string{"--chunk-size", "0"}, Flags{}, "chunk size 0 out of range"},
-		{[]string{"--chunk-size", "1G"}, Flags{}, "out of range"},
-		{[]string{"--depth", "0"}, Flags{}, "depth 0 out of range"},
-		{[]string{"--depth", "2"}, Flags{}, "depth 2 out of range"},
-	}
-	for _, tc := range cases {
-		set := flag.NewFlagSet("test", flag.ContinueOnError)
-		set.String("chunk-size", "", "")
-		set.Int("depth", 0, "")
-		if err := set.Parse(tc.args); err != nil {
-			t.Fatal(err)
-		}
-		f, err := FlagsOf(cli.NewContext(cli.NewApp(), set, nil))
-		switch {
-		case tc.err == "" && (err != nil || f != tc.want):
-			t.Errorf("%q: %+v, %v; want %+v", tc.args, f, err, tc.want)
-		case tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)):
-			t.Errorf("%q: %v, want an error saying %q", tc.args, err, tc.err)
 		}
 	}
 }

@@ -142,7 +142,7 @@ func checkCommand(spec flagSpec, c command) error {
 		}
 		return fmt.Errorf("%s %s --help: %v: %s", c.name, strings.Join(flags, " "), err, msg)
 	}
-	if !strings.Contains(string(out), "USAGE:") {
+	if !strings.Contains(string(out), "Usage: ") {
 		return fmt.Errorf("%s --help printed no usage on stdout", c.name)
 	}
 	return nil

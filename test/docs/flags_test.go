@@ -13,9 +13,9 @@ import (
 // whether the flag takes a value.
 type flagSpec map[string]bool
 
-// optionLine is a flag's line in --help: its names and placeholders, two
-// spaces or more, its usage.
-var optionLine = regexp.MustCompile(`^\s+(-[^ ].*?)(?:\s{2,}|$)`)
+// optionLine is a flag's line in --help: two spaces, its names and
+// placeholder ("-P, --port N"), two spaces or more, its summary.
+var optionLine = regexp.MustCompile(`^  (-[^ ].*?)(?:\s{2,}|$)`)
 
 // readSpec reads command name's flags from its --help, and the hidden
 // ones every command has (command.DocFlags).
@@ -26,19 +26,15 @@ func readSpec(t *testing.T, name string) flagSpec {
 		t.Fatalf("%s --help: %v", name, err)
 	}
 	spec := flagSpec{"man": false, "completion": true}
-	_, options, ok := strings.Cut(string(out), "GLOBAL OPTIONS:")
-	if !ok {
-		t.Fatalf("%s --help has no GLOBAL OPTIONS", name)
-	}
-	for _, line := range strings.Split(options, "\n") {
+	for _, line := range strings.Split(string(out), "\n") {
 		m := optionLine.FindStringSubmatch(line)
 		if m == nil {
 			continue
 		}
-		names, _, _ := strings.Cut(m[1], " [")
-		for _, part := range strings.Split(names, ", ") {
-			flag, placeholder, _ := strings.Cut(part, " ")
-			spec[strings.TrimLeft(flag, "-")] = placeholder != ""
+		// -P, --port N: the placeholder follows the last name
+		names, placeholder, _ := strings.Cut(strings.ReplaceAll(m[1], ", ", ","), " ")
+		for _, part := range strings.Split(names, ",") {
+			spec[strings.TrimLeft(part, "-")] = placeholder != ""
 		}
 	}
 	if len(spec) < 10 {

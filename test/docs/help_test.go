@@ -8,8 +8,8 @@ import (
 	"testing"
 )
 
-// TestHelpStreams checks where each command writes its help and its usage
-// errors: --help on stdout with exit 0 (so that `rdmasend --help | less`
+// TestHelpStreams checks where each command writes its help, its version
+// and its usage errors: --help and --version on stdout with exit 0 (so that `rdmasend --help | less`
 // shows it), a bad flag on stderr with exit 2 and nothing on stdout.
 func TestHelpStreams(t *testing.T) {
 	for name := range ours {
@@ -18,8 +18,9 @@ func TestHelpStreams(t *testing.T) {
 			code           int
 			stdout, stderr string // what each must hold; "" must be empty
 		}{
-			{[]string{"--help"}, 0, "USAGE:", ""},
-			{[]string{"-h"}, 0, "USAGE:", ""},
+			{[]string{"--help"}, 0, "Usage: ", ""},
+			{[]string{"-h"}, 0, "Usage: ", ""},
+			{[]string{"--version"}, 0, name + " (devel) (github.com/rdmapipe/rdmapipe, revision ", ""},
 			{[]string{"--no-such-flag"}, 2, "", name + ": flag provided but not defined: -no-such-flag (see --help)"},
 		} {
 			t.Run(name+" "+strings.Join(tc.args, " "), func(t *testing.T) {

@@ -22,7 +22,7 @@ func TestBench(t *testing.T) {
 	code, stderr := s.wait(3 * time.Minute)
 	expect(t, "rdmasend --bench", code, stderr, 0)
 	r.cmd.Process.Kill()
-	for _, w := range []string{"MB/s", "1 B", "8 MiB", "over " + suite.transport} {
+	for _, w := range []string{"MiB/s", "1 B", "8 MiB", "over " + suite.transport} {
 		if !strings.Contains(out.String(), w) {
 			t.Errorf("bench output lacks %q:\n%s", w, out.String())
 		}
@@ -35,7 +35,7 @@ func TestBench(t *testing.T) {
 		Transport string
 		Rows      []struct {
 			Size, Chunk int
-			MBps        float64 `json:"mb_per_s"`
+			MiBps       float64 `json:"mib_per_s"`
 			Msgs        float64 `json:"messages_per_s"`
 		}
 	}
@@ -46,7 +46,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("bench JSON: transport %q with %d rows, want %s with 24", rep.Transport, len(rep.Rows), suite.transport)
 	}
 	for i, row := range rep.Rows {
-		if row.Size != 1<<i || row.Chunk != row.Size || row.MBps <= 0 || row.Msgs <= 0 {
+		if row.Size != 1<<i || row.Chunk != row.Size || row.MiBps <= 0 || row.Msgs <= 0 {
 			t.Errorf("row %d: %+v", i, row)
 		}
 	}

@@ -144,5 +144,5 @@ func delayRun(t *testing.T, w wire, transport, in string, want [32]byte) {
 			s.code, r.code, n, faultSize, n == faultSize && got == want, secs, s.stderr.String(), r.stderr.String())
 		return
 	}
-	t.Logf("exact in %.1fs (%.1f MB/s)", secs, float64(n)/1e6/secs)
+	t.Logf("exact in %.1fs (%.1f MiB/s)", secs, float64(n)/(1<<20)/secs)
 }

@@ -261,7 +261,7 @@ func TestUsage(t *testing.T) {
 		{"rdmasend", nil, "expected a HOST[:PORT] argument or --to"},
 		{"rdmasend", []string{"a", "b"}, "give one HOST[:PORT] argument, or the receivers with --to"},
 		{"rdmasend", []string{"--to", "b,c", "a"}, "not both"},
-		{"rdmasend", []string{"--to-file", "/nonexistent/hosts"}, "--to-file: open /nonexistent/hosts"},
+		{"rdmasend", []string{"--to-file", "/nonexistent/hosts"}, "--to-file: /nonexistent/hosts: no such file or directory"},
 		{"rdmasend", []string{"--bench", "--to", "b,c"}, "take one receiver, not a chain"},
 		{"rdmarecv", []string{"--bench", "--forward", "h"}, "--forward and --bench do not go together"},
 		{"rdmasend", []string{"--no-such-flag", "h"}, "no-such-flag"},
@@ -281,6 +281,14 @@ func TestUsage(t *testing.T) {
 		{"rdmarecv", []string{"--rdma-op", "read"}, `--rdma-op "read": must be write or send`},
 		{"rdmarecv", []string{"--depth", "1"}, "depth 1 out of range"},
 		{"rdmarecv", []string{"extra"}, "takes no arguments"},
+		{"rdmasend", []string{"h:99999"}, `"h:99999": the port must be a number from 1 to 65535`},
+		{"rdmasend", []string{"--to", "a,b:0"}, `"b:0": the port must be a number from 1 to 65535`},
+		{"rdmarecv", []string{"--forward", ":5"}, `--forward ":5": not a HOST[:PORT]`},
+		{"rdmasend", []string{"--timeout", "5", "h"}, "--timeout 5: a duration needs its unit: 5s, 5m, 5h"},
+		{"rdmasend", []string{"--wait", "soon", "h"}, `--wait "soon": not a duration`},
+		{"rdmasend", []string{"-P", "x", "h"}, `-P "x": not a whole number`},
+		{"rdmasend", []string{"--limit-rate", "0", "h"}, "for no limit leave --limit-rate out"},
+		{"rdmasend", []string{"--limit-rate", "1.5Q", "h"}, "not a rate in bytes per second"},
 	}
 	for _, tc := range cases {
 		t.Run(tc.bin+" "+strings.Join(tc.args, " "), func(t *testing.T) {

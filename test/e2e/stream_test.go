@@ -212,14 +212,15 @@ func TestAutoTransport(t *testing.T) {
 }
 
 // autoStream streams 5 bytes with --transport auto on both sides and checks
-// the transport each side used, unless (timedOut) the sender fell back to
+// the transport each side used (and, with -v, the sender's one line when it
+// falls back to TCP), unless (timedOut) the sender fell back to
 // TCP because RDMA did not answer in time where RDMA was expected.
 func autoStream(t *testing.T) (sendErr string, timedOut bool) {
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	sj, rj := filepath.Join(dir, "send.json"), filepath.Join(dir, "recv.json")
 	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)
-	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)
+	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, "--transport", "auto", "-v", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)
 	code, sendErr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, sendErr, 0)
 	code, recvErr := r.wait(30 * time.Second)

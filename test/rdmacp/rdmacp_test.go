@@ -565,6 +565,9 @@ func TestCopyErrors(t *testing.T) {
 		{"chunk size not a size", []string{"--chunk-size", "lots", file, "target:/tmp/"}, 2, `--chunk-size: "lots" is not a size`},
 		{"depth out of range", []string{"--depth", "2", file, "target:/tmp/"}, 2, "depth 2 out of range"},
 		{"compression asked for", []string{"-z", file, "target:/tmp/"}, 2, "rdmacp does not compress"},
+		{"a timeout without its unit", []string{"--timeout", "5", file, "target:/tmp/"}, 2, "--timeout 5: a duration needs its unit"},
+		{"an ssh port out of range", []string{"-P", "99999", file, "target:/tmp/"}, 2, "--ssh-port 99999: must be 1 to 65535"},
+		{"a rate of 0", []string{"--limit-rate", "0", file, "target:/tmp/"}, 2, "for no limit leave --limit-rate out"},
 		// downloads
 		{"remote source missing", []string{"target:" + src + "/missing", t.TempDir()}, 2, "no such file or directory"},
 		{"remote directory without -r", []string{"target:" + src, t.TempDir()}, 2, "use -r"},

@@ -83,3 +83,27 @@ func counters(t *testing.T) (n [2]int64) {
 	}
 	return n
 }
+
+// TestQuietCopy copies with the default transport (auto), a file up, a
+// tree up and a file down, and checks that a copy that works prints
+// nothing on stderr without -v (as scp), on a host without RDMA (where
+// auto takes TCP) as on one with it.
+func TestQuietCopy(t *testing.T) {
+	s := startSSHD(t)
+	src, dst := t.TempDir(), t.TempDir()
+	name := filepath.Join(src, "f")
+	makeFile(t, name, 1<<20, false)
+	for _, args := range [][]string{
+		{name, "target:" + dst + "/"},
+		{"-r", src, "target:" + dst + "/tree"},
+		{"target:" + name, filepath.Join(dst, "down")},
+	} {
+		r := s.rdmacp(t, append([]string{"-t", "auto"}, args...)...)
+		if r.code != 0 || r.stderr != "" {
+			t.Errorf("rdmacp %s: exit %d, want 0 and nothing on stderr; stderr:\n%s", strings.Join(args, " "), r.code, r.stderr)
+		}
+	}
+	if a, b := hashFile(t, name), hashFile(t, filepath.Join(dst, "down")); a != b {
+		t.Errorf("the download differs from its source")
+	}
+}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strconv"
+	"unsafe"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,18 +20,24 @@ const fileWritesAhead = 4
 // own: the writer checksums the next payloads while earlier ones are
 // written. The writes run one at a time, in stream order, so that a
 // receiver killed mid-stream leaves a prefix of the stream in the file,
-// never a hole. The file's offset is left after the bytes written, as a
-// sequential writer leaves it.
+// never a hole. Where the file system takes it, a payload in aligned
+// memory at an aligned offset is written with O_DIRECT, but for its
+// unaligned tail: the device reads the receive buffer, and the page
+// cache is neither copied into nor filled. The file's offset is left
+// after the bytes written, as a sequential writer leaves it.
 type fileSink struct {
-	f     *os.File
-	fd    int
-	base  int64
-	off   int64 // where the next write starts
-	max   int
-	keep  int64    // sparse: blocks of zeros from here on are left out; -1: not sparse
-	queue []*Write // started, not retired
-	jobs  chan fileJob
-	done  chan struct{} // closed when the write goroutine has ended
+	f  *os.File
+	fd int
+	// direct is an O_DIRECT twin of fd, or -1: used by the write
+	// goroutine alone, closed by Close.
+	direct int
+	base   int64
+	off    int64 // where the next write starts
+	max    int
+	keep   int64    // sparse: blocks of zeros from here on are left out; -1: not sparse
+	queue  []*Write // started, not retired
+	jobs   chan fileJob
+	done   chan struct{} // closed when the write goroutine has ended
 }
 
 // fileJob is one payload for the write goroutine.
@@ -48,14 +56,35 @@ func newFileSink(f *os.File, credits int, sparse bool) (*fileSink, error) {
 	if err != nil {
 		return nil, err
 	}
-	fs := &fileSink{f: f, fd: int(f.Fd()), base: base, off: base, max: max(1, min(fileWritesAhead, credits)), keep: -1}
+	fs := &fileSink{f: f, fd: int(f.Fd()), direct: -1, base: base, off: base, max: max(1, min(fileWritesAhead, credits)), keep: -1}
 	if sparse {
 		fs.keep = size
+	} else if base%directAlign == 0 {
+		fs.direct = openDirect(f)
 	}
 	fs.jobs = make(chan fileJob, fs.max)
 	fs.done = make(chan struct{})
 	go fs.run()
 	return fs, nil
+}
+
+// directAlign is the alignment O_DIRECT needs of buffers, offsets and
+// lengths on the file systems that support it.
+const directAlign = 4096
+
+// openDirect opens f again for writing with O_DIRECT, or returns -1 where
+// f was not opened for writing (the twin must not write where f cannot)
+// or the file system does not take it (tmpfs before Linux 6.6, for one).
+func openDirect(f *os.File) int {
+	flags, err := unix.FcntlInt(f.Fd(), unix.F_GETFL, 0)
+	if err != nil || flags&unix.O_ACCMODE == unix.O_RDONLY {
+		return -1
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_DIRECT|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return -1
+	}
+	return fd
 }
 
 // offset returns f's offset and size if f is a regular file with an
@@ -150,25 +179,56 @@ func (fs *fileSink) End() error {
 func (fs *fileSink) Close(written int64) int64 {
 	close(fs.jobs)
 	<-fs.done
-	n := finished(fs.queue)
-	_, _ = fs.f.Seek(fs.base+written+n, io.SeekStart)
+	if fs.direct >= 0 {
+		unix.Close(fs.direct)
+		fs.direct = -1
+	}
+	n := written + finished(fs.queue)
+	_, _ = fs.f.Seek(fs.base+n, io.SeekStart)
 	return n
 }
 
 func (fs *fileSink) Describe() string {
-	if fs.keep >= 0 {
+	switch {
+	case fs.keep >= 0:
 		return "pwrite sparse"
+	case fs.direct >= 0:
+		return "pwrite O_DIRECT"
 	}
 	return "pwrite"
 }
 
 // pwrite writes all of p at off, leaving out blocks of zeros if the sink
-// is sparse.
+// is sparse, with O_DIRECT what it can (see pwriteDirect).
 func (fs *fileSink) pwrite(p []byte, off int64) (int, error) {
-	if fs.keep < 0 {
-		return pwriteFull(fs.fd, p, off)
+	if fs.keep >= 0 {
+		return pwriteSparse(fs.fd, p, off, fs.keep)
 	}
-	return pwriteSparse(fs.fd, p, off, fs.keep)
+	n, err := fs.pwriteDirect(p, off)
+	if err != nil {
+		return n, err
+	}
+	m, err := pwriteFull(fs.fd, p[n:], off+int64(n))
+	return n + m, err
+}
+
+// pwriteDirect writes the aligned start of p at off with O_DIRECT, if p's
+// memory and off are aligned, and returns how much it wrote. A direct
+// write that fails having written nothing (a file system that took
+// O_DIRECT at open but not this write) is left to the cache, as every
+// later one is.
+func (fs *fileSink) pwriteDirect(p []byte, off int64) (int, error) {
+	n := len(p) &^ (directAlign - 1)
+	if fs.direct < 0 || n == 0 || off%directAlign != 0 || uintptr(unsafe.Pointer(unsafe.SliceData(p)))%directAlign != 0 {
+		return 0, nil
+	}
+	m, err := pwriteFull(fs.direct, p[:n], off)
+	if err != nil && m == 0 {
+		unix.Close(fs.direct)
+		fs.direct = -1
+		return 0, nil
+	}
+	return m, err
 }
 
 // holeBlock is the size of the blocks a sparse sink checks for zeros, on

@@ -29,11 +29,11 @@ type Sink interface {
 	// write retired: a sparse file gets its full length.
 	End() error
 	// Close waits for the writes in flight, which may be reading receive
-	// buffers, and returns the bytes of those not retired that finished
-	// without error, in the order they were started, up to the first that
-	// did not: with the written bytes already retired, the prefix of the
-	// stream that the output holds. It leaves the output's offset after
-	// that prefix.
+	// buffers, and returns the prefix of the stream that the output holds:
+	// the written bytes already retired, and those of the writes not
+	// retired that finished without error, in the order they were started,
+	// up to the first that did not (a Lag returns what its output took).
+	// It leaves the output's offset after that prefix.
 	Close(written int64) int64
 	// Describe says how the output is written (pipe.Stats.IO).
 	Describe() string
@@ -65,9 +65,7 @@ func New(w io.Writer, credits int, sparse bool) (Sink, error) {
 	} else if sparse {
 		return nil, errNotFile
 	}
-	done := make(chan struct{})
-	close(done) // its writes have finished when start returns
-	return &streamSink{w: w, last: Write{Done: done}}, nil
+	return &streamSink{w: w, single: newSingle()}, nil
 }
 
 // errNotFile is why a writer that is not an *os.File cannot be sparse.
@@ -87,9 +85,8 @@ func CheckSparse(w io.Writer) error {
 // streamSink writes to a pipe, socket, terminal or any io.Writer, one
 // payload at a time, as it is started.
 type streamSink struct {
-	w    io.Writer
-	last Write
-	busy bool
+	w io.Writer
+	single
 }
 
 func (ss *streamSink) Start(buf int, p []byte) {
@@ -97,26 +94,40 @@ func (ss *streamSink) Start(buf int, p []byte) {
 	ss.last.Buf, ss.last.N, ss.last.Err, ss.busy = buf, n, err, true
 }
 
-func (ss *streamSink) Pending() int {
-	if ss.busy {
+// newSingle returns a single whose writes have finished when they start.
+func newSingle() single {
+	done := make(chan struct{})
+	close(done)
+	return single{last: Write{Done: done}}
+}
+
+// single is the bookkeeping of a sink whose writes finish as they are
+// started: one at a time, the last until it is retired.
+type single struct {
+	last Write
+	busy bool
+}
+
+func (s *single) Pending() int {
+	if s.busy {
 		return 1
 	}
 	return 0
 }
 
-func (ss *streamSink) Limit() int { return 1 }
+func (s *single) Limit() int { return 1 }
 
-func (ss *streamSink) Oldest() *Write { return &ss.last }
+func (s *single) Oldest() *Write { return &s.last }
 
-func (ss *streamSink) Retire() { ss.busy = false }
+func (s *single) Retire() { s.busy = false }
 
 func (ss *streamSink) End() error { return nil }
 
-func (ss *streamSink) Close(int64) int64 {
+func (ss *streamSink) Close(written int64) int64 {
 	if !ss.busy {
-		return 0
+		return written
 	}
-	return finished([]*Write{&ss.last})
+	return written + finished([]*Write{&ss.last})
 }
 
 // finished returns the bytes of the writes in ws, which have all finished,

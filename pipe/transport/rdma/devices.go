@@ -44,6 +44,9 @@ type Port struct {
 	GIDs              []GID // the valid (non-zero) entries of the GID table
 }
 
+// Gbps is the port's rate in Gb/s, 0 if its sysfs rate does not say.
+func (p Port) Gbps() float64 { return linkGbps(p.Rate) }
+
 // GID is one valid entry of a port's GID table.
 type GID struct {
 	Index  int
