@@ -35,6 +35,11 @@ type env struct {
 
 var suite env
 
+// race is whether this test binary was built with -race: then the
+// commands it runs are too, so that a data race in them fails the test
+// that meets it (a race report exits 66).
+const race = testutil.Race
+
 func TestMain(m *testing.M) {
 	suite = env{
 		transport: getenv("RDMAPIPE_E2E_TRANSPORT", "tcp"),
@@ -49,9 +54,7 @@ func TestMain(m *testing.M) {
 		}
 		suite.bigSize = int64(n) << 20
 	}
-	// Built with -race if this test is, so that a data race in a command
-	// fails the test that meets it (a race report exits 66).
-	dir, err := testutil.Commands(testutil.Race)
+	dir, err := testutil.Commands(race)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)
