@@ -19,12 +19,11 @@ const BinEnv = "RDMAPIPE_BIN"
 
 // Commands returns a directory holding every command of the module
 // (./cmd/...), built with -race if race is set. It is BinEnv's directory
-// if set; else a directory under os.TempDir named by a hash of the
-// module's non-test sources, the toolchain and race, built by the first
-// test process that asks for it while the others wait on a file lock, and
-// kept for the next run. It is meant for TestMain: with race it sets
-// GORACE so that the processes a test starts do not sleep a second as
-// they exit.
+// if set; else a directory under os.TempDir named by a hash of what goes
+// into the build (buildKey), built by the first test process that asks
+// for it while the others wait on a file lock, and kept for the next run.
+// It is meant for TestMain: with race it sets GORACE so that the
+// processes a test starts do not sleep a second as they exit.
 func Commands(race bool) (string, error) {
 	if race {
 		// The race runtime sleeps before a process exits (GORACE's
