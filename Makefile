@@ -134,9 +134,15 @@ test-full: test-unit
 	$(MAKE) test-fuzz FUZZTIME=$${FUZZTIME:-1m}
 	$(MAKE) test-rdma SUITE=full
 
+# The tests that call t.Parallel wait on processes, ssh logins, timers and
+# the network far more than on the CPU (those that do not, and those whose
+# short timeouts must not fire under load, are left out of it): PARALLEL
+# of them at a time in each package, where go test's default is the
+# number of CPUs.
+PARALLEL ?= 8
 test-unit: deps
 	$(GO) vet ./...
-	$(GO) test -race -count=1 ./...
+	$(GO) test -race -count=1 -parallel $(PARALLEL) ./...
 
 # Bounded fuzzing of every decoder of peer bytes; failing inputs land in the
 # packages' testdata/fuzz, and plain `go test` replays them from then on.

@@ -50,6 +50,7 @@ func scaleHops(n int) ([]hop, *firstByte) {
 // first byte at the last hop, over the hops) and the chain's rate against
 // one hop's for the same bytes: figures to report, not to assert.
 func TestChainScale(t *testing.T) {
+	// Not parallel: 256 hosts take the CPU for seconds.
 	in := randomBytes(1<<20, 31)
 	// One hop takes a few milliseconds: the fastest of a few runs.
 	oneHop := time.Hour
@@ -97,6 +98,7 @@ func TestChainScale(t *testing.T) {
 // where a host in the middle dies mid-stream: the other 255 write the
 // exact input, and the sender names the one lost.
 func TestChainScaleRepair(t *testing.T) {
+	// Not parallel: 256 hosts take the CPU for seconds.
 	in := randomBytes(256<<10, 32)
 	// The host dies (its connections close): the Timeout only bounds
 	// silence, which 256 hosts on two loaded cores can reach for 5 s.

@@ -10,6 +10,7 @@ import (
 // end counted or named lost, and, with the whole chain known, only names
 // of receivers after it, each once.
 func TestCheckConfirmation(t *testing.T) {
+	t.Parallel()
 	long := strings.Repeat("h", 70) + ":1"
 	tests := []struct {
 		name      string

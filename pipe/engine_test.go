@@ -93,6 +93,7 @@ func randomBytes(n int, seed uint64) []byte {
 }
 
 func TestStreamSizes(t *testing.T) {
+	// Not parallel: it takes the CPU for seconds (64 MiB in each mode).
 	const chunk = 4096
 	cases := []struct {
 		name  string
@@ -143,6 +144,7 @@ func TestStreamSizes(t *testing.T) {
 // as ciphertext: no data message the receiver's end gets holds a window of
 // the input, and yet the output is exact.
 func TestEncryptedOnTheWire(t *testing.T) {
+	t.Parallel()
 	in := bytes.Repeat([]byte("plain text that must not travel as such. "), 1000)
 	p := conn.NewParams(4096, 4)
 	sc, rc, err := memconn.Pair(p, p, memconn.Faults{})
@@ -175,6 +177,7 @@ func TestEncryptedOnTheWire(t *testing.T) {
 // a sender that encrypts without a key, and a receiver that requires
 // encryption from a sender that does not encrypt.
 func TestEncryptionRefused(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name               string
 		send               pipe.SendConfig
@@ -189,6 +192,7 @@ func TestEncryptionRefused(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := stream{sendCfg: tc.send, recvCfg: tc.recv}
 			s.sendCfg.HandshakeTimeout, s.recvCfg.HandshakeTimeout = time.Second, time.Second
 			r := s.run(t, context.Background(), bytes.NewReader([]byte("data")))
@@ -223,6 +227,7 @@ func (c *spyConn) Poll(ctx context.Context, cs []conn.Completion) (int, error) {
 }
 
 func TestNegotiatedParams(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(100000, 1)
 	s := stream{proposal: conn.NewParams(8192, 8), local: conn.NewParams(1000, 3)}
 	r := s.run(t, context.Background(), bytes.NewReader(in))
@@ -247,6 +252,7 @@ func TestNegotiatedParams(t *testing.T) {
 // then data, then the end of the stream. From the receiver: hello, welcome,
 // then credits.
 func TestFaults(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(10*4096, 2)
 	cases := []struct {
 		name               string
@@ -264,6 +270,7 @@ func TestFaults(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			// The receiver gives up first, so that the sender hears why.
 			s := stream{faults: tc.faults, sendCfg: pipe.SendConfig{Timeout: 1500 * time.Millisecond}, recvCfg: pipe.ReceiveConfig{Timeout: time.Second}}
 			r := s.run(t, context.Background(), bytes.NewReader(in))
@@ -302,6 +309,7 @@ func checkErr(t *testing.T, who string, err error, kind conn.Kind, says string) 
 }
 
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name               string
 		sendKey, recvKey   string
@@ -316,6 +324,7 @@ func TestKeys(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			s := stream{sendCfg: pipe.SendConfig{Key: []byte(tc.sendKey)}, recvCfg: pipe.ReceiveConfig{Key: []byte(tc.recvKey)}}
 			r := s.run(t, context.Background(), strings.NewReader("payload"))
 			checkErr(t, "sender", r.sendErr, tc.kind, tc.sendSays)
@@ -330,6 +339,7 @@ func TestKeys(t *testing.T) {
 // TestInteractive checks that what the sender has read goes out at once
 // when its input stalls, rather than waiting for a full chunk.
 func TestInteractive(t *testing.T) {
+	t.Parallel()
 	inR, inW := io.Pipe()
 	outR, outW := io.Pipe()
 	done := make(chan result, 1)
@@ -370,13 +380,16 @@ func (f failingReader) Read(p []byte) (int, error) {
 }
 
 func TestIOFailures(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(20*4096, 3)
 	t.Run("output fails", func(t *testing.T) {
+		t.Parallel()
 		r := stream{out: &failingWriter{after: 3 * 4096}}.run(t, context.Background(), bytes.NewReader(in))
 		checkErr(t, "receiver", r.recvErr, conn.KindAborted, "disk on fire")
 		checkErr(t, "sender", r.sendErr, conn.KindAborted, `receiver aborted: "write output: disk on fire`)
 	})
 	t.Run("input fails", func(t *testing.T) {
+		t.Parallel()
 		r := stream{}.run(t, context.Background(), failingReader{bytes.NewReader(in)})
 		checkErr(t, "sender", r.sendErr, conn.KindAborted, "input device gone")
 		checkErr(t, "receiver", r.recvErr, conn.KindAborted, `sender aborted: "read input`)
@@ -384,6 +397,7 @@ func TestIOFailures(t *testing.T) {
 }
 
 func TestCancel(t *testing.T) {
+	t.Parallel()
 	arrived := &firstWrite{first: make(chan struct{})}
 	inR, inW := io.Pipe()
 	defer inW.Close()
@@ -419,6 +433,7 @@ func TestCancel(t *testing.T) {
 // without delay and on one with a delay each way (heartbeats must then
 // wait for their answers, not pile up in the receiver's spares).
 func TestHeartbeats(t *testing.T) {
+	// Not parallel: its 300 ms timeout must not fire while other tests take the CPU.
 	const beats = 8
 	for _, delay := range []time.Duration{0, 20 * time.Millisecond} {
 		t.Run(fmt.Sprintf("delay %v", delay), func(t *testing.T) {
@@ -502,6 +517,7 @@ func (g *gatedWriter) Write(p []byte) (int, error) {
 // writer that lags behind: the receiver returns its credits several to a
 // message, and the stream still arrives whole.
 func TestCreditBatches(t *testing.T) {
+	t.Parallel()
 	const chunk, depth, size = 4096, 64, 1 << 20
 	p := conn.NewParams(chunk, depth)
 	sc, rc := memPair(t, p, p, memconn.Faults{})
@@ -530,6 +546,7 @@ func TestCreditBatches(t *testing.T) {
 }
 
 func TestGauges(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(64*4096, 9)
 	sg, rg := &pipe.Gauges{}, &pipe.Gauges{}
 	out := testutil.NewHeldWriter()
@@ -561,6 +578,7 @@ func TestGauges(t *testing.T) {
 }
 
 func TestProbe(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name              string
 		sendKey, recvKey  string
@@ -574,6 +592,7 @@ func TestProbe(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			out := &testutil.Buffer{}
@@ -627,6 +646,7 @@ func (c *pinningConn) Info() conn.Info {
 // connection as the stream found it, its window (and what it pinned)
 // included, not as it was before the handshake opened it.
 func TestStatsAfterWindow(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	sc, rc := memPair(t, p, p, memconn.Faults{})
 	go pipe.Send(context.Background(), sc, bytes.NewReader([]byte("data")), pipe.SendConfig{})

@@ -51,6 +51,7 @@ func directAllowed(f *os.File) bool {
 }
 
 func TestFileInput(t *testing.T) {
+	t.Parallel()
 	const chunk = 64 << 10
 	tests := []struct {
 		name     string
@@ -73,6 +74,7 @@ func TestFileInput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			data := randomBytes(tt.size, uint64(tt.size))
 			f := fileWith(t, data, tt.off)
 			if tt.uncached {
@@ -109,6 +111,7 @@ func TestFileInput(t *testing.T) {
 }
 
 func TestFileOutput(t *testing.T) {
+	t.Parallel()
 	const chunk = 4096
 	head := []byte("existing head\n")
 	tests := []struct {
@@ -124,6 +127,7 @@ func TestFileOutput(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			data := randomBytes(tt.size, 11)
 			f := fileWith(t, head, int64(len(head)))
 			if tt.append {
@@ -156,6 +160,7 @@ func TestFileOutput(t *testing.T) {
 }
 
 func TestFileOutputFails(t *testing.T) {
+	t.Parallel()
 	f := fileWith(t, nil, 0)
 	ro, err := os.Open(f.Name())
 	if err != nil {
@@ -187,6 +192,7 @@ func directIO(t *testing.T, f *os.File) string {
 // with chunks of 64 KiB too, whose buffers are page-aligned, so that the
 // file is written with O_DIRECT where its file system takes it.
 func TestFailedStreamKeepsWrites(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(64*4096, 9)
 	for i := range 50 {
 		f := fileWith(t, nil, 0)

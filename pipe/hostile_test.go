@@ -189,6 +189,7 @@ func (p *peer) handshake() {
 
 // TestHostileReceiver runs an honest Send against scripted receivers.
 func TestHostileReceiver(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name   string
 		script func(p *peer)
@@ -286,6 +287,7 @@ func TestHostileReceiver(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			go tc.script(&peer{t: t, c: rc, cs: make([]conn.Completion, 16)})
@@ -306,6 +308,7 @@ func TestHostileReceiver(t *testing.T) {
 
 // TestHostileSender runs an honest Receive against scripted senders.
 func TestHostileSender(t *testing.T) {
+	t.Parallel()
 	key := []byte("0123456789abcdef")
 	cases := []struct {
 		name   string
@@ -380,6 +383,7 @@ func TestHostileSender(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(4096, 4)
 			send := conn.NewParams(8192, 4) // room for the oversized message
 			sc, rc := memPair(t, send, p, memconn.Faults{})
@@ -472,6 +476,7 @@ func (c *tamperConn) Poll(ctx context.Context, cs []conn.Completion) (int, error
 // unnoticed (the checksum guards against accidents only); with a key the MAC
 // catches every one.
 func TestKeyedStreamTampering(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(8*4096, 9)
 	var held []byte
 	attacks := []struct {
@@ -542,9 +547,11 @@ func (c *trickleConn) Progress() int64 { return c.n.Add(1) }
 // idle timeout to arrive is not given up while its bytes keep arriving,
 // when the connection can tell (conn.ProgressCounter); it is when it cannot.
 func TestSlowLinkIsNotSilence(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(3*4096, 11)
 	for _, counts := range []bool{true, false} {
 		t.Run(fmt.Sprintf("counts arrivals %v", counts), func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{Delay: 400 * time.Millisecond})
 			sendCfg := pipe.SendConfig{Timeout: time.Minute}
@@ -574,6 +581,7 @@ func TestSlowLinkIsNotSilence(t *testing.T) {
 // stream alone and the sender count it as written by every receiver. The
 // proofs cover the whole handshake: the receiver refuses it.
 func TestDowngrade(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	key := []byte("downgrade-test-key-0123456789abcdef")
 	sc, toSender := memPair(t, p, p, memconn.Faults{})

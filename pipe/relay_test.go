@@ -108,6 +108,7 @@ func runChainWith(t testing.TB, in []byte, sendCfg pipe.SendConfig, hops []hop, 
 }
 
 func TestRelay(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096+123, 21)
 	keyed := []hop{{params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}, {params: p, key: "k"}}
@@ -136,6 +137,7 @@ func TestRelay(t *testing.T) {
 				continue
 			}
 			t.Run(fmt.Sprintf("%s/fixed=%v", tt.name, fixed), func(t *testing.T) {
+				t.Parallel()
 				var chain []string
 				for i := 1; i < len(tt.hops); i++ {
 					chain = append(chain, fmt.Sprintf("hop%d", i))
@@ -171,6 +173,7 @@ func checkChainResult(t *testing.T, r chainResult, in []byte, hops int) {
 }
 
 func TestRelayFailures(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(50*4096, 22)
 	tests := []struct {
@@ -201,6 +204,7 @@ func TestRelayFailures(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			r := runChain(t, in, tt.hops[0].key, tt.hops)
 			checkErr(t, "sender", r.sendErr, tt.sendKind, tt.sendSays)
 			for i, says := range tt.hopSays {
@@ -218,15 +222,18 @@ func TestRelayFailures(t *testing.T) {
 }
 
 func TestChainMessages(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(10*4096+1, 23)
 	hops := []hop{{params: p}, {params: p}, {params: p}, {params: p}}
 	t.Run("names longer than one message", func(t *testing.T) {
+		t.Parallel()
 		pad := strings.Repeat("x", 200)
 		r := runChainWith(t, in, pipe.SendConfig{}, hops, []string{"hop1." + pad, "hop2." + pad, "hop3." + pad}, false)
 		checkChainResult(t, r, in, len(hops))
 	})
 	t.Run("the longest chain, under control credits", func(t *testing.T) {
+		t.Parallel()
 		// 1024 names of 255 bytes take over a thousand chain messages,
 		// each sent only once the receiver has room for it; the relay
 		// then fails to reach the first, which the sender must name.
@@ -252,12 +259,14 @@ func TestChainMessages(t *testing.T) {
 		}
 	})
 	t.Run("a host name with a space", func(t *testing.T) {
+		t.Parallel()
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		go pipe.Receive(context.Background(), rc, io.Discard, pipe.ReceiveConfig{})
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Chain: []string{"bad host"}})
 		checkErr(t, "sender", err, conn.KindUsage, "cannot be in one")
 	})
 	t.Run("a receiver that does not relay", func(t *testing.T) {
+		t.Parallel()
 		sc, rc := memPair(t, p, p, memconn.Faults{})
 		recvErr := make(chan error, 1)
 		go func() {
@@ -276,6 +285,7 @@ func TestChainMessages(t *testing.T) {
 // the policy refuses; a failed set-up releases the claim; the set-up has
 // one bound however long the chain; a sender that goes away ends it.
 func TestRelayPolicy(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(4096, 4)
 	in := randomBytes(3*4096, 24)
 	type outcome struct {
@@ -327,6 +337,7 @@ func TestRelayPolicy(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			sendCtx, cancelSend := context.WithCancelCause(context.Background())
 			defer cancelSend(nil)

@@ -403,6 +403,7 @@ func checkSimNamed(t *testing.T, r simResult, in []byte, n int, lost []string, p
 // chain, every other host writes every byte exactly once, and the sender
 // names the hosts lost.
 func TestRepair(t *testing.T) {
+	// Not parallel: its 1 s timeouts must not fire while other tests take the CPU.
 	in := randomBytes(1<<20, 41)
 	cfg := pipe.ReceiveConfig{Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
 	tests := []struct {
@@ -467,9 +468,11 @@ func TestRepair(t *testing.T) {
 // rejoin without the receiver's key, and the sender's when no receiver
 // is left.
 func TestRepairRefused(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 42)
 	cfg := pipe.ReceiveConfig{Timeout: 300 * time.Millisecond, HandshakeTimeout: time.Second}
 	t.Run("a rejoin without the key", func(t *testing.T) {
+		t.Parallel()
 		net := newSimNet(t, 2, conn.NewParams(4096, 4))
 		out := &simOutput{}
 		recvErr := make(chan error, 1)
@@ -555,6 +558,7 @@ func lostSender(t *testing.T, in []byte, cfg pipe.ReceiveConfig, cut int) (chan<
 // error, and the receiver, when no other comes, fails as cut short,
 // having written only the start of the stream.
 func TestRejoinRefused(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 43)
 	cfg := pipe.ReceiveConfig{Key: []byte("k"), Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
 	tests := []struct {
@@ -570,6 +574,7 @@ func TestRejoinRefused(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			rejoins, recvErr, out, _ := lostSender(t, in, cfg, 256<<10)
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
@@ -598,6 +603,7 @@ func TestRejoinRefused(t *testing.T) {
 	}
 	for _, h := range hellos {
 		t.Run(h.name, func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
 			recvErr := make(chan error, 1)
@@ -612,6 +618,7 @@ func TestRejoinRefused(t *testing.T) {
 		})
 	}
 	t.Run("a rejoin without a key", func(t *testing.T) {
+		t.Parallel()
 		rcfg := cfg
 		rcfg.Key = nil
 		rcfg.Rejoin = func(context.Context) (conn.Conn, error) { return nil, errors.New("none") }
@@ -621,6 +628,7 @@ func TestRejoinRefused(t *testing.T) {
 		checkErr(t, "receiver", err, conn.KindUsage, "needs a shared key")
 	})
 	t.Run("a repair without a key", func(t *testing.T) {
+		t.Parallel()
 		p := conn.NewParams(4096, 4)
 		sc, _ := memPair(t, p, p, memconn.Faults{})
 		_, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), pipe.SendConfig{Repair: true})
@@ -635,6 +643,7 @@ func TestRejoinRefused(t *testing.T) {
 // stream's MAC, which binds the total the receiver counted, is the first
 // to say so).
 func TestRejoinChecksTheWholeLength(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 46)
 	key := []byte("k")
 	cfg := pipe.ReceiveConfig{Key: key, Timeout: time.Second, HandshakeTimeout: 2 * time.Second}
@@ -649,6 +658,7 @@ func TestRejoinChecksTheWholeLength(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			rejoins, recvErr, out, auths := lostSender(t, in, cfg, 256<<10)
 			first := <-auths
 			p := conn.NewParams(4096, 4)
@@ -701,6 +711,7 @@ func (p *peer) claim(key, id []byte, place uint32) []byte {
 // the receiver, when no other comes, fails as cut short, naming the
 // refusal, with only the start of its own stream written.
 func TestRejoinClaimsItsStream(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 47)
 	key := []byte("k")
 	cfg := pipe.ReceiveConfig{Key: key, Timeout: 300 * time.Millisecond, HandshakeTimeout: 500 * time.Millisecond}
@@ -716,6 +727,7 @@ func TestRejoinClaimsItsStream(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			rejoins, recvErr, out, auths := lostSender(t, in, cfg, 256<<10)
 			first := <-auths
 			if place := binary.LittleEndian.Uint32(first[wire.AuthPlace:]); place != 1 {
@@ -748,6 +760,7 @@ func TestRejoinClaimsItsStream(t *testing.T) {
 // gives it up, told why, and with no other fallback the stream fails as
 // every receiver lost.
 func TestTakeOverClaims(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 44)
 	tests := []struct {
 		name    string
@@ -761,6 +774,7 @@ func TestTakeOverClaims(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			key := []byte("k")
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})
@@ -812,6 +826,7 @@ func claimWritten(t *testing.T, c *memconn.Conn, key []byte, written uint64) <-c
 // failing the stream as if the fallback had broken the protocol: it goes
 // on alone, and the sender counts it, naming both lost.
 func TestRelayTakeOverFedByAnother(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(1<<20, 48)
 	key := []byte("k")
 	p := conn.NewParams(4096, 4)
@@ -866,6 +881,7 @@ func TestRelayTakeOverFedByAnother(t *testing.T) {
 // after it must be counted (or named lost), so a count of one fails the
 // stream, where two completes it with the first receiver named lost.
 func TestTakeOverCountsTheHostsAhead(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(64<<10, 48)
 	tests := []struct {
 		name      string
@@ -878,6 +894,7 @@ func TestTakeOverCountsTheHostsAhead(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			key := []byte("k")
 			p := conn.NewParams(4096, 4)
 			msc, rc := memPair(t, p, p, memconn.Faults{})
@@ -964,6 +981,7 @@ func scriptedReceiver(t *testing.T, c *memconn.Conn, key []byte, rejoin bool, re
 // holds the key, naming a chain after it: its confirmation must count, or
 // name lost, every receiver of the chain, and may name only the chain's.
 func TestConfirmationNamesTheChain(t *testing.T) {
+	t.Parallel()
 	in := randomBytes(64<<10, 49)
 	tests := []struct {
 		name      string
@@ -980,6 +998,7 @@ func TestConfirmationNamesTheChain(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			key := []byte("k")
 			p := conn.NewParams(4096, 4)
 			sc, rc := memPair(t, p, p, memconn.Faults{})

@@ -13,6 +13,7 @@ import (
 // message's work to the pool: unkeyed XXH3 at 1 MiB, GMAC and AES-GCM at
 // 128 KiB.
 func TestParallelMin(t *testing.T) {
+	t.Parallel()
 	key := make([]byte, 32)
 	cases := []struct {
 		name string
@@ -50,6 +51,7 @@ func (s serialSource) Serial() bool { return s.serial }
 // itself: every one of an unkeyed stream it reads itself over a
 // connection that copies what it sends (TCP), else those below parallelMin.
 func TestInlineMin(t *testing.T) {
+	t.Parallel()
 	key := make([]byte, 32)
 	cases := []struct {
 		name     string

@@ -36,6 +36,7 @@ func (c *silentConn) Info() conn.Info { return conn.Info{Remote: "silent"} }
 // peer's last message: bytes that arrived before it do not count as a sign
 // of life later (they once stretched the timeout by up to its length).
 func TestSilenceFromLastWord(t *testing.T) {
+	t.Parallel()
 	const timeout = 100 * time.Millisecond
 	c := &silentConn{}
 	s := newSession(c, timeouts{silence: timeout}, "sender")
@@ -86,6 +87,7 @@ func (c *movingConn) Info() conn.Info { return conn.Info{Remote: "moving"} }
 // is given up within the timeout and one interval, not up to two
 // timeouts. It is given up once its bytes stop.
 func TestProgressAskedOften(t *testing.T) {
+	t.Parallel()
 	const timeout = 200 * time.Millisecond
 	c := &movingConn{moves: 3}
 	s := newSession(c, timeouts{silence: timeout}, "receiver")
@@ -105,6 +107,7 @@ func TestProgressAskedOften(t *testing.T) {
 }
 
 func TestCreditBatch(t *testing.T) {
+	t.Parallel()
 	cases := []struct{ chunk, credits, want int }{
 		{4 << 20, 7, 1},     // large chunks: one credit per message
 		{1 << 20, 127, 1},   // a chunk is all a batch may hold back

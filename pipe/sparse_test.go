@@ -17,6 +17,7 @@ import (
 // output become holes, past what the file held; the content is exact and
 // the file as long as the stream.
 func TestSparseOutput(t *testing.T) {
+	t.Parallel()
 	const mib = 1 << 20
 	stream1 := make([]byte, 16*mib)
 	copy(stream1[3*mib:], bytes.Repeat([]byte("data"), 1000))
@@ -37,6 +38,7 @@ func TestSparseOutput(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			f := fileWith(t, tc.head, tc.off)
 			r := stream{out: f, proposal: conn.NewParams(64<<10, 4), recvCfg: pipe.ReceiveConfig{Sparse: true}}.run(t, context.Background(), bytes.NewReader(tc.data))
 			if r.sendErr != nil || r.recvErr != nil {
@@ -69,6 +71,7 @@ func TestSparseOutput(t *testing.T) {
 // TestSparseOutputRefused: ReceiveConfig.Sparse needs a regular file that is not
 // in append mode.
 func TestSparseOutputRefused(t *testing.T) {
+	t.Parallel()
 	pr, pw, err := os.Pipe()
 	if err != nil {
 		t.Fatal(err)

@@ -10,6 +10,7 @@ import (
 
 // TestCheckAuthFlags checks which auth flags a receiver refuses, and how.
 func TestCheckAuthFlags(t *testing.T) {
+	t.Parallel()
 	const key, chain, rejoin, probe, repair, encrypt = wire.FlagKey, wire.FlagChain, wire.FlagRejoin, wire.FlagProbe, wire.FlagRepair, wire.FlagEncrypt
 	tests := []struct {
 		name                    string
@@ -36,6 +37,7 @@ func TestCheckAuthFlags(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			err := checkAuthFlags(tt.flags, tt.haveKey, tt.encrypts, tt.rejo)
 			switch {
 			case tt.kind == 0 && err != nil:
@@ -50,6 +52,7 @@ func TestCheckAuthFlags(t *testing.T) {
 // TestLostReport checks the paging of lost messages: each after the first
 // only once asked for, bounded, and only after the end of the stream.
 func TestLostReport(t *testing.T) {
+	t.Parallel()
 	lost := func(more byte, names string) []byte { return append([]byte{wire.MsgLost, more}, names...) }
 	tests := []struct {
 		name  string
@@ -69,6 +72,7 @@ func TestLostReport(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			var l lostReport
 			var err error
 			for i, m := range tt.msgs {

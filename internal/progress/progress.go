@@ -154,13 +154,17 @@ func (m *Meter) flush() {
 // lineWriter takes what the bar writes to redraw its line in place
 // (carriage returns, blanks to wipe a longer line) and keeps the last
 // line drawn, which flush writes out as a line of its own unless it is
-// the line written before.
+// the line written before. The bar writes from its own goroutine too
+// (its spinner's redraws), so mu guards last and prev.
 type lineWriter struct {
 	w          io.Writer
+	mu         sync.Mutex
 	last, prev []byte
 }
 
 func (l *lineWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	for _, part := range bytes.Split(p, []byte("\r")) {
 		if line := bytes.TrimRight(part, " "); len(line) > 0 {
 			l.last = append(l.last[:0], line...)
@@ -171,6 +175,8 @@ func (l *lineWriter) Write(p []byte) (int, error) {
 
 // flush writes the last line drawn since the last flush, if any and new.
 func (l *lineWriter) flush() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	if len(l.last) > 0 && !bytes.Equal(l.last, l.prev) {
 		l.w.Write(append(l.last, '\n'))
 		l.prev = append(l.prev[:0], l.last...)

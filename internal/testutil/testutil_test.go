@@ -3,8 +3,11 @@ package testutil
 import (
 	"fmt"
 	"net"
+	"os"
+	"path/filepath"
 	"runtime"
 	"strconv"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -77,6 +80,33 @@ func TestFreePortNeverRepeats(t *testing.T) {
 	}
 }
 
+// TestFreePortClaimed: a port whose file another process holds the lock
+// of (here another open file, which flock tells apart alike) is not
+// handed out; once the lock is gone, it is.
+func TestFreePortClaimed(t *testing.T) {
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", ":0") // a port free for TCP, the kernel's choice
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	other, err := os.OpenFile(filepath.Join(dir, strconv.Itoa(port)), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Flock(int(other.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
+	if take(dir, port) {
+		t.Fatalf("port %d handed out while another holds its lock", port)
+	}
+	other.Close()
+	if !take(dir, port) {
+		t.Fatalf("port %d not handed out once its lock was gone", port)
+	}
+}
+
 // TestPaceReference prints how long spin takes here, against refSpin; run
 // it in the idle SoftRoCE VM to set refSpin.
 func TestPaceReference(t *testing.T) {
@@ -85,5 +115,46 @@ func TestPaceReference(t *testing.T) {
 	t.Logf("spin took %v here; refSpin is %v; Bound(10s) = %v", time.Since(t0), refSpin, Bound(10*time.Second))
 	if Bound(time.Second) < time.Second {
 		t.Fatalf("Bound(1s) = %v: a bound never shrinks", Bound(time.Second))
+	}
+}
+
+// TestBuildKey: the key of Commands' build changes with a file that goes
+// into a command and with race, not with a test file.
+func TestBuildKey(t *testing.T) {
+	root := t.TempDir()
+	write := func(name, text string) {
+		t.Helper()
+		if err := os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(root, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	key := func(race bool) string {
+		t.Helper()
+		k, err := buildKey(root, race)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	write("go.mod", "module example.com/m\n\ngo 1.22\n")
+	write("go.sum", "")
+	write("cmd/x/main.go", "package main\n\nfunc main() {}\n")
+	k0 := key(false)
+	if k := key(false); k != k0 {
+		t.Fatalf("two keys of the same sources: %s, %s", k0, k)
+	}
+	if key(true) == k0 {
+		t.Error("the key does not change with race")
+	}
+	write("cmd/x/main_test.go", "package main\n")
+	if k := key(false); k != k0 {
+		t.Error("the key changes with a test file")
+	}
+	write("cmd/x/main.go", "package main\n\nfunc main() { println() }\n")
+	if key(false) == k0 {
+		t.Error("the key does not change with a command's source")
 	}
 }

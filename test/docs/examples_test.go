@@ -13,27 +13,21 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // bin is the directory holding the commands TestMain built.
 var bin string
 
 func TestMain(m *testing.M) {
-	dir, err := os.MkdirTemp("", "rdmapipe-docs-bin")
+	dir, err := testutil.Commands(false)
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		os.Exit(2)
-	}
-	build := exec.Command("go", "build", "-o", dir+"/", "../../cmd/rdmasend", "../../cmd/rdmarecv", "../../cmd/rdmacp")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
 		fmt.Fprintln(os.Stderr, "building the commands:", err)
 		os.Exit(2)
 	}
 	bin = dir
-	code := m.Run()
-	os.RemoveAll(dir)
-	os.Exit(code)
+	os.Exit(m.Run())
 }
 
 // An example is one line of a ```sh block of the documentation.

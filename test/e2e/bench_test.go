@@ -55,6 +55,7 @@ func TestBench(t *testing.T) {
 // TestVerboseAndProgress checks that -v and -p talk on stderr only: stdout
 // carries the data and nothing else.
 func TestVerboseAndProgress(t *testing.T) {
+	t.Parallel()
 	in, want := randomFile(t, 3<<20, 5)
 	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")

@@ -67,6 +67,7 @@ func has(t *testing.T, report string, words ...string) {
 // serves one stream: a real handshake, no data, and the receiver goes on
 // waiting for the real stream, which then arrives whole.
 func TestCheckAgainstReceiver(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	var out testutil.Buffer
 	r := recv(t, port, &out, "-v")
@@ -96,6 +97,7 @@ func TestCheckAgainstReceiver(t *testing.T) {
 // TestCheckFails covers the checks that must not exit 0: nothing listening
 // (text and JSON), and a wrong key (the handshake's key proofs fail).
 func TestCheckFails(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	code, report, stderr := runCheck(t, nil, "rdmasend", append(flags(port, "--check"), suite.host)...)
 	expect(t, "--check with nothing listening", code, stderr, checkFailed(), "rdmasend: check failed: a stream to "+suite.host)
@@ -133,6 +135,7 @@ func TestCheckFails(t *testing.T) {
 // TestCheckReceiver runs rdmarecv --check: listening works on a free port
 // and fails on a port in use.
 func TestCheckReceiver(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	code, report, stderr := runCheck(t, nil, "rdmarecv", flags(port, "--check", "--bind", suite.host)...)
 	expect(t, "rdmarecv --check", code, stderr, 0)
@@ -152,6 +155,7 @@ func TestCheckReceiver(t *testing.T) {
 // locked memory is limited: 8 MiB shrinks the window (a warning), 64 KiB
 // is too little for RDMA (a failure where RDMA is needed).
 func TestCheckMemlock(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testutil.Unmet(t, "no %s", tool)
@@ -185,6 +189,7 @@ func TestCheckMemlock(t *testing.T) {
 // TestCheckNoDevice checks that a host without RDMA devices says so
 // clearly, fails --transport rdma, and still checks the TCP path.
 func TestCheckNoDevice(t *testing.T) {
+	t.Parallel()
 	if !noDevice() {
 		t.Skip("this host has RDMA devices")
 	}

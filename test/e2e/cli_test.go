@@ -16,6 +16,7 @@ import (
 // TestVersionHelpDocs checks what both commands print and exit 0 with:
 // --version, grouped --help, completion scripts and the man page.
 func TestVersionHelpDocs(t *testing.T) {
+	t.Parallel()
 	for _, bin := range []string{"rdmasend", "rdmarecv"} {
 		cases := []struct {
 			args []string
@@ -52,6 +53,7 @@ func TestVersionHelpDocs(t *testing.T) {
 // and its -v summary carries the CPU time; its progress bar (-p) is drawn
 // (off a terminal, a line at a time: the first at once).
 func TestStatsInterval(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	r := recv(t, port, io.Discard, "-v", "-p", "--stats-interval", "100ms")
 	s, w := slowInput(t, port, "--stats-interval", "100ms")

@@ -17,6 +17,7 @@ import (
 // a stream cut by SIGKILL to rdmarecv (as the OOM killer sends) is not,
 // not even by wc, and the pipeline's whole process group is gone.
 func TestExecReceiverKilled(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	cmd := `echo $$ > pid-$RDMAPIPE_STREAM; tee got-$RDMAPIPE_STREAM | wc -c > n-$RDMAPIPE_STREAM && echo done > marker-$RDMAPIPE_STREAM`

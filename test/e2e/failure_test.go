@@ -39,6 +39,7 @@ func fileSize(path string) int64 {
 // TestReceiverOutputClosed runs `rdmarecv | head -c 10`: the receiver's
 // stdout closes early, so the stream is aborted and the sender says why.
 func TestReceiverOutputClosed(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	in, _ := randomFile(t, 64<<20, 3)
 	outR, outW, err := os.Pipe()
@@ -75,6 +76,7 @@ func midStream(t *testing.T) (r, s *proc, inW *os.File) {
 // TestSenderKilled kills the sender mid-stream: the receiver must exit
 // non-zero and say the stream was cut short.
 func TestSenderKilled(t *testing.T) {
+	t.Parallel()
 	r, s, _ := midStream(t)
 	s.cmd.Process.Signal(syscall.SIGKILL)
 	s.wait(10 * time.Second)
@@ -85,6 +87,7 @@ func TestSenderKilled(t *testing.T) {
 // TestReceiverKilled kills the receiver mid-stream: the sender must exit
 // non-zero and say so.
 func TestReceiverKilled(t *testing.T) {
+	t.Parallel()
 	r, s, inW := midStream(t)
 	r.cmd.Process.Signal(syscall.SIGKILL)
 	r.wait(10 * time.Second)
@@ -96,6 +99,7 @@ func TestReceiverKilled(t *testing.T) {
 // TestInterrupt signals one side mid-stream: it aborts the stream, tells
 // the other side, and both exit with the aborted code.
 func TestInterrupt(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		sig     syscall.Signal
@@ -131,6 +135,7 @@ func TestInterrupt(t *testing.T) {
 // for its real sender (an unauthenticated peer does not decide its exit),
 // which it then serves.
 func TestKeys(t *testing.T) {
+	t.Parallel()
 	dir := t.TempDir()
 	keyA, keyB := filepath.Join(dir, "a"), filepath.Join(dir, "b")
 	os.WriteFile(keyA, []byte("correct horse battery staple\n"), 0o600)
@@ -189,6 +194,7 @@ func TestKeys(t *testing.T) {
 // TestBusyPort starts a receiver on a port that is taken: the second one
 // starts once the first says it is listening.
 func TestBusyPort(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	first := recv(t, port, io.Discard, "-v")
 	first.waitStderr(30*time.Second, listening)
@@ -203,6 +209,7 @@ func TestBusyPort(t *testing.T) {
 // exits with the setup code. How much later it gives up depends on the
 // machine; the wait limit only guards against a hang.
 func TestNothingListening(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	began := time.Now()
 	s := start(t, "rdmasend", strings.NewReader("x"), io.Discard, append(flags(port, "--wait", "2s"), suite.host)...)
@@ -218,6 +225,7 @@ func TestNothingListening(t *testing.T) {
 // TestKeepListening serves two senders one after another and refuses a
 // third that connects while a stream is in progress.
 func TestKeepListening(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "-k")
@@ -244,6 +252,7 @@ func TestKeepListening(t *testing.T) {
 
 // TestUsage checks that bad command lines exit 2 with a message.
 func TestUsage(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		bin  string
 		args []string
@@ -292,6 +301,7 @@ func TestUsage(t *testing.T) {
 
 // TestNoRDMA asks for RDMA where there is none: the dedicated exit code.
 func TestNoRDMA(t *testing.T) {
+	t.Parallel()
 	if suite.transport == "rdma" {
 		t.Skip("this environment has RDMA")
 	}

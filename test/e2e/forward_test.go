@@ -42,6 +42,7 @@ func relayChain(t *testing.T, n int, extra ...string) (hops []*proc, ports []int
 // TestForward streams through three receivers chained with --forward: every
 // one writes the whole stream and exits 0, and so does the sender.
 func TestForward(t *testing.T) {
+	t.Parallel()
 	const n = 16<<20 + 5
 	in, want := randomFile(t, n, 77)
 	hops, _, outs := relayChain(t, 3)
@@ -72,6 +73,7 @@ func hopsPort(hops []*proc, i int) int {
 // TestForwardHopKilled kills the last receiver of a chain mid-stream: the
 // sender and the other receivers exit 4, the sender naming the lost one.
 func TestForwardHopKilled(t *testing.T) {
+	t.Parallel()
 	hops, ports, outs := relayChain(t, 3, "--timeout", "20s")
 	s, inW := slowInput(t, ports[0], "--timeout", "20s")
 	killHop(t, s, inW, hops, ports, outs, 2)
@@ -116,6 +118,7 @@ func (s *slowWriter) Write(p []byte) (int, error) {
 // TestForwardSlowHop throttles the middle receiver's output: the chain slows
 // down to it and nothing is lost anywhere.
 func TestForwardSlowHop(t *testing.T) {
+	t.Parallel()
 	const n = 4 << 20
 	in, want := randomFile(t, n, 78)
 	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
@@ -178,6 +181,7 @@ func addrs(ports []int) string {
 // TestBroadcast sends one stream to three plain receivers with --to (and
 // --to-file): each writes all of it; all exit 0.
 func TestBroadcast(t *testing.T) {
+	t.Parallel()
 	const n = 8<<20 + 11
 	in, want := randomFile(t, n, 79)
 	for _, how := range []string{"--to", "--to-file"} {
@@ -240,6 +244,7 @@ func checkHosts(t *testing.T, path string, n int, bytes int64) {
 // mid-stream: the sender and the others exit non-zero, none with a whole
 // stream, the sender naming the lost receiver.
 func TestBroadcastHopKilled(t *testing.T) {
+	t.Parallel()
 	timeout := bounded(20 * time.Second)
 	rs, ports, outs := receiversOn(t, 3, "--timeout", timeout)
 	r, w, err := os.Pipe()
@@ -256,6 +261,7 @@ func TestBroadcastHopKilled(t *testing.T) {
 // one listens on TCP only, the others as --transport auto (over rxe in the
 // VM: RDMA, then TCP, then RDMA again). Each relay picks its own way on.
 func TestBroadcastMixed(t *testing.T) {
+	t.Parallel()
 	const n = 4<<20 + 3
 	in, want := randomFile(t, n, 80)
 	transports := []string{"auto", "tcp", "auto"}
@@ -288,6 +294,7 @@ func TestBroadcastMixed(t *testing.T) {
 // what it wrote, so every other receiver writes the whole stream exactly
 // once; rdmasend exits 8 and names the dead one, in -v and --stats-json.
 func TestBroadcastRepair(t *testing.T) {
+	t.Parallel()
 	key := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(key, []byte("the broadcast's shared key"), 0o600); err != nil {
 		t.Fatal(err)
@@ -351,6 +358,7 @@ func TestBroadcastRepair(t *testing.T) {
 // set-up before the welcome; rdmasend tries again until the middle one
 // is up, and the stream reaches all three.
 func TestBroadcastWaitsForChain(t *testing.T) {
+	t.Parallel()
 	const n = 1<<20 + 5
 	in, want := randomFile(t, n, 81)
 	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}

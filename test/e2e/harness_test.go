@@ -35,11 +35,15 @@ type env struct {
 
 var suite env
 
+// race is whether this test binary was built with -race: then the
+// commands it runs are too, so that a data race in them fails the test
+// that meets it (a race report exits 66).
+const race = testutil.Race
+
 func TestMain(m *testing.M) {
 	suite = env{
 		transport: getenv("RDMAPIPE_E2E_TRANSPORT", "tcp"),
 		host:      getenv("RDMAPIPE_E2E_HOST", "127.0.0.1"),
-		bin:       os.Getenv("RDMAPIPE_BIN"),
 		bigSize:   256 << 20,
 	}
 	if s := os.Getenv("RDMAPIPE_E2E_BIG_MIB"); s != "" {
@@ -50,33 +54,12 @@ func TestMain(m *testing.M) {
 		}
 		suite.bigSize = int64(n) << 20
 	}
-	if suite.bin == "" {
-		dir, err := os.MkdirTemp("", "rdmapipe-e2e-bin")
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			os.Exit(2)
-		}
-		args := []string{"build", "-o", dir + "/"}
-		if race {
-			args = append(args, "-race")
-			// The race runtime sleeps a second before a process exits
-			// (GORACE's atexit_sleep_ms): in every process a test starts.
-			if g := os.Getenv("GORACE"); !strings.Contains(g, "atexit_sleep_ms") {
-				os.Setenv("GORACE", strings.TrimSpace(g+" atexit_sleep_ms=0"))
-			}
-		}
-		build := exec.Command("go", append(args, "../../cmd/rdmasend", "../../cmd/rdmarecv")...)
-		build.Stdout, build.Stderr = os.Stderr, os.Stderr
-		if err := build.Run(); err != nil {
-			fmt.Fprintln(os.Stderr, "building the binaries:", err)
-			os.Exit(2)
-		}
-		suite.bin = dir
-		code := m.Run()
-		os.RemoveAll(dir)
-		removeShared()
-		os.Exit(code)
+	dir, err := testutil.Commands(race)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "building the commands:", err)
+		os.Exit(2)
 	}
+	suite.bin = dir
 	code := m.Run()
 	removeShared()
 	os.Exit(code)

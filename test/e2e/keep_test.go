@@ -56,6 +56,7 @@ var failedStream = regexp.MustCompile(`rdmarecv: stream 1 from \S+ failed: .*\(w
 // name, bytes equal; the failed one leaves no file, no part file stays,
 // and SIGTERM ends the receiver non-zero, since a stream failed.
 func TestOutputKeepsStreamsApart(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	r := recv(t, port, nil, "-k", "-v", "--output", filepath.Join(dir, "in-%n.bin"))
@@ -87,6 +88,7 @@ func TestOutputKeepsStreamsApart(t *testing.T) {
 // TestOutputNeverOverwrites: an --output name that exists fails its
 // stream (the sender exits non-zero) and keeps the file as it was.
 func TestOutputNeverOverwrites(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	taken := filepath.Join(dir, "in-1")
@@ -119,6 +121,7 @@ func TestOutputNeverOverwrites(t *testing.T) {
 // SIGTERM, which it sees before the end of its stdin; the receiver serves
 // on and exits non-zero on SIGTERM.
 func TestExecStreams(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	// The trap runs once cat has ended: "eof 0" if cat saw the end of
@@ -153,6 +156,7 @@ func TestExecStreams(t *testing.T) {
 // TestExecFails: a command that exits 1, after reading the whole stream
 // or without reading it, fails the stream towards the sender.
 func TestExecFails(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct{ name, cmd, says string }{
 		{"after the stream", "cat > /dev/null; exit 1", "it read the whole stream, then exited with status 1"},
 		{"without reading it", "exit 1", ""},

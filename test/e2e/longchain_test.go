@@ -49,6 +49,7 @@ func shortName(addr string) string {
 // the relay really dials it, an address where nothing listens; every
 // address after it is a long name.
 func TestLongChain(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name      string
 		second    func(port int) (addr, allow string)

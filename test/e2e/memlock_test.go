@@ -15,6 +15,7 @@ import (
 // lift it: the depth is chosen to fit, so the buffers register over RDMA
 // (a sender registering 68 KiB used to fail here).
 func TestChunkUnderMemlock(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			testutil.Unmet(t, "no %s", tool)
@@ -42,6 +43,7 @@ func TestChunkUnderMemlock(t *testing.T) {
 // limit: a relay holds a connection each way and picks a window for both
 // (over RDMA the default 1 MiB x 6 would lock about 11 MiB there).
 func TestRelayUnderMemlock(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("no %s (util-linux): this test needs it", tool)

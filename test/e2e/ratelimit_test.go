@@ -13,6 +13,7 @@ import (
 // tenth of a second's worth, aside), and -v says the limit. Only the
 // lower bound is checked: a loaded machine is slower, never faster.
 func TestLimitRate(t *testing.T) {
+	t.Parallel()
 	in, want := randomFile(t, 3<<20, 7)
 	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")

@@ -113,6 +113,7 @@ func keyedReceiver(t *testing.T, key string) (*proc, string, string) {
 // the start of B, never B's start followed by A's rest; SA fails too,
 // with no receiver left.
 func TestRejoinRedirectedToAnotherStream(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	key := sharedKey(t)
 	x, xAddr, xOut := keyedReceiver(t, key)
@@ -159,6 +160,7 @@ func TestRejoinRedirectedToAnotherStream(t *testing.T) {
 // --stats-json gives each host its own result: H1 and H2 failed, H3 with
 // the whole stream.
 func TestTakeOverRedirectedToAnotherHost(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	key := sharedKey(t)
 	h3, h3Addr, h3Out := keyedReceiver(t, key)

@@ -19,6 +19,7 @@ import (
 // whose allowlist does not name the next hop (loopback here); the sender
 // is told plainly, and the next hop gets no connection at all.
 func TestNoOpenRelay(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	keyFile := filepath.Join(t.TempDir(), "key")
 	if err := os.WriteFile(keyFile, []byte("relay-policy-key-0123456789abcdef"), 0o600); err != nil {
@@ -65,6 +66,7 @@ func TestNoOpenRelay(t *testing.T) {
 
 // TestRelayUsage checks that relaying without a key needs an allowlist.
 func TestRelayUsage(t *testing.T) {
+	t.Parallel()
 	r := recv(t, testutil.FreePort(t), io.Discard, "--relay")
 	code, stderr := r.wait(30 * time.Second)
 	expect(t, "rdmarecv --relay", code, stderr, 2, "--relay without a key needs --relay-allow")

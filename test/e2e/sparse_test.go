@@ -38,6 +38,7 @@ func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
 // through a relay too (each hop writes its own output sparse); the files
 // hold exactly the stream, in a fraction of its size on disk.
 func TestSparse(t *testing.T) {
+	t.Parallel()
 	const size = 64 << 20
 	in, want := sparseInput(t, size, 20<<20+5)
 	hops, ports, outs := relayChain(t, 2, "--sparse")
@@ -59,6 +60,7 @@ func TestSparse(t *testing.T) {
 // TestSparseRefused: --sparse is a usage error unless standard output is
 // a regular file that is not in append mode.
 func TestSparseRefused(t *testing.T) {
+	t.Parallel()
 	appended, err := os.OpenFile(filepath.Join(t.TempDir(), "log"), os.O_WRONLY|os.O_CREATE|os.O_APPEND, 0o600)
 	if err != nil {
 		t.Fatal(err)

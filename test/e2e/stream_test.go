@@ -26,6 +26,7 @@ func modes() map[string][]string {
 
 // TestSizes streams files around the chunk size and checks the bytes.
 func TestSizes(t *testing.T) {
+	t.Parallel()
 	const chunk = 64 << 10
 	sizes := []int64{0, 1, chunk - 1, chunk, chunk + 1, 3*chunk + 7}
 	for mode, extra := range modes() {
@@ -50,6 +51,7 @@ func TestBigStream(t *testing.T) {
 // sender reads with O_DIRECT where the chunk size allows it, and with plain
 // preads where it does not (a chunk that is not a multiple of the page).
 func TestUncachedFile(t *testing.T) {
+	t.Parallel()
 	const n = 3<<20 + 5
 	for mode, extra := range modes() {
 		for _, chunk := range []string{"64K", "1000"} {
@@ -101,6 +103,7 @@ func streamFile(t *testing.T, in string, want [32]byte, n int64, extra ...string
 
 // TestEcho sends a short string through real pipes.
 func TestEcho(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	var out strings.Builder
 	r := recv(t, port, &out)
@@ -118,6 +121,7 @@ func TestEcho(t *testing.T) {
 // the sender's input is still open: a stalled input does not wait for a
 // full chunk.
 func TestInteractive(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	outR, outW, err := os.Pipe()
 	if err != nil {
@@ -161,6 +165,7 @@ func TestInteractive(t *testing.T) {
 
 // TestRelay chains A -> B -> C with `rdmarecv | rdmasend` in the middle.
 func TestRelay(t *testing.T) {
+	t.Parallel()
 	in, want := randomFile(t, 16<<20+3, 9)
 	portB, portC := testutil.FreePort(t), testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
@@ -193,6 +198,7 @@ func TestRelay(t *testing.T) {
 // VM can take longer than that: a fallback for that reason alone says
 // nothing of the choice, so the stream is tried again, up to 3 times.
 func TestAutoTransport(t *testing.T) {
+	t.Parallel()
 	for try := 1; ; try++ {
 		sendErr, timedOut := autoStream(t)
 		if !timedOut || t.Failed() {

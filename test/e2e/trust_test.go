@@ -49,6 +49,7 @@ func silentConns(t *testing.T, addr string, n int, params bool) {
 // that a real sender still gets its stream through while they are open.
 // (Handshakes used to be served one at a time, 10 s each.)
 func TestSilentConnections(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	port := testutil.FreePort(t)
 	keyFile := filepath.Join(t.TempDir(), "key")
@@ -143,6 +144,7 @@ func TestRefusedFlood(t *testing.T) {
 // TestNotARdmapipeReceiver points rdmasend at servers that are not
 // rdmapipe: it must say so and exit 3 within its --timeout, not hang.
 func TestNotARdmapipeReceiver(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	cases := []struct {
 		name   string
@@ -185,6 +187,7 @@ func TestNotARdmapipeReceiver(t *testing.T) {
 // SIGTERM after that) can never leave the truncated stream and the good
 // one in the output, one after the other, under an exit 0.
 func TestKeepListeningStopsOnFailure(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")
 	r := recv(t, port, createFile(t, out), "-k", "-v")
@@ -213,6 +216,7 @@ func TestKeepListeningStopsOnFailure(t *testing.T) {
 // TestProgressNeverOverstates sends an empty input with --size 3G: the
 // bar must end where the stream really ended, not at 100%.
 func TestProgressNeverOverstates(t *testing.T) {
+	t.Parallel()
 	port := testutil.FreePort(t)
 	r := recv(t, port, io.Discard)
 	s := send(t, port, strings.NewReader(""), "-p", "--size", "3G")
@@ -228,6 +232,7 @@ func TestProgressNeverOverstates(t *testing.T) {
 
 // TestIPv6Brackets sends to "[::1]", which used to become "[[::1]]:18800".
 func TestIPv6Brackets(t *testing.T) {
+	t.Parallel()
 	tcpOnly(t)
 	if l, err := net.Listen("tcp", "[::1]:0"); err != nil {
 		testutil.Unmet(t, "no IPv6 loopback: %v", err)
@@ -245,6 +250,7 @@ func TestIPv6Brackets(t *testing.T) {
 // TestSync: --sync confirms a stream written to a file, and refuses a
 // pipe, where it could not mean "on disk".
 func TestSync(t *testing.T) {
+	t.Parallel()
 	in, want := randomFile(t, 3<<20, 8)
 	port := testutil.FreePort(t)
 	out := filepath.Join(t.TempDir(), "output")

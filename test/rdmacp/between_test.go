@@ -54,6 +54,7 @@ func linkBytes(t *testing.T, name string) int64 {
 // toward them carries only the ssh sessions, where a download of the same
 // file carries all of it), and it is encrypted unless --no-encrypt.
 func TestBetween(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	const size = 24 << 20
 	data := make([]byte, size)
@@ -141,6 +142,7 @@ func sameFile(t *testing.T, want, got string, preserve bool) {
 // copy to or from one host has for the same cause, and, when the first
 // host cannot reach the second, names the pair.
 func TestBetweenErrors(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
 	// An address of h2 that h1 has no route to.
@@ -186,6 +188,7 @@ func TestBetweenErrors(t *testing.T) {
 // does not match, by its literal name into a directory and to a new name,
 // and h1:'one/g*', one match, to a new name, which it becomes.
 func TestBetweenLiteral(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	if err := os.Mkdir(filepath.Join(c.dirs[0], "one"), 0o755); err != nil {
 		t.Fatal(err)
@@ -217,6 +220,7 @@ func TestBetweenLiteral(t *testing.T) {
 // claim, before anything starts on h2 (whose remote command, the hostile
 // one too, would say "no upload lie"), and nothing lands there.
 func TestHostileBetween(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	cases := []struct {
 		lie   string
@@ -256,6 +260,7 @@ func TestHostileBetween(t *testing.T) {
 // a file and a directory that the pattern matches sends the file, leaves
 // the directory out and names it (exit 1, as scp).
 func TestHostileBetweenWithoutR(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	bin := filepath.Join(c.dirs[1], "bin")
 	for _, lie := range []string{"glob-bin", "glob-bin-dir"} {
@@ -299,6 +304,7 @@ func TestHostileBetweenWithoutR(t *testing.T) {
 // whole but for one file that grew on h1. Each arrives exact, and h1's
 // summary says what the partial copies spared.
 func TestBetweenResume(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	const size = 64 << 20
 	big := filepath.Join(c.dirs[0], "big")

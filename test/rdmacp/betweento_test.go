@@ -24,6 +24,7 @@ import (
 // them carries only the ssh sessions), encrypted unless --no-encrypt, and
 // -v and --stats-json report each host.
 func TestBetweenTo(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 4)
 	const size = 24 << 20
 	data := make([]byte, size)
@@ -94,6 +95,7 @@ func TestBetweenTo(t *testing.T) {
 // in this form or the one from this host) fails the copy with exit 3
 // naming the pair, before anything lands.
 func TestBetweenToErrors(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 3)
 	writeFile(t, filepath.Join(c.dirs[0], "f"), "ten bytes\n")
 	f := "h1:" + filepath.Join(c.dst, "f")
@@ -167,6 +169,7 @@ func cutOff(t *testing.T, c *cluster, from, to int) {
 // middle of a copy from h1: h1 gives it up and goes on with h3, names it
 // lost, and rdmacp exits 8 naming h2, with h3's copy exact.
 func TestBetweenToHostDies(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 3)
 	const size = 64 << 20
 	data := make([]byte, size)
@@ -217,6 +220,7 @@ func TestBetweenToHostDies(t *testing.T) {
 // an address h1 was never given) is h1's own, exit 3, and says nothing
 // of h1 not reaching h2 (see hostileChain).
 func TestHostileBetweenTo(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 3)
 	writeFile(t, filepath.Join(c.dirs[0], "report.txt"), "hello")
 	cases := []struct {
@@ -271,6 +275,7 @@ func chainCmd(t *testing.T, lie string) string {
 // this side says h1 streams there; the copies are exact, and the RDMA
 // device, when named, carried at least a packet per 4 KiB of each.
 func TestBetweenTransport(t *testing.T) {
+	t.Parallel()
 	c := startCluster(t, 3)
 	const size = 3 << 20
 	f := filepath.Join(c.dst, "f")

@@ -14,6 +14,7 @@ import (
 // directory, to a new name, with -p), trees and several sources, each
 // exact, with the summary saying how the stream was protected.
 func TestDownload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "weights.bin")
@@ -51,6 +52,7 @@ func TestDownload(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dir := t.TempDir()
 			args := tc.flags
 			for _, p := range tc.srcs {
@@ -90,6 +92,7 @@ func TestDownload(t *testing.T) {
 // TestDownloadSparse downloads a file with holes, alone and in a tree: it
 // arrives exact, with its holes, and only its data travels.
 func TestDownloadSparse(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	name := filepath.Join(src, "disk.img")

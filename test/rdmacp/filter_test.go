@@ -38,11 +38,13 @@ func filterTree(t *testing.T, dir string) {
 // TestFilterUpload uploads a tree and a file with rsync's include and
 // exclude rules: exactly what they keep lands.
 func TestFilterUpload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	filterTree(t, src)
 	for _, tc := range filterCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			args := append(append([]string{"-r"}, tc.flags...), filepath.Join(src, "proj"), filepath.Join(src, "junk.o"), "target:"+dst)
 			if r := s.rdmacp(t, args...); r.code != 0 {
@@ -57,11 +59,13 @@ func TestFilterUpload(t *testing.T) {
 // TestFilterDownload downloads a tree and a file with the same rules: the
 // remote side walks by them, and exactly what they keep lands.
 func TestFilterDownload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	filterTree(t, src)
 	for _, tc := range filterCases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			args := append(append([]string{"-r"}, tc.flags...), "target:"+filepath.Join(src, "proj"), "target:"+filepath.Join(src, "junk.o"), dst)
 			if r := s.rdmacp(t, args...); r.code != 0 {

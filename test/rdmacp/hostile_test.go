@@ -409,6 +409,7 @@ func snapshot(t *testing.T, dir string, skip ...string) map[string]string {
 // An entry asked for whose way here is a link is refused too (exit 4,
 // the extraction fails).
 func TestHostileRemote(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	cases := []struct {
 		name  string
@@ -438,6 +439,7 @@ func TestHostileRemote(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			home, before := hostileHome(t)
 			if strings.HasSuffix(tc.lie, "-link") {
 				if err := os.Symlink(".ssh", filepath.Join(home, "dir")); err != nil {
@@ -470,6 +472,7 @@ func TestHostileRemote(t *testing.T) {
 // remote side's failure (exit 4); it never allocates the block. A second
 // offer for the one file is refused (exit 3).
 func TestHostileOffer(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	name := filepath.Join(t.TempDir(), "f")
 	makeFile(t, name, 3<<20, false)

@@ -94,9 +94,11 @@ var incrDirs = []struct {
 // second copy, of an unchanged tree, moves no file data; after one file
 // changed, that file is the only one sent, and itemized as rsync does.
 func TestIncrementalCopy(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			first := s.incrCopy(t, append([]string{"-a"}, way.args(src, dst)...)...)
 			if first.code != 0 || first.bytes < incrFiles*incrSize {
@@ -147,9 +149,11 @@ func deleteDest(t *testing.T, src, dst string) (extras, stay []string) {
 // not what is in it), nothing beside the tree, and -n first lists them
 // and changes nothing.
 func TestIncrementalDelete(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			extras, stay := deleteDest(t, src, dst)
 			before := snapshot(t, dst)
@@ -202,9 +206,11 @@ func TestIncrementalDelete(t *testing.T) {
 // --delete-excluded), and the other extras go; then with
 // --delete-excluded, which removes what the rule excludes as well.
 func TestIncrementalDeleteExcluded(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	for _, way := range incrDirs {
 		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			extras, _ := deleteDest(t, src, dst)
 			writeFile(t, filepath.Join(dst, "t", "sub", "local.keep"), "mine")
@@ -272,6 +278,7 @@ func listingFilter(t *testing.T, prog string, n int) string {
 // t (.., absolute, another name) are refused with exit 9, nothing
 // deleted.
 func TestIncrementalLyingRemote(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	inject := func(name string) string {
 		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - "` + name + `"\n&|`
@@ -288,6 +295,7 @@ func TestIncrementalLyingRemote(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			src, dst := incrTree(t, t.TempDir()), t.TempDir()
 			_, stay := deleteDest(t, src, dst)
 			before := snapshot(t, dst)

@@ -129,6 +129,7 @@ func sameEntries(t *testing.T, want, got string) {
 // other owners and a named pipe to the remote host and back with
 // rsync's -aHAX in rdmacp's words: every entry arrives as it was.
 func TestKeepUploadDownload(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := filepath.Join(t.TempDir(), "tree")
 	keptTree(t, src)
@@ -140,6 +141,7 @@ func TestKeepUploadDownload(t *testing.T) {
 		{"download", func(dst string) []string { return []string{"target:" + src, dst} }},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			r := s.rdmacp(t, append(keepFlags, tc.args(dst)...)...)
 			if r.code != 0 || r.stderr != "" {
@@ -150,6 +152,7 @@ func TestKeepUploadDownload(t *testing.T) {
 		})
 	}
 	t.Run("one file", func(t *testing.T) {
+		t.Parallel()
 		r := s.rdmacp(t, append(keepFlags, filepath.Join(src, "a"), "target:"+t.TempDir())...)
 		if r.code != 0 || !strings.Contains(r.stderr, "one file travels as is, without its xattrs, ACLs, owner or group") {
 			t.Fatalf("exit %d, want 0 saying what is not kept: %s", r.code, r.stderr)
@@ -161,6 +164,7 @@ func TestKeepUploadDownload(t *testing.T) {
 // and with rdmacp's same flags: for every entry, the two copies have the
 // same lstat, xattrs and ACLs.
 func TestKeepLikeRsync(t *testing.T) {
+	t.Parallel()
 	needTools(t, "rsync")
 	s := startSSHD(t)
 	src := filepath.Join(t.TempDir(), "tree")
@@ -180,6 +184,7 @@ func TestKeepLikeRsync(t *testing.T) {
 // TestKeepBetween copies the tree from one remote host to another, and
 // to both with --to: each copy is exact.
 func TestKeepBetween(t *testing.T) {
+	t.Parallel()
 	c := betweenCluster(t, 2)
 	src := filepath.Join(c.dirs[0], "tree")
 	keptTree(t, src)

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -33,6 +34,7 @@ func launcherCluster(t *testing.T, n int, launcher string) *cluster {
 }
 
 func TestLauncher(t *testing.T) {
+	t.Parallel()
 	c := launcherCluster(t, 3, "clush")
 	src := t.TempDir()
 	data := make([]byte, 3<<20+5)
@@ -79,6 +81,7 @@ func TestLauncher(t *testing.T) {
 // an operator would on a cluster, and sends to them with rdmasend --to at
 // once: --wait covers receivers whose login is slow, down the chain too.
 func TestPdshBroadcast(t *testing.T) {
+	t.Parallel()
 	c := launcherCluster(t, 3, "pdsh")
 	bins := filepath.Dir(bin)
 	for _, name := range []string{"rdmasend", "rdmarecv"} {
@@ -97,14 +100,18 @@ func TestPdshBroadcast(t *testing.T) {
 	defer cancel()
 	recv := filepath.Join(bins, "rdmarecv") + " -t " + harness.transport + " --key-file " + key + " --relay > " + c.dst + "/out"
 	pdsh := exec.CommandContext(ctx, "pdsh", "-R", "ssh", "-w", strings.Join(c.addrs, ","), recv)
-	pdsh.Env = append(os.Environ(), "PDSH_SSH_ARGS=-F "+c.ssh.config+" -x %h")
+	pdsh.Env = tagged(t, append(os.Environ(), "PDSH_SSH_ARGS=-F "+c.ssh.config+" -x %h"))
 	var pdshOut bytes.Buffer
 	pdsh.Stdout, pdsh.Stderr = &pdshOut, &pdshOut
 	if err := pdsh.Start(); err != nil {
 		t.Fatal(err)
 	}
 	// Should the test fail, no receiver it started stays behind.
-	t.Cleanup(func() { exec.Command("pkill", "-KILL", "-f", "^"+filepath.Join(bins, "rdmarecv")).Run() })
+	t.Cleanup(func() {
+		for _, pid := range ours(t, "^"+regexp.QuoteMeta(filepath.Join(bins, "rdmarecv"))) {
+			exec.Command("kill", "-KILL", pid).Run()
+		}
+	})
 	send := exec.CommandContext(ctx, filepath.Join(bins, "rdmasend"), "-v", "-t", harness.transport, "--key-file", key, "--wait", "30s", "--to", strings.Join(c.addrs, ","))
 	send.Stdin = bytes.NewReader(data)
 	out, err := send.CombinedOutput()

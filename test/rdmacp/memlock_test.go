@@ -24,6 +24,7 @@ const memlock = 8 << 20
 // the stream used locks no more than the limit. rdmacp used to propose
 // 4 MiB x 8 for any root, and failed to register its buffers (exit 3).
 func TestUnderMemlock(t *testing.T) {
+	t.Parallel()
 	for _, tool := range []string{"prlimit", "setpriv"} {
 		if _, err := exec.LookPath(tool); err != nil {
 			t.Fatalf("no %s (util-linux): this test needs it", tool)

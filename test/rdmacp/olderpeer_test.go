@@ -4,11 +4,9 @@ import (
 	"bufio"
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -86,6 +84,7 @@ func readRequestV1(br *bufio.Reader) error {
 // and how it exited, captured on 2026-11-27 from TestOlderPeer's two
 // copies (the request line is the upload's, as the local side sent it).
 func TestOlderPeerAnswers(t *testing.T) {
+	t.Parallel()
 	const upload = `{"version":2,"key":"71ff37813757aecc400d519de4aba8338b418412360827f9cdb99b42cc9990fa","dest":"/tmp/TestOlderPeer2763400883/003","mode":"file","name":"f","perm":420,"size":1000,"changed":1795810422102340037,"encrypt":true,"transport":"tcp","timeout":60000000000}` + "\n"
 	cases := []struct {
 		flag, stdin    string
@@ -118,6 +117,7 @@ func TestOlderPeerAnswers(t *testing.T) {
 // 2 without a status line. Today's rdmacp speaking version 1 would not do:
 // 9f7b06c never gets to the version, and knows no --remote-send.
 func TestOlderPeer(t *testing.T) {
+	t.Parallel()
 	exe, err := os.Executable()
 	if err != nil {
 		t.Fatal(err)
@@ -139,6 +139,7 @@ func TestOlderPeer(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			r := s.rdmacp(t, append([]string{"--remote-cmd", exe + " " + olderPeerFlag}, tc.args...)...)
 			if r.code != 3 {
 				t.Errorf("exit %d, want 3; stderr:\n%s", r.code, r.stderr)
@@ -156,14 +157,9 @@ func TestOlderPeer(t *testing.T) {
 // olderPeerRuns reports whether an olderPeer (or the shell that runs it)
 // is still running.
 func olderPeerRuns(t *testing.T) bool {
-	out, err := exec.Command("pgrep", "-f", "--", olderPeerFlag).Output()
-	var ee *exec.ExitError
-	switch {
-	case errors.As(err, &ee) && ee.ExitCode() == 1:
-		return false
-	case err != nil:
-		t.Fatalf("pgrep: %v", err)
+	pids := ours(t, olderPeerFlag)
+	if len(pids) > 0 {
+		t.Logf("older peers still running: %v", pids)
 	}
-	t.Logf("older peers still running: %s", out)
-	return true
+	return len(pids) > 0
 }

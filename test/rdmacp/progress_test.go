@@ -22,6 +22,7 @@ const treeEntries = 12
 // pseudo-terminal: --progress (or -v there) redraws a progress line that
 // ends with every entry and byte passed.
 func TestProgressOnTerminal(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := filepath.Join(t.TempDir(), "tree")
 	makeTree(t, src)
@@ -44,6 +45,7 @@ func TestProgressOnTerminal(t *testing.T) {
 // pipe: without --progress nothing but the usual output (none, or -v's
 // summary), with it a line at most a second, each ending in a newline.
 func TestProgressOffTerminal(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := filepath.Join(t.TempDir(), "tree")
 	makeTree(t, src)

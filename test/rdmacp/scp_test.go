@@ -20,6 +20,7 @@ import (
 // either way: the others arrive exact, and rdmacp exits 1 naming the
 // missing one (as scp does).
 func TestMissingAmongSeveral(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "f")
@@ -41,6 +42,7 @@ func TestMissingAmongSeveral(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := t.TempDir()
 			r := s.rdmacp(t, tc.args(dst)...)
 			if r.code != 1 || !strings.Contains(r.stderr, missing) {
@@ -62,6 +64,7 @@ func TestMissingAmongSeveral(t *testing.T) {
 // side leaves the directory out and names it, and rdmacp exits 1 (as scp:
 // "not a regular file"); nothing of the directory lands here.
 func TestRemotePatternWithoutR(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src, dst := t.TempDir(), t.TempDir()
 	writeFile(t, filepath.Join(src, "a"), "a\n")
@@ -85,6 +88,7 @@ func TestRemotePatternWithoutR(t *testing.T) {
 // pattern that matches nothing is the literal name, here missing, which
 // fails as one missing source does (exit 2), naming it.
 func TestRemotePattern(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	for _, n := range []string{"a.txt", "b;touch x.txt", ".hidden.txt", "c.log"} {
@@ -124,6 +128,7 @@ func TestRemotePattern(t *testing.T) {
 // matches into a file exit 3, the file kept. scp, in its SFTP mode and
 // its old one (-O), against the same sshd, copies what rdmacp copies.
 func TestRemoteLiteral(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	tree, one, two := filepath.Join(src, "dd.glob[456]"), filepath.Join(src, "one"), filepath.Join(src, "two")
@@ -153,6 +158,7 @@ func TestRemoteLiteral(t *testing.T) {
 		copyCase{"one match to a new name", []string{"target:" + one + "/g*"}, "new", "new", "one/g1"})
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			for _, cmd := range []string{"rdmacp", "scp", "scp -O"} {
 				dir := t.TempDir()
 				if code, out := s.copyWith(t, cmd, append(tc.args, filepath.Join(dir, tc.dst))...); code != 0 {
@@ -201,6 +207,7 @@ func (s *sshd) copyWith(t *testing.T, cmd string, args ...string) (int, string) 
 // port nothing listens on: the URI's port is the one ssh uses. A URI
 // whose port has no sshd fails to start the remote side (exit 3).
 func TestURI(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	file := filepath.Join(src, "f")
@@ -230,6 +237,7 @@ func TestURI(t *testing.T) {
 // what the rate allows (a tenth of a second's burst aside). Only the lower
 // bound is checked: a loaded machine is slower, never faster.
 func TestLimitRate(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	file := filepath.Join(t.TempDir(), "f")
 	makeFile(t, file, 3<<20, false)
@@ -259,6 +267,7 @@ func TestLimitRate(t *testing.T) {
 // exit 3 naming the range; one free port works, up (the remote side
 // listens) and down.
 func TestDataPorts(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	file := filepath.Join(t.TempDir(), "f")
 	makeFile(t, file, 1<<20, false)

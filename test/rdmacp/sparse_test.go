@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -41,11 +40,11 @@ func sparseFile(t *testing.T, name string, size int64, offs ...int64) {
 // name, or a file that is replaced; -p modes and times, or the umask and
 // no times without), and only their data travels.
 func TestCopySparse(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src := t.TempDir()
 	mtime := time.Date(2001, 2, 3, 4, 5, 6, 789, time.UTC)
-	mask := fs.FileMode(syscall.Umask(0))
-	syscall.Umask(int(mask))
+	mask := umask(t)
 	cases := []struct {
 		name     string
 		size     int64
@@ -61,6 +60,7 @@ func TestCopySparse(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			name := filepath.Join(src, tc.name)
 			tc.size, tc.offs = vmScale(tc.size, tc.offs)
 			sparseFile(t, name, tc.size, tc.offs...)
@@ -81,9 +81,7 @@ func TestCopySparse(t *testing.T) {
 				t.Fatalf("exit %d: %s", r.code, r.stderr)
 			}
 			got := filepath.Join(dst, tc.got)
-			if a, b := hashFile(t, name), hashFile(t, got); a != b {
-				t.Fatalf("content differs: sent sha256 %x, got %x", a, b)
-			}
+			sameContent(t, name, got)
 			data := int64(len(tc.offs)) << 20
 			if room := testutil.Allocated(t, got); room > data+1<<20 {
 				t.Errorf("the copy takes %d bytes on disk for %d of data", room, data)
@@ -115,6 +113,7 @@ func TestCopySparse(t *testing.T) {
 // TestCopySparseTree copies a tree holding files with holes (-r): they
 // arrive exact and with their holes.
 func TestCopySparseTree(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	tree := filepath.Join(t.TempDir(), "tree")
 	makeTree(t, tree)
@@ -142,6 +141,7 @@ func TestCopySparseTree(t *testing.T) {
 // TestCopySparseErrors: a file with holes fails as file mode does, with
 // the same exit codes, and leaves nothing behind.
 func TestCopySparseErrors(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	file := filepath.Join(t.TempDir(), "f")
 	sparseFile(t, file, 64<<20, 1<<20)

@@ -7,6 +7,7 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"os/user"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -91,7 +92,8 @@ func sshKeys(t *testing.T) string {
 }
 
 // clientConfig is the end of an ssh client config for the keys in dir:
-// host "down" (nothing listening), then settings for every host.
+// host "down" (nothing listening), then settings for every host, which
+// send the test's tag (see testTag).
 func clientConfig(t *testing.T, dir string) string {
 	return fmt.Sprintf(`Host down
   HostName 127.0.0.1
@@ -105,7 +107,8 @@ Host *
   BatchMode yes
   ConnectTimeout 10
   LogLevel ERROR
-`, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts"))
+  SendEnv %s
+`, testutil.FreePort(t), filepath.Join(dir, "user"), filepath.Join(dir, "known_hosts"), testTag)
 }
 
 // runSSHD starts sshd with the keys in dir on addr:port, under the
@@ -124,9 +127,11 @@ UsePAM no
 PidFile none
 StrictModes no
 Subsystem sftp internal-sftp
-`, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub")))
+AcceptEnv %s
+`, port, addr, filepath.Join(dir, "host"), filepath.Join(dir, "user.pub"), testTag))
 	log := &testutil.Buffer{}
-	argv := append(wrap, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
+	argv := append(wrap, withoutBashrc(t)...)
+	argv = append(argv, "/usr/sbin/sshd", "-D", "-e", "-f", cfg)
 	cmd := exec.Command(argv[0], argv[1:]...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// A session's process that outlives sshd (a test failed before it
@@ -162,19 +167,31 @@ Subsystem sftp internal-sftp
 	})
 }
 
+// withoutBashrc is a command line prefix that runs a command in a mount
+// namespace of its own where the user's ~/.bashrc reads as empty. sshd
+// runs each session's command through the user's shell, and bash reads
+// ~/.bashrc then: what a developer put there (pyenv's init took 2 s of
+// every session on the dev machine) is not what the tests are about.
+func withoutBashrc(t *testing.T) []string {
+	u, err := user.Current()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return []string{"unshare", "-m", "--propagation", "private", "sh", "-c",
+		`[ ! -e "$1" ] || mount --bind /dev/null "$1" && shift && exec "$@"`, "sh", filepath.Join(u.HomeDir, ".bashrc")}
+}
+
 // makeNetns makes a network namespace joined to this one by a veth pair
-// on a random /30, removed at the end of t, and returns its name and the
-// address of its end.
+// on a /30 of its own, removed at the end of t, and returns its name and
+// the address of its end.
 func makeNetns(t *testing.T) (ns, addr string, err error) {
-	id := rand.IntN(1 << 14)
-	ns = fmt.Sprintf("rdmacp-test-%d-%d", os.Getpid(), id)
+	ns, id, err := claimNetns(t, "rdmacp-test", 1<<14)
+	if err != nil {
+		return "", "", err
+	}
 	host, peer := fmt.Sprintf("rcp%dh", id), fmt.Sprintf("rcp%dp", id)
 	third, fourth := id>>6, (id&63)<<2 // a /30 in 198.18.0.0/16 (for benchmarks, unused here)
 	hostAddr, peerAddr := fmt.Sprintf("198.18.%d.%d", third, fourth+1), fmt.Sprintf("198.18.%d.%d", third, fourth+2)
-	if out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput(); err != nil {
-		return "", "", fmt.Errorf("ip netns add: %v: %s", err, bytes.TrimSpace(out))
-	}
-	t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
 	for _, args := range [][]string{
 		{"link", "add", host, "type", "veth", "peer", "name", peer, "netns", ns},
 		{"addr", "add", hostAddr + "/30", "dev", host},
@@ -188,6 +205,28 @@ func makeNetns(t *testing.T) (ns, addr string, err error) {
 		}
 	}
 	return ns, peerAddr, nil
+}
+
+// claimNetns makes a network namespace named prefix-id, for an id below n
+// that no namespace on this machine has (a test running at once, in this
+// process or another, holds the others), removed at the end of t. The id
+// names the test's interfaces and addresses, which therefore collide with
+// no other test's either.
+func claimNetns(t *testing.T, prefix string, n int) (string, int, error) {
+	start := rand.IntN(n)
+	for i := range n {
+		id := (start + i) % n
+		ns := fmt.Sprintf("%s-%d", prefix, id)
+		out, err := exec.Command("ip", "netns", "add", ns).CombinedOutput()
+		if err == nil {
+			t.Cleanup(func() { exec.Command("ip", "netns", "del", ns).Run() })
+			return ns, id, nil
+		}
+		if !bytes.Contains(out, []byte("exists")) {
+			return "", 0, fmt.Errorf("ip netns add %s: %v: %s", ns, err, bytes.TrimSpace(out))
+		}
+	}
+	return "", 0, fmt.Errorf("no free namespace name %s-N below %d", prefix, n)
 }
 
 func writeFile(t *testing.T, name, text string) {

@@ -15,6 +15,7 @@ import (
 // local stderr escaped, so that they can neither clear the screen nor
 // overwrite a line with a fake message.
 func TestRemoteStderrEscaped(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	dir := t.TempDir()
 	evil := filepath.Join(dir, "evil-rdmacp")
@@ -37,6 +38,7 @@ func TestRemoteStderrEscaped(t *testing.T) {
 // through the remote shell) both ways: the names travel as data, the
 // copies are exact, and nothing runs.
 func TestShellMetacharacters(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	src, dst := t.TempDir(), t.TempDir()
 	// A name cannot hold a slash: the commands would touch the marker in

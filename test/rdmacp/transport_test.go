@@ -40,6 +40,7 @@ func getenv(name, def string) string {
 // -v's summary says which carried it, and the RDMA device, when named,
 // sent and received at least a packet per 4 KiB (its largest MTU) of it.
 func TestTransport(t *testing.T) {
+	t.Parallel()
 	s := startSSHD(t)
 	const size = 3 << 20
 	name := filepath.Join(t.TempDir(), "f")

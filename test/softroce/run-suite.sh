@@ -29,7 +29,9 @@
 #      siw sections); E2E_RUN, SIW_RUN, CP_RUN, SIW_CP_RUN: -test.run of the e2e suite over
 #      rxe and siw and of rdmacp's over rxe and siw (defaults per SUITE below);
 #      SIW_RDMA_SKIP: -test.skip of the rdma transport tests over siw; DELAY_RUNS (1): runs per
-#      delay of the delay test, 0 to leave it out; CP_ONLY=1 runs only rdmacp's tests.
+#      delay of the delay test, 0 to leave it out; CP_ONLY=1 runs only rdmacp's tests;
+#      VM_PARALLEL (1): how many of the e2e and rdmacp tests that may run in parallel do at a
+#      time in the VM (its bounds were set for one at a time).
 # Every test runs with RDMAPIPE_STRICT=1: a missing precondition fails, never skips.
 # Everything is compiled on the host; the VM only runs binaries. Needs root (see vm-run.sh).
 set -euo pipefail
@@ -40,6 +42,7 @@ rm -rf "$suite"
 mkdir -p "$suite"
 
 SUITE=${SUITE:-quick}
+VM_PARALLEL=${VM_PARALLEL:-1}
 case $SUITE in
 quick)
   E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestRelayUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
@@ -70,7 +73,7 @@ full)
   SIW_RUN=${SIW_RUN:-'^(TestSizes|TestBigStream|TestKeys|TestRelay|TestForward|TestForwardHopKilled|TestBroadcast|TestBroadcastRepair|TestBroadcastHopKilled|TestSenderKilled|TestReceiverKilled|TestInterrupt|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestBusyPort|TestAutoTransport|TestKeepListening|TestNothingListening)$'}
   # Left out over rxe: the resume cases whose difference is in the plan, not the stream (a
   # source changed before the resume, a tree to a new name), which make test-unit runs on
-  # the host with 1 GiB and 6 x 64 MiB.
+  # the host with 64 MiB and 6 x 64 MiB.
   CP_RUN=${CP_RUN:-'.'}
   CP_SKIP='^TestResume$/source_changed$|^TestResumeTree$/^upload_to_a_new_name$'
   # Over siw only what the transport changes: the stream itself, in both directions, a
@@ -125,12 +128,12 @@ if [ "${FAULT_ONLY:-0}" != 1 ] && [ "${CP_ONLY:-0}" != 1 ]; then
       ./rdma.test -test.timeout 5m -test.skip '${SIW_RDMA_SKIP:-^TestConn/write|^TestDataPath\$|^TestRingProtocol\$|^TestStalledPeer\$}'
   fi
   RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$RXE_IP RDMAPIPE_E2E_BIG_MIB=$BIG_MIB \\
-    section "end-to-end suite ($SUITE) over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 25m -test.v \\
+    section "end-to-end suite ($SUITE) over --transport rdma to \$RXE_IP" ./e2e.test -test.timeout 25m -test.parallel $VM_PARALLEL -test.v \\
     -test.run '$E2E_RUN' -test.skip '${E2E_SKIP:-^\$}'
   if [ -n "\${SIW_DEV:-}" ]; then
     RDMAPIPE_E2E_TRANSPORT=rdma RDMAPIPE_E2E_HOST=\$SIW_IP RDMAPIPE_E2E_BIG_MIB=16 \\
       section "end-to-end suite ($SUITE) over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP)" \\
-      ./e2e.test -test.timeout 25m -test.v -test.run '$SIW_RUN' -test.skip '${E2E_SKIP:-^\$}'
+      ./e2e.test -test.timeout 25m -test.parallel $VM_PARALLEL -test.v -test.run '$SIW_RUN' -test.skip '${E2E_SKIP:-^\$}'
   elif [ "${SIW:-1}" = 1 ]; then
     echo "== no soft-iWARP device (SIW_DEV unset)"
     status=1
@@ -142,12 +145,12 @@ if [ "${FAULT_ONLY:-0}" != 1 ]; then
   # the copy. -short: no 1 GiB copy, which the guest's RAM-backed filesystem cannot hold
   # (and TMPDIR on 9p would lose the sub-second file times that -p must keep).
   RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$RXE_IP RDMAPIPE_CP_DEVICE=\$RXE_DEV \\
-    section "rdmacp tests ($SUITE) over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short \\
+    section "rdmacp tests ($SUITE) over --transport rdma to \$RXE_IP, sshd in the guest" emptyroot ./rdmacp.test -test.timeout 25m -test.parallel $VM_PARALLEL -test.v -test.short \\
     -test.run '$CP_RUN' -test.skip '${CP_SKIP:-^\$}'
   if [ -n "\${SIW_DEV:-}" ]; then
     RDMAPIPE_CP_TRANSPORT=rdma RDMAPIPE_CP_HOST=\$SIW_IP \\
       section "rdmacp tests ($SUITE) over --transport rdma to \$SIW_IP (\$SIW_DEV, soft-iWARP), sshd in the guest" \\
-      emptyroot ./rdmacp.test -test.timeout 25m -test.v -test.short -test.run '$SIW_CP_RUN'
+      emptyroot ./rdmacp.test -test.timeout 25m -test.parallel $VM_PARALLEL -test.v -test.short -test.run '$SIW_CP_RUN'
   fi
 fi
 [ "${CP_ONLY:-0}" = 1 ] && exit \$status

@@ -14,6 +14,7 @@ import (
 )
 
 func TestConn(t *testing.T) {
+	t.Parallel()
 	pipetest.Run(t, func(t *testing.T, proposal, local conn.Params) (conn.Conn, conn.Conn, error) {
 		return makePair(t, proposal, local)
 	})
@@ -68,6 +69,7 @@ func dialAccept(t testing.TB, l *Listener, addr string, proposal conn.Params) (s
 // pulses, and that pulses take no receive buffer, reach no engine and
 // count as progress where they arrive.
 func TestPulses(t *testing.T) {
+	t.Parallel()
 	const size = 1 << 20
 	p := conn.NewParams(size, 4)
 	a, peer := net.Pipe()

@@ -21,6 +21,7 @@ import (
 // must be less than was posted: proof that the writer was cut off in the
 // middle rather than done.
 func TestCloseUnblocksWriter(t *testing.T) {
+	t.Parallel()
 	p := conn.NewParams(2<<20, 8)
 	pc, s := rawReceiver(t, p)
 	_ = s.nc.(*net.TCPConn).SetWriteBuffer(4096)
@@ -98,6 +99,7 @@ func rawReceiver(t *testing.T, p conn.Params) (net.Conn, *Conn) {
 // message longer than its receive buffers (conn.MaxControl bytes), without
 // reading it.
 func TestOversizeControl(t *testing.T) {
+	t.Parallel()
 	pc, s := rawReceiver(t, proposal)
 	if _, err := pc.Write(frame(ctrlFrame|(conn.MaxControl+1), 0)); err != nil {
 		t.Fatal(err)
@@ -112,6 +114,7 @@ func TestOversizeControl(t *testing.T) {
 // TestFailuresReachPoll checks that a failed read and a failed write each
 // fail the connection, so that Poll reports them with the peer's address.
 func TestFailuresReachPoll(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name    string
 		breakIt func(t *testing.T, peer net.Conn, c *Conn)
@@ -133,6 +136,7 @@ func TestFailuresReachPoll(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			peer, r := rawSender(t)
 			tt.breakIt(t, peer, r.(*Conn))
 			err := pollError(t, r)

@@ -61,6 +61,7 @@ func pollError(t *testing.T, c conn.Conn) error {
 
 // TestBrokenFrames checks the receiver's errors for frames it cannot take.
 func TestBrokenFrames(t *testing.T) {
+	t.Parallel()
 	size := conn.ReceiverLayout(local).RecvSize
 	tests := []struct {
 		name  string
@@ -77,6 +78,7 @@ func TestBrokenFrames(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			nc, r := rawSender(t)
 			if _, err := nc.Write(tt.frame()); err != nil {
 				t.Fatal(err)
@@ -100,6 +102,7 @@ func frame(n, have int) []byte {
 
 // TestPeerClosed checks the error when the peer closes the connection.
 func TestPeerClosed(t *testing.T) {
+	t.Parallel()
 	s, r, err := makePair(t, proposal, local)
 	if err != nil {
 		t.Fatal(err)
@@ -119,6 +122,7 @@ func TestPeerClosed(t *testing.T) {
 // posted fails the connection on both ends, after the messages that had
 // one: the engine never sends one, so the peer broke the protocol.
 func TestNoPostedBuffer(t *testing.T) {
+	t.Parallel()
 	s, r, err := makePair(t, proposal, local)
 	if err != nil {
 		t.Fatal(err)

@@ -24,6 +24,7 @@ var (
 
 // TestAddresses connects over IPv4, IPv6 and a host name.
 func TestAddresses(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ name, listen, host string }{
 		{"ipv4", "127.0.0.1:0", "127.0.0.1"},
 		{"ipv6", "[::1]:0", "::1"},
@@ -31,6 +32,7 @@ func TestAddresses(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			l, err := Listen(t.Context(), tt.listen, local)
 			if err != nil {
 				testutil.Unmet(t, "no %s loopback here: %v", tt.name, err)
@@ -56,6 +58,7 @@ func TestAddresses(t *testing.T) {
 // TestVersionMismatch checks that both sides report another protocol
 // version, and that the listener goes on accepting.
 func TestVersionMismatch(t *testing.T) {
+	t.Parallel()
 	l, err := Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
 		t.Fatal(err)
@@ -90,6 +93,7 @@ func TestVersionMismatch(t *testing.T) {
 // connection after another would hang here. Strangers that send garbage or
 // hang up are closed at once; silent ones when the listener closes.
 func TestAcceptSkipsStrangers(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name      string
 		strangers int
@@ -104,6 +108,7 @@ func TestAcceptSkipsStrangers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 			if err != nil {
 				t.Fatal(err)
@@ -162,6 +167,7 @@ func assertClosed(t *testing.T, c net.Conn) {
 // TestHandshakeTimeout checks that the listener closes a connection that
 // does not complete its proposal within the handshake timeout.
 func TestHandshakeTimeout(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name string
 		talk func(net.Conn)
@@ -171,6 +177,7 @@ func TestHandshakeTimeout(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			l, err := ListenConfig{HandshakeTimeout: 50 * time.Millisecond}.Listen(t.Context(), "127.0.0.1:0", local)
 			if err != nil {
 				t.Fatal(err)
@@ -195,6 +202,7 @@ func TestHandshakeTimeout(t *testing.T) {
 // flood recycles its own host's slots, oldest first; neither sender is
 // evicted, and both are accepted.
 func TestHandshakeFlood(t *testing.T) {
+	t.Parallel()
 	l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
 		t.Fatal(err)
@@ -358,6 +366,7 @@ func allocated(t *testing.T) int64 {
 // TestDialStrangers checks how Dial fails against things that are not
 // rdmapipe receivers, or receivers that refuse.
 func TestDialStrangers(t *testing.T) {
+	t.Parallel()
 	answer := func(p conn.Params) func(net.Conn) {
 		return func(c net.Conn) { b, _ := p.MarshalBinary(); _, _ = c.Write(b) }
 	}
@@ -395,6 +404,7 @@ func TestDialStrangers(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
 				t.Fatal(err)
@@ -430,6 +440,7 @@ func TestDialStrangers(t *testing.T) {
 
 // TestQuote checks that error messages quote at most maxQuoted bytes.
 func TestQuote(t *testing.T) {
+	t.Parallel()
 	tests := []struct{ in, want string }{
 		{"", `""`},
 		{"RDP\n", `"RDP\n"`},
@@ -445,6 +456,7 @@ func TestQuote(t *testing.T) {
 
 // TestBadArguments checks the errors for bad parameters and addresses.
 func TestBadArguments(t *testing.T) {
+	t.Parallel()
 	bad := conn.NewParams(0, 4)
 	tests := []struct {
 		name string
@@ -478,6 +490,7 @@ func refusingAddr(t *testing.T) string {
 // listener still works after that, and that Close ends Accept and every
 // handshake in progress, and returns only when they have ended.
 func TestAcceptEnds(t *testing.T) {
+	t.Parallel()
 	l, err := ListenConfig{HandshakeTimeout: time.Hour}.Listen(t.Context(), "127.0.0.1:0", local)
 	if err != nil {
 		t.Fatal(err)

@@ -20,6 +20,7 @@ import (
 // Then the peer reads: every message must arrive whole and in the order
 // posted, and every send must complete.
 func TestPostNeverBlocks(t *testing.T) {
+	t.Parallel()
 	tests := []struct {
 		name  string
 		chunk int
@@ -33,6 +34,7 @@ func TestPostNeverBlocks(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
 			p := conn.NewParams(max(tt.chunk, 4096), 8)
 			pc, s := rawReceiver(t, p)
 			_ = s.nc.(*net.TCPConn).SetWriteBuffer(4096)
