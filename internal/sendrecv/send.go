@@ -87,11 +87,8 @@ func sendAction(c *cli.Context) error {
 	if len(o.send.Chain) > 0 && (c.Bool("bench") || c.Bool("check")) {
 		return command.Usagef("--bench and --check take one receiver, not a chain")
 	}
-	if o.rdma.qps = c.Int("qps"); o.rdma.qps < 1 || o.rdma.qps > 16 {
-		return command.Usagef("--qps %d: must be 1 to 16", o.rdma.qps)
-	}
-	if !c.IsSet("qps") {
-		o.rdma.qps = 0 // the port's rate chooses (rdma.Options.QPs)
+	if o.rdma.qps, err = qpsOf(c); err != nil {
+		return err
 	}
 	if o.verbose {
 		fmt.Fprintln(os.Stderr, describe(o, "rdmasend", false))
@@ -145,6 +142,18 @@ func sendAction(c *cli.Context) error {
 		bar.End(st.Bytes)
 	}
 	return finish(o, "send", firstReceiver{addr: addr, remote: remote}, st, err)
+}
+
+// qpsOf returns the queue pairs --qps asks for, 0 without it (the port's
+// rate chooses: rdma.Options.QPs).
+func qpsOf(c *cli.Context) (int, error) {
+	if !c.IsSet("qps") {
+		return 0, nil
+	}
+	if n := c.Int("qps"); n >= 1 && n <= 16 {
+		return n, nil
+	}
+	return 0, command.Usagef("--qps %d: must be 1 to 16", c.Int("qps"))
 }
 
 // receivers returns the receivers rdmasend sends to: the HOST argument,

@@ -105,9 +105,11 @@ func TestPenalty(t *testing.T) {
 	if n := len(l.refused); n != refusalBacklog {
 		t.Errorf("%d refusals reported, want the backlog's %d", n, refusalBacklog)
 	}
+	// 127.0.0.4's refusal is reported after its answer, whenever the
+	// backlog has room: here, or at the Accept below.
 	for len(l.refused) > 0 {
-		if err := <-l.refused; !errors.Is(err, conn.ErrRefused) || !strings.Contains(err.Error(), "accept from 127.0.0.3") {
-			t.Errorf("reported %v, want a refusal of 127.0.0.3", err)
+		if err := <-l.refused; !errors.Is(err, conn.ErrRefused) || !strings.Contains(err.Error(), "accept from 127.0.0.3") && !strings.Contains(err.Error(), "accept from 127.0.0.4") {
+			t.Errorf("reported %v, want a refusal of 127.0.0.3 or .4", err)
 		}
 	}
 	good := proposal
@@ -128,6 +130,9 @@ func TestPenalty(t *testing.T) {
 		t.Fatalf("a good sender from the penalized source got no answer: %v", err)
 	}
 	r, err := l.Accept(t.Context())
+	if errors.Is(err, conn.ErrRefused) && strings.Contains(err.Error(), "accept from 127.0.0.4") {
+		r, err = l.Accept(t.Context())
+	}
 	if err != nil {
 		t.Fatalf("a good sender from the penalized source: %v", err)
 	}
