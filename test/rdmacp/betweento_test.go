@@ -182,11 +182,20 @@ func TestBetweenToHostDies(t *testing.T) {
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	// h1's remote side, the sender, is held while h2's is looked for (a
+	// look takes a pgrep, longer than the rest of a copy on an idle
+	// machine), then let go until h3 has a quarter of the file.
 	var sender, first int
-	testutil.WaitFor(t, 2*time.Minute, "the remote sides on h1 and h2", func() bool {
-		sender, first = c.remoteOf(t, 0), c.remoteOf(t, 1)
-		return sender != 0 && first != 0
+	testutil.WaitFor(t, 2*time.Minute, "the remote side on h1", func() bool {
+		sender = c.remoteOf(t, 0)
+		return sender != 0
 	})
+	syscall.Kill(sender, syscall.SIGSTOP)
+	testutil.WaitFor(t, 2*time.Minute, "the remote side on h2", func() bool {
+		first = c.remoteOf(t, 1)
+		return first != 0
+	})
+	syscall.Kill(sender, syscall.SIGCONT)
 	untilPartial(t, c.dirs[2], "f.bin", size/4, &stderr)
 	// The sender waits while h2 goes, so that it goes in mid-stream.
 	syscall.Kill(sender, syscall.SIGSTOP)
