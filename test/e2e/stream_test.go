@@ -219,8 +219,12 @@ func autoStream(t *testing.T) (sendErr string, timedOut bool) {
 	port := testutil.FreePort(t)
 	dir := t.TempDir()
 	sj, rj := filepath.Join(dir, "send.json"), filepath.Join(dir, "recv.json")
-	r := start(t, "rdmarecv", nil, io.Discard, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)
-	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, "--transport", "auto", "-v", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)
+	// A small window: the receiver registers it before it answers the
+	// RDMA connect request, and a loaded VM took longer than auto's wait
+	// to register the default 32 MiB, 3 tries in a row.
+	window := []string{"--chunk-size", "256K", "--depth", "4"}
+	r := start(t, "rdmarecv", nil, io.Discard, append(window, "--transport", "auto", "--port", itoa(int64(port)), "--bind", suite.host, "--stats-json", rj)...)
+	s := start(t, "rdmasend", strings.NewReader("auto\n"), io.Discard, append(window, "--transport", "auto", "-v", "--port", itoa(int64(port)), "--wait", "20s", "--stats-json", sj, suite.host)...)
 	code, sendErr := s.wait(time.Minute)
 	expect(t, "rdmasend", code, sendErr, 0)
 	code, recvErr := r.wait(30 * time.Second)
