@@ -5,14 +5,17 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"path/filepath"
 	"strconv"
 	"strings"
 
 	"github.com/urfave/cli/v2"
+	"golang.org/x/sys/unix"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
 	"github.com/rdmapipe/rdmapipe/internal/cp/proto"
 	"github.com/rdmapipe/rdmapipe/internal/cp/quick"
@@ -95,16 +98,18 @@ type entryTop struct {
 	leave      func(string, bool) bool
 }
 
-// listTrees lists the trees at tops (see quick.Walk) into a checked
-// listing, handing each entry to each (if not nil) as it is listed.
-func listTrees(tops []entryTop, hash bool, each func(quick.Entry) error) (*quick.Listing, error) {
+// listTrees lists the trees at tops (see quick.Walk) as how says, each
+// with what its top leaves out, into a checked listing, handing each
+// entry to each (if not nil) as it is listed.
+func listTrees(tops []entryTop, how quick.How, each func(quick.Entry) error) (*quick.Listing, error) {
 	var names []string
 	for _, t := range tops {
 		names = append(names, t.name)
 	}
 	l := quick.NewListing(names)
 	for _, t := range tops {
-		err := quick.Walk(t.path, t.name, hash, t.leave, func(e quick.Entry) error {
+		how.Leave = t.leave
+		err := quick.Walk(t.path, t.name, how, func(e quick.Entry) error {
 			if err := l.Add(e); err != nil {
 				return fmt.Errorf("list %s: %w", t.path, err)
 			}
@@ -129,13 +134,28 @@ type background struct {
 }
 
 // listBeside starts listing the trees at tops (see listTrees).
-func listBeside(tops []entryTop, hash bool) *background {
+func listBeside(tops []entryTop, how quick.How) *background {
 	b := &background{done: make(chan struct{})}
 	go func() {
 		defer close(b.done)
-		b.l, b.err = listTrees(tops, hash, nil)
+		b.l, b.err = listTrees(tops, how, nil)
 	}()
 	return b
+}
+
+// howOf is how a side that receives if receiving lists the trees of a
+// copy that compares hashes if hash and keeps what keep says: with the
+// marks of what it keeps besides data, mode and times (see meta.Marker).
+func howOf(hash bool, keep meta.Flags, receiving bool) quick.How {
+	how := quick.How{Hash: hash}
+	m := meta.NewMarker(keep, receiving, os.Geteuid() == 0)
+	if m.Lists() {
+		how.Marks = func(p string, st *unix.Stat_t) (quick.Marks, error) {
+			k, err := m.Marks(p, st)
+			return quick.Marks(k), err
+		}
+	}
+	return how
 }
 
 // wait returns the listing once it is made.
@@ -264,9 +284,9 @@ func readListing(ctx context.Context, r *remote.Remote, st proto.Status, tops []
 // compare compares src with dst and lists the changes on in.out: with
 // --itemize-changes rsync's items, else, with -n, the names. What the
 // filter rules exclude is deleted only with --delete-excluded.
-func (in incremental) compare(src, dst *quick.Listing, sending, preserve bool, rules *filter.Rules) quick.Plan {
+func (in incremental) compare(src, dst *quick.Listing, sending, preserve, specials bool, rules *filter.Rules) quick.Plan {
 	r := in.rules
-	r.Sending, r.Perms, r.Times = sending, preserve, preserve
+	r.Sending, r.Perms, r.Times, r.Specials = sending, preserve, preserve, specials
 	if rules != nil && !in.excluded {
 		r.Protect = rules.Match
 	}
@@ -291,7 +311,7 @@ func (o Options) listSourcesBeside(p plan.Plan) (*background, error) {
 	if err != nil {
 		return nil, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
-	return listBeside(tops, o.Incr.rules.Checksum), nil
+	return listBeside(tops, howOf(o.Incr.rules.Checksum, o.Keep, false)), nil
 }
 
 // listUpload is an upload's comparison on the local side, from st, the
@@ -308,7 +328,7 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan.Plan,
 	if err != nil {
 		return proto.Status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
-	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Filter)
+	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Keep.Devices, o.Filter)
 	if !o.Incr.dryRun {
 		// A failed write means ssh is gone; the next status says why.
 		_ = writeDecisions(r.Stdin, plan.Delete, nil)
@@ -323,7 +343,8 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan.Plan,
 // the destination, has of the archive (with hashes if req asks), and,
 // unless a dry run, removes what the local side's answer on br says.
 func listDest(s *tree.TarSink, req proto.Request, br *bufio.Reader, stdout, stderr io.Writer) error {
-	have, err := writeTrees(destTops(s), req.Checksum, stdout, "list the destination")
+	keep, _ := meta.Parse(req.Keep) // validated
+	have, err := writeTrees(destTops(s), howOf(req.Checksum, keep, true), stdout, "list the destination")
 	if err != nil || req.DryRun {
 		return err
 	}
@@ -345,9 +366,9 @@ func listDest(s *tree.TarSink, req proto.Request, br *bufio.Reader, stdout, stde
 
 // writeTrees lists the trees at tops (see listTrees) onto w as they are
 // listed, and returns the listing; op names it in errors.
-func writeTrees(tops []entryTop, hash bool, w io.Writer, op string) (*quick.Listing, error) {
+func writeTrees(tops []entryTop, how quick.How, w io.Writer, op string) (*quick.Listing, error) {
 	lw := newListingWriter(w)
-	have, err := listTrees(tops, hash, lw.entry)
+	have, err := listTrees(tops, how, lw.entry)
 	switch {
 	case lw.err != nil:
 		return nil, conn.Errorf(conn.KindAborted, op, "%v", lw.err)
@@ -400,7 +421,8 @@ func listSources(p *plan.Plan, req proto.Request, br *bufio.Reader, stdout io.Wr
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
-	have, err := writeTrees(tops, req.Checksum, stdout, "list the sources")
+	keep, _ := meta.Parse(req.Keep) // validated
+	have, err := writeTrees(tops, howOf(req.Checksum, keep, false), stdout, "list the sources")
 	if err != nil || req.DryRun {
 		return err
 	}
@@ -432,7 +454,7 @@ func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tree.Tar
 	if err != nil {
 		return conn.Errorf(conn.KindSetup, "list the destination", "%v", err)
 	}
-	plan := o.Incr.compare(src, dst, false, o.Preserve, o.Filter)
+	plan := o.Incr.compare(src, dst, false, o.Preserve, o.Keep.Devices, o.Filter)
 	if o.Incr.dryRun {
 		return nil
 	}
@@ -457,7 +479,7 @@ func (o Options) listDownload(ctx context.Context, r *remote.Remote, s *tree.Tar
 // local side, after the plan, with the destination listed meanwhile; a
 // dry run ends with the remote side's "ok 0".
 func (o Options) fetchListing(ctx context.Context, r *remote.Remote, s *tree.TarSink, host string) error {
-	dsts := listBeside(destTops(s), o.Incr.rules.Checksum)
+	dsts := listBeside(destTops(s), howOf(o.Incr.rules.Checksum, o.Keep, true))
 	defer dsts.wait()
 	st, err := r.Next(ctx, proto.OfferWait)
 	if err != nil {

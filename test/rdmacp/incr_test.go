@@ -275,13 +275,13 @@ func listingFilter(t *testing.T, prog string, n int) string {
 // TestIncrementalLyingRemote downloads with -a --delete from a remote side
 // whose listing lies: one that leaves out everything under t deletes
 // nothing beside t nor through the link in it, and entries named outside
-// t (.., absolute, another name) are refused with exit 9, nothing
-// deleted.
+// t (.., absolute, another name) are refused with exit 9, and one with
+// marks that are not digests with exit 3, nothing deleted.
 func TestIncrementalLyingRemote(t *testing.T) {
 	t.Parallel()
 	s := startSSHD(t)
 	inject := func(name string) string {
-		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - "` + name + `"\n&|`
+		return `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - -,-,-,- "` + name + `"\n&|`
 	}
 	cases := []struct {
 		name, prog string
@@ -292,6 +292,7 @@ func TestIncrementalLyingRemote(t *testing.T) {
 		{"absolute", inject("/etc/passwd"), incrEntries + 1, 9},
 		{"another name", inject("beside/y"), incrEntries + 1, 9},
 		{"a slash too many", inject("t//extra"), incrEntries + 1, 9},
+		{"marks not hex", `s|^RDMACP listed .*|RDMACP entry f 0 0 0 - -,-,-,zz "t/x"\n&|`, incrEntries + 1, 3},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

@@ -1,11 +1,13 @@
 package rdmacp
 
 import (
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -210,4 +212,61 @@ func TestKeepBetween(t *testing.T) {
 			sameEntries(t, from, filepath.Join(d, "tree"))
 		}
 	})
+}
+
+// TestKeepAgain copies the kept tree with -a -H -X -A both ways, into a
+// directory with a default ACL, which nothing inherits; then again: unchanged, nothing travels; after a file's owner, a link's
+// group, a directory's ACL and the xattr of a file with three names
+// changed (and nothing else), those are sent, itemized with rsync's o,
+// g, a and x, and every entry arrives as it now is.
+func TestKeepAgain(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t)
+	for _, way := range incrDirs {
+		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
+			root := t.TempDir()
+			src := filepath.Join(root, "t")
+			keptTree(t, src)
+			dst := t.TempDir()
+			if out, err := exec.Command("setfacl", "-d", "-m", "u:3456:rwx", dst).CombinedOutput(); err != nil {
+				t.Fatalf("setfacl: %v: %s", err, out)
+			}
+			flags := []string{"-a", "-H", "-X", "-A", "--itemize-changes"}
+			if r := s.incrCopy(t, append(flags, way.args(src, dst)...)...); r.code != 0 {
+				t.Fatalf("first copy: exit %d: %s", r.code, r.stderr)
+			}
+			sameEntries(t, src, filepath.Join(dst, "t")) // nothing inherited from dst's default ACL
+			if r := s.incrCopy(t, append(flags, way.args(src, dst)...)...); r.code != 0 || r.stdout != "" {
+				t.Fatalf("copy of an unchanged tree: exit %d, changes %q: %s", r.code, r.stdout, r.stderr)
+			}
+			changeMarks(t, src)
+			r := s.incrCopy(t, append(flags, way.args(src, dst)...)...)
+			want := []string{way.verb + "f....o.... t/sub/plain", "cL.....g... t/sym -> a", ".d.......a. t/sub/",
+				way.verb + "f........x t/a", way.verb + "f........x t/b", way.verb + "f........x t/sub/deep/c"}
+			got := strings.Split(strings.TrimSpace(r.stdout), "\n")
+			slices.Sort(got)
+			slices.Sort(want)
+			if r.code != 0 || !slices.Equal(got, want) {
+				t.Fatalf("after four owners, xattrs and ACLs changed: exit %d, changes %q, want %q: %s", r.code, got, want, r.stderr)
+			}
+			sameEntries(t, src, filepath.Join(dst, "t"))
+		})
+	}
+}
+
+// changeMarks changes, in the kept tree at src, what only marks show: the
+// owner of sub/plain, the group of the link sym, an ACL of sub and an
+// xattr of a (and so of its other names).
+func changeMarks(t *testing.T, src string) {
+	t.Helper()
+	p := func(n string) string { return filepath.Join(src, n) }
+	if err := errors.Join(os.Lchown(p("sub/plain"), 4567, -1), os.Lchown(p("sym"), -1, 4568)); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"setfacl", "-m", "u:2345:r", p("sub")}, {"setfattr", "-n", "user.note", "-v", "changed", p("a")}} {
+		if out, err := exec.Command(args[0], args[1:]...).CombinedOutput(); err != nil {
+			t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
 }

@@ -56,7 +56,8 @@ func TestResume(t *testing.T) {
 			if tc.download {
 				args = slices.Concat(window, []string{"target:" + src, dst + "/"})
 			}
-			cmd := s.command(t, args...)
+			// At most 32 MiB/s, so that the remote side lives long enough to be seen.
+			cmd := s.command(t, append([]string{"--limit-rate", "32M"}, args...)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
@@ -266,7 +267,8 @@ func TestResumeTree(t *testing.T) {
 			if tc.download {
 				args = slices.Concat(window, []string{"-r", "-p", "target:" + src, dst})
 			}
-			cmd := s.command(t, args...)
+			// At most 32 MiB/s, so that the remote side lives long enough to be seen.
+			cmd := s.command(t, append([]string{"--limit-rate", "32M"}, args...)...)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {

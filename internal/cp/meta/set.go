@@ -2,6 +2,7 @@ package meta
 
 import (
 	"archive/tar"
+	"errors"
 	"fmt"
 	"io/fs"
 	"maps"
@@ -23,9 +24,13 @@ func (a *Applier) Apply(dirfd int, base, name string, h *tar.Header, mode fs.Fil
 	return a.apply(atPath{dirfd, base}, name, h, mode)
 }
 
-// NewFile is a regular file being made, open as FD, and the owner and
-// group it was made with.
-type NewFile struct{ FD, UID, GID int }
+// NewFile is a regular file being made, open as FD, the owner and group
+// it was made with, and whether it may have inherited ACLs (its
+// directory has a default ACL).
+type NewFile struct {
+	FD, UID, GID int
+	Inherits     bool
+}
 
 // ApplyFD gives f, the regular file that the archive entry h called name
 // is being written to with mode, what the flags keep of it (see apply);
@@ -57,15 +62,51 @@ func (a *Applier) apply(n node, name string, h *tar.Header, mode fs.FileMode) er
 			a.notes.once("set "+x+err.Error(), "%s: %s of %q not kept: %v", flagOf(x), x, name, err)
 		}
 	}
+	return a.unInherit(n, name, h, mode)
+}
+
+// unInherit removes from n, with -A, the ACLs that the archive entry h
+// (called name, put there with mode) does not have and n may have
+// inherited from its directory's default ACL, as rsync -A does; then it
+// gives n its mode again, which the access ACL's mask held.
+func (a *Applier) unInherit(n node, name string, h *tar.Header, mode fs.FileMode) error {
+	if !a.f.ACLs || h.Typeflag == tar.TypeSymlink || !n.inherits() {
+		return nil
+	}
+	acls := []string{aclAccess}
+	if h.Typeflag == tar.TypeDir {
+		acls = append(acls, aclDefault)
+	}
+	removed := false
+	for _, x := range acls {
+		if _, ok := h.PAXRecords[XattrPrefix+x]; ok {
+			continue
+		}
+		err := n.removexattr(x)
+		switch {
+		case err == nil:
+			removed = removed || x == aclAccess
+		case !errors.Is(err, unix.ENODATA) && !errors.Is(err, unix.EOPNOTSUPP):
+			return fmt.Errorf("remove the inherited %s of %q: %w", x, name, err)
+		}
+	}
+	if removed {
+		if err := n.chmod(UnixMode(mode)); err != nil {
+			return fmt.Errorf("chmod %q: %w", name, err)
+		}
+	}
 	return nil
 }
 
 // node is an entry that apply gives its metadata to; chown says whether
-// it changed the owner or group (-1: kept).
+// it changed the owner or group (-1: kept), inherits whether it may have
+// ACLs it was not given.
 type node interface {
 	chown(uid, gid int) (bool, error)
 	chmod(mode uint32) error
 	setxattr(name string, value []byte) error
+	removexattr(name string) error
+	inherits() bool
 }
 
 // atPath is the entry base in the directory dirfd, never followed if a
@@ -82,8 +123,15 @@ func (p atPath) chown(uid, gid int) (bool, error) {
 func (p atPath) chmod(mode uint32) error { return unix.Fchmodat(p.dirfd, p.base, mode, 0) }
 
 func (p atPath) setxattr(name string, value []byte) error {
-	return unix.Lsetxattr("/proc/self/fd/"+strconv.Itoa(p.dirfd)+"/"+p.base, name, value, 0)
+	return unix.Lsetxattr(p.path(), name, value, 0)
 }
+
+func (p atPath) removexattr(name string) error { return unix.Lremovexattr(p.path(), name) }
+
+func (p atPath) inherits() bool { return true }
+
+// path is where p is, through this process's descriptor of its directory.
+func (p atPath) path() string { return "/proc/self/fd/" + strconv.Itoa(p.dirfd) + "/" + p.base }
 
 // chown changes nothing where f has the owner and group asked already.
 func (f NewFile) chown(uid, gid int) (bool, error) {
@@ -98,6 +146,10 @@ func (f NewFile) chmod(mode uint32) error { return unix.Fchmod(f.FD, mode) }
 func (f NewFile) setxattr(name string, value []byte) error {
 	return unix.Fsetxattr(f.FD, name, value, 0)
 }
+
+func (f NewFile) removexattr(name string) error { return unix.Fremovexattr(f.FD, name) }
+
+func (f NewFile) inherits() bool { return f.Inherits }
 
 // takes says whether the xattr x of the entry name, of type typ, is to
 // be set: an ACL with -A (a default one on a directory only, none on a

@@ -28,8 +28,9 @@ import (
 // Version is the version of the request and status lines. Both
 // sides must speak the same one. Version 2 added downloads (Send,
 // Connect), encryption and sparse files; version 3 has listings and
-// their decisions as text, not JSON.
-const Version = 3
+// their decisions as text, not JSON; version 4 has marks in a listing's
+// entries (owners, ACLs, xattrs).
+const Version = 4
 
 // Bounds of what the remote side accepts in a request.
 const (

@@ -12,10 +12,11 @@ import (
 // file newer at the destination is not sent, with IgnoreExisting no file
 // that exists there. Perms says that the copy sets permission bits (a
 // file whose bits differ is sent), Times that it sets directories' times
-// (a tree's files always get theirs). A file not sent keeps its times.
+// (a tree's files always get theirs), Specials that it carries devices
+// and named pipes. A file not sent keeps its times.
 type Rules struct {
 	Checksum, SizeOnly, Update, IgnoreExisting bool
-	Perms, Times                               bool
+	Perms, Times, Specials                     bool
 	// Delete plans the removal of what the destination has and the
 	// source not, in the directories the copy covers, but what Protect
 	// says it protects (nil: nothing).
@@ -62,10 +63,11 @@ func Compare(src, dst *Listing, r Rules) Plan {
 // decide says whether s, a source entry, is sent, d being what the
 // destination has of it (if has), and its itemized change ("" if none).
 // Directories always go (their modes and times are set at the end), and
-// special files never (an archive does not carry them).
+// special files only where the copy carries them (an archive without -D
+// does not), as new ones or where their mode or marks differ.
 func (r Rules) decide(s, d Entry, has bool) (bool, string) {
 	switch {
-	case s.Type == Other:
+	case s.Type == Other && !r.Specials:
 		return false, ""
 	case !has || d.Type != s.Type:
 		return true, r.verb(s) + s.Type + "+++++++++"
@@ -73,11 +75,19 @@ func (r Rules) decide(s, d Entry, has bool) (bool, string) {
 		return true, r.changes(".", s, d, "")
 	case r.IgnoreExisting:
 		return false, ""
-	case s.Type == Link:
-		if s.Link == d.Link && s.Link != "" {
+	case s.Type == Other:
+		if (!r.Perms || s.Mode == d.Mode) && marksDiffer(s.Marks, d.Marks) == "" {
 			return false, ""
 		}
-		return true, "cLc........"
+		return true, r.changes("c", s, d, "")
+	case s.Type == Link:
+		switch {
+		case s.Link != d.Link || s.Link == "":
+			return true, "cLc........"
+		case marksDiffer(s.Marks, d.Marks) != "":
+			return true, r.changes("c", s, d, "")
+		}
+		return false, ""
 	case r.Update && d.MTime > s.MTime:
 		return false, ""
 	}
@@ -92,10 +102,11 @@ func (r Rules) decide(s, d Entry, has bool) (bool, string) {
 	case !r.SizeOnly:
 		same = same && s.MTime == d.MTime
 	}
-	if same && (!r.Perms || s.Mode == d.Mode) {
+	if same && (!r.Perms || s.Mode == d.Mode) && marksDiffer(s.Marks, d.Marks) == "" {
 		return false, ""
 	}
-	// Other data, or other permissions, which only sending it sets here.
+	// Other data, permissions, owner, ACLs or xattrs, which only sending
+	// it sets here.
 	return true, r.changes(r.verb(s), s, d, c)
 }
 
@@ -121,16 +132,36 @@ func (r Rules) changes(verb string, s, d Entry, c string) string {
 	if s.Type == File && s.Size != d.Size {
 		b[3] = 's'
 	}
-	if s.MTime != d.MTime && (s.Type == File || r.Times) {
+	if s.MTime != d.MTime && (s.Type == File || r.Times && s.Type == Dir) { // a link's time is not set
 		b[4] = 't'
 	}
-	if r.Perms && s.Mode != d.Mode {
+	if r.Perms && s.Mode != d.Mode && s.Type != Link {
 		b[5] = 'p'
+	}
+	m := marksDiffer(s.Marks, d.Marks)
+	for i, letter := range "ogax" {
+		if strings.ContainsRune(m, letter) {
+			b[6+i+i/2] = byte(letter) // rsync's columns: o g u a x
+		}
 	}
 	if s.Type == Dir && string(b[2:]) == "........." {
 		return ""
 	}
 	return string(b)
+}
+
+// marksDiffer returns the letters of rsync's itemized changes (o, g, a,
+// x) for the marks of s and d that differ, each compared only where both
+// sides listed it.
+func marksDiffer(s, d Marks) string {
+	var letters []byte
+	dp := d.parts()
+	for i, p := range s.parts() {
+		if *p != "" && *dp[i] != "" && *p != *dp[i] {
+			letters = append(letters, "ogax"[i])
+		}
+	}
+	return string(letters)
 }
 
 // itemName is how an itemized change names e: a directory with a slash,

@@ -67,7 +67,7 @@ func listing(t *testing.T, top string, hash bool) *Listing {
 // what leave says.
 func listingLeaving(t *testing.T, top string, hash bool, leave func(string, bool) bool) *Listing {
 	t.Helper()
-	list, err := List(top, "t", hash, leave)
+	list, err := List(top, "t", How{Hash: hash, Leave: leave})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -236,5 +236,57 @@ func TestDeletionsProtectDir(t *testing.T) {
 	got := Compare(src, dst, Rules{Delete: true, Protect: protect}).Delete
 	if want := []string{"t/x"}; !slices.Equal(got, want) {
 		t.Errorf("deletions %q, want %q", got, want)
+	}
+}
+
+// TestCompareMarks compares entries that differ only in their marks, or
+// are special files: a mark that differs sends the entry, itemized with
+// rsync's o, g, a and x; a mark one side did not list is not compared;
+// special files go only where the copy carries them.
+func TestCompareMarks(t *testing.T) {
+	t.Parallel()
+	m1, m2 := strings.Repeat("1", markLen), strings.Repeat("2", markLen)
+	file := Entry{Name: "t/a", Type: File, Size: 1, MTime: 5, Mode: 0o644}
+	with := func(e Entry, m Marks) Entry { e.Marks = m; return e }
+	link := Entry{Name: "t/l", Type: Link, Link: "a", MTime: 5, Mode: 0o777}
+	fifo := Entry{Name: "t/p", Type: Other, MTime: 5, Mode: 0o640}
+	for _, tc := range []struct {
+		name     string
+		src, dst Entry // dst.Name "": the destination has none
+		specials bool
+		want     string // "": not sent
+	}{
+		{"same marks", with(file, Marks{m1, m1, m1, m1}), with(file, Marks{m1, m1, m1, m1}), false, ""},
+		{"owner", with(file, Marks{Owner: m1}), with(file, Marks{Owner: m2}), false, "<f....o.... t/a"},
+		{"group and xattrs", with(file, Marks{Group: m1, Xattrs: m1}), with(file, Marks{Group: m2, Xattrs: m2}), false, "<f.....g..x t/a"},
+		{"ACLs", with(file, Marks{ACLs: m1}), with(file, Marks{ACLs: m2}), false, "<f.......a. t/a"},
+		{"owner not listed by the receiver", with(file, Marks{Owner: m1, Group: m1}), file, false, ""},
+		{"link's group", with(link, Marks{Group: m1}), with(link, Marks{Group: m2}), false, "cL.....g... t/l -> a"},
+		{"same link", with(link, Marks{Group: m1}), with(link, Marks{Group: m1}), false, ""},
+		{"new fifo, not carried", fifo, Entry{}, false, ""},
+		{"new fifo", fifo, Entry{}, true, "cD+++++++++ t/p"},
+		{"same fifo", fifo, fifo, true, ""},
+		{"fifo's mode", fifo, Entry{Name: "t/p", Type: Other, MTime: 5, Mode: 0o600}, true, "cD...p..... t/p"},
+		{"fifo's owner", with(fifo, Marks{Owner: m1}), with(fifo, Marks{Owner: m2}), true, "cD....o.... t/p"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			src, dst := NewListing([]string{"t"}), NewListing([]string{"t"})
+			top := Entry{Name: "t", Type: Dir, Mode: 0o755}
+			for _, add := range []error{src.Add(top), dst.Add(top), src.Add(tc.src)} {
+				if add != nil {
+					t.Fatal(add)
+				}
+			}
+			if tc.dst.Name != "" {
+				if err := dst.Add(tc.dst); err != nil {
+					t.Fatal(err)
+				}
+			}
+			p := Compare(src, dst, Rules{Perms: true, Times: true, Specials: tc.specials, Sending: true})
+			got := strings.Join(p.Items, "\n")
+			if got != tc.want || p.Skip[tc.src.Name] != (tc.want == "") {
+				t.Errorf("items %q, skipped %v; want %q", got, p.Skip[tc.src.Name], tc.want)
+			}
+		})
 	}
 }

@@ -42,7 +42,7 @@ const (
 // name (slash-separated, its first element one of the copy's top-level
 // names), type, size, modification time (Unix nanoseconds), permission
 // bits (07777), a link's target, and, when asked for, a regular file's
-// XXH3-128 hash in hex.
+// XXH3-128 hash in hex and the marks of what else the copy keeps.
 type Entry struct {
 	Name  string
 	Type  string
@@ -51,12 +51,58 @@ type Entry struct {
 	Mode  uint32
 	Link  string
 	Hash  string
+	Marks Marks
+}
+
+// Marks are digests of what a copy keeps of an entry besides its data,
+// mode and times, each 16 hex digits (XXH3-64), "" where the side that
+// listed it does not list it: its owner, group, ACLs and user.* xattrs.
+type Marks struct{ Owner, Group, ACLs, Xattrs string }
+
+// markLen is the length of a mark.
+const markLen = 16
+
+// parts returns pointers to m's fields, in their order in an entry's text.
+func (m *Marks) parts() []*string { return []*string{&m.Owner, &m.Group, &m.ACLs, &m.Xattrs} }
+
+// appendText appends m's text to b: its marks separated by commas, "-"
+// for each not listed.
+func (m Marks) appendText(b []byte) []byte {
+	for i, p := range m.parts() {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		if *p == "" {
+			b = append(b, '-')
+		}
+		b = append(b, *p...)
+	}
+	return b
+}
+
+// parseMarks parses marks' text as appendText writes it.
+func parseMarks(s string) (Marks, error) {
+	var m Marks
+	f := strings.Split(s, ",")
+	if len(f) != len(m.parts()) {
+		return m, fmt.Errorf("marks %.80q: not %d", s, len(m.parts()))
+	}
+	for i, p := range m.parts() {
+		if f[i] == "-" {
+			continue
+		}
+		if _, err := hex.DecodeString(f[i]); err != nil || len(f[i]) != markLen || strings.ToLower(f[i]) != f[i] {
+			return m, fmt.Errorf("marks %.80q: not 16 hex digits or -", s)
+		}
+		*p = f[i]
+	}
+	return m, nil
 }
 
 // List lists the tree at top as Walk does, into a slice.
-func List(top, name string, hash bool, leave func(name string, isDir bool) bool) ([]Entry, error) {
+func List(top, name string, how How) ([]Entry, error) {
 	var list []Entry
-	err := Walk(top, name, hash, leave, func(e Entry) error {
+	err := Walk(top, name, how, func(e Entry) error {
 		list = append(list, e)
 		return nil
 	})
@@ -65,8 +111,8 @@ func List(top, name string, hash bool, leave func(name string, isDir bool) bool)
 
 // AppendText appends e's text, as a listing's line has it, to b: its
 // type, mode in octal, size, modification time and hash ("-" for none),
-// then its name and, for a link, its target, each quoted as a Go string;
-// separated by spaces.
+// then its marks (see Marks.appendText), its name and, for a link, its
+// target, each quoted as a Go string; separated by spaces.
 func (e Entry) AppendText(b []byte) []byte {
 	b = append(b, e.Type...)
 	b = append(b, ' ')
@@ -81,6 +127,8 @@ func (e Entry) AppendText(b []byte) []byte {
 	}
 	b = append(b, e.Hash...)
 	b = append(b, ' ')
+	b = e.Marks.appendText(b)
+	b = append(b, ' ')
 	b = strconv.AppendQuote(b, e.Name)
 	if e.Link != "" {
 		b = append(b, ' ')
@@ -93,9 +141,9 @@ func (e Entry) AppendText(b []byte) []byte {
 // the entry says is checked as it is added to a listing (see Listing.Add).
 func ParseEntry(s string) (Entry, error) {
 	var e Entry
-	f := strings.SplitN(s, " ", 6)
-	if len(f) < 6 {
-		return e, fmt.Errorf("entry %.64q: fewer than 6 fields", s)
+	f := strings.SplitN(s, " ", 7)
+	if len(f) < 7 {
+		return e, fmt.Errorf("entry %.64q: fewer than 7 fields", s)
 	}
 	mode, err1 := strconv.ParseUint(f[1], 8, 32)
 	size, err2 := strconv.ParseInt(f[2], 10, 64)
@@ -104,10 +152,14 @@ func ParseEntry(s string) (Entry, error) {
 		return e, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
 	}
 	e = Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
+	var err error
 	if f[4] != "-" {
 		e.Hash = f[4]
 	}
-	name, link, err := names(f[5])
+	if e.Marks, err = parseMarks(f[5]); err != nil {
+		return e, fmt.Errorf("entry %.64q: %v", s, err)
+	}
+	name, link, err := names(f[6])
 	if err != nil {
 		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}

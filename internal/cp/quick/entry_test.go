@@ -53,7 +53,7 @@ func TestList(t *testing.T) {
 	os.WriteFile(filepath.Join(outside, "secret"), []byte("s"), 0o600)
 	top := makeTree(t, t.TempDir(), []node{{"a", "data", 0}, {"d/", "", 0}})
 	os.Symlink(outside, filepath.Join(top, "out"))
-	list, err := List(top, "t", true, nil)
+	list, err := List(top, "t", How{Hash: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -67,7 +67,7 @@ func TestList(t *testing.T) {
 	if a := got["t/a"]; a.Type != File || a.Size != 4 || a.MTime != t0.UnixNano() || a.Mode != 0o644 || len(a.Hash) != 2*hashLen {
 		t.Errorf("t/a: %+v", a)
 	}
-	if list, err := List(filepath.Join(top, "missing"), "m", false, nil); err != nil || len(list) != 0 {
+	if list, err := List(filepath.Join(top, "missing"), "m", How{}); err != nil || len(list) != 0 {
 		t.Errorf("a missing top: %v, %v", list, err)
 	}
 }
@@ -118,6 +118,7 @@ func TestEntryText(t *testing.T) {
 		{Name: "t/a b\t\"c\"\n", Type: File, Size: 4096, MTime: 1700000000123456789, Mode: 0o4755, Hash: strings.Repeat("0f", hashLen)},
 		{Name: "t/ünï ✓", Type: Link, Link: "../x y", MTime: 5},
 		{Name: "t/dev", Type: Other},
+		{Name: "t/o", Type: File, Marks: Marks{Owner: strings.Repeat("a1", 8), Xattrs: strings.Repeat("0", 16)}},
 	} {
 		text := string(e.AppendText(nil))
 		got, err := ParseEntry(text)
@@ -126,9 +127,12 @@ func TestEntryText(t *testing.T) {
 		}
 	}
 	for _, text := range []string{
-		``, `f 644 1 2 -`, `f 644 1 2 - t`, `L 777 0 2 - "t" ""`,
-		`L 777 0 2 - "t" "l" `, `L 777 0 2 - "t"  "l"`, `f 644 01 2 - "t"`, `f 644 +1 2 - "t"`,
-		`f 644 -0 2 - "t"`, `f 0644 1 2 - "t"`, `f 644 1 2  "t"`, `f 40000000000 1 2 - "t"`,
+		``, `f 644 1 2 - -,-,-,-`, `f 644 1 2 - -,-,-,- t`, `L 777 0 2 - -,-,-,- "t" ""`,
+		`L 777 0 2 - -,-,-,- "t" "l" `, `L 777 0 2 - -,-,-,- "t"  "l"`, `f 644 01 2 - -,-,-,- "t"`,
+		`f 644 +1 2 - -,-,-,- "t"`, `f 644 -0 2 - -,-,-,- "t"`, `f 0644 1 2 - -,-,-,- "t"`,
+		`f 644 1 2  -,-,-,- "t"`, `f 40000000000 1 2 - -,-,-,- "t"`, `f 644 1 2 - "t"`,
+		`f 644 1 2 - -,-,- "t"`, `f 644 1 2 - -,-,-,-,- "t"`, `f 644 1 2 - A1a1a1a1a1a1a1a1,-,-,- "t"`,
+		`f 644 1 2 - a1a1,-,-,- "t"`, `f 644 1 2 - ,-,-,- "t"`,
 	} {
 		if e, err := ParseEntry(text); err == nil {
 			t.Errorf("%q: parsed as %+v", text, e)
@@ -139,9 +143,9 @@ func TestEntryText(t *testing.T) {
 // FuzzParseEntry checks that whatever ParseEntry takes, it takes again
 // as AppendText writes it, and to the same entry.
 func FuzzParseEntry(f *testing.F) {
-	f.Add(`f 644 4096 1700000000123456789 - "t/a"`)
-	f.Add(`L 777 0 -5 - "t/l" "../x"`)
-	f.Add(`f 4755 1 2 0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f "t/\x00\u00fc"`)
+	f.Add(`f 644 4096 1700000000123456789 - -,-,-,- "t/a"`)
+	f.Add(`L 777 0 -5 - 0123456789abcdef,-,-,- "t/l" "../x"`)
+	f.Add(`f 4755 1 2 0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f0f -,-,0123456789abcdef,fedcba9876543210 "t/\x00\u00fc"`)
 	f.Fuzz(func(t *testing.T, text string) {
 		e, err := ParseEntry(text)
 		if err != nil {
@@ -171,7 +175,7 @@ func TestWalkOrder(t *testing.T) {
 		want["t/"+fmt.Sprint("d", i%5, "/e", i)], want["t/"+fmt.Sprint("d", i%5, "/e", i, "/f")] = true, true
 	}
 	seen := map[string]bool{}
-	err := Walk(top, "t", false, nil, func(e Entry) error {
+	err := Walk(top, "t", How{}, func(e Entry) error {
 		if parent := path.Dir(e.Name); parent != "." && !seen[parent] || seen[e.Name] {
 			t.Errorf("%s: before its directory, or twice", e.Name)
 		}
@@ -183,7 +187,7 @@ func TestWalkOrder(t *testing.T) {
 	}
 	stop := errors.New("stop")
 	n := 0
-	err = Walk(top, "t", false, nil, func(Entry) error {
+	err = Walk(top, "t", How{}, func(Entry) error {
 		if n++; n == 10 {
 			return stop
 		}

@@ -15,27 +15,36 @@ import (
 // inodes are not cached yet, each lstat may wait for the disk.
 const walkers = 4
 
+// How says what a walk lists besides each entry's type, size, time and
+// mode: with Hash each regular file's hash, with Marks (if not nil) the
+// marks it returns for the entry at path that st describes; what Leave
+// (if not nil) says to leave out is, as what is under it (the copy's
+// filter rules).
+type How struct {
+	Hash  bool
+	Marks func(path string, st *unix.Stat_t) (Marks, error)
+	Leave func(name string, isDir bool) bool
+}
+
 // Walk hands each entry of the tree at top, named under name, to each:
 // top itself (not followed if it is a link) and, if it is a directory,
 // everything under it, never through a link, each directory before what
-// it holds. With hash it hashes each regular file. What leave (if not
-// nil) says to leave out is, as what is under it (the copy's filter
-// rules). Names that are not valid UTF-8, longer than MaxPath, or whose
+// it holds, listed as how says. Names that are not valid UTF-8, longer than MaxPath, or whose
 // entry's text is longer than MaxLine are left out (and what is under
 // them): a peer cannot name them, so they are never skipped nor removed.
 // A missing top lists nothing, and an entry gone while the walk reads its
 // directory is not listed. Several directories are read at once; each is
 // called on Walk's goroutine alone.
-func Walk(top, name string, hash bool, leave func(name string, isDir bool) bool, each func(Entry) error) error {
+func Walk(top, name string, how How, each func(Entry) error) error {
 	var st unix.Stat_t
 	if err := unix.Lstat(top, &st); errors.Is(err, unix.ENOENT) {
 		return nil
 	} else if err != nil {
 		return &os.PathError{Op: "lstat", Path: top, Err: err}
 	}
-	w := &walk{hash: hash, leave: leave, each: each, top: top}
-	e, err := entryAt(unix.AT_FDCWD, top, name, &st, hash)
-	if err != nil || checkName(name) != nil || leave != nil && leave(name, e.Type == Dir) {
+	w := &walk{how: how, each: each, top: top}
+	e, err := w.entryAt(unix.AT_FDCWD, top, top, name, &st)
+	if err != nil || checkName(name) != nil || how.Leave != nil && how.Leave(name, e.Type == Dir) {
 		return err
 	}
 	if err := w.emit(e); err != nil || e.Type != Dir {
@@ -46,8 +55,7 @@ func Walk(top, name string, hash bool, leave func(name string, isDir bool) bool,
 
 // walk is one Walk: what it lists and how much it has listed.
 type walk struct {
-	hash           bool
-	leave          func(string, bool) bool
+	how            How
 	each           func(Entry) error
 	top            string
 	entries, bytes int
@@ -142,39 +150,43 @@ func (w *walk) read(j dirJob) dirRead {
 			return dirRead{err: &os.PathError{Op: "lstat", Path: filepath.Join(j.path, base), Err: err}}
 		}
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
-		if checkName(n) != nil || w.leave != nil && w.leave(n, isDir) {
+		if checkName(n) != nil || w.how.Leave != nil && w.how.Leave(n, isDir) {
 			continue
 		}
-		e, err := entryAt(fd, base, n, &st, w.hash)
+		p := filepath.Join(j.path, base)
+		e, err := w.entryAt(fd, base, p, n, &st)
 		if errors.Is(err, unix.ENOENT) {
 			continue
 		} else if err != nil {
-			return dirRead{err: fmt.Errorf("list %s: %w", filepath.Join(j.path, base), err)}
+			return dirRead{err: fmt.Errorf("list %s: %w", p, err)}
 		}
 		if text = e.AppendText(text[:0]); len(text) > MaxLine {
 			continue
 		}
 		r.entries = append(r.entries, e)
 		if isDir {
-			r.dirs = append(r.dirs, dirJob{filepath.Join(j.path, base), n})
+			r.dirs = append(r.dirs, dirJob{p, n})
 		}
 	}
 	return r
 }
 
-// entryAt describes the entry base in the directory dirfd, named n, which
-// st describes.
-func entryAt(dirfd int, base, n string, st *unix.Stat_t, hash bool) (Entry, error) {
+// entryAt describes the entry base in the directory dirfd, at path p and
+// named n, which st describes.
+func (w *walk) entryAt(dirfd int, base, p, n string, st *unix.Stat_t) (Entry, error) {
 	e := Entry{Name: n, Type: typeOf(st.Mode), MTime: st.Mtim.Nano(), Mode: st.Mode & 0o7777}
 	var err error
 	switch e.Type {
 	case File:
 		e.Size = st.Size
-		if hash {
+		if w.how.Hash {
 			e.Hash, err = hashFile(dirfd, base)
 		}
 	case Link:
 		e.Link, err = readlinkAt(dirfd, base)
+	}
+	if err == nil && w.how.Marks != nil {
+		e.Marks, err = w.how.Marks(p, st)
 	}
 	return e, err
 }

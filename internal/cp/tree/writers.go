@@ -201,7 +201,7 @@ func writeUnnamed(dirfd int, j writeJob, umask fs.FileMode, keep *meta.Applier, 
 			return true, entryErr("write", j.s.name, err)
 		}
 	}
-	if err := keep.ApplyFD(meta.NewFile{FD: fd, UID: j.s.in.uid, GID: j.s.in.gid}, j.s.name, j.h, j.meta.mode); err != nil {
+	if err := keep.ApplyFD(meta.NewFile{FD: fd, UID: j.s.in.uid, GID: j.s.in.gid, Inherits: !j.s.in.plain}, j.s.name, j.h, j.meta.mode); err != nil {
 		return true, err
 	}
 	ts := []unix.Timespec{timespec(orNow(j.meta.atime, j.meta.mtime)), timespec(j.meta.mtime)}
@@ -278,7 +278,7 @@ func writeSmall(dirfd int, j writeJob, keep *meta.Applier) error {
 	}
 	err = writeFD(fd, j.data, j.meta.mode)
 	if err == nil {
-		err = keep.ApplyFD(meta.NewFile{FD: fd, UID: j.s.in.uid, GID: j.s.in.gid}, j.s.name, j.h, j.meta.mode)
+		err = keep.ApplyFD(meta.NewFile{FD: fd, UID: j.s.in.uid, GID: j.s.in.gid, Inherits: !j.s.in.plain}, j.s.name, j.h, j.meta.mode)
 	}
 	if cerr := unix.Close(fd); err == nil {
 		err = cerr

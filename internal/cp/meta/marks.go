@@ -1,0 +1,120 @@
+package meta
+
+import (
+	"errors"
+	"fmt"
+	"os/user"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/zeebo/xxh3"
+	"golang.org/x/sys/unix"
+)
+
+// Marks are digests of what Flags keep of a file besides its data, mode
+// and times, for the quick check of a repeated copy: its owner, group,
+// ACLs and user.* xattrs, each XXH3-64 in hex, "" where not listed.
+type Marks struct{ Owner, Group, ACLs, Xattrs string }
+
+// Marker lists the Marks of a copy's entries on one side; it may be
+// called from several goroutines at once.
+type Marker struct {
+	f      Flags
+	owners bool // this side lists owners and groups
+	mu     sync.Mutex
+	users  map[uint32]string
+	groups map[uint32]string
+}
+
+// NewMarker returns a Marker of what f keeps, for a side that receives
+// if receiving, as root if root: a receiving side lists owners and groups
+// only as root, the only side that sets them (else they are not compared).
+// xattrs of other namespaces than user.* are not listed: either side may
+// not read or set them (a receiver's file system adds security.* ones).
+func NewMarker(f Flags, receiving, root bool) *Marker {
+	return &Marker{f: f, owners: !receiving || root, users: map[uint32]string{}, groups: map[uint32]string{}}
+}
+
+// Lists says whether m lists any marks.
+func (m *Marker) Lists() bool {
+	return m.owners && (m.f.Owner || m.f.Group) || m.f.ACLs || m.f.Xattrs
+}
+
+// Marks returns the marks of the entry at path, which st describes,
+// never following a link.
+func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
+	var k Marks
+	if m.owners && m.f.Owner {
+		k.Owner = m.owner(m.users, st.Uid, true)
+	}
+	if m.owners && m.f.Group {
+		k.Group = m.owner(m.groups, st.Gid, false)
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK || !m.f.ACLs && !m.f.Xattrs {
+		return k, nil
+	}
+	names, err := listxattr(path)
+	if err != nil {
+		return k, err
+	}
+	var acls, xattrs []byte
+	for _, n := range names {
+		acl := n == aclAccess || n == aclDefault
+		if !(acl && m.f.ACLs || m.f.Xattrs && namespace(n) == "user") {
+			continue
+		}
+		v, err := getxattr(path, n)
+		if errors.Is(err, unix.ENODATA) {
+			continue // gone since it was listed
+		}
+		if err != nil {
+			return k, err
+		}
+		rec := append(append(append([]byte(n), 0), v...), 0)
+		if acl {
+			acls = append(acls, rec...)
+		} else {
+			xattrs = append(xattrs, rec...)
+		}
+	}
+	if m.f.ACLs {
+		k.ACLs = digest(acls)
+	}
+	if m.f.Xattrs {
+		k.Xattrs = digest(xattrs)
+	}
+	return k, nil
+}
+
+// owner returns the mark of the user (or group) id: of its name, as the
+// archive carries it, unless --numeric-ids or it has none here; looked up
+// once.
+func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if k, ok := cache[id]; ok {
+		return k
+	}
+	s := "#" + strconv.FormatUint(uint64(id), 10)
+	if !m.f.NumericIDs {
+		var name string
+		if isUser {
+			if u, err := user.LookupId(s[1:]); err == nil {
+				name = u.Username
+			}
+		} else if g, err := user.LookupGroupId(s[1:]); err == nil {
+			name = g.Name
+		}
+		if name != "" && !strings.HasPrefix(name, "#") {
+			s = name
+		}
+	}
+	cache[id] = digest([]byte(s))
+	return cache[id]
+}
+
+// digest is the mark of b: its XXH3-64 in 16 hex digits.
+func digest(b []byte) string {
+	return fmt.Sprintf("%016x", xxh3.Hash(b))
+}
