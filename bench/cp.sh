@@ -78,6 +78,15 @@ if [ "$(id -u)" -ne 0 ]; then
   exit 1
 fi
 [ -x "$RDMACP" ] || { echo "bench/cp.sh: no $RDMACP: make build first" >&2; exit 1; }
+
+# As the suite's sshd (test/rdmacp's withoutBashrc): the whole run, sshd and every mount,
+# in a mount namespace of its own where root's ~/.bashrc reads as empty. sshd runs each
+# session's command through bash, which reads ~/.bashrc then, for every tool alike: what a
+# developer put there (pyenv's init: 0.1-0.5 s of every login here) is not what is measured.
+if [ -z "${CP_NS:-}" ] && [ -e "$HOME/.bashrc" ]; then
+  exec unshare -m --propagation private env CP_NS=1 bash -c \
+    'mount --bind /dev/null "$HOME/.bashrc" && exec "$0" "$@"' "$0" "$@"
+fi
 if ! command -v rsync >/dev/null || [ ! -x /usr/sbin/sshd ] || ! command -v scp >/dev/null; then
   apt-get install -y rsync openssh-server openssh-client >&2
 fi
