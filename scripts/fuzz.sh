@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # fuzz.sh runs every Go fuzz target (func FuzzXxx) of the module, or of the
-# packages given as arguments, for FUZZTIME each (default 10s). Targets are
-# found with `go test -list`, so new ones are picked up without editing this
-# script. An input that fails is saved by Go under the package's
+# packages given as arguments, for FUZZTIME each (default 10s): the
+# top-level `func FuzzXxx` of the packages' _test.go files, so new ones are
+# picked up without editing this script (found with sed: `go test -list`
+# would build every package's tests once more, without -race, only to name
+# them). An input that fails is saved by Go under the package's
 # testdata/fuzz/FuzzXxx/; commit it so that `go test` replays it.
 #
 # With KEEP=1 (make fuzz) the inputs a run found new coverage with are kept
@@ -24,11 +26,11 @@ cache=$("$GO" env GOCACHE)/fuzz
 inputs() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
 
 failed=()
-for pkg in $("$GO" list "$@"); do
-	list=$("$GO" test -list '^Fuzz' "$pkg")
-	for name in $(printf '%s\n' "$list" | grep '^Fuzz' || true); do
+while read -r pkg pkgdir; do
+	names=$(cat "$pkgdir"/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' | sort -u)
+	for name in $names; do
 		echo "== $pkg $name ($FUZZTIME)"
-		dir=$("$GO" list -f '{{.Dir}}' "$pkg")/testdata/fuzz/$name
+		dir=$pkgdir/testdata/fuzz/$name
 		before=$(inputs "$dir")
 		log=$(mktemp)
 		if "$GO" test -run '^$' -fuzz "^${name}\$" -fuzztime "$FUZZTIME" "$pkg" 2>&1 | tee "$log"; then
@@ -44,14 +46,14 @@ for pkg in $("$GO" list "$@"); do
 		rm -f "$log"
 		# Go keeps what a run found under GOCACHE, named by content: copy
 		# what testdata lacks.
-		found=$cache/$("$GO" list "$pkg")/$name
+		found=$cache/$pkg/$name
 		if [ "${KEEP:-0}" = 1 ] && [ -d "$found" ]; then
 			mkdir -p "$dir"
 			cp -n "$found"/* "$dir"/ 2>/dev/null || true
 			echo "fuzz: $name: $(inputs "$dir") inputs kept in testdata (was $before)"
 		fi
 	done
-done
+done < <("$GO" list -f '{{.ImportPath}} {{.Dir}}' "$@")
 
 if [ ${#failed[@]} -gt 0 ]; then
 	echo "fuzz: failed: ${failed[*]}" >&2
