@@ -67,7 +67,7 @@ func Compare(src, dst *Listing, r Rules) Plan {
 // does not), as new ones or where their mode or marks differ.
 func (r Rules) decide(s, d Entry, has bool) (bool, string) {
 	switch {
-	case s.Type == Other && !r.Specials:
+	case (s.Type == Device || s.Type == Special) && !r.Specials:
 		return false, ""
 	case !has || d.Type != s.Type:
 		return true, r.verb(s) + s.Type + "+++++++++"
@@ -75,7 +75,7 @@ func (r Rules) decide(s, d Entry, has bool) (bool, string) {
 		return true, r.changes(".", s, d, "")
 	case r.IgnoreExisting:
 		return false, ""
-	case s.Type == Other:
+	case s.Type == Device || s.Type == Special:
 		if (!r.Perms || s.Mode == d.Mode) && marksDiffer(s.Marks, d.Marks) == "" {
 			return false, ""
 		}

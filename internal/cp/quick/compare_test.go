@@ -6,14 +6,15 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
 )
 
-// node is a file ("name"), directory ("name/") or link ("name -> target")
-// of a test tree, with its data and its modification time in seconds
+// node is a file ("name"), directory ("name/"), link ("name -> target")
+// or named pipe ("name|") of a test tree, with its data and its modification time in seconds
 // after t0.
 type node struct {
 	name, data string
@@ -38,6 +39,8 @@ func makeTree(t *testing.T, dir string, nodes []node) string {
 		case strings.Contains(n.name, " -> "):
 			name, target, _ := strings.Cut(n.name, " -> ")
 			err = os.Symlink(target, filepath.Join(dir, "t", name))
+		case strings.HasSuffix(n.name, "|"):
+			err = syscall.Mkfifo(strings.TrimSuffix(p, "|"), 0o640)
 		default:
 			err = os.WriteFile(p, []byte(n.data), 0o644)
 		}
@@ -50,7 +53,7 @@ func makeTree(t *testing.T, dir string, nodes []node) string {
 			continue
 		}
 		at := t0.Add(time.Duration(n.at) * time.Second)
-		if err := os.Chtimes(filepath.Join(dir, "t", n.name), at, at); err != nil {
+		if err := os.Chtimes(filepath.Join(dir, "t", strings.TrimSuffix(n.name, "|")), at, at); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -104,6 +107,8 @@ var quickCases = []struct {
 	{"directory time", nil, []node{{"n/", "", 0}}, []node{{"n/", "", -60}}, []string{".d..t...... t/n/"}},
 	{"new link", nil, []node{{"l -> a", "", 0}}, nil, []string{"cL+++++++++ t/l -> a"}},
 	{"same link", nil, []node{{"l -> a", "", 0}}, []node{{"l -> a", "", 0}}, nil},
+	{"new named pipe", nil, []node{{"p|", "", 0}}, nil, []string{"cS+++++++++ t/p"}},
+	{"same named pipe", nil, []node{{"p|", "", 0}}, []node{{"p|", "", 0}}, nil},
 	{"same size and time, other data, -c", []string{"-c"}, []node{{"a", "xy", 0}}, []node{{"a", "yx", 0}}, []string{">fc........ t/a"}},
 	{"same data, -c", []string{"-c"}, []node{{"a", "xy", 0}, {"b", "b", 0}}, []node{{"a", "xy", 0}, {"b", "b", 0}}, nil},
 	{"same size, other data and time, --size-only", []string{"--size-only"}, []node{{"a", "xy", 0}, {"b", "bb", 0}}, []node{{"a", "yx", 0}, {"b", "b", 0}}, []string{">f.s....... t/b"}},
@@ -137,7 +142,7 @@ func filterOf(t *testing.T, flags []string) *filter.Rules {
 // on the receiving side.
 func rulesOf(flags []string) Rules {
 	return Rules{
-		Perms: true, Times: true,
+		Perms: true, Times: true, Specials: true,
 		Checksum:       slices.Contains(flags, "-c"),
 		SizeOnly:       slices.Contains(flags, "--size-only"),
 		Update:         slices.Contains(flags, "-u"),
@@ -249,7 +254,8 @@ func TestCompareMarks(t *testing.T) {
 	file := Entry{Name: "t/a", Type: File, Size: 1, MTime: 5, Mode: 0o644}
 	with := func(e Entry, m Marks) Entry { e.Marks = m; return e }
 	link := Entry{Name: "t/l", Type: Link, Link: "a", MTime: 5, Mode: 0o777}
-	fifo := Entry{Name: "t/p", Type: Other, MTime: 5, Mode: 0o640}
+	fifo := Entry{Name: "t/p", Type: Special, MTime: 5, Mode: 0o640}
+	dev := Entry{Name: "t/n", Type: Device, MTime: 5, Mode: 0o666}
 	for _, tc := range []struct {
 		name     string
 		src, dst Entry // dst.Name "": the destination has none
@@ -264,10 +270,11 @@ func TestCompareMarks(t *testing.T) {
 		{"link's group", with(link, Marks{Group: m1}), with(link, Marks{Group: m2}), false, "cL.....g... t/l -> a"},
 		{"same link", with(link, Marks{Group: m1}), with(link, Marks{Group: m1}), false, ""},
 		{"new fifo, not carried", fifo, Entry{}, false, ""},
-		{"new fifo", fifo, Entry{}, true, "cD+++++++++ t/p"},
+		{"new fifo", fifo, Entry{}, true, "cS+++++++++ t/p"},
 		{"same fifo", fifo, fifo, true, ""},
-		{"fifo's mode", fifo, Entry{Name: "t/p", Type: Other, MTime: 5, Mode: 0o600}, true, "cD...p..... t/p"},
-		{"fifo's owner", with(fifo, Marks{Owner: m1}), with(fifo, Marks{Owner: m2}), true, "cD....o.... t/p"},
+		{"fifo's mode", fifo, Entry{Name: "t/p", Type: Special, MTime: 5, Mode: 0o600}, true, "cS...p..... t/p"},
+		{"new device", dev, Entry{}, true, "cD+++++++++ t/n"},
+		{"fifo's owner", with(fifo, Marks{Owner: m1}), with(fifo, Marks{Owner: m2}), true, "cS....o.... t/p"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src, dst := NewListing([]string{"t"}), NewListing([]string{"t"})

@@ -22,10 +22,11 @@ import (
 
 // Types of an entry.
 const (
-	File  = "f" // a regular file
-	Dir   = "d" // a directory
-	Link  = "L" // a symbolic link
-	Other = "D" // a device, socket or pipe
+	File    = "f" // a regular file
+	Dir     = "d" // a directory
+	Link    = "L" // a symbolic link
+	Device  = "D" // a character or block device
+	Special = "S" // a named pipe or socket
 )
 
 // Bounds of a listing, which a peer may send.
@@ -281,7 +282,7 @@ func (l *Listing) check(e Entry) error {
 // checkFields checks e's fields but its name.
 func (e Entry) checkFields() error {
 	switch {
-	case !slices.Contains([]string{File, Dir, Link, Other}, e.Type):
+	case !slices.Contains([]string{File, Dir, Link, Device, Special}, e.Type):
 		return fmt.Errorf("entry %q: type %.8q", e.Name, e.Type)
 	case e.Size < 0 || e.Size > 0 && e.Type != File:
 		return fmt.Errorf("entry %q: size %d", e.Name, e.Size)

@@ -117,7 +117,8 @@ func TestEntryText(t *testing.T) {
 		{Name: "t", Type: Dir, Mode: 0o755, MTime: -1},
 		{Name: "t/a b\t\"c\"\n", Type: File, Size: 4096, MTime: 1700000000123456789, Mode: 0o4755, Hash: strings.Repeat("0f", hashLen)},
 		{Name: "t/ünï ✓", Type: Link, Link: "../x y", MTime: 5},
-		{Name: "t/dev", Type: Other},
+		{Name: "t/dev", Type: Device},
+		{Name: "t/fifo", Type: Special},
 		{Name: "t/o", Type: File, Marks: Marks{Owner: strings.Repeat("a1", 8), Xattrs: strings.Repeat("0", 16)}},
 	} {
 		text := string(e.AppendText(nil))

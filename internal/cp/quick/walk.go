@@ -200,8 +200,10 @@ func typeOf(m uint32) string {
 		return Dir
 	case unix.S_IFLNK:
 		return Link
+	case unix.S_IFCHR, unix.S_IFBLK:
+		return Device
 	}
-	return Other
+	return Special
 }
 
 // readlinkAt returns the target of the link base in dirfd: "" for one a
