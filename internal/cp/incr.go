@@ -329,6 +329,9 @@ func (o Options) listUpload(ctx context.Context, r *remote.Remote, p *plan.Plan,
 		return proto.Status{}, conn.Errorf(conn.KindSetup, "list the sources", "%v", err)
 	}
 	plan := o.Incr.compare(src, dst, true, o.Preserve, o.Keep.Devices, o.Filter)
+	if o.Keep.Links {
+		quick.SendLinked(src, plan.Skip)
+	}
 	if !o.Incr.dryRun {
 		// A failed write means ssh is gone; the next status says why.
 		_ = writeDecisions(r.Stdin, plan.Delete, nil)
@@ -430,13 +433,17 @@ func listSources(p *plan.Plan, req proto.Request, br *bufio.Reader, stdout io.Wr
 	for i := range p.Srcs {
 		p.Srcs[i].Skip = skip
 	}
-	return readDecisions(br, have, func(what, name string) error {
+	err = readDecisions(br, have, func(what, name string) error {
 		if what != "skip" {
 			return fmt.Errorf("an entry to delete, in a download")
 		}
 		skip[name] = true
 		return nil
 	})
+	if keep.Links {
+		quick.SendLinked(have, skip)
+	}
+	return err
 }
 
 // listDownload is a download's comparison on the local side, from st,

@@ -341,3 +341,39 @@ func TestIncrementalUsage(t *testing.T) {
 		t.Errorf("copied: %v", entries)
 	}
 }
+
+// TestIncrementalHardLinks copies a tree with -a -H both ways, then
+// again after a new name was linked to one of its unchanged files, and
+// after another file got a second name in another directory: at the
+// destination each new name is a link of the file it links at the source.
+func TestIncrementalHardLinks(t *testing.T) {
+	t.Parallel()
+	s := startSSHD(t)
+	for _, way := range incrDirs {
+		t.Run(way.name, func(t *testing.T) {
+			t.Parallel()
+			src, dst := incrTree(t, t.TempDir()), t.TempDir()
+			args := append([]string{"-a", "-H"}, way.args(src, dst)...)
+			if r := s.incrCopy(t, args...); r.code != 0 {
+				t.Fatalf("first copy: exit %d: %s", r.code, r.stderr)
+			}
+			for _, l := range [][2]string{{"f00", "f00.link"}, {"sub/f01", "f01.link"}} {
+				if err := os.Link(filepath.Join(src, l[0]), filepath.Join(src, l[1])); err != nil {
+					t.Fatal(err)
+				}
+			}
+			oldDirs(src)
+			if r := s.incrCopy(t, args...); r.code != 0 {
+				t.Fatalf("after the links: exit %d: %s", r.code, r.stderr)
+			}
+			for _, l := range [][2]string{{"f00", "f00.link"}, {"sub/f01", "f01.link"}} {
+				a, errA := os.Stat(filepath.Join(dst, "t", l[0]))
+				b, errB := os.Stat(filepath.Join(dst, "t", l[1]))
+				if errA != nil || errB != nil || !os.SameFile(a, b) {
+					t.Errorf("%s and %s are not one file at the destination (%v, %v)", l[0], l[1], errA, errB)
+				}
+			}
+			sameTree(t, src, filepath.Join(dst, "t"), func(m fs.FileMode) fs.FileMode { return m })
+		})
+	}
+}

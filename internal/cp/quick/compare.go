@@ -164,6 +164,24 @@ func marksDiffer(s, d Marks) string {
 	return string(letters)
 }
 
+// SendLinked takes out of skip, the names of the files of l, a listing
+// this side made, not to send, those that share their file with one that
+// is sent: a copy that keeps hard links (-H) sends all the names of a
+// file again, so that they are links of one file there too.
+func SendLinked(l *Listing, skip map[string]bool) {
+	sent := map[fileID]bool{}
+	for n, e := range l.entries {
+		if e.file != (fileID{}) && !skip[n] {
+			sent[e.file] = true
+		}
+	}
+	for n, e := range l.entries {
+		if sent[e.file] {
+			delete(skip, n)
+		}
+	}
+}
+
 // itemName is how an itemized change names e: a directory with a slash,
 // a link with its target.
 func itemName(e Entry) string {

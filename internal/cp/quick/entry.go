@@ -53,7 +53,13 @@ type Entry struct {
 	Link  string
 	Hash  string
 	Marks Marks
+	// file is, for a regular file with several links that this side
+	// listed, its device and inode (never on the wire).
+	file fileID
 }
+
+// fileID is a file's device and inode.
+type fileID struct{ dev, ino uint64 }
 
 // Marks are digests of what a copy keeps of an entry besides its data,
 // mode and times, each 16 hex digits (XXH3-64), "" where the side that

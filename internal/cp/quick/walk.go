@@ -179,6 +179,9 @@ func (w *walk) entryAt(dirfd int, base, p, n string, st *unix.Stat_t) (Entry, er
 	switch e.Type {
 	case File:
 		e.Size = st.Size
+		if st.Nlink > 1 {
+			e.file = fileID{st.Dev, st.Ino}
+		}
 		if w.how.Hash {
 			e.Hash, err = hashFile(dirfd, base)
 		}
