@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -114,7 +115,13 @@ func entries(t *testing.T, root string) map[string]string {
 // entries, each described alike (see entries).
 func sameEntries(t *testing.T, want, got string) {
 	t.Helper()
-	w, g := entries(t, want), entries(t, got)
+	sameDescs(t, want, entries(t, want), entries(t, got))
+}
+
+// sameDescs fails t unless w and g, the entries of the tree at want and of
+// another, are alike.
+func sameDescs(t *testing.T, want string, w, g map[string]string) {
+	t.Helper()
 	for name, desc := range w {
 		if g[name] != desc {
 			t.Errorf("%s:\n got %q\nwant %q", name, g[name], desc)
@@ -163,25 +170,56 @@ func TestKeepUploadDownload(t *testing.T) {
 }
 
 // TestKeepLikeRsync copies the same tree with rsync -aHAX --numeric-ids
-// and with rdmacp's same flags: for every entry, the two copies have the
-// same lstat, xattrs and ACLs.
+// and with rdmacp's -a -H -X -A --numeric-ids, then again after owners,
+// xattrs, an ACL and hard links changed (see changeMarks) and a file's
+// data: each time, for every entry, the two copies have the same lstat,
+// xattrs and ACLs, but the second time directories' times, which rsync
+// leaves changed where it links files at the end (rdmacp's are the
+// source's: sameEntries).
 func TestKeepLikeRsync(t *testing.T) {
 	t.Parallel()
 	needTools(t, "rsync")
 	s := startSSHD(t)
-	src := filepath.Join(t.TempDir(), "tree")
+	src := filepath.Join(t.TempDir(), "t")
 	keptTree(t, src)
-	byRsync := filepath.Join(t.TempDir(), "tree")
-	if out, err := exec.Command("rsync", "-aHAX", "--numeric-ids", src+"/", byRsync+"/").CombinedOutput(); err != nil {
-		t.Fatalf("rsync: %v: %s", err, out)
+	byRsync, dst := filepath.Join(t.TempDir(), "t"), t.TempDir()
+	for round := range 2 {
+		if round == 1 {
+			changeMarks(t, src)
+			writeFile(t, filepath.Join(src, "sub", "deep", "new"), "new")
+			if err := errors.Join(os.Link(filepath.Join(src, "sub", "plain"), filepath.Join(src, "plain2")), os.WriteFile(filepath.Join(src, "big"), []byte("smaller"), 0o644)); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if out, err := exec.Command("rsync", "-aHAX", "--numeric-ids", src+"/", byRsync+"/").CombinedOutput(); err != nil {
+			t.Fatalf("rsync: %v: %s", err, out)
+		}
+		r := s.rdmacp(t, "-a", "-H", "-X", "-A", "--numeric-ids", src, "target:"+dst)
+		if r.code != 0 || r.stderr != "" {
+			t.Fatalf("round %d: exit %d, want 0 and nothing on stderr: %s", round, r.code, r.stderr)
+		}
+		w, g := entries(t, byRsync), entries(t, filepath.Join(dst, "t"))
+		if round == 1 {
+			dirTimes(w)
+			dirTimes(g)
+		}
+		sameDescs(t, byRsync, w, g)
+		sameEntries(t, src, filepath.Join(dst, "t"))
 	}
-	dst := t.TempDir()
-	r := s.rdmacp(t, append(keepFlags, "--numeric-ids", src, "target:"+dst)...)
-	if r.code != 0 || r.stderr != "" {
-		t.Fatalf("exit %d, want 0 and nothing on stderr: %s", r.code, r.stderr)
-	}
-	sameEntries(t, byRsync, filepath.Join(dst, "tree"))
 }
+
+// dirTimes leaves the modification times out of the descriptions of
+// directories in m (see entries).
+func dirTimes(m map[string]string) {
+	for n, d := range m {
+		if strings.HasPrefix(d, "mode 40") {
+			m[n] = mtimeDesc.ReplaceAllString(d, "")
+		}
+	}
+}
+
+// mtimeDesc is the modification time in a description (see entries).
+var mtimeDesc = regexp.MustCompile(` mtime [0-9]+\.[0-9]{9}`)
 
 // TestKeepBetween copies the tree from one remote host to another, and
 // to both with --to: each copy is exact.
