@@ -90,37 +90,53 @@ func (r *readAhead) close() {
 }
 
 // walk walks srcs in order, handing over each entry (see walkSource),
-// until the end, a failure or close.
+// until the end, a failure or close: of each source its directories
+// first, then the rest. ext4 places a new directory by the directories
+// made before it and a file in its directory's group: made one by one
+// among the files, right after a like tree was deleted, the directories
+// land among the deleted inodes, which the allocator then scans for
+// every file (20,000 small files onto such a root file system: 5-8 s
+// instead of 1.3-2.8 s when the directories come first, as rsync makes
+// them).
 func (r *readAhead) walk(srcs []Source) {
 	defer close(r.batches)
 	defer r.flush()
 	for _, s := range srcs {
-		err := walkSource(s, func(p, name string, _ fs.DirEntry, err error) error {
-			e := walked{err: err}
-			if err == nil {
-				e = r.load(p, name)
+		for _, dirs := range []bool{true, false} {
+			err := walkSource(s, dirs, func(p, name string, d fs.DirEntry, err error) error {
+				if err == nil && d.IsDir() != dirs {
+					return nil
+				}
+				e := walked{err: err}
+				if err == nil {
+					e = r.load(p, name)
+				}
+				if !r.send(e) {
+					return filepath.SkipAll
+				}
+				return e.err
+			})
+			if err != nil || r.stopped() {
+				return
 			}
-			if !r.send(e) {
-				return filepath.SkipAll
-			}
-			return e.err
-		})
-		if err != nil || r.stopped() {
-			return
 		}
 	}
 }
 
 // walkSource walks s, links on its path followed, and calls visit with
 // each entry (where it is, its name in the archive) that s's rules do not
-// exclude (nor one under an excluded directory) nor s.skip names, or with
-// a failure; visit's error ends the walk, as in filepath.WalkDir.
-func walkSource(s Source, visit func(p, name string, d fs.DirEntry, err error) error) error {
+// exclude (nor one under an excluded directory) nor s.skip names, only
+// directories if dirs, or with a failure; visit's error ends the walk, as
+// in filepath.WalkDir.
+func walkSource(s Source, dirs bool, visit func(p, name string, d fs.DirEntry, err error) error) error {
 	root, err := filepath.EvalSymlinks(s.Path)
 	if err != nil {
 		return visit("", "", nil, err)
 	}
 	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && dirs && !d.IsDir() {
+			return nil
+		}
 		name := ""
 		if err == nil {
 			name, err = walkName(p, root, s.Name)

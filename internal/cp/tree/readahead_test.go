@@ -31,8 +31,8 @@ func flatTree(t *testing.T, n, size int) string {
 }
 
 // TestReadAheadOrder checks that the read-ahead hands over every entry of
-// the sources in the walk's order, small files with their data and the
-// others without.
+// the sources in the walk's order, each source's directories before the
+// rest, small files with their data and the others without.
 func TestReadAheadOrder(t *testing.T) {
 	src := t.TempDir()
 	files := map[string]int{"a/x": 10, "a/b/y": 0, "a/b/z": aheadFile, "c": aheadFile + 1, "d/e/f": 3000}
@@ -51,11 +51,14 @@ func TestReadAheadOrder(t *testing.T) {
 	other := flatTree(t, 3*aheadBatch+5, 5) // several batches
 	var want []string
 	for _, s := range []Source{{Path: src, Name: "tree"}, {Path: other, Name: "flat"}} {
-		filepath.WalkDir(s.Path, func(p string, d fs.DirEntry, err error) error {
-			rel, _ := filepath.Rel(s.Path, p)
-			want = append(want, filepath.Join(s.Name, rel))
-			return err
-		})
+		for _, dirs := range []bool{true, false} {
+			filepath.WalkDir(s.Path, func(p string, d fs.DirEntry, err error) error {
+				if rel, _ := filepath.Rel(s.Path, p); d.IsDir() == dirs {
+					want = append(want, filepath.Join(s.Name, rel))
+				}
+				return err
+			})
+		}
 	}
 	r := newReadAhead([]Source{{Path: src, Name: "tree"}, {Path: other, Name: "flat"}}, nil)
 	defer r.close()

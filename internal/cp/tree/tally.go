@@ -128,7 +128,7 @@ func (r tallyReader) Read(p []byte) (int, error) {
 func CountTree(srcs []Source, keep meta.Flags) (files, bytes int64) {
 	seen := map[[2]uint64]bool{}
 	for _, s := range srcs {
-		_ = walkSource(s, func(p, _ string, d fs.DirEntry, err error) error {
+		_ = walkSource(s, false, func(p, _ string, d fs.DirEntry, err error) error {
 			if err != nil {
 				return nil
 			}
