@@ -68,8 +68,9 @@ func (rl *relay) adopt(up conn.Conn) {
 }
 
 // start streams to the next receiver until the writer closes payloads or
-// ctx ends; a failure there fails this receiver's stream through fail.
-func (rl *relay) start(ctx context.Context, fail func(error)) {
+// ctx ends, and reports how it ended to the receive loop: the next
+// receiver's confirmation, or a failure while ctx is live.
+func (rl *relay) start(ctx context.Context, report func(endEvent, error)) {
 	rl.payloads = make(chan payload, 1)
 	rl.done = make(chan error, 1)
 	rl.started = true
@@ -90,9 +91,12 @@ func (rl *relay) start(ctx context.Context, fail func(error)) {
 			return err
 		})
 		rl.sender().failed(err)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil:
+			report(evRelayConfirmed, nil)
+		case ctx.Err() == nil:
 			err = wrap(conn.KindOf(err), "forward to "+rl.name, err)
-			fail(err)
+			report(evRelayFailed, err)
 		}
 		rl.done <- err
 	}()
