@@ -198,8 +198,13 @@ func because(e endEvent, err error) error {
 	return err
 }
 
-// bug fails the stream after an event that cannot happen in its state.
+// bug fails the stream after an event that cannot happen in its state:
+// with the reason it already fails for (stClosing), which wins, else as
+// a bug.
 func (s streamEnd) bug(e endEvent) streamEnd {
-	err := conn.Errorf(conn.KindInternal, "", "bug: %v while the stream is %v (please report it with this message)", e, s.state)
-	return streamEnd{state: stFailed, err: err, ended: s.ended, rejoin: s.rejoin}
+	if s.err == nil {
+		s.err = conn.Errorf(conn.KindInternal, "", "bug: %v while the stream is %v (please report it with this message)", e, s.state)
+	}
+	s.state = stFailed
+	return s
 }
