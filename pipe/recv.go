@@ -61,7 +61,7 @@ type receiver struct {
 	*session // the loop's; the writer uses its connection (see session)
 	cfg      ReceiveConfig
 	w        io.Writer
-	written  atomic.Int64 // bytes written to w: the writer adds, the loop and the handshake read
+	written  atomic.Int64 // bytes written to w: the writer adds (the loop too, closing w after a failed rejoin); the loop and a rejoin's welcome read
 	messages atomic.Int64 // data messages written: the writer adds, the loop reads
 	// end is where the stream stands on its way to its end: only the
 	// receive loop reads and writes it.
@@ -81,7 +81,8 @@ type receiver struct {
 	// (pending) by the loop before a writer starts.
 	batch, pending int
 	// relay sends the stream on to the next receiver (RelayConfig): the
-	// handshake sets it, the writer hands it payloads, Receive closes it.
+	// loop's handshake sets it and run starts it, the writer hands it
+	// payloads, Receive closes it.
 	relay    *relay
 	repaired bool // the sender repairs the chain past this receiver: the handshake sets it, run reads it
 	// drain tells the writer that the sender was lost and another may take
@@ -113,7 +114,9 @@ type endReport struct {
 
 // arrival is a received message handed to the writer goroutine: the
 // payload (or the end message's body) in receive buffer buf is its first
-// len bytes, and job checks it.
+// len bytes, and job checks it. The receive loop fills it in before it
+// hands it over, the job sets d and ok, the writer reads them after
+// job.Wait.
 type arrival struct {
 	buf, len int
 	seq      uint32
