@@ -46,9 +46,9 @@ func (s endState) writing() bool {
 	return s == stStreaming || s == stEnding || s == stHungUp || s == stDraining || s == stClosing
 }
 
-// endEvent is something that happens to a receiver's stream: the receive
-// loop sees the first ones and the last three itself, the writer and the
-// relay report the others (receiver.report).
+// endEvent is something that happens to a receiver's stream: the relay
+// and the writer report theirs (receiver.report), the receive loop sees
+// the others itself (and that the writer is stuck).
 type endEvent uint8
 
 const (
@@ -80,9 +80,10 @@ func (e endEvent) String() string {
 }
 
 // wakes reports whether a reporter of e wakes the receive loop from its
-// wait (see receiver.report): e ends the stream wherever the loop waits.
-// The others come when the loop does not wait on the connection, or
-// change nothing.
+// wait on the sender (see receiver.report): e ends the stream wherever
+// the loop waits. The others change nothing where it waits (the relay's
+// confirmation), come once it no longer waits on the sender (drained),
+// or once its wait has ended anyway (stopped).
 func (e endEvent) wakes() bool {
 	return e == evWriterConfirmed || e == evWriterFailed || e == evRelayFailed
 }
