@@ -291,6 +291,10 @@ func checkEnd(prev streamEnd, e endEvent, s streamEnd, sawEnd bool) string {
 		return "ended does not say whether the end arrived"
 	case (s.state == stDraining || s.state == stRejoining) && !s.rejoin:
 		return "draining without a rejoin"
+	case (s.state == stEnding || s.state == stHungUp) && !s.ended:
+		return "ending before the end arrived"
+	case (s.state == stStreaming || s.state == stDraining || s.state == stRejoining) && s.ended:
+		return "streaming after the end arrived"
 	}
 	return ""
 }
