@@ -12,7 +12,7 @@ import (
 type endState uint8
 
 const (
-	stHandshaking endState = iota // the first sender's handshake
+	stHandshaking endState = iota // the first sender's handshake, then the output's opening
 	stStreaming                   // data arrives and is written
 	stEnding                      // the end went to the writer, which verifies it, awaits the relay's confirmation and confirms
 	stHungUp                      // the sender went after the end (it does once confirmed): the writer's verdict decides
@@ -52,7 +52,7 @@ func (s endState) writing() bool {
 type endEvent uint8
 
 const (
-	evWelcomed        endEvent = iota // the handshake completed: the stream begins
+	evWelcomed        endEvent = iota // the handshake completed and the output is open: the stream begins
 	evData                            // a data message arrived in order
 	evEnd                             // the end-of-stream message arrived in order
 	evRelayConfirmed                  // the next receiver confirmed the stream (the relay)
@@ -65,7 +65,7 @@ const (
 	evRejoin                          // a sender from ReceiveConfig.Rejoin took the stream over
 	evNoRejoin                        // no sender took the stream over
 	evPeerGone                        // the sender aborted, its connection failed, or it fell silent
-	evAbort                           // this receiver gives up on the sender: it broke the protocol, or sending to it failed
+	evAbort                           // this receiver gives up: the sender broke the protocol, sending to it failed, the output did not open
 	evCancel                          // the caller ended the stream (a signal)
 	endEvents                         // how many there are
 )

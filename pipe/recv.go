@@ -139,7 +139,6 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	if r.probe {
 		return st, r.endProbe(parent)
 	}
-	r.happen(evWelcomed, nil)
 	st.Info = r.c.Info() // the window, registered by the handshake, included
 	start := time.Now()
 	ctx, stop := context.WithCancelCause(parent)
@@ -147,18 +146,12 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	wctx, wake := context.WithCancelCause(ctx)
 	defer wake(nil)
 	r.wake = func() { wake(errWoken) }
-	info := r.c.Info()
-	w, err := r.output()
+	out, err := r.open(ctx)
 	if err != nil {
+		r.happen(evAbort, err)
 		return st, err
 	}
-	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
-	if err != nil {
-		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
-	}
-	if lc := r.lagConfig(info.Chunk); lc != nil {
-		out = sink.WithLag(ctx, out, w, *lc)
-	}
+	r.happen(evWelcomed, nil)
 	st.IO = out.Describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
@@ -183,6 +176,24 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	}
 	stop(err)
 	return st, err
+}
+
+// open opens the output the stream is written to (see output), with the
+// lag ctx bounds where it has one.
+func (r *receiver) open(ctx context.Context) (sink.Sink, error) {
+	info := r.c.Info()
+	w, err := r.output()
+	if err != nil {
+		return nil, err
+	}
+	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
+	if err != nil {
+		return nil, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
+	}
+	if lc := r.lagConfig(info.Chunk); lc != nil {
+		out = sink.WithLag(ctx, out, w, *lc)
+	}
+	return out, nil
 }
 
 // lagConfig is the lag of this receiver's output (see LagConfig), or nil
