@@ -58,11 +58,11 @@ func SparseOutput(w io.Writer) error {
 // writes it and who reads it; the writer and the relay tell the loop how
 // they end only through reports.
 type receiver struct {
-	*session // the loop's; the writer uses its connection (see session)
-	cfg      ReceiveConfig
-	w        io.Writer
-	written  atomic.Int64 // bytes written to w: the writer adds (the loop too, closing w after a failed rejoin); the loop and a rejoin's welcome read
-	messages atomic.Int64 // data messages written: the writer adds, the loop reads
+	*session               // the loop's; the writer uses its connection and seal (see session)
+	cfg      ReceiveConfig // set by Receive; read by all
+	w        io.Writer     // set by Receive; the loop opens the output with it (output)
+	written  atomic.Int64  // bytes written to w: the writer adds (the loop too, closing w after a failed rejoin); the loop and a rejoin's welcome read
+	messages atomic.Int64  // data messages written: the writer adds, the loop reads
 	// end is where the stream stands on its way to its end: only the
 	// receive loop reads and writes it.
 	end streamEnd
