@@ -29,7 +29,9 @@ func historySize(info conn.Info, fallbacks int) int {
 }
 
 // history is the end of what a repairing sender read: a ring of the last
-// len(ring) bytes of the stream, for a resend.
+// len(ring) bytes of the stream, for a resend. The reader of the link's
+// current sender records into it and reads from it (replaySource); the
+// link reads start between streams.
 type history struct {
 	ring []byte
 	end  int64 // the stream's bytes recorded
@@ -66,6 +68,8 @@ func (h *history) read(p []byte, off int64) int {
 // replaySource is the input of one stream to a next receiver of a
 // repairing sender or relay: what the history holds from where the
 // receiver stands, then the input itself, recorded as it is handed out.
+// Its sender's reader uses it; the link reads inputFailed after the
+// stream.
 type replaySource struct {
 	h           *history
 	b           source.Buffers

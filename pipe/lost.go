@@ -14,7 +14,8 @@ import (
 // chain: the receiver names them at the end of the stream in lost
 // messages, each after the first only once the sender asked for more
 // (MsgMoreLost), so that the sender never has more than one to take. The
-// confirmation's MAC vouches for all of them.
+// confirmation's MAC vouches for all of them. The sender's stream
+// goroutine writes it; others read names once the stream is over.
 type lostReport struct {
 	text  []byte   // what the lost messages said so far; not nil once one came
 	more  bool     // the last one said more follow

@@ -24,6 +24,7 @@ import (
 // close c; it closes the connections ReceiveConfig.Rejoin returns.
 func Receive(ctx context.Context, c conn.Conn, w io.Writer, cfg ReceiveConfig) (Stats, error) {
 	r := &receiver{session: newSession(c, cfg.timeouts(), "sender"), cfg: cfg, w: w, lostAsks: make(chan struct{}, 1)}
+	r.end, r.reports = streamEnd{rejoin: cfg.Rejoin != nil}, make(chan endReport, 2)
 	defer func() { r.release() }()
 	var st Stats
 	err := guard(func() (err error) {
@@ -50,43 +51,72 @@ func SparseOutput(w io.Writer) error {
 }
 
 // receiver receives one stream (Receive): from its first sender and
-// from those that take it over (ReceiveConfig.Rejoin).
+// from those that take it over (ReceiveConfig.Rejoin). Three goroutines
+// share it: the receive loop (Receive's own: run, streamFrom, receive,
+// takeRejoin), which owns the stream's end (end); the writer (write),
+// one for each sender; and the relay's (relay.start). Each field says who
+// writes it and who reads it; the writer and the relay tell the loop how
+// they end only through reports.
 type receiver struct {
-	*session
-	cfg      ReceiveConfig
-	w        io.Writer
-	written  atomic.Int64 // bytes written to w
-	messages atomic.Int64 // data messages written
-	sum      uint64       // the stream's checksum (without a key); set by finish
-	endSeen  bool         // the end-of-stream message went to the writer
-	finished bool         // the writer confirmed the whole stream to the sender
-	probe    bool         // the sender only checks the connection (Probe)
-	batch    int          // credits returned in one message at most
-	pending  int          // credits held back for the next message
-	relay    *relay       // towards the next receiver (RelayConfig)
-	repaired bool         // the sender repairs the chain past this receiver
-	// drain is set when the sender was lost and ReceiveConfig.Rejoin may bring
-	// another: the writer then writes what arrived and stops.
+	*session               // the loop's; the writer uses its connection and seal (see session)
+	cfg      ReceiveConfig // set by Receive; read by all
+	w        io.Writer     // set by Receive; the loop opens the output with it (output)
+	written  atomic.Int64  // bytes written to w: the writer adds (the loop too, closing w after a failed rejoin); the loop and a rejoin's welcome read
+	messages atomic.Int64  // data messages written: the writer adds, the loop reads
+	// end is where the stream stands on its way to its end: only the
+	// receive loop reads and writes it.
+	end streamEnd
+	// reports carries the writer's and the relay's events to the loop,
+	// with room for every report a stream can leave unread (the last
+	// writer's and the relay's), so that no reporter waits.
+	reports chan endReport
+	// wake ends the loop's waits on the sender, for a report that ends the
+	// stream (endEvent.wakes): run sets it before the writer and the relay
+	// start, they call it.
+	wake  func()
+	sum   uint64 // the stream's checksum (without a key): the writer sets it before its report, the loop reads it after
+	probe bool   // the sender only checks the connection (Probe): the handshake sets it, the loop reads it
+	// batch bounds the credits returned in one message, and pending
+	// holds those held back: the writer's, set (batch) and reset
+	// (pending) by the loop before a writer starts.
+	batch, pending int
+	// relay sends the stream on to the next receiver (RelayConfig): the
+	// loop's handshake sets it and run starts it, the writer hands it
+	// payloads, Receive closes it.
+	relay    *relay
+	repaired bool // the sender repairs the chain past this receiver: the handshake sets it, run reads it
+	// drain tells the writer that the sender was lost and another may take
+	// over: it writes what arrived and stops. The loop sets it before it
+	// closes the arrivals, the writer reads it.
 	drain atomic.Bool
 	// rejoined is set once a sender from ReceiveConfig.Rejoin took over: the
-	// connection is then Receive's to close.
+	// connection is then Receive's to close. The loop's.
 	rejoined bool
 	// lostAsks has a token for each request for more lost hosts from the
-	// sender (see sendLost).
+	// sender (see sendLost): the loop sends them, the writer takes them.
 	lostAsks chan struct{}
-	lostDown []string          // the hosts down the chain given up, as the relay says
-	pool     *work.Pool        // checks (and decrypts) the data messages
-	sealers  chan *seal.Worker // one for each goroutine that may check at once
+	lostDown []string          // the hosts down the chain given up, as the relay says: the writer sets it before its report, the loop reads it
+	pool     *work.Pool        // checks (and decrypts) the data messages: the loop makes it and hands it jobs, the writer waits for them
+	sealers  chan *seal.Worker // one for each goroutine that may check at once: the loop makes it, the jobs use it
 	// id is the stream's identity and place this receiver's place in its
 	// chain, as the first sender claimed them: a rejoin must claim them
-	// too.
+	// too. The handshakes', on the loop.
 	id    []byte
 	place uint32
 }
 
+// endReport is an event of the writer or the relay for the receive loop,
+// and what it says of a failure.
+type endReport struct {
+	event endEvent
+	err   error
+}
+
 // arrival is a received message handed to the writer goroutine: the
 // payload (or the end message's body) in receive buffer buf is its first
-// len bytes, and job checks it.
+// len bytes, and job checks it. The receive loop fills it in before it
+// hands it over, the job sets d and ok, the writer reads them after
+// job.Wait.
 type arrival struct {
 	buf, len int
 	seq      uint32
@@ -102,6 +132,8 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		return st, err
 	}
 	if err := r.handshake(parent, false); err != nil {
+		e, _ := r.lossOf(parent, err)
+		r.happen(e, err)
 		return st, err
 	}
 	if r.probe {
@@ -109,33 +141,29 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	}
 	st.Info = r.c.Info() // the window, registered by the handshake, included
 	start := time.Now()
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
-	info := r.c.Info()
-	w, err := r.output()
+	ctx, stop := context.WithCancelCause(parent)
+	defer stop(nil)
+	wctx, wake := context.WithCancelCause(ctx)
+	defer wake(nil)
+	r.wake = func() { wake(errWoken) }
+	out, err := r.open(ctx)
 	if err != nil {
+		r.happen(evAbort, err)
 		return st, err
 	}
-	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
-	if err != nil {
-		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
-	}
-	if lc := r.lagConfig(info.Chunk); lc != nil {
-		out = sink.WithLag(ctx, out, w, *lc)
-	}
+	r.happen(evWelcomed, nil)
 	st.IO = out.Describe()
 	if r.relay != nil {
 		st.IO += ", " + r.relay.describe()
-		r.relay.start(ctx, cancel)
+		r.relay.start(ctx, r.report)
 	}
-	err = r.streamFrom(ctx, out)
-	var lost rejoinError
-	for errors.As(err, &lost) {
-		if err = r.takeRejoin(ctx, lost.error); err != nil {
+	err = r.streamFrom(ctx, wctx, stop, out)
+	for r.end.state == stRejoining {
+		if err = r.takeRejoin(ctx, wctx, err); err != nil {
 			r.written.Store(out.Close(r.written.Load()))
 			break
 		}
-		err = r.streamFrom(ctx, out)
+		err = r.streamFrom(ctx, wctx, stop, out)
 	}
 	st.Bytes, st.Messages, st.Elapsed = r.written.Load(), r.messages.Load(), time.Since(start)
 	st.Lost = r.lostDown
@@ -146,8 +174,26 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 		st.Sum, st.Integrity = r.sum, r.seal.Name()
 		return st, nil
 	}
-	cancel(err)
+	stop(err)
 	return st, err
+}
+
+// open opens the output the stream is written to (see output), with the
+// lag ctx bounds where it has one.
+func (r *receiver) open(ctx context.Context) (sink.Sink, error) {
+	info := r.c.Info()
+	w, err := r.output()
+	if err != nil {
+		return nil, err
+	}
+	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
+	if err != nil {
+		return nil, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
+	}
+	if lc := r.lagConfig(info.Chunk); lc != nil {
+		out = sink.WithLag(ctx, out, w, *lc)
+	}
+	return out, nil
 }
 
 // lagConfig is the lag of this receiver's output (see LagConfig), or nil
@@ -175,77 +221,113 @@ func (r *receiver) output() (io.Writer, error) {
 }
 
 // streamFrom receives the stream from the current sender and writes it
-// to out, until its end (nil) or a failure. When the sender is lost and
-// ReceiveConfig.Rejoin may bring another, the writer first writes what arrived
-// intact, and the failure is a rejoinError.
-func (r *receiver) streamFrom(parent context.Context, out sink.Sink) error {
-	ctx, cancel := context.WithCancelCause(parent)
-	defer cancel(nil)
+// to out, until its end is decided (r.end): confirmed (nil) or failed,
+// or the sender lost and ReceiveConfig.Rejoin may bring another: then
+// the writer has written what arrived intact, the state is stRejoining and
+// the error says how the sender was lost. The loop waits on the sender
+// with wctx, which a report that ends the stream wakes; stop ends ctx,
+// the writer's, when the stream fails.
+func (r *receiver) streamFrom(ctx, wctx context.Context, stop context.CancelCauseFunc, out sink.Sink) error {
 	arrivals := make(chan *arrival, r.c.RecvBufs())
 	r.pool = work.New(runtime.GOMAXPROCS(0), r.c.RecvBufs())
 	defer r.pool.Close() // before the buffers go: the workers use them
 	r.sealers = newSealers(r.seal)
 	info := r.c.Info()
-	r.batch = creditBatch(info.Chunk, conn.NewParams(info.Chunk, info.Depth).Credits())
-	writeDone := make(chan struct{})
+	r.batch, r.pending = creditBatch(info.Chunk, conn.NewParams(info.Chunk, info.Depth).Credits()), 0
+	r.drain.Store(false)
+	writeDone := make(chan struct{}) // closed after the writer's report
 	go func() {
 		defer close(writeDone)
-		err := guard(func() error { return r.write(ctx, arrivals, out) })
-		if err == nil {
-			err = errFinished
+		var e endEvent
+		err := guard(func() (err error) {
+			e, err = r.write(ctx, arrivals, out)
+			return err
+		})
+		if err != nil {
+			e = evWriterFailed
 		}
-		cancel(err)
+		r.report(e, err)
 	}()
 
-	err := r.receive(ctx, arrivals)
-	drain := r.cfg.Rejoin != nil && ctx.Err() == nil && !r.endSeen && (r.peerGaveUp || r.silent)
-	r.drain.Store(drain)
+	lost := r.receive(wctx, arrivals)
+	if e, own := r.lossOf(ctx, lost); own && r.end.state.receiving() {
+		r.happen(e, lost)
+	}
+	r.drain.Store(r.end.state == stDraining)
 	close(arrivals)
-	if r.endSeen && r.peerGaveUp && parent.Err() == nil {
-		// The whole stream arrived before the connection went (the sender
-		// hangs up as soon as it has the confirmation, which can beat the
-		// writer's own "finished" here): the writer's verdict decides.
-		select {
-		case <-writeDone:
-			err = context.Cause(ctx)
-		case <-parent.Done():
-		}
+	if err := r.await(ctx, stop, writeDone); err != nil || r.end.state != stRejoining {
+		return err
 	}
-	if drain {
-		select {
-		case <-writeDone:
-			if cause := context.Cause(ctx); !errors.Is(cause, errFinished) {
-				return cause // the writer failed
-			}
-			return rejoinError{err}
-		case <-parent.Done():
-			err = context.Cause(parent)
-		}
-	}
-	if errors.Is(err, errFinished) {
-		<-writeDone
-		return nil
-	}
-	cancel(err)
-	err = settle(err, writeDone)
-	select {
-	case <-writeDone:
-		if r.finished {
-			return nil // confirmed to the sender before the failure (a signal) came
-		}
-	default:
-	}
-	return err
+	return lost
 }
 
-// errFinished is the writer's way to end the receive loop once it has
-// verified and confirmed the end of the stream.
-var errFinished = errors.New("stream finished")
+// await applies the writer's and the relay's reports until the stream's
+// end is decided or it awaits a rejoin. When the stream fails it ends
+// the writer's context and waits for the writer, at most workerGrace:
+// the error is then marked with ErrStuck.
+func (r *receiver) await(ctx context.Context, stop context.CancelCauseFunc, writeDone <-chan struct{}) error {
+	for {
+		switch r.end.state {
+		case stConfirmed, stRejoining:
+			return nil
+		case stFailed, stClosing:
+			stop(r.end.err)
+			select {
+			case <-writeDone:
+			case <-time.After(workerGrace):
+				r.happen(evWriterStuck, nil)
+				return stuckError{r.end.err}
+			}
+			if r.end.state == stFailed {
+				return r.end.err
+			}
+			rep := <-r.reports // the writer's verdict is there by now
+			r.happen(rep.event, rep.err)
+			continue
+		}
+		select {
+		case rep := <-r.reports:
+			r.happen(rep.event, rep.err)
+		case <-ctx.Done():
+			r.happen(evCancel, r.cancelled(ctx))
+		}
+	}
+}
+
+// errWoken is the cause with which a report that ends the stream ends
+// the receive loop's wait on the sender (receiver.wake).
+var errWoken = errors.New("woken by a report")
+
+// report hands the receive loop an event of the writer or the relay, and
+// wakes the loop if the event ends the stream (endEvent.wakes).
+func (r *receiver) report(e endEvent, err error) {
+	r.reports <- endReport{event: e, err: err}
+	if e.wakes() {
+		r.wake()
+	}
+}
+
+// happen applies event e, which err describes, to the stream's end.
+func (r *receiver) happen(e endEvent, err error) { r.end = r.end.next(e, err) }
+
+// lossOf is the receive loop's own event for err, which ended its wait
+// on the sender (bounded by ctx), or false when a report woke it.
+func (r *receiver) lossOf(ctx context.Context, err error) (endEvent, bool) {
+	switch {
+	case errors.Is(err, errWoken):
+		return evAbort, false
+	case ctx.Err() != nil:
+		return evCancel, true
+	case r.peerGaveUp || r.silent:
+		return evPeerGone, true
+	}
+	return evAbort, true
+}
 
 // receive handles completions: data and the end of the stream go to the
 // writer in order, control messages are answered at once. It runs until
-// ctx ends, which the writer does with errFinished once it has confirmed
-// the end of the stream.
+// ctx ends (a report that ends the stream wakes it: receiver.wake) or the
+// sender fails.
 func (r *receiver) receive(ctx context.Context, arrivals chan<- *arrival) error {
 	var in sequence
 	for {
@@ -304,7 +386,7 @@ func (r *receiver) control(ctx context.Context, buf int, body []byte, typ byte, 
 		_ = r.returnControl(ctx)
 		return nil
 	case wire.MsgMoreLost:
-		if !r.endSeen {
+		if !r.end.ended {
 			return conn.Errorf(conn.KindIntegrity, "receive", "the sender asked for lost hosts before the end of the stream")
 		}
 		r.repost(buf)
@@ -335,14 +417,20 @@ func (r *receiver) arrive(c conn.Completion, body []byte, typ byte, got uint32, 
 	case typ == wire.MsgData && len(body) < room:
 		return conn.Errorf(conn.KindIntegrity, "receive", "data message %d without its tag (%d bytes)", got, c.Len)
 	}
-	r.endSeen = typ == wire.MsgEnd
+	end, e := typ == wire.MsgEnd, evData
+	if end {
+		e = evEnd
+	}
+	if r.happen(e, nil); !r.end.state.receiving() {
+		return r.end.err
+	}
 	if len(arrivals) > 0 {
 		r.cfg.Gauges.stalled()
 	}
-	if !r.endSeen {
+	if !end {
 		r.cfg.Gauges.addInFlight(1)
 	}
-	a := &arrival{buf: c.Buf, len: len(body), seq: got, end: r.endSeen}
+	a := &arrival{buf: c.Buf, len: len(body), seq: got, end: end}
 	if !a.end {
 		in.index++
 		a.len -= room

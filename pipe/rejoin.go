@@ -9,12 +9,6 @@ import (
 	"github.com/rdmapipe/rdmapipe/pipe/internal/wire"
 )
 
-// rejoinError is the loss of the sender, which a sender from
-// ReceiveConfig.Rejoin may repair.
-type rejoinError struct{ error }
-
-func (e rejoinError) Unwrap() error { return e.error }
-
 // takeClaim checks the stream and the place in its chain that the sender
 // claims (see package wire): a first handshake's are this receiver's from
 // then on, and a rejoin must claim the same two.
@@ -35,10 +29,12 @@ func (r *receiver) takeClaim(id []byte, place uint32, rejoin bool) error {
 // takeRejoin waits for a sender from ReceiveConfig.Rejoin to take the stream
 // over after the sender was lost (lost says how), within one Timeout and
 // the handshake timeout: connections that fail the rejoin handshake are
-// refused, and the next one awaited.
-func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
+// refused, and the next one awaited. It applies evRejoin to the stream's
+// end when one takes over, else the failure, which it returns. wctx ends
+// with ctx, and when a report wakes the loop.
+func (r *receiver) takeRejoin(ctx, wctx context.Context, lost error) error {
 	d := r.timeouts.handshake + r.timeouts.silence
-	wctx, cancel := context.WithTimeout(ctx, d)
+	hctx, cancel := context.WithTimeout(wctx, d)
 	defer cancel()
 	r.release()
 	if r.rejoined {
@@ -48,28 +44,32 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 	lostSession, lostRejoined := r.session, r.rejoined
 	refused := "" // why the last sender that tried was refused
 	for {
-		c, err := r.cfg.Rejoin(wctx)
-		if err != nil || ctx.Err() != nil {
+		c, err := r.cfg.Rejoin(hctx)
+		if err != nil || wctx.Err() != nil {
 			if err == nil {
 				c.Close()
 			}
 			r.session, r.rejoined = lostSession, lostRejoined
 			switch {
 			case ctx.Err() != nil:
-				return context.Cause(ctx)
+				r.happen(evCancel, context.Cause(ctx))
 			case wctx.Err() != nil:
-				return fmt.Errorf("%w; no sender took the stream over within %v%s", lost, d, refused)
+				r.untilFinal() // the relay failed
+			case hctx.Err() != nil:
+				r.happen(evNoRejoin, fmt.Errorf("%w; no sender took the stream over within %v%s", lost, d, refused))
+			default:
+				r.happen(evNoRejoin, fmt.Errorf("%w; no sender can take the stream over: %v%s", lost, err, refused))
 			}
-			return fmt.Errorf("%w; no sender can take the stream over: %v%s", lost, err, refused)
+			return r.end.err
 		}
 		r.session = newSession(c, r.timeouts, "sender")
-		r.rejoined, r.endSeen, r.pending = true, false, 0
-		err = guard(func() error { return r.handshake(wctx, true) })
+		r.rejoined = true
+		err = guard(func() error { return r.handshake(hctx, true) })
 		if err == nil {
-			r.drain.Store(false)
 			if r.relay != nil {
 				r.relay.resize(c.RecvBufs())
 			}
+			r.happen(evRejoin, nil)
 			return nil
 		}
 		if !r.peerGaveUp {
@@ -78,5 +78,14 @@ func (r *receiver) takeRejoin(ctx context.Context, lost error) error {
 		refused = fmt.Sprintf(" (one from %s was refused: %v)", c.Info().Remote, err)
 		r.release()
 		c.Close()
+	}
+}
+
+// untilFinal applies the reports to the stream's end until it is
+// decided: a report woke the loop, so one that decides it is there.
+func (r *receiver) untilFinal() {
+	for !r.end.state.final() {
+		rep := <-r.reports
+		r.happen(rep.event, rep.err)
 	}
 }

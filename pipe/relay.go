@@ -12,22 +12,33 @@ import (
 // RelayConfig) with a sender of its own, straight from the receive
 // buffers where it can (see adopt), else copied. The receiver re-posts a
 // buffer only once the relay is done with it, and confirms its stream
-// only once the next receiver has confirmed its own.
+// only once the next receiver has confirmed its own. Its goroutine
+// (start) streams with s or link, and the receiver's writer hands it
+// the payloads; each field says who writes it and who reads it.
 type relay struct {
-	s        *sender      // towards the next receiver
-	name     string       // the next receiver, for messages
-	payloads chan payload // from the writer, in order; closed after the last
+	s    *sender // towards the next receiver: the receive loop's handshake sets it, the relay's goroutine streams with it
+	name string  // the next receiver, for messages; set once
+	// payloads carries what the writer hands over, in order; the writer
+	// closes it after the last (end), the relay's sender's reader takes
+	// them (relaySource).
+	payloads chan payload
 	// freed has a channel per receive buffer of this receiver's
 	// connection, which gets a token once the relay is done with the
 	// payload in it: copied; or, forwarded, two: its send completed (sends
-	// may complete in any order) and the sender has hashed it.
-	freed   []chan struct{}
-	done    chan error // the next receiver's stream: nil once confirmed
-	started bool
+	// may complete in any order) and the sender has hashed it. The
+	// receive loop makes them (resize, before a writer starts), the
+	// relay's goroutines put the tokens, the writer takes them (wait).
+	freed []chan struct{}
+	// done has the next receiver's stream's result, nil once confirmed:
+	// the relay's goroutine sends it; the writer (confirmed) and close
+	// take it and put it back.
+	done    chan error
+	started bool // start ran: the receive loop's
 	// link, with RelayConfig.Repair, repairs the stream to the next receiver;
-	// s is then its first sender, and the current one is link.s.
+	// s is then its first sender, and the current one is link.s. The
+	// receive loop's handshake sets it, the relay's goroutine runs it.
 	link *link
-	src  *relaySource // the input of every stream to a next receiver
+	src  *relaySource // the input of every stream to a next receiver: its senders' readers use it
 }
 
 // payload is what arrived in receive buffer buf of the upstream connection.
@@ -68,8 +79,9 @@ func (rl *relay) adopt(up conn.Conn) {
 }
 
 // start streams to the next receiver until the writer closes payloads or
-// ctx ends; a failure there fails this receiver's stream through fail.
-func (rl *relay) start(ctx context.Context, fail func(error)) {
+// ctx ends, and reports how it ended to the receive loop: the next
+// receiver's confirmation, or a failure while ctx is live.
+func (rl *relay) start(ctx context.Context, report func(endEvent, error)) {
 	rl.payloads = make(chan payload, 1)
 	rl.done = make(chan error, 1)
 	rl.started = true
@@ -90,9 +102,12 @@ func (rl *relay) start(ctx context.Context, fail func(error)) {
 			return err
 		})
 		rl.sender().failed(err)
-		if err != nil && ctx.Err() == nil {
+		switch {
+		case err == nil:
+			report(evRelayConfirmed, nil)
+		case ctx.Err() == nil:
 			err = wrap(conn.KindOf(err), "forward to "+rl.name, err)
-			fail(err)
+			report(evRelayFailed, err)
 		}
 		rl.done <- err
 	}()
@@ -182,13 +197,14 @@ func (rl *relay) close() {
 // relaySource is the input of the sender towards the next receiver: the
 // payloads the receiver hands over. Forwarded, it returns the receive
 // buffer each arrived in; else it copies them into send buffers (split
-// where the next receiver's chunk is smaller).
+// where the next receiver's chunk is smaller). The reader of the relay's
+// current sender uses it, then the relay's goroutine (alone).
 type relaySource struct {
 	rl      *relay
-	b       source.Buffers
-	rest    []byte // what is left of the payload being copied
-	buf     int    // the receive buffer it is in
-	holding bool
+	b       source.Buffers // the current sender's send buffers: set when its stream opens the source
+	rest    []byte         // what is left of the payload being copied
+	buf     int            // the receive buffer it is in
+	holding bool           // a payload is being copied
 }
 
 func (rs *relaySource) Next(ctx context.Context) (int, int, bool, error) {

@@ -12,7 +12,10 @@ import (
 
 // link is a repairing stream to the next receiver (SendConfig.Repair,
 // RelayConfig.Repair): the sender towards the current next receiver, the
-// fallbacks left, and the history to resend from.
+// fallbacks left, and the history to resend from. Its goroutine (the one
+// that calls run: Send's, or a relay's) writes every field; others read
+// them once run has returned, but for hist, which the current sender's
+// reader records into.
 type link struct {
 	cfg  repairConfig
 	s    *sender // towards the current next receiver

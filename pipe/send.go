@@ -50,13 +50,14 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg SendConfig) (Stats,
 }
 
 // origin is a stream's first sender (Send): it reads the input, and
-// with SendConfig.Repair streams it through a link.
+// with SendConfig.Repair streams it through a link. Send's goroutine
+// writes and reads it, but for began.
 type origin struct {
 	s     *sender
 	cfg   SendConfig
 	r     io.Reader
-	began atomic.Bool // the input was opened (Stats.Began)
-	link  *link       // with SendConfig.Repair
+	began atomic.Bool // the input was opened (Stats.Began): the sender's reader sets it, Send reads it
+	link  *link       // with SendConfig.Repair: run sets it, Send reads it after
 }
 
 func (o *origin) run(ctx context.Context) (Stats, error) {

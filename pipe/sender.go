@@ -21,25 +21,49 @@ import (
 // towards its next receiver, or a link's taker-over. A reader goroutine
 // fills send buffer k+1 while buffer k is on the wire, workers on every
 // core seal the buffers read, a poster goroutine posts them in order, and
-// the stream's goroutine handles completions and credits.
+// the stream's goroutine (the one that calls stream: Send's, the
+// relay's) handles completions and credits; a heartbeat goroutine speaks
+// when the receiver is silent. "The poster" below is whichever of the
+// poster and the reader posts a message (postMessage: never both at
+// once). Each field says who writes it and who reads it.
 type sender struct {
-	*session
-	cfg       streamConfig
-	chunk     int
-	free      chan int          // send buffers ready to be filled
-	credits   chan struct{}     // one token per receive buffer the receiver has posted for us
-	ctrl      chan struct{}     // one token per spare the receiver has posted for a control message
-	sent      atomic.Int64      // bytes handed to the wire by the poster goroutine
-	messages  atomic.Int64      // data messages handed to the wire
-	posted    atomic.Uint32     // sequence number of the last message posted
-	queued    atomic.Int64      // messages handed to the poster and not yet posted
-	ended     atomic.Bool       // the end-of-stream message is being posted
-	sum       uint64            // the stream's checksum (without a key); set with ended
-	tag       []byte            // the stream's tag (with a key); set with ended
-	sealers   chan *seal.Worker // one for each goroutine that may seal at once
-	receivers int               // receivers that confirmed the whole stream, counted hop by hop
-	fwd       *forwarding       // a relay's zero-copy path; nil: sends from its own buffers
-	pos       position
+	*session              // the stream goroutine's; the heartbeat reads heard, all use c
+	cfg      streamConfig // set by the sender's maker; read by all
+	chunk    int          // set by stream before the reader starts; read by it
+	// free holds the send buffers ready to be filled: the stream
+	// goroutine puts back those whose sends completed, the reader takes.
+	free chan int
+	// credits has one token per receive buffer the receiver has posted
+	// for us: the stream goroutine puts returned ones, the poster takes.
+	credits chan struct{}
+	// ctrl has one token per spare the receiver has posted for a control
+	// message: the stream goroutine puts returned ones, the handshake, the
+	// heartbeat and askMoreLost take.
+	ctrl     chan struct{}
+	sent     atomic.Int64  // bytes handed to the wire: the poster adds; the stream goroutine, a link and Send read
+	messages atomic.Int64  // data messages handed to the wire: the poster adds, the stream goroutine reads
+	posted   atomic.Uint32 // sequence number of the last message posted: the poster stores, the heartbeat reads
+	queued   atomic.Int64  // messages handed to the poster and not yet posted: the reader adds, the poster takes off
+	ended    atomic.Bool   // the end-of-stream message is being posted: the poster sets, the stream goroutine reads
+	// sum is the stream's checksum (without a key), tag its MAC (with
+	// one): the poster sets them with ended, the stream goroutine reads
+	// them once the reader and the poster are done.
+	sum     uint64
+	tag     []byte
+	sealers chan *seal.Worker // one for each goroutine that may seal at once: stream makes it, the sealing jobs use it
+	// receivers counts the receivers that confirmed the whole stream, hop
+	// by hop: the stream goroutine sets it from the confirmation; Send, a
+	// link and the relay read it after the stream.
+	receivers int
+	// fwd is a relay's zero-copy path (nil: sends from its own buffers):
+	// relay.adopt sets it in the handshake, before the stream; the
+	// reader, the poster, the stream goroutine and the upstream
+	// receiver's writer (relay.wait) read it.
+	fwd *forwarding
+	pos position // set by the sender's maker before the handshake; read by the handshake and the confirmation
+	// lostHosts is what the receiver says of the hosts lost down the
+	// chain: the stream goroutine's; Send, a link and the relay read
+	// its names after the stream.
 	lostHosts lostReport
 }
 

@@ -24,35 +24,51 @@ func (s *session) handshakeContext(ctx context.Context, what string, factor int)
 const pollBatch = 64
 
 // session is what a sender and a receiver share: the connection, the
-// timeouts, and the bookkeeping for the idle timeout.
+// timeouts, and the bookkeeping for the idle timeout. "The poll loop"
+// below is the goroutine that polls the connection: a receiver's receive
+// loop, a sender's stream goroutine, and either one's handshake before.
+// Each field says who writes it and who reads it.
 type session struct {
-	c        conn.Conn
+	// c is the connection: every goroutine of the stream uses it, as the
+	// conn.Conn contract allows.
+	c conn.Conn
+	// timeouts are set by the session's maker (a link sets a taker-over's
+	// silence after its handshake); the poll loop and the heartbeat read
+	// them.
 	timeouts timeouts
-	peer     string // "sender" or "receiver": the other side, for messages
-	cs       []conn.Completion
-	// heard is when the peer was last heard from (UnixNano); the sender's
-	// heartbeat goroutine reads it.
+	peer     string            // "sender" or "receiver": the other side, for messages; set once
+	cs       []conn.Completion // poll's batch: the poll loop's
+	// heard is when the peer was last heard from (UnixNano): the poll
+	// loop stores it, the sender's heartbeat goroutine reads it.
 	heard atomic.Int64
 	// backlog holds completions a handshake step did not get to; the next
-	// poll returns them first.
+	// poll returns them first. The poll loop's (setUpRelay's watcher
+	// hands it what it polled once it has stopped).
 	backlog []conn.Completion
 	// idle is the idle-timeout context made from idleParent; stopIdle
-	// releases it. See idleContext.
+	// releases it. See idleContext. The poll loop's.
 	idle       context.Context
 	idleParent context.Context
 	stopIdle   context.CancelFunc
 	// peerGaveUp is set when the peer aborted or the connection failed:
-	// then there is no one to send an abort message to.
+	// then there is no one to send an abort message to. The poll loop
+	// sets it; it and the stream's maker (Send, Receive, the relay, a
+	// link), once the stream is over, read it.
 	peerGaveUp bool
-	// progress is the connection's ProgressCounter at the last idle check.
+	// progress is the connection's ProgressCounter at the last idle
+	// check: the poll loop's.
 	progress int64
 	// authenticated is set once the handshake has completed: from then
-	// on the peer's aborts are trusted to say what happened to the stream.
+	// on the peer's aborts are trusted to say what happened to the
+	// stream. The poll loop's.
 	authenticated bool
 	// seal combines the data messages' checksums or, with a key, tags
-	// into the end of the stream; set by the handshake.
+	// into the end of the stream: the handshake sets it; then the
+	// sender's poster or the receiver's writer adds to it, and the
+	// sealing workers use its workers (newSealers).
 	seal *seal.Stream
-	// silent is set when the peer was given up for its silence.
+	// silent is set when the peer was given up for its silence: the poll
+	// loop's.
 	silent bool
 }
 

@@ -33,9 +33,10 @@ func Release(c conn.Conn, err error) (stuck bool) {
 // idle input never returns by itself.
 const workerGrace = 500 * time.Millisecond
 
-// settle waits (up to workerGrace) for a failed stream's reader or writer
-// to finish with the connection's buffers, and returns err, marked with
-// ErrStuck if it did not.
+// settle waits (up to workerGrace) for a failed stream's reader to
+// finish with the connection's buffers, and returns err, marked with
+// ErrStuck if it did not. A receiver's writer is waited for the same way
+// (receiver.await).
 func settle(err error, done <-chan struct{}) error {
 	select {
 	case <-done:

@@ -18,11 +18,12 @@ import (
 // checksum and confirms the stream to the sender. Credits go back in
 // batches (see creditBatch) while more arrivals wait, and at once when
 // none does. A regular file takes several writes at once (see package sink);
-// buffers are still re-posted in arrival order.
-func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink.Sink) error {
-	drained := false
+// buffers are still re-posted in arrival order. The event it returns is
+// its report to the receive loop: confirmed, drained (see receiver.drain),
+// failed (with the error) or stopped at the end of ctx.
+func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink.Sink) (e endEvent, err error) {
 	defer func() {
-		if !drained {
+		if e != evWriterDrained {
 			// Writes that finished before the stream failed are kept
 			// and counted: the output holds a longer exact prefix.
 			r.written.Store(out.Close(r.written.Load()))
@@ -34,14 +35,14 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 		switch {
 		case out.Pending() >= out.Limit():
 			if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
-				return err
+				return r.halt(ctx, err)
 			}
 			continue
 		case out.Pending() > 0:
 			select {
 			case <-out.Oldest().Done:
 				if err := r.retire(ctx, out, len(arrivals) > 0); err != nil || ctx.Err() != nil {
-					return err
+					return r.halt(ctx, err)
 				}
 				continue
 			case a, ok = <-arrivals:
@@ -52,36 +53,54 @@ func (r *receiver) write(ctx context.Context, arrivals <-chan *arrival, out sink
 		if !ok && r.drain.Load() && ctx.Err() == nil {
 			// The sender was lost: what arrived intact is written, and
 			// another sender may take over from there.
-			for out.Pending() > 0 {
-				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
-					return err
-				}
+			if ok, err := r.retireAll(ctx, out); !ok {
+				return r.halt(ctx, err)
 			}
-			drained = true
-			return nil
+			return evWriterDrained, nil
 		}
 		if !ok || ctx.Err() != nil {
-			return nil // the stream is over: leave the buffers alone
+			return r.halt(ctx, nil) // the stream is over: leave the buffers alone
 		}
 		payload := r.c.RecvBuf(a.buf)[:a.len]
 		if a.end {
-			for out.Pending() > 0 {
-				if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
-					return err
-				}
+			if ok, err := r.retireAll(ctx, out); !ok {
+				return r.halt(ctx, err)
 			}
-			return r.finish(ctx, out, payload, a.seq)
+			if err := r.finish(ctx, out, payload, a.seq); err != nil {
+				return evWriterFailed, err
+			}
+			return evWriterConfirmed, nil
 		}
 		a.job.Wait()
 		if !a.ok {
-			return conn.Errorf(conn.KindIntegrity, "verify stream", "message %d does not match its tag under the shared key: it was altered on the way, or is not from this stream (nothing of it was written)", a.seq)
+			return evWriterFailed, conn.Errorf(conn.KindIntegrity, "verify stream", "message %d does not match its tag under the shared key: it was altered on the way, or is not from this stream (nothing of it was written)", a.seq)
 		}
 		r.seal.Add(a.seq, a.len, a.d)
 		if r.relay != nil && r.relay.forward(ctx, a.buf, payload) != nil {
-			return nil // the stream is over
+			return r.halt(ctx, nil) // the stream is over
 		}
 		out.Start(a.buf, payload)
 	}
+}
+
+// halt is the writer's report when it stops early: failed with err, or
+// stopped at the end of ctx (or of the arrivals) if err is nil.
+func (r *receiver) halt(ctx context.Context, err error) (endEvent, error) {
+	if err != nil {
+		return evWriterFailed, err
+	}
+	return evWriterStopped, r.cancelled(ctx)
+}
+
+// retireAll retires every write in flight (see retire) and reports
+// whether it did: not if one failed (err) or ctx ended.
+func (r *receiver) retireAll(ctx context.Context, out sink.Sink) (bool, error) {
+	for out.Pending() > 0 {
+		if err := r.retire(ctx, out, false); err != nil || ctx.Err() != nil {
+			return false, err
+		}
+	}
+	return true, nil
 }
 
 // retire waits for the oldest write in flight, re-posts its buffer and
@@ -195,8 +214,8 @@ func (r *receiver) finish(ctx context.Context, out sink.Sink, end []byte, seq ui
 	binary.LittleEndian.PutUint32(done[9:], receivers)
 	done = append(done, r.seal.Done(written, receivers, tag, lost)...)
 	// Everything arrived intact and is written: if the confirmation cannot
-	// be sent (the sender is gone), the sender fails, not this side.
-	r.finished = true
+	// be sent (the sender is gone), the sender fails, not this side, and
+	// the writer reports the stream confirmed.
 	_ = r.c.SendControl(ctx, done)
 	return nil
 }
