@@ -51,6 +51,12 @@
 #   CP_SHM     where the file systems' backing files go (default /dev/shm)
 #   CP_TSV     if set, one line per run appended there: workload tool seconds (the
 #              workload as small-unchanged or small-changed for the second copies)
+#   AGED       1: each file system of a first copy has just held and lost a like tree
+#              (cp -a of the workload into it, sync, rm -rf, sync; untimed), as a user's
+#              has; 0 (default): fresh
+#   MKFS_OPTS  more options of mkfs.ext4, e.g. "-O ^has_journal" (this machine's root
+#              file system has no journal: there ext4's allocator skips inodes deleted in
+#              the last minute, and scans them for every file made)
 set -euo pipefail
 export LC_ALL=C
 
@@ -64,6 +70,8 @@ case $DIRECTION in
   down) WHAT=downloads ;;
   *) echo "bench/cp.sh: DIRECTION is up or down, not $DIRECTION" >&2; exit 1 ;;
 esac
+FS_WHAT="a new ext4 for each copy${MKFS_OPTS:+ (mkfs.ext4 $MKFS_OPTS)}"
+[ "${AGED:-0}" != 1 ] || FS_WHAT="$FS_WHAT that has just held and lost a like tree"
 BENCH_BIN=${BENCH_BIN:-bin}
 RDMACP=$(readlink -f "$BENCH_BIN/rdmacp")
 BEFORE=
@@ -114,7 +122,8 @@ fresh_fs() {
     mid) size=3072M ;;
   esac
   truncate -s "$size" "$IMG"
-  mkfs.ext4 -q -F -b 4096 -N 131072 -E lazy_itable_init=0,lazy_journal_init=0 "$IMG"
+  # shellcheck disable=SC2086 # MKFS_OPTS is a list of options
+  mkfs.ext4 -q -F -b 4096 -N 131072 -E lazy_itable_init=0,lazy_journal_init=0 ${MKFS_OPTS:-} "$IMG"
   mount -t ext4 "$(losetup -f --show "$IMG")" "$DIR/dst"
 }
 
@@ -233,6 +242,8 @@ run_tool() {
     umount "$DIR/dst"
     mount -t ext4 "$loop" "$DIR/dst"
     [ "$3" = unchanged ] || src=$DIR/changed/$2
+  elif [ "${AGED:-0}" = 1 ]; then
+    cp -a "$src" "$DIR/dst/aged" && sync && rm -rf "$DIR/dst/aged"
   fi
   sync
   t0=$EPOCHREALTIME
@@ -281,6 +292,8 @@ plain=0
 for tool in before rdmacp scp rsync; do [[ " $TOOLS " != *" $tool "* ]] || plain=1; done
 if [ $plain = 1 ]; then
   echo "## rdmacp against scp and rsync -a ($WHAT through a private sshd on 127.0.0.1, TCP; median of $RUNS)"
+  echo
+  echo "File systems: $FS_WHAT."
   echo
   if [ -n "$BEFORE" ]; then
     echo "| workload | rdmacp before s | rdmacp s | scp s | rsync -a s | vs before | vs scp | vs rsync |"
@@ -337,6 +350,8 @@ done
 if [ -s "$DIR/issue43.md" ]; then
   [ $plain = 0 ] || echo
   echo "## rdmacp -a -H -X -A against rsync -aHAX (issue 43; $WHAT, the same sshd; medians of $RUNS paired rounds)"
+  echo
+  echo "File systems: $FS_WHAT (second copies: into the first's)."
   echo
   echo "| row | workload | rdmacp s | rsync -aHAX s | speed-up (median of pairs) | target | verdict |"
   echo "|---|---|---|---|---|---|---|"
