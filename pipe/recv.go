@@ -120,7 +120,7 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 	if err != nil {
 		return st, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
 	}
-	if lc := r.lagConfig(info.Chunk); lc != nil {
+	if lc := r.lagConfig(info.Chunk, conn.NewParams(info.Chunk, info.Depth).Credits()); lc != nil {
 		out = sink.WithLag(ctx, out, w, *lc)
 	}
 	st.IO = out.Describe()
@@ -152,13 +152,15 @@ func (r *receiver) run(parent context.Context) (Stats, error) {
 
 // lagConfig is the lag of this receiver's output (see LagConfig), or nil
 // where it has none.
-func (r *receiver) lagConfig(chunk int) *sink.LagConfig {
+func (r *receiver) lagConfig(chunk, credits int) *sink.LagConfig {
 	lc := r.cfg.Lag
 	if lc.Memory <= 0 || r.cfg.Sparse || r.relay == nil && r.place <= 1 {
 		return nil
 	}
 	// Leave only where the sender said it goes on past this receiver.
-	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag}
+	// Half the receive buffers may be written from while the output keeps
+	// up; the rest take the stream meanwhile.
+	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag, Loans: max(1, credits/2)}
 }
 
 // output returns where the stream is written: w, or what ReceiveConfig.Output
