@@ -29,7 +29,9 @@ const repayPoll = 20 // milliseconds
 
 // nonBlockingTwin opens w again, where it is a pipe, as a file of its own
 // that does not block (O_NONBLOCK is the open file's, not the pipe's, so w
-// keeps blocking), or returns nil.
+// keeps blocking), or returns nil. It asks for a pipe of pipeSize bytes,
+// where the pipe is smaller, so that the pipe takes a payload in fewer
+// writes.
 func nonBlockingTwin(w io.Writer) *os.File {
 	f, ok := w.(*os.File)
 	if !ok {
@@ -42,8 +44,15 @@ func nonBlockingTwin(w io.Writer) *os.File {
 	if err != nil {
 		return nil
 	}
+	if size, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && size < pipeSize {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, pipeSize) // as big as an unprivileged process may ask by default
+	}
 	return os.NewFile(uintptr(fd), f.Name()+" (not blocking)")
 }
+
+// pipeSize is the pipe capacity a Lag asks for: /proc/sys/fs/pipe-max-size's
+// default.
+const pipeSize = 1 << 20
 
 // lendLocked makes a loan of p, the payload of receive buffer buf, where
 // the Lag makes loans and holds nothing else, and says whether it did.
