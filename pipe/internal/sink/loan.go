@@ -47,7 +47,7 @@ func nonBlockingTwin(w io.Writer) *os.File {
 	if size, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && size < pipeSize {
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, pipeSize) // as big as an unprivileged process may ask by default
 	}
-	return os.NewFile(uintptr(fd), f.Name()+" (not blocking)")
+	return os.NewFile(uintptr(fd), f.Name())
 }
 
 // pipeSize is the pipe capacity a Lag asks for: /proc/sys/fs/pipe-max-size's
