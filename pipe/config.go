@@ -93,7 +93,7 @@ type ReceiveConfig struct {
 // after it nor those before it: in memory up to Memory (768 KiB at
 // least), then in a spill file up to Spill. When both are full, a receiver
 // whose sender said it repairs the chain past it (wire.FlagRepair: every
-// receiver of a keyed rdmasend --to but the last) fails its stream
+// receiver of a keyed rdmasend --to two hosts or more) fails its stream
 // (KindAborted: the chain goes on without it); any other waits for its
 // output. Memory 0: the output sets the chain's pace.
 type LagConfig struct {

@@ -186,11 +186,12 @@ func (r *receiver) open(ctx context.Context) (sink.Sink, error) {
 	if err != nil {
 		return nil, err
 	}
-	out, err := sink.New(w, conn.NewParams(info.Chunk, info.Depth).Credits(), r.cfg.Sparse)
+	credits := conn.NewParams(info.Chunk, info.Depth).Credits()
+	out, err := sink.New(w, credits, r.cfg.Sparse)
 	if err != nil {
 		return nil, &conn.Error{Kind: conn.KindUsage, Op: "sparse output", Err: err}
 	}
-	if lc := r.lagConfig(info.Chunk); lc != nil {
+	if lc := r.lagConfig(info.Chunk, credits); lc != nil {
 		out = sink.WithLag(ctx, out, w, *lc)
 	}
 	return out, nil
@@ -198,13 +199,15 @@ func (r *receiver) open(ctx context.Context) (sink.Sink, error) {
 
 // lagConfig is the lag of this receiver's output (see LagConfig), or nil
 // where it has none.
-func (r *receiver) lagConfig(chunk int) *sink.LagConfig {
+func (r *receiver) lagConfig(chunk, credits int) *sink.LagConfig {
 	lc := r.cfg.Lag
 	if lc.Memory <= 0 || r.cfg.Sparse || r.relay == nil && r.place <= 1 {
 		return nil
 	}
 	// Leave only where the sender said it goes on past this receiver.
-	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag}
+	// Half the receive buffers may be written from while the output keeps
+	// up; the rest take the stream meanwhile.
+	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag, Loans: max(1, credits/2)}
 }
 
 // output returns where the stream is written: w, or what ReceiveConfig.Output

@@ -113,8 +113,8 @@ func checkAuthFlags(flags byte, haveKey, encrypt, rejoin bool) error {
 		return conn.Errorf(conn.KindAuth, "authenticate", "the sender does not encrypt, and this receiver accepts only encrypted streams")
 	case !rejoin && flags&wire.FlagRejoin != 0:
 		return conn.Errorf(conn.KindSetup, "handshake", "the sender takes over a stream this receiver has not begun")
-	case flags&wire.FlagRepair != 0 && flags&(wire.FlagKey|wire.FlagChain) != wire.FlagKey|wire.FlagChain:
-		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for a chain to be repaired without a key or a chain")
+	case flags&wire.FlagRepair != 0 && flags&wire.FlagKey == 0:
+		return conn.Errorf(conn.KindSetup, "handshake", "the sender asks for a chain to be repaired without a key")
 	case rejoin && flags&(wire.FlagRejoin|wire.FlagChain|wire.FlagProbe) != wire.FlagRejoin:
 		return conn.Errorf(conn.KindSetup, "handshake", "the sender does not take over the stream this receiver has begun: it is taking no other")
 	}

@@ -114,8 +114,12 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	s := newSender(c, streamConfig{key: key, encrypt: encrypt}, r.timeouts, "next receiver "+name)
 	s.pos.id, s.pos.place = r.id, r.place+1
 	s.pos.setDown(rest, rc.To == "", rc.Fallback)
+	p := chainProposal(rest, repair)
+	if rc.To == "" && repair && len(rest) == 0 {
+		p.flags |= wire.FlagRepair // the last receiver: the link below goes on without it
+	}
 	if err := guard(func() error {
-		_, err := s.handshake(ctx, chainProposal(rest, repair))
+		_, err := s.handshake(ctx, p)
 		return err
 	}); err != nil {
 		s.drop(err)

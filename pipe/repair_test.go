@@ -932,32 +932,11 @@ func TestTakeOverCountsTheHostsAhead(t *testing.T) {
 func scriptedReceiver(t *testing.T, c *memconn.Conn, key []byte, rejoin bool, receivers uint32, lost string, auths chan<- []byte) {
 	defer close(auths)
 	p := &peer{t: t, c: c, cs: make([]conn.Completion, 16)}
-	hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
-	p.control(hello)
-	msg := p.nextFromSender('K')
-	if len(msg) < wire.AuthBody {
+	msg, tr := welcomeSender(p, key, rejoin)
+	if msg == nil {
 		return
 	}
 	auths <- msg
-	p.control([]byte{wire.CtrlReturn}) // as the engine does for each control message
-	var chain []string
-	for more := msg[0]&wire.FlagChain != 0; more; {
-		body := p.nextFromSender('C')
-		if len(body) < 1+conn.TrailerLen {
-			return
-		}
-		p.control([]byte{wire.CtrlReturn})
-		chain = append(chain, strings.Split(string(body[1:len(body)-conn.TrailerLen]), "\n")...)
-		more = body[0] != 0
-	}
-	tr := pipeauth.Transcript(c.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), chain)
-	desc, _ := c.OpenWindow()
-	var written []byte
-	if rejoin {
-		written = binary.LittleEndian.AppendUint64(nil, 0)
-	}
-	welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
-	p.control(append(welcome, desc...))
 	var end []byte
 	for end = p.next(); end != nil && typeOf(end) != 'E'; end = p.next() {
 		if typeOf(end) == 'D' {
@@ -975,6 +954,83 @@ func scriptedReceiver(t *testing.T, c *memconn.Conn, key []byte, rejoin bool, re
 	done = binary.LittleEndian.AppendUint32(done, receivers)
 	tag := end[wire.EndBody : wire.EndBody+pipeauth.MACLen]
 	p.control(append(done, seal.NewKeyed(pipeauth.StreamKey(key, tr), false).Done(int64(total), receivers, tag, []byte(lost))...))
+}
+
+// welcomeSender plays the handshake of a receiver that holds key against
+// the sender on p: it takes the sender's auth and chain and welcomes it (a
+// rejoin saying it wrote nothing). It returns the auth and the transcript,
+// or nil if the sender failed first.
+func welcomeSender(p *peer, key []byte, rejoin bool) (msg, tr []byte) {
+	hello := append([]byte{'H', wire.FlagKey}, make([]byte, 32)...)
+	p.control(hello)
+	msg = p.nextFromSender('K')
+	if len(msg) < wire.AuthBody {
+		return nil, nil
+	}
+	p.control([]byte{wire.CtrlReturn}) // as the engine does for each control message
+	var chain []string
+	for more := msg[0]&wire.FlagChain != 0; more; {
+		body := p.nextFromSender('C')
+		if len(body) < 1+conn.TrailerLen {
+			return nil, nil
+		}
+		p.control([]byte{wire.CtrlReturn})
+		chain = append(chain, strings.Split(string(body[1:len(body)-conn.TrailerLen]), "\n")...)
+		more = body[0] != 0
+	}
+	tr = pipeauth.Transcript(p.c.Info(), hello, msg[0], msg[wire.AuthNonce:wire.AuthID], msg[wire.AuthID:wire.AuthPlace], binary.LittleEndian.Uint32(msg[wire.AuthPlace:]), chain)
+	desc, _ := p.c.OpenWindow()
+	var written []byte
+	if rejoin {
+		written = binary.LittleEndian.AppendUint64(nil, 0)
+	}
+	welcome := append(append([]byte{'W', wire.FlagKey}, written...), pipeauth.Proof(key, pipeauth.ReceiverProof, tr, written, desc)...)
+	p.control(append(welcome, desc...))
+	return msg, tr
+}
+
+// TestRelaySaysAnotherIsSlow: the first receiver of a keyed chain, a key
+// holder, takes the start of the stream and aborts it saying that the
+// receiver after it fell behind and leaves the chain, as a slow host's
+// own abort says. The sender gives up the one that aborted, never the one
+// it names: it takes the next receiver over at its own place (2), which
+// completes the stream, and names the liar alone lost.
+func TestRelaySaysAnotherIsSlow(t *testing.T) {
+	t.Parallel()
+	in := randomBytes(64<<10, 50)
+	key := []byte("k")
+	p := conn.NewParams(4096, 4)
+	sc, rc := memPair(t, p, p, memconn.Faults{})
+	go func() {
+		liar := &peer{t: t, c: rc, cs: make([]conn.Completion, 16)}
+		if msg, _ := welcomeSender(liar, key, false); msg == nil {
+			return
+		}
+		for range 4 {
+			liar.nextFromSender('D')
+			liar.control([]byte{1})
+		}
+		says := "keep up: the output of next fell behind the stream by more than the lag buffer and the spill hold: next leaves the chain, which goes on without it"
+		liar.control(wire.AbortMessage([]byte{wire.MsgAbort}, conn.KindAborted, says, 0))
+	}()
+	fsc, frc := memPair(t, p, p, memconn.Faults{})
+	claimed := make(chan []byte, 1)
+	go scriptedReceiver(t, frc, key, true, 1, "", claimed)
+	cfg := pipe.SendConfig{Key: key, Fallback: []pipe.Hop{{Addr: "next"}},
+		Dial: func(_ context.Context, addr string) (conn.Conn, error) {
+			if addr == "next" {
+				return fsc, nil
+			}
+			return nil, errors.New("no such host")
+		}}
+	st, err := pipe.Send(context.Background(), sc, bytes.NewReader(in), cfg)
+	checkErr(t, "sender", err, 0, "")
+	if st.Receivers != 1 || !slices.Equal(st.Lost, []string{"mem:receiver"}) {
+		t.Errorf("the sender counts %d receivers and lost %q, want 1 and the liar alone", st.Receivers, st.Lost)
+	}
+	if msg := <-claimed; len(msg) < wire.AuthBody || binary.LittleEndian.Uint32(msg[wire.AuthPlace:]) != 2 {
+		t.Errorf("the taker-over's auth %q does not claim place 2", msg)
+	}
 }
 
 // TestConfirmationNamesTheChain sends to a scripted first receiver that

@@ -13,7 +13,7 @@ import (
 
 // proposal is what a sender's auth message asks of the receiver.
 type proposal struct {
-	flags byte     // wire.FlagProbe, FlagRejoin or FlagChain (with FlagRepair), or 0
+	flags byte     // wire.FlagProbe, FlagRejoin or FlagChain (with FlagRepair), FlagRepair alone (to a chain's last receiver), or 0
 	chain []string // the receivers after this one, with FlagChain
 }
 

@@ -108,7 +108,14 @@ func (r *receiver) retireAll(ctx context.Context, out sink.Sink) (bool, error) {
 // on its way (more, or writes still in flight).
 func (r *receiver) retire(ctx context.Context, out sink.Sink, more bool) error {
 	w := out.Oldest()
-	<-w.Done
+	select {
+	case <-w.Done:
+	default:
+		if l, ok := out.(*sink.Lag); ok {
+			l.Hurry() // the receive buffers it writes from are due back
+		}
+		<-w.Done
+	}
 	out.Retire()
 	if errors.Is(w.Err, sink.ErrBehind) {
 		return &conn.Error{Kind: conn.KindAborted, Op: "keep up", Err: fmt.Errorf("%w, after %d bytes: this receiver leaves the chain, which goes on without it", w.Err, r.written.Load())}

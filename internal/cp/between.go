@@ -26,13 +26,6 @@ import (
 // sending side where the receiving side listens.
 func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Options) error {
 	from := srcs[0]
-	host, listen, err := o.streamHost(ctx, dst)
-	if err == nil && listen == "" {
-		host, err = resolveIP(ctx, host, "resolve "+host) // the sending host connects to it by address
-	}
-	if err != nil {
-		return err
-	}
 	key := proto.NewKey()
 	req, a := o.fetchRequest(key, srcs)
 	req.ConnectLater = true
@@ -41,6 +34,25 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 		return err
 	}
 	defer sender.Close()
+	if err := o.betweenTo(ctx, sender, plan, c, key, from.Host, dst); err != nil {
+		return err
+	}
+	return leftOn(from.Host, a.Srcs, plan)
+}
+
+// betweenTo goes on with a copy between two remote hosts once its
+// sending side on from is started, with plan, and the contents c the
+// receiving side is told: it starts the receiving side on dst with the
+// same key, resumes with o.Resume, tells the sending side where to
+// connect and waits for both.
+func (o Options) betweenTo(ctx context.Context, sender *remote.Remote, plan, c proto.Contents, key []byte, from string, dst remote.Target) error {
+	host, listen, err := o.streamHost(ctx, dst)
+	if err == nil && listen == "" {
+		host, err = resolveIP(ctx, host, "resolve "+host) // the sending host connects to it by address
+	}
+	if err != nil {
+		return err
+	}
 	up := o.request(key)
 	up.Dest, up.Contents, up.Listen, up.DataPorts = dst.Path, c, listen, o.DataPorts.String()
 	receiver, st, err := begin(ctx, dst, o, remoteReceive, up)
@@ -49,7 +61,7 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 	}
 	defer receiver.Close()
 	if o.Resume {
-		st, err = resumeBetween(ctx, sender, receiver, st, plan.Mode, from.Host, dst.Host)
+		st, err = resumeBetween(ctx, sender, receiver, st, plan.Mode, from, dst.Host)
 		if err != nil {
 			return err
 		}
@@ -58,13 +70,10 @@ func Between(ctx context.Context, srcs []remote.Target, dst remote.Target, o Opt
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+dst.Host, "expected its port, got %q", st.Kind)
 	}
 	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
-	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from.Host, dst.Host, addr)
+	fmt.Fprintf(notices(o.Verbose, o.Stderr), "rdmacp: the stream goes from %s straight to %s at %s\n", from, dst.Host, addr)
 	// A failed write means ssh is gone; the sending side's status says why.
 	_ = proto.WriteJSONLine(sender.Stdin, proto.ConnectLine{Connect: addr})
-	if err := finishBetween(ctx, sender, receiver, from.Host, dst.Host, addr); err != nil {
-		return err
-	}
-	return leftOn(from.Host, a.Srcs, plan)
+	return finishBetween(ctx, sender, receiver, from, dst.Host, addr)
 }
 
 // BetweenTo copies the files and directories at srcs, all on one remote

@@ -91,9 +91,11 @@ on and that host's key, so a host relays only along this chain. A host whose rem
 does not start is left out and reported. Each pair of the chain (HOST0 and the first
 host, in the form above) connects before any byte moves: a host that cannot connect to
 the next one fails the copy, exit 3, naming the pair, and no host has a file of it.
-rdmacp exits 0 only when every host has the copy in place, and 8 when some have and
-others failed (did not start, or died in mid-stream): stderr and --stats-json name
-them, so that a retry can go to just those (--to-file of the failed ones).
+A host given up in mid-stream catches up after the stream from a host that has the
+copy in place, resuming its partial copy straight from there. rdmacp exits 0 only when
+every host has the copy in place, and 8 when some have and others failed (did not
+start, or were given up and could not catch up): stderr and --stats-json name them,
+so that a retry can go to just those (--to-file of the failed ones).
 
 --launcher starts the remote side with another command than ssh, e.g. a cluster's own
 (srun, clush -N): its words, with %h replaced by HOST (else HOST after them), then the

@@ -4,7 +4,9 @@ import (
 	"context"
 	"io"
 	"net"
+	"path"
 	"strconv"
+	"strings"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/chain"
 	"github.com/rdmapipe/rdmapipe/internal/cp/plan"
@@ -55,7 +57,53 @@ func (o Options) chainOf(c proto.Contents) chain.Config {
 		Start: func(ctx context.Context, m *chain.Member, stderr io.Writer) error {
 			return o.startMember(ctx, m, c, stderr)
 		},
-		Summary: func(st pipe.Stats) string { return summary(st, -1) }}
+		Summary: func(st pipe.Stats) string { return summary(st, -1) },
+		CatchUp: func(ctx context.Context, m, from *chain.Member) error {
+			return o.catchUp(ctx, c, m, from)
+		}}
+}
+
+// catchUp copies to m, a host that a copy of c to several hosts gave up
+// in mid-stream, what it lacks, straight from from, which has the copy in
+// place: a copy between the two (see Between) that resumes from m's
+// partial copy and claims the version of the source that the partial
+// copy is of (from's copy is exact, and the resume checks each block it
+// keeps). The copy is DST/NAME on from where DST is a directory there;
+// else DST itself, copied into DST's parent on m.
+func (o Options) catchUp(ctx context.Context, c proto.Contents, m, from *chain.Member) error {
+	o.Resume, o.Filter = true, nil
+	names := c.Names
+	if c.Mode != proto.ModeTar {
+		names = []string{c.Name}
+	}
+	srcs := make([]remote.Target, len(names))
+	for i, n := range names {
+		srcs[i] = from.Target
+		srcs[i].Path = path.Join(from.Target.Path, n)
+	}
+	dst, key := m.Target, proto.NewKey()
+	sender, plan, got, err := o.catchUpSide(ctx, key, srcs)
+	if err != nil && len(names) == 1 {
+		dst.Path = path.Dir(strings.TrimRight(m.Target.Path, "/"))
+		sender, plan, got, err = o.catchUpSide(ctx, key, []remote.Target{from.Target})
+	}
+	if err != nil {
+		return err
+	}
+	defer sender.Close()
+	if got.Mode != proto.ModeTar && got.Size == c.Size {
+		got.Changed = c.Changed
+	}
+	return o.betweenTo(ctx, sender, plan, got, key, from.Target.SSHDest(), dst)
+}
+
+// catchUpSide starts the sending side of a catch-up (see catchUp) for
+// srcs, all on one host, and returns it, its plan and the contents the
+// receiving side is told.
+func (o Options) catchUpSide(ctx context.Context, key []byte, srcs []remote.Target) (*remote.Remote, proto.Contents, proto.Contents, error) {
+	req, a := o.fetchRequest(key, srcs)
+	req.ConnectLater = true
+	return sendingSide(ctx, srcs[0], o, req, a)
 }
 
 // startMember starts m's remote side to receive c, with its stderr on

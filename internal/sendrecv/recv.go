@@ -65,9 +65,9 @@ EXAMPLES:
 			&cli.BoolFlag{Category: catCommon, Name: "sync", Usage: "fsync the output before confirming the stream\n" +
 				"So that the sender's exit 0 means the data is on disk: standard output must be a file or a device (or each --output file)."},
 			&cli.StringFlag{Category: catTuning, Name: "lag-buffer", Value: "64M", Usage: "in a chain, hold up to `SIZE` in memory that stdout has not taken\n" +
-				"With rdmasend --to or --forward, when standard output is a pipe or a terminal (not a regular file): a slow output then holds back no other host. 0: the output sets the chain's pace."},
+				"With rdmasend --to or --forward, when standard output is a pipe or a terminal (not a regular file): a slow output then holds back no other host. A pipe that keeps up is written straight from the receive buffers. 0: the output sets the chain's pace."},
 			&cli.StringFlag{Category: catTuning, Name: "spill-max", Value: "1G", Usage: "beyond --lag-buffer, hold up to `SIZE` more in a spill file\n" +
-				"Checked (XXH3) as it is read back. With both full, a host of a keyed chain (but the last) leaves it and fails alone (rdmasend exits 8 naming it); any other waits for its output. 0: no spill."},
+				"Checked (XXH3) as it is read back. With both full, a host of a keyed chain of two hosts or more leaves it and fails alone (rdmasend exits 8 naming it); any other waits for its output. 0: no spill."},
 			&cli.StringFlag{Category: catTuning, Name: "spill-dir", Usage: "make the spill file in `DIR`\n" +
 				"Default: a private directory in $TMPDIR. The file is unlinked at once, so it goes when rdmarecv ends."},
 			&cli.BoolFlag{Category: catTuning, Name: "bench", Usage: "serve rdmasend --bench\n" +

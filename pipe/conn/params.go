@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 11
+const Version = 12
 
 // Default stream parameters: what a side proposes when nothing chose a
 // window, such as a command that cannot read its locked-memory limit.

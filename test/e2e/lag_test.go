@@ -15,11 +15,11 @@ import (
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
-// slowChain starts three receivers with small windows, the middle one
+// slowChain starts three receivers with small windows, receiver slow
 // (with lagFlags) writing to a pipe that nobody reads yet, and rdmasend
 // --to them reading in; it returns the receivers, the read end of the
-// middle one's pipe, the first and last ones' outputs and the sender.
-func slowChain(t *testing.T, in string, common, lagFlags []string) ([]*proc, *os.File, []string, *proc) {
+// slow one's pipe, the others' outputs and the sender.
+func slowChain(t *testing.T, in string, slow int, common, lagFlags []string) ([]*proc, *os.File, []string, *proc) {
 	t.Helper()
 	window := []string{"-v", "--chunk-size", "256K", "--depth", "4"}
 	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
@@ -33,7 +33,7 @@ func slowChain(t *testing.T, in string, common, lagFlags []string) ([]*proc, *os
 	for i := range rs {
 		args := append(append(append([]string{}, window...), common...), "--relay-allow", suite.host)
 		var out io.Writer = pw
-		if i == 1 {
+		if i == slow {
 			args = append(args, lagFlags...)
 		} else {
 			outs[i] = filepath.Join(t.TempDir(), "out"+strconv.Itoa(i))
@@ -65,7 +65,7 @@ func TestRelayLagSpills(t *testing.T) {
 	in, want := randomFile(t, n, 44)
 	dir := t.TempDir()
 	stats := filepath.Join(t.TempDir(), "stats.json")
-	rs, pr, outs, s := slowChain(t, in, nil, []string{"--lag-buffer", "1M", "--spill-max", "128M", "--spill-dir", dir, "--stats-json", stats})
+	rs, pr, outs, s := slowChain(t, in, 1, nil, []string{"--lag-buffer", "1M", "--spill-max", "128M", "--spill-dir", dir, "--stats-json", stats})
 	code, stderr := rs[2].wait(2 * time.Minute)
 	expect(t, "the last rdmarecv", code, stderr, 0)
 	if got, size := fileSum(t, outs[2]); size != n || got != want {
@@ -103,10 +103,11 @@ func TestRelayLagSpills(t *testing.T) {
 	}
 }
 
-// TestRelaySlowHostLeaves: in a keyed chain, the middle of three receivers
-// writes to a pipe nobody reads, with a lag of 1 MiB and no spill: once
-// the lag is full it leaves the chain, alone, saying how far it got; the
-// sender goes on past it, the other two write the stream exact, and
+// TestRelaySlowHostLeaves: in a keyed chain of three, a receiver writes
+// to a pipe nobody reads, with a lag of 1 MiB and no spill, the middle
+// one (which relays) or the last one: once the lag is full it leaves the
+// chain, alone, saying how far it got; the host before it goes on past it
+// (or, before the last, alone), the other two write the stream exact, and
 // rdmasend exits 8 naming it.
 func TestRelaySlowHostLeaves(t *testing.T) {
 	const n = 16<<20 + 3
@@ -115,16 +116,32 @@ func TestRelaySlowHostLeaves(t *testing.T) {
 	if err := os.WriteFile(key, []byte("the slow chain's shared key"), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	for _, slow := range []int{1, 2} {
+		t.Run([]string{1: "the middle one", 2: "the last one"}[slow], func(t *testing.T) {
+			t.Parallel()
+			slowHostLeaves(t, in, want, key, slow)
+		})
+	}
+}
+
+// slowHostLeaves runs slowChain of a keyed chain with n bytes from in
+// (whose sha256 is want), receiver slow with a lag of 1 MiB and no spill,
+// and checks that it leaves the chain alone.
+func slowHostLeaves(t *testing.T, in string, want [32]byte, key string, slow int) {
+	const n = 16<<20 + 3
 	common := []string{"--key-file", key, "--timeout", bounded(5 * time.Second)}
-	rs, pr, outs, s := slowChain(t, in, common, []string{"--lag-buffer", "1M", "--spill-max", "0"})
-	code, stderr := rs[1].wait(2 * time.Minute)
+	rs, pr, outs, s := slowChain(t, in, slow, common, []string{"--lag-buffer", "1M", "--spill-max", "0"})
+	code, stderr := rs[slow].wait(2 * time.Minute)
 	expect(t, "the slow rdmarecv", code, stderr, 4, "fell behind the stream by more than the lag buffer", "leaves the chain")
 	code, stderr = s.wait(2 * time.Minute)
 	expect(t, "rdmasend", code, stderr, 8, "written by 2 of 3 receivers (lost in mid-stream: ")
-	if slow := rs[1].cmd.Args; !strings.Contains(stderr, net.JoinHostPort(suite.host, slowPort(slow))) {
+	if args := rs[slow].cmd.Args; !strings.Contains(stderr, net.JoinHostPort(suite.host, slowPort(args))) {
 		t.Errorf("rdmasend does not name the slow receiver:\n%s", stderr)
 	}
-	for _, i := range []int{0, 2} {
+	for _, i := range []int{0, 1, 2} {
+		if i == slow {
+			continue
+		}
 		code, stderr := rs[i].wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {

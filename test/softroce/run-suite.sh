@@ -45,7 +45,7 @@ SUITE=${SUITE:-quick}
 VM_PARALLEL=${VM_PARALLEL:-1}
 case $SUITE in
 quick)
-  E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestRelayUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
+  E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestRelayLagSpills|TestRelaySlowHostLeaves|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestRelayUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
   # The refusals of TestKeys (a wrong or missing key, an unencrypted sender) are the
   # engine's, above the transport: the host runs them over TCP.
   E2E_SKIP='^TestKeys$/^(wrong_key|sender_without_key|receiver_without_key|receiver_requires_encryption)$'

@@ -15,6 +15,7 @@ import (
 	"net/netip"
 	"os"
 	"slices"
+	"strings"
 	"sync"
 
 	"github.com/rdmapipe/rdmapipe/internal/command"
@@ -42,6 +43,9 @@ type Config struct {
 	Start func(ctx context.Context, m *Member, stderr io.Writer) error
 	// Summary is the -v line of the stream sent.
 	Summary func(pipe.Stats) string
+	// CatchUp, if set, copies to m, which the stream gave up, what it
+	// lacks from from, a host with the copy in place (see catchUpAll).
+	CatchUp func(ctx context.Context, m, from *Member) error
 }
 
 // Member is one host of a copy to several hosts.
@@ -52,6 +56,7 @@ type Member struct {
 	Remote *remote.Remote // its remote side, once started
 	err    error          // why the copy failed there, if it did
 	bytes  int64          // what it wrote, as it says
+	given  bool           // the stream gave it up in mid-stream
 	log    *lineMarker    // its stderr
 }
 
@@ -82,6 +87,7 @@ func Down(ctx context.Context, hosts []remote.Target, cfg Config, send func(cont
 	var stats pipe.Stats
 	if len(live) > 0 {
 		stats = relayAll(ctx, live, send)
+		catchUpAll(ctx, live, stats, cfg)
 	}
 	return finishAll(ms, stats, cfg)
 }
@@ -145,7 +151,8 @@ func relayAll(ctx context.Context, live []*Member, send func(context.Context, []
 				m.Remote.Close()
 				var words string
 				if m.bytes, words = m.Remote.Result(); m.bytes != stats.Bytes {
-					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.Target.Host, "given up in mid-stream (it died, or was silent past --timeout), the copy went on without it: %s", words)
+					m.err = conn.Errorf(conn.KindAborted, "remote side on "+m.Target.Host, "given up in mid-stream (it died, was silent past --timeout, or fell behind), the copy went on without it: %s", words)
+					m.given = true
 				}
 				return
 			}
@@ -162,6 +169,54 @@ func relayAll(ctx context.Context, live []*Member, send func(context.Context, []
 	}
 	wg.Wait()
 	return stats
+}
+
+// catchUpAll copies to each host of live that the stream gave up what
+// it lacks, with cfg.CatchUp, from a host that has the copy in place
+// (each in turn until one succeeds, the first tried spread over them),
+// all at once. A host that none can help keeps its failure, with why.
+func catchUpAll(ctx context.Context, live []*Member, stats pipe.Stats, cfg Config) {
+	if cfg.CatchUp == nil {
+		return
+	}
+	var done []*Member
+	for _, m := range live {
+		if m.err == nil {
+			done = append(done, m)
+		}
+	}
+	var wg sync.WaitGroup
+	for i, m := range live {
+		if !m.given {
+			continue
+		}
+		wg.Go(func() {
+			var whys []string
+			for k := range done {
+				from := done[(i+k)%len(done)]
+				err := cfg.CatchUp(ctx, m, from)
+				if err == nil {
+					m.err, m.bytes = nil, stats.Bytes
+					fmt.Fprintf(notices(cfg), "rdmacp: %s: caught up from %s\n", m.Target.SSHDest(), from.Target.SSHDest())
+					return
+				}
+				whys = append(whys, fmt.Sprintf("from %s: %v", from.Target.SSHDest(), err))
+			}
+			if len(whys) == 0 {
+				whys = []string{"no host has the copy in place"}
+			}
+			m.err = fmt.Errorf("%w; not caught up: %s", m.err, strings.Join(whys, "; "))
+		})
+	}
+	wg.Wait()
+}
+
+// notices is where -v's notices go: cfg.Stderr, or nowhere.
+func notices(cfg Config) io.Writer {
+	if cfg.Verbose {
+		return cfg.Stderr
+	}
+	return io.Discard
 }
 
 // AnyEnded returns a channel closed once the remote side of any of ms

@@ -2,6 +2,7 @@ package chain
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -152,6 +153,54 @@ func TestBrokenPair(t *testing.T) {
 				t.Fatalf("got %v, want no pair", err)
 			case tt.says != "" && (command.ExitCode(err) != command.ExitSetup || err == nil || !strings.HasPrefix(err.Error(), tt.says+": ")):
 				t.Fatalf("got %v, want a setup failure starting %q", err, tt.says)
+			}
+		})
+	}
+}
+
+// TestCatchUpAll: a host the stream gave up catches up from the first
+// host in place that can help it, tried in turn; with none in place, or
+// none that helps, it keeps its failure and says why.
+func TestCatchUpAll(t *testing.T) {
+	given := errors.New("given up")
+	cases := []struct {
+		name  string
+		errs  []error  // of a, b, c; b is given up
+		helps string   // the host that can help b
+		tried []string // the hosts asked, in order
+		says  string   // b's failure after the catch-up; "": none
+	}{
+		{"from the next in place", []error{nil, given, nil}, "c", []string{"c"}, ""},
+		{"from another when the first fails", []error{nil, given, nil}, "a", []string{"c", "a"}, ""},
+		{"none helps", []error{nil, given, nil}, "", []string{"c", "a"}, "given up; not caught up: from c: no; from a: no"},
+		{"none in place", []error{given, given, given}, "a", nil, "given up; not caught up: no host has the copy in place"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var ms []*Member
+			for i, err := range tc.errs {
+				ms = append(ms, &Member{Target: remote.Target{Host: string(rune('a' + i))}, err: err, given: i == 1})
+			}
+			var tried []string
+			cfg := Config{CatchUp: func(_ context.Context, m, from *Member) error {
+				if m != ms[1] {
+					t.Errorf("caught up %s, which the stream did not give up", m.Target.Host)
+				}
+				tried = append(tried, from.Target.Host)
+				if from.Target.Host == tc.helps {
+					return nil
+				}
+				return errors.New("no")
+			}}
+			catchUpAll(context.Background(), ms, pipe.Stats{Bytes: 7}, cfg)
+			if !slices.Equal(tried, tc.tried) {
+				t.Errorf("asked %q, want %q", tried, tc.tried)
+			}
+			switch b := ms[1]; {
+			case tc.says == "" && (b.err != nil || b.bytes != 7):
+				t.Errorf("b: %v, %d bytes; want caught up with 7", b.err, b.bytes)
+			case tc.says != "" && (b.err == nil || b.err.Error() != tc.says):
+				t.Errorf("b: %v, want %q", b.err, tc.says)
 			}
 		})
 	}

@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"sync"
+	"time"
 )
 
 // LagConfig says how much a Lag may hold of what its output has not
@@ -21,6 +22,12 @@ type LagConfig struct {
 	Leave bool
 	// Held, if set, is told the bytes held after each change.
 	Held func(int64)
+	// Loans is how many payloads a Lag in front of a pipe may write
+	// straight from their receive buffers while it holds nothing else
+	// (see Lag.Hurry); 0: every payload is copied.
+	Loans int
+	// Grace is how long Hurry waits for the pipe; 0: hurryGrace.
+	Grace time.Duration
 }
 
 // ErrBehind is a Lag's failure to take a payload with LagConfig.Leave: the
@@ -30,7 +37,9 @@ var ErrBehind = errors.New("the output fell behind the stream by more than the l
 // Lag writes payloads to a pipe or any other writer on a goroutine of its
 // own, from copies it keeps in memory and beyond that in a spill file, so
 // that a slow output does not hold back the receive buffers: each write
-// finishes once copied. End waits until the output took it all.
+// finishes once copied. While the output keeps up, a pipe is written
+// straight from the receive buffers instead (see loan). End waits until
+// the output took it all.
 type Lag struct {
 	ctx     context.Context
 	w       io.Writer
@@ -43,7 +52,13 @@ type Lag struct {
 	peak    int64         // the most held at once
 	closing bool          // the drainer is to stop
 	done    chan struct{} // closed when the drainer has stopped
-	single
+	// twin is the output pipe opened again without blocking, for loans;
+	// nil: none are made.
+	twin    *os.File
+	loans   []*loan       // oldest first; only while the backlog holds nothing
+	writing bool          // the drainer is in a write from the oldest loan
+	writes  []*Write      // started and not retired, oldest first
+	copied  chan struct{} // closed: the Done of a copied payload's write
 }
 
 // lagBlock is the most a Lag copies at once, and the size of its blocks:
@@ -56,8 +71,11 @@ const lagBlock = 256 << 10
 func NewLag(ctx context.Context, w io.Writer, cfg LagConfig) *Lag {
 	block := min(lagBlock, max(cfg.Block, 1))
 	blocks := max(2, int(cfg.Memory/int64(block))-1) // and one to read the spill back into
-	l := &Lag{ctx: ctx, w: w, cfg: cfg, changed: make(chan struct{}), done: make(chan struct{}), single: newSingle()}
+	l := &Lag{ctx: ctx, w: w, cfg: cfg, changed: make(chan struct{}), done: make(chan struct{}), copied: closed()}
 	l.b = backlog{block: block, maxBlocks: blocks, spillSize: cfg.Spill, open: func() (spillFile, error) { return openSpill(cfg.Dir) }}
+	if cfg.Loans > 0 {
+		l.twin = nonBlockingTwin(w)
+	}
 	go l.drain()
 	return l
 }
@@ -94,16 +112,39 @@ func openSpill(dir string) (*os.File, error) {
 }
 
 func (l *Lag) Start(buf int, p []byte) {
-	n, err := l.put(p)
-	l.last.Buf, l.last.N, l.last.Err, l.busy = buf, n, err, true
-}
-
-// put copies p into the backlog, a block at a time, so that the drainer
-// writes a block while the next is copied, both in the cache; it waits for
-// room unless LagConfig.Leave.
-func (l *Lag) put(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.lendLocked(buf, p) {
+		return
+	}
+	n, err := l.putLocked(p)
+	l.writes = append(l.writes, &Write{Buf: buf, N: n, Err: err, Done: l.copied})
+}
+
+// Pending returns the writes started and not retired.
+func (l *Lag) Pending() int { return len(l.writes) }
+
+// Limit is one, or LagConfig.Loans where loans are made.
+func (l *Lag) Limit() int {
+	if l.twin == nil {
+		return 1
+	}
+	return l.cfg.Loans
+}
+
+// Oldest returns the oldest write not retired.
+func (l *Lag) Oldest() *Write { return l.writes[0] }
+
+// Retire drops the oldest write.
+func (l *Lag) Retire() {
+	l.writes[0] = nil
+	l.writes = l.writes[1:]
+}
+
+// putLocked copies p into the backlog, a block at a time, so that the
+// drainer writes a block while the next is copied, both in the cache; it
+// waits for room unless LagConfig.Leave.
+func (l *Lag) putLocked(p []byte) (int, error) {
 	n := 0
 	for l.err == nil && n < len(p) {
 		m, err := l.b.add(p[n:min(len(p), n+l.b.block)])
@@ -163,8 +204,15 @@ func (l *Lag) drain() {
 		if f, ok := l.b.spill.(io.Closer); ok {
 			f.Close()
 		}
+		if l.twin != nil {
+			l.twin.Close()
+		}
 	}()
 	for !l.closing && l.err == nil {
+		if len(l.loans) > 0 {
+			l.repayLocked()
+			continue
+		}
 		t := l.b.take()
 		if t == nil {
 			ch := l.changed
@@ -196,7 +244,7 @@ func (l *Lag) drain() {
 // End waits until the output took every byte held.
 func (l *Lag) End() error {
 	l.mu.Lock()
-	for l.b.held > 0 && l.err == nil {
+	for (l.b.held > 0 || len(l.loans) > 0) && l.err == nil {
 		if err := l.wait(); err != nil {
 			l.mu.Unlock()
 			return err
@@ -219,6 +267,13 @@ func (l *Lag) Close(int64) int64 {
 	defer l.mu.Unlock()
 	l.closing = true
 	l.changedLocked()
+	for l.writing {
+		ch := l.changed
+		l.mu.Unlock()
+		<-ch // a write without blocking: it ends soon
+		l.mu.Lock()
+	}
+	l.failLoansLocked(context.Canceled)
 	return l.taken
 }
 

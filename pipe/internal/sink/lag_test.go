@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -188,5 +189,99 @@ func TestLag(t *testing.T) {
 				t.Errorf("%d bytes spilled with a spill of %d", spilled, tc.spill)
 			}
 		})
+	}
+}
+
+// TestLagLoans writes a stream through a Lag in front of a pipe, from
+// four receive buffers that are overwritten as soon as each write is
+// retired, as a receiver re-posts them: read as it comes, with a grace
+// long enough for any reader, the pipe takes every payload straight from
+// its buffer (nothing is held in the lag); read only once the stream was
+// written, the lag copies what the pipe had not taken once the grace is
+// over. Either way the output is exact.
+func TestLagLoans(t *testing.T) {
+	t.Parallel()
+	stream := make([]byte, 4<<20)
+	for i := range stream {
+		stream[i] = byte(i*13 + i>>11)
+	}
+	for _, stalled := range []bool{false, true} {
+		t.Run(map[bool]string{false: "read at once", true: "read late"}[stalled], func(t *testing.T) {
+			t.Parallel()
+			pr, pw, err := os.Pipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer pr.Close()
+			got := make(chan []byte, 1)
+			read := make(chan struct{})
+			go func() {
+				<-read
+				b := make([]byte, len(stream)+1)
+				n, _ := io.ReadFull(pr, b)
+				got <- b[:n]
+			}()
+			if !stalled {
+				close(read)
+			}
+			grace := map[bool]time.Duration{false: time.Minute, true: time.Millisecond}[stalled]
+			l := NewLag(context.Background(), pw, LagConfig{Memory: 8 << 20, Block: 64 << 10, Loans: 2, Grace: grace})
+			if l.Limit() != 2 {
+				t.Fatalf("a Lag in front of a pipe takes %d writes at once, want its 2 loans", l.Limit())
+			}
+			feedLag(t, l, stream, 64<<10, 4)
+			if stalled {
+				close(read)
+			}
+			if err := l.End(); err != nil {
+				t.Fatal(err)
+			}
+			pw.Close()
+			if b := <-got; !bytes.Equal(b, stream) {
+				t.Errorf("the pipe gave %d bytes, want the %d of the stream, exact", len(b), len(stream))
+			}
+			if _, peak, _ := l.Backlog(); stalled != (peak > 0) {
+				t.Errorf("the lag held %d bytes at most, read late %v: want some only when read late", peak, stalled)
+			}
+		})
+	}
+}
+
+// feedLag starts the payloads of stream, chunk bytes each, on l from bufs
+// receive buffers in turn, retiring as a receiver does (Hurry where the
+// oldest write has not finished) and overwriting each buffer once its
+// write is retired.
+func feedLag(t *testing.T, l *Lag, stream []byte, chunk, bufs int) {
+	t.Helper()
+	recv := make([][]byte, bufs)
+	for i := range recv {
+		recv[i] = make([]byte, chunk)
+	}
+	retire := func() {
+		w := l.Oldest()
+		select {
+		case <-w.Done:
+		default:
+			l.Hurry()
+			<-w.Done
+		}
+		if w.Err != nil || w.N != chunk {
+			t.Fatalf("a write of %d bytes: %d, %v", chunk, w.N, w.Err)
+		}
+		l.Retire()
+		for i := range recv[w.Buf] {
+			recv[w.Buf][i] = 0xee // the buffer is posted again, and taken
+		}
+	}
+	for i, off := 0, 0; off < len(stream); i, off = i+1, off+chunk {
+		if l.Pending() >= l.Limit() {
+			retire()
+		}
+		buf := i % bufs
+		copy(recv[buf], stream[off:])
+		l.Start(buf, recv[buf])
+	}
+	for l.Pending() > 0 {
+		retire()
 	}
 }

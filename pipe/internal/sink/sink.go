@@ -95,10 +95,14 @@ func (ss *streamSink) Start(buf int, p []byte) {
 }
 
 // newSingle returns a single whose writes have finished when they start.
-func newSingle() single {
+func newSingle() single { return single{last: Write{Done: closed()}} }
+
+// closed returns a closed channel: the Done of a write that finished as
+// it started.
+func closed() chan struct{} {
 	done := make(chan struct{})
 	close(done)
-	return single{last: Write{Done: done}}
+	return done
 }
 
 // single is the bookkeeping of a sink whose writes finish as they are

@@ -46,7 +46,8 @@
 // receiver's welcome then carries, after its flags, how many bytes it has
 // written (u64), under its key proof; the stream goes on from there with
 // sequence numbers from 1 and byte counts of the whole stream. A sender
-// naming a chain sets FlagRepair to have its relays repair it too. Before
+// naming a chain sets FlagRepair to have its relays repair it too, and
+// the last relay sets it alone to the last receiver. Before
 // its confirmation a receiver names the hosts down its chain that were
 // given up in lost messages, one at a time: each waits for the sender's
 // more-lost message (under a control credit), and the confirmation's MAC
@@ -100,8 +101,9 @@ const (
 	// FlagKey.
 	FlagRejoin byte = 16
 	// FlagRepair, in the auth message, asks the receivers of the chain
-	// it names to repair it (pipe.SendConfig.Repair); only with FlagKey and
-	// FlagChain.
+	// it names to repair it (pipe.SendConfig.Repair); only with FlagKey.
+	// Without FlagChain (from the relay before a repaired chain's last
+	// receiver) it says that the sender goes on without the receiver.
 	FlagRepair byte = 32
 )
 

@@ -1,0 +1,164 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+// loan is a payload a Lag writes to its pipe straight from its receive
+// buffer, without a copy, while the output keeps up: its write finishes
+// once the pipe took it all, or once Hurry copied what the pipe had not
+// taken. The drainer writes it with non-blocking writes on the Lag's
+// twin, so that no write is ever in progress from a receive buffer that
+// its write has given back.
+type loan struct {
+	w   *Write
+	p   []byte
+	off int // bytes the pipe took
+}
+
+// repayPoll is the longest the drainer waits for room in the pipe before
+// it looks again whether its loans are still its own.
+const repayPoll = 20 // milliseconds
+
+// nonBlockingTwin opens w again, where it is a pipe, as a file of its own
+// that does not block (O_NONBLOCK is the open file's, not the pipe's, so w
+// keeps blocking), or returns nil. It asks for a pipe of pipeSize bytes,
+// where the pipe is smaller, so that the pipe takes a payload in fewer
+// writes.
+func nonBlockingTwin(w io.Writer) *os.File {
+	f, ok := w.(*os.File)
+	if !ok {
+		return nil
+	}
+	if fi, err := f.Stat(); err != nil || fi.Mode()&os.ModeNamedPipe == 0 {
+		return nil
+	}
+	fd, err := unix.Open("/proc/self/fd/"+strconv.Itoa(int(f.Fd())), unix.O_WRONLY|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil
+	}
+	if size, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && size < pipeSize {
+		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, pipeSize) // as big as an unprivileged process may ask by default
+	}
+	return os.NewFile(uintptr(fd), f.Name())
+}
+
+// pipeSize is the pipe capacity a Lag asks for: /proc/sys/fs/pipe-max-size's
+// default.
+const pipeSize = 1 << 20
+
+// lendLocked makes a loan of p, the payload of receive buffer buf, where
+// the Lag makes loans and holds nothing else, and says whether it did.
+func (l *Lag) lendLocked(buf int, p []byte) bool {
+	if l.twin == nil || l.b.held > 0 || l.err != nil || l.closing || len(l.loans) >= l.cfg.Loans {
+		return false
+	}
+	ln := &loan{w: &Write{Buf: buf, Done: make(chan struct{})}, p: p}
+	l.loans = append(l.loans, ln)
+	l.writes = append(l.writes, ln.w)
+	l.changedLocked()
+	return true
+}
+
+// repayLocked writes the oldest loan's next bytes to the pipe without
+// blocking, waits for room in it when it has none (without the lock), and
+// finishes the loan once the pipe took it all.
+func (l *Lag) repayLocked() {
+	ln := l.loans[0]
+	l.writing = true
+	l.mu.Unlock()
+	n, err := unix.Write(int(l.twin.Fd()), ln.p[ln.off:])
+	l.mu.Lock()
+	l.writing = false
+	if n > 0 {
+		ln.off += n
+		l.taken += int64(n)
+	}
+	switch {
+	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
+		l.changedLocked() // for Hurry and Close, which wait for the write
+		l.mu.Unlock()
+		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(l.twin.Fd()), Events: unix.POLLOUT}}, repayPoll)
+		l.mu.Lock()
+		return
+	case err != nil:
+		l.err = fmt.Errorf("write %s: %w", l.twin.Name(), err)
+		l.failLoansLocked(l.err)
+	case ln.off == len(ln.p):
+		l.loans[0] = nil
+		l.loans = l.loans[1:]
+		ln.w.N = len(ln.p)
+		close(ln.w.Done)
+	}
+	l.changedLocked()
+}
+
+// hurryGrace is how long Hurry waits for the pipe to take the oldest loan
+// before it copies, unless LagConfig.Grace says otherwise: about the time
+// a pipe read as fast as it can takes 4 MiB.
+const hurryGrace = 2 * time.Millisecond
+
+// Hurry gives the loans' receive buffers back: the receiver waits for the
+// oldest. Unless the pipe takes it within the grace, Hurry copies what
+// the pipe has not taken of each into the backlog, as any payload once
+// the output fell behind.
+func (l *Lag) Hurry() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.loans) == 0 || l.graceLocked() {
+		return
+	}
+	for l.writing {
+		if err := l.wait(); err != nil {
+			l.failLoansLocked(err)
+			return
+		}
+	}
+	loans := l.loans
+	l.loans = nil
+	for _, ln := range loans {
+		n, err := 0, l.err
+		if err == nil {
+			n, err = l.putLocked(ln.p[ln.off:])
+		}
+		ln.w.N, ln.w.Err = ln.off+n, err
+		close(ln.w.Done)
+	}
+}
+
+// graceLocked waits up to the grace, without the lock, for the pipe to
+// take the oldest loan, and says whether it did.
+func (l *Lag) graceLocked() bool {
+	done := l.loans[0].w.Done
+	grace := l.cfg.Grace
+	if grace == 0 {
+		grace = hurryGrace
+	}
+	t := time.NewTimer(grace)
+	defer t.Stop()
+	l.mu.Unlock()
+	defer l.mu.Lock()
+	select {
+	case <-done:
+		return true
+	case <-t.C:
+	case <-l.ctx.Done():
+	}
+	return false
+}
+
+// failLoansLocked finishes every loan with err.
+func (l *Lag) failLoansLocked(err error) {
+	for _, ln := range l.loans {
+		ln.w.N, ln.w.Err = ln.off, err
+		close(ln.w.Done)
+	}
+	l.loans = nil
+}
