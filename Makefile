@@ -29,7 +29,7 @@ help:
 	@echo "make bench-broadcast  rdmasend --to 3 receivers vs one, and vs 3 parallel senders: host TCP, then rdma in the SoftRoCE VM (SIZE, RUNS)"
 	@echo "make bench-versions OLD=REV  rdma throughput of the commands built from REV against this checkout's, in one VM boot (SIZE, RUNS)"
 	@echo "make bench-ceiling  each side's own ceiling without a network (BenchmarkCeiling), unkeyed, keyed and encrypted, at GOMAXPROCS 1..nproc, a markdown table with issue 18's and issue 34's ratios (COUNT, BENCHTIME, CPUS, PIN; part of make bench)"
-	@echo "make bench-needs  each side's GB per CPU-second in each mode (file, pipe, /dev/null; O_DIRECT and cached file output; unkeyed, keyed, encrypted) and the cores it needs at 100, 200 and 400 Gb/s, a markdown table (COUNT, BENCHTIME)"
+	@echo "make bench-needs  each side's GB per CPU-second in each mode (file, pipe, /dev/null; O_DIRECT and cached file output; unkeyed, keyed, encrypted; a relay) and the cores it needs at 100, 200 and 400 Gb/s, a markdown table (COUNT, BENCHTIME)"
 	@echo "make bench-latency  first byte and line latency over TCP loopback, rdmapipe (auto, tcp) vs nc, a markdown table (RUNS, LINES, GAP; part of make bench)"
 	@echo "make bench-flood  a keyed stream under pre-auth connect floods vs without, over TCP loopback: issue 30's valid proposals that stall, issue 42's refused ones (another version, garbage, stall) from 1 and 200 sources, 1000 over 15 s and 60/s for 30 s: runs exact and the time ratio; and the receiver's peak RSS under 60,000 refused connections (RUNS, default 10; CASES; part of make bench)"
 	@echo "make bench-ratelimit  rdmasend --limit-rate: achieved vs asked rate over TCP loopback, a markdown table (RATES, RUNS, SECONDS_PER_RUN; part of make bench)"

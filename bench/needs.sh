@@ -3,16 +3,20 @@
 # CPU per byte in each mode, from BenchmarkCeiling (pipe/ceiling_bench_test.go: the sender
 # from a page-cached file, the receiver into /dev/null, unkeyed, keyed and encrypted) and
 # BenchmarkEnds (pipe/ends_bench_test.go: the sender from a pipe, the receiver into a file
-# with O_DIRECT, into a file through the page cache, into a pipe; unkeyed), at GOMAXPROCS
-# = the cores present, COUNT rounds. Prints a markdown table: GB per CPU-second (median of
-# the rounds) and the cores one side needs for 100, 200 and 400 Gb/s. A keyed or
-# encrypted stream from or to a pipe or file is derived (marked ~): the row's unkeyed cost
-# per byte plus what the key adds to the /dev/null receiver's or the file sender's.
+# with O_DIRECT, into a file through the page cache, into a pipe, unkeyed; a relay), at
+# GOMAXPROCS = the cores present, COUNT rounds. Prints a markdown table: GB per
+# CPU-second (median of the rounds) and the cores one side needs for 100, 200 and 400
+# Gb/s. A keyed or encrypted stream from or to a pipe or file is derived (marked ~): the
+# row's unkeyed cost per byte plus what the key adds to the /dev/null receiver's or the
+# file sender's.
 # CPU-seconds do not depend on the machine's load as wall time does; cores above the
 # host's count mean the host cannot keep up alone. The cores are what the work would take
 # spread over them perfectly: a pipe is read, or written, by one thread at a time, so a
-# stream from or to a pipe goes no faster than one core's row whatever the cores. A relay
-# is a receiver and a sender at once: it needs about the sum of the two sides' cores.
+# stream from or to a pipe goes no faster than one core's row whatever the cores. The
+# relay rows are a receiver into /dev/null that sends the stream on to a fake next
+# receiver (BenchmarkEnds relay/*), its receiving and its sending in one process's CPU:
+# zero-copy from its receive buffers as over RDMA, or copied into its send buffers as over
+# TCP and whenever it is encrypted.
 #
 #   bench/needs.sh                 # COUNT=3 BENCHTIME=1s
 # env: COUNT (rounds, default 3), BENCHTIME (-test.benchtime, default 1s), GO (default go)
@@ -72,4 +76,8 @@ END {
 		row("receiver, a file through the page cache, " mo, i == 1 ? m["receiver/file-cached"] : with(m["receiver/file-cached"], m["receiver/" mo], m["receiver/unkeyed"]), i > 1)
 		row("receiver, a pipe, " mo, i == 1 ? m["receiver/pipe"] : with(m["receiver/pipe"], m["receiver/" mo], m["receiver/unkeyed"]), i > 1)
 	}
+	row("relay into /dev/null, zero-copy (RDMA), unkeyed", m["relay/unkeyed"], 0)
+	row("relay into /dev/null, zero-copy (RDMA), keyed", m["relay/keyed"], 0)
+	row("relay into /dev/null, one copy (TCP), unkeyed", m["relay/copy"], 0)
+	row("relay into /dev/null, one copy, encrypted", m["relay/encrypted"], 0)
 }' "$tmp/raw"

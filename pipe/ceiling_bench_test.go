@@ -331,11 +331,17 @@ func (f *fakeReceiver) SendControl(_ context.Context, p []byte) error {
 // PostSend completes at once: a data message's credit comes back, the
 // end message is confirmed.
 func (f *fakeReceiver) PostSend(i, n int) error {
-	body, typ, _, err := wire.ParseTrailer(f.send[i][:n])
+	return f.take(f.send[i][:n], conn.Completion{Op: conn.OpSend, Buf: i, Len: n})
+}
+
+// take completes the post of msg with c and answers it: a data message
+// with its credit, the end message with the confirmation.
+func (f *fakeReceiver) take(msg []byte, c conn.Completion) error {
+	body, typ, _, err := wire.ParseTrailer(msg)
 	if err != nil {
 		return err
 	}
-	f.cq <- conn.Completion{Op: conn.OpSend, Buf: i, Len: n}
+	f.cq <- c
 	switch typ {
 	case wire.MsgData:
 		if len(body) != ceilChunk+f.mode.room() && !(f.short && len(body) > f.mode.room() && len(body) < ceilChunk+f.mode.room()) {
@@ -417,9 +423,14 @@ func benchReceiver(b *testing.B, m ceilMode) {
 // which rewind makes ready for the next stream and to which the receiver
 // must write as io says (Stats.IO).
 func benchReceiverTo(b *testing.B, m ceilMode, out io.Writer, rewind func() error, io string) {
+	benchReceiveWith(b, m, m.receiveConfig(), 1, out, rewind, io)
+}
+
+// benchReceiveWith is benchReceiverTo with the receiver's configuration
+// cfg, whose confirmations count receivers.
+func benchReceiveWith(b *testing.B, m ceilMode, cfg ReceiveConfig, receivers uint32, out io.Writer, rewind func() error, io string) {
 	c := newFakeSender(b, m)
 	defer c.Close()
-	cfg := m.receiveConfig()
 	b.SetBytes(ceilStream)
 	cpu := cpuTime(b)
 	for b.Loop() {
@@ -431,7 +442,7 @@ func benchReceiverTo(b *testing.B, m ceilMode, out io.Writer, rewind func() erro
 		if err != nil {
 			b.Fatal(err)
 		}
-		if err := c.confirmed(); err != nil {
+		if err := c.confirmed(receivers); err != nil {
 			b.Fatal(err)
 		}
 		if st.Bytes != ceilStream || st.IO != io || st.Integrity != m.integrity() {
@@ -730,14 +741,14 @@ func (f *fakeSender) end() (conn.Completion, error) {
 }
 
 // confirmed checks the receiver's confirmation of the stream, as Send
-// would: the byte count and, keyed, its MAC.
-func (f *fakeSender) confirmed() error {
+// would: the byte count, the receivers it counts and, keyed, its MAC.
+func (f *fakeSender) confirmed(receivers uint32) error {
 	bytes := int64(f.chunks) * ceilChunk
 	want := make([]byte, wire.DoneLen, wire.DoneLen+auth.MACLen)
 	want[0] = wire.MsgDone
 	binary.LittleEndian.PutUint64(want[1:], uint64(bytes))
-	binary.LittleEndian.PutUint32(want[9:], 1)
-	want = append(want, f.st.Done(bytes, 1, f.tag, nil)...)
+	binary.LittleEndian.PutUint32(want[9:], receivers)
+	want = append(want, f.st.Done(bytes, receivers, f.tag, nil)...)
 	if !hmac.Equal(f.doneMsg, want) {
 		return fmt.Errorf("fake sender: confirmation %s, want %s", wire.Describe(f.doneMsg), wire.Describe(want))
 	}

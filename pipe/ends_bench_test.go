@@ -2,12 +2,15 @@ package pipe
 
 import (
 	"context"
+	"errors"
 	"io"
 	"os"
 	"os/exec"
 	"testing"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/rdmapipe/rdmapipe/pipe/conn"
 )
 
 // BenchmarkEnds measures what each side spends on its end of a stream
@@ -24,7 +27,10 @@ import (
 // receiver/file-cached: the same file written at an unaligned offset, so
 // through the page cache (its write-back, by the kernel's threads, is not
 // counted); receiver/pipe: Receive into a pipe that `cat` drains into
-// /dev/null.
+// /dev/null; relay/*: Receive into /dev/null relaying to a fakeReceiver
+// (see benchRelay), zero-copy as over RDMA unkeyed and keyed, copied as
+// over TCP (relay/copy, unkeyed), and encrypted (decrypted in place, so
+// copied, over any transport).
 func BenchmarkEnds(b *testing.B) {
 	if fi, err := os.Stat("/dev/shm"); err != nil || !fi.IsDir() {
 		b.Skip("no /dev/shm for the input file")
@@ -38,7 +44,62 @@ func BenchmarkEnds(b *testing.B) {
 		w := drained(b)
 		benchReceiverTo(b, unkeyed, w, func() error { return nil }, "write")
 	})
+	b.Run("relay/unkeyed", func(b *testing.B) { benchRelay(b, unkeyed, true) })
+	b.Run("relay/keyed", func(b *testing.B) { benchRelay(b, ceilModes[1], true) })
+	b.Run("relay/copy", func(b *testing.B) { benchRelay(b, unkeyed, false) })
+	b.Run("relay/encrypted", func(b *testing.B) { benchRelay(b, ceilModes[2], false) })
 }
+
+// benchRelay measures Receive in mode m from a fakeSender into /dev/null,
+// relaying the stream (RelayConfig.To) to a fakeNext: straight from the
+// receive buffers if forward, else copied into the relay's send buffers.
+// The fakeNext's CPU, a trailer parsed per message, is counted with the
+// relay's, as a fakeReceiver's is with a sender's.
+func benchRelay(b *testing.B, m ceilMode, forward bool) {
+	out, err := os.OpenFile(os.DevNull, os.O_WRONLY, 0)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer out.Close()
+	next := &fakeNext{fakeReceiver: newFakeReceiver(b, m), forward: forward}
+	defer next.fakeReceiver.Close()
+	cfg := m.receiveConfig()
+	cfg.Relay = RelayConfig{To: "next", Dial: func(context.Context, string) (conn.Conn, error) {
+		return next, next.reset()
+	}}
+	how := "write, relay to next, one copy"
+	if forward {
+		how = "write, relay to next, zero-copy"
+	}
+	benchReceiveWith(b, m, cfg, 2, out, func() error { return nil }, how)
+}
+
+// fakeNext is a relay's next receiver: a fakeReceiver that, if forward,
+// takes messages from the receive buffers of the relay's upstream
+// connection too (conn.Forwarder, as the RDMA transport does), and that
+// stays open for the next stream when the relay closes it.
+type fakeNext struct {
+	*fakeReceiver
+	forward bool
+	up      conn.Conn // adopted
+}
+
+// Adopt takes up's receive buffers, if f forwards.
+func (f *fakeNext) Adopt(up conn.Conn) error {
+	if !f.forward {
+		return errors.New("fake next receiver: no forwarding")
+	}
+	f.up = up
+	return nil
+}
+
+// PostForward completes at once, as PostSend does.
+func (f *fakeNext) PostForward(i, n int) error {
+	return f.take(f.up.RecvBuf(i)[:n], conn.Completion{Op: conn.OpForward, Buf: i, Len: n})
+}
+
+// Close leaves f open: the benchmark closes its fakeReceiver at the end.
+func (f *fakeNext) Close() error { return nil }
 
 // benchSenderPipe measures Send, unkeyed, from a pipe that `cat` fills
 // with the file at path, a new cat for each stream.
