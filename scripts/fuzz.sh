@@ -27,7 +27,7 @@ inputs() { if [ -d "$1" ]; then find "$1" -type f | wc -l; else echo 0; fi; }
 
 failed=()
 while read -r pkg pkgdir; do
-	names=$(cat "$pkgdir"/*_test.go 2>/dev/null | sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' | sort -u)
+	names=$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$pkgdir"/*_test.go 2>/dev/null | sort -u || true)
 	for name in $names; do
 		echo "== $pkg $name ($FUZZTIME)"
 		dir=$pkgdir/testdata/fuzz/$name
