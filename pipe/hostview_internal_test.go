@@ -33,7 +33,9 @@ func TestHostReportHostile(t *testing.T) {
 		msg  func(ask uint32) []byte
 	}{
 		{"another place as its own", func(a uint32) []byte { return sealed(a, wire.HostLag{Place: 3, Behind: 1 << 30}) }},
-		{"a place twice", func(a uint32) []byte { return sealed(a, wire.HostLag{Place: 2}, wire.HostLag{Place: 3}, wire.HostLag{Place: 3}) }},
+		{"a place twice", func(a uint32) []byte {
+			return sealed(a, wire.HostLag{Place: 2}, wire.HostLag{Place: 3}, wire.HostLag{Place: 3})
+		}},
 		{"past the chain", func(a uint32) []byte { return sealed(a, wire.HostLag{Place: 2}, wire.HostLag{Place: 5}) }},
 		{"a huge count", func(a uint32) []byte { b := sealed(a, honest...); b[5] = 255; return b }},
 		{"garbage", func(uint32) []byte { return []byte{wire.MsgReport, 0xff, 0x13, 0x37} }},
