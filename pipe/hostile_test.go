@@ -348,8 +348,12 @@ func TestHostileSender(t *testing.T) {
 		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, conn.KindSetup, "short message of 1 bytes", false},
 		{"unknown type", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, message('Q', 1, ""))
-		}, conn.KindIntegrity, `unknown message type 'Q'`, false},
+			p.send(0, message('Z', 1, ""))
+		}, conn.KindIntegrity, `unknown message type 'Z'`, false},
+		{"an ask for a host report without a key", nil, func(p *peer) {
+			p.handshake()
+			p.control(message('Q', 1, ""))
+		}, conn.KindIntegrity, "asked for a host report on a stream without a key", false},
 		{"wrong sequence", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 7, "x"))

@@ -5,6 +5,8 @@ import (
 	"crypto/hmac"
 	"errors"
 	"fmt"
+	"slices"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -32,6 +34,8 @@ type chainView struct {
 	hosts   atomic.Pointer[[]wire.HostLag]
 	refused atomic.Int64 // reports that failed their checks
 	gauges  *Gauges      // Send's: it shows the hosts too
+	mu      sync.Mutex
+	most    []wire.HostLag // by place, the most each host was reported behind and had spilled: under mu
 }
 
 func newChainView(g *Gauges) *chainView {
@@ -62,6 +66,35 @@ func (v *chainView) store(hosts []wire.HostLag) {
 		v.refused.Add(1)
 	}
 	v.gauges.setHosts(hostLags(hosts), v.refused.Load())
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	for _, h := range hosts {
+		i, found := slices.BinarySearchFunc(v.most, h.Place, func(m wire.HostLag, p uint32) int { return int(m.Place) - int(p) })
+		if !found {
+			v.most = slices.Insert(v.most, i, wire.HostLag{Place: h.Place})
+		}
+		v.most[i].Behind, v.most[i].Spilled = max(v.most[i].Behind, h.Behind), max(v.most[i].Spilled, h.Spilled)
+	}
+}
+
+// settle keeps, once the receiver confirmed the whole stream (for itself
+// and every host down its chain), the hosts of the last report as no
+// longer behind.
+func (v *chainView) settle() {
+	hosts := slices.Clone(v.load())
+	for i := range hosts {
+		hosts[i].Behind = 0
+	}
+	v.hosts.Store(&hosts)
+	v.gauges.setHosts(hostLags(hosts), v.refused.Load())
+}
+
+// peaks returns, by place, the most each host was reported behind and had
+// spilled.
+func (v *chainView) peaks() []wire.HostLag {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	return slices.Clone(v.most)
 }
 
 // hostLags converts the entries of a report for Gauges and Stats.

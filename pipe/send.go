@@ -54,7 +54,7 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg SendConfig) (Stats,
 	}
 	st.Began = o.began.Load()
 	if o.s.cfg.view != nil {
-		st.Hosts = hostLags(o.s.cfg.view.load())
+		st.Hosts = hostLags(o.s.cfg.view.peaks())
 	}
 	defer last.release()
 	last.failed(err)

@@ -334,6 +334,9 @@ func (s *sender) confirmed(msg []byte) error {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation %v", err)
 	}
 	s.receivers = int(receivers)
+	if s.cfg.view != nil {
+		s.cfg.view.settle()
+	}
 	return nil
 }
 
