@@ -249,6 +249,10 @@ func TestHostileReceiver(t *testing.T) {
 			p.greet()
 			p.control([]byte("Zzzz"))
 		}, conn.KindIntegrity, `unexpected message "Zzzz"`},
+		{"a host report nobody asked for", func(p *peer) {
+			p.greet()
+			p.control(append([]byte{'R', 1, 0, 0, 0, 1, 1, 0, 0, 0}, make([]byte, 16+32)...))
+		}, conn.KindIntegrity, "host report that was not asked for"},
 		{"lost hosts before the end", func(p *peer) {
 			p.greet()
 			p.control([]byte("L\x00hop1"))
