@@ -42,6 +42,10 @@ type SendConfig struct {
 	Fallback []Hop
 	// Dial connects to a fallback, for Repair.
 	Dial func(ctx context.Context, addr string) (conn.Conn, error)
+	// HostsEvery, with a Key, asks the chain this often how far behind
+	// each host is (Gauges.Hosts, Stats.Hosts); 0 asks never. The answer
+	// is shown only: nothing is decided on it.
+	HostsEvery time.Duration
 }
 
 // ReceiveConfig configures Receive.
@@ -154,6 +158,7 @@ type streamConfig struct {
 	encrypt  bool
 	progress func(bytes int64)
 	gauges   *Gauges
+	view     *chainView // asks the chain for host reports; nil: none
 }
 
 // repairConfig is what a link uses to repair a stream (see link).

@@ -1,6 +1,9 @@
 package pipe
 
-import "sync/atomic"
+import (
+	"slices"
+	"sync/atomic"
+)
 
 // Gauges are a stream's live counters, for reports while it runs (such as
 // rdmasend --stats-interval). Send and Receive update the Gauges given in
@@ -10,6 +13,8 @@ type Gauges struct {
 	inFlight atomic.Int64
 	stalls   atomic.Int64
 	lag      atomic.Int64
+	hosts    atomic.Pointer[[]HostLag]
+	refused  atomic.Int64
 }
 
 // Bytes is the payload read (sender) or written (receiver) so far.
@@ -71,5 +76,34 @@ func (g *Gauges) addInFlight(n int64) {
 func (g *Gauges) stalled() {
 	if g != nil {
 		g.stalls.Add(1)
+	}
+}
+
+// Hosts is, on a sender with SendConfig.HostsEvery, how far each host of
+// the chain was behind in the last host report that passed its checks,
+// from the receiver it sends to on, as far as one report reaches.
+func (g *Gauges) Hosts() []HostLag {
+	if g == nil {
+		return nil
+	}
+	if h := g.hosts.Load(); h != nil {
+		return slices.Clone(*h)
+	}
+	return nil
+}
+
+// RefusedReports counts, on a sender with SendConfig.HostsEvery, the
+// host reports that failed their checks and were dropped.
+func (g *Gauges) RefusedReports() int64 {
+	if g == nil {
+		return 0
+	}
+	return g.refused.Load()
+}
+
+func (g *Gauges) setHosts(h []HostLag, refused int64) {
+	if g != nil {
+		g.hosts.Store(&h)
+		g.refused.Store(refused)
 	}
 }

@@ -249,6 +249,10 @@ func TestHostileReceiver(t *testing.T) {
 			p.greet()
 			p.control([]byte("Zzzz"))
 		}, conn.KindIntegrity, `unexpected message "Zzzz"`},
+		{"a host report nobody asked for", func(p *peer) {
+			p.greet()
+			p.control(append([]byte{'R', 1, 0, 0, 0, 1, 1, 0, 0, 0}, make([]byte, 16+32)...))
+		}, conn.KindIntegrity, "host report that was not asked for"},
 		{"lost hosts before the end", func(p *peer) {
 			p.greet()
 			p.control([]byte("L\x00hop1"))
@@ -348,8 +352,12 @@ func TestHostileSender(t *testing.T) {
 		{"short message", nil, func(p *peer) { p.control([]byte{'D'}) }, conn.KindSetup, "short message of 1 bytes", false},
 		{"unknown type", nil, func(p *peer) {
 			p.handshake()
-			p.send(0, message('Q', 1, ""))
-		}, conn.KindIntegrity, `unknown message type 'Q'`, false},
+			p.send(0, message('Z', 1, ""))
+		}, conn.KindIntegrity, `unknown message type 'Z'`, false},
+		{"an ask for a host report without a key", nil, func(p *peer) {
+			p.handshake()
+			p.control(message('Q', 1, ""))
+		}, conn.KindIntegrity, "asked for a host report on a stream without a key", false},
 		{"wrong sequence", nil, func(p *peer) {
 			p.handshake()
 			p.send(0, message('D', 7, "x"))

@@ -103,6 +103,7 @@ type receiver struct {
 	// too. The handshakes', on the loop.
 	id    []byte
 	place uint32
+	lag   *sink.Lag // the output's lag, if it has one: the loop's (open sets it, answerReport reads it)
 }
 
 // endReport is an event of the writer or the relay for the receive loop,
@@ -193,6 +194,7 @@ func (r *receiver) open(ctx context.Context) (sink.Sink, error) {
 	}
 	if lc := r.lagConfig(info.Chunk, credits); lc != nil {
 		out = sink.WithLag(ctx, out, w, *lc)
+		r.lag, _ = out.(*sink.Lag)
 	}
 	return out, nil
 }
@@ -388,6 +390,8 @@ func (r *receiver) control(ctx context.Context, buf int, body []byte, typ byte, 
 		// says so after what arrived before.
 		_ = r.returnControl(ctx)
 		return nil
+	case wire.MsgAskReport:
+		return r.answerReport(ctx, buf, got)
 	case wire.MsgMoreLost:
 		if !r.end.ended {
 			return conn.Errorf(conn.KindIntegrity, "receive", "the sender asked for lost hosts before the end of the stream")

@@ -39,6 +39,7 @@ type relay struct {
 	// receive loop's handshake sets it, the relay's goroutine runs it.
 	link *link
 	src  *relaySource // the input of every stream to a next receiver: its senders' readers use it
+	view *chainView   // what the next receivers report: its senders store it, the receive loop passes it up
 }
 
 // payload is what arrived in receive buffer buf of the upstream connection.

@@ -111,7 +111,8 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 	if rc.To != "" && rc.Key != nil {
 		key = rc.Key
 	}
-	s := newSender(c, streamConfig{key: key, encrypt: encrypt}, r.timeouts, "next receiver "+name)
+	view := newChainView(nil)
+	s := newSender(c, streamConfig{key: key, encrypt: encrypt, view: view}, r.timeouts, "next receiver "+name)
 	s.pos.id, s.pos.place = r.id, r.place+1
 	s.pos.setDown(rest, rc.To == "", rc.Fallback)
 	p := chainProposal(rest, repair)
@@ -125,7 +126,7 @@ func (r *receiver) connectForward(ctx context.Context, addr string, chain []stri
 		s.drop(err)
 		return fail(err)
 	}
-	r.relay = &relay{s: s, name: name}
+	r.relay = &relay{s: s, name: name, view: view}
 	r.relay.src = &relaySource{rl: r.relay}
 	r.relay.resize(r.c.RecvBufs())
 	switch {

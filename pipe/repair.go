@@ -144,7 +144,7 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 	if err != nil {
 		return nil, 0, wrap(conn.KindSetup, "take over at "+name, err)
 	}
-	s := newSender(c, streamConfig{key: key, encrypt: l.s.cfg.encrypt}, timeouts{handshake: d}, "receiver "+name)
+	s := newSender(c, streamConfig{key: key, encrypt: l.s.cfg.encrypt, view: l.s.cfg.view}, timeouts{handshake: d}, "receiver "+name)
 	s.pos = position{id: l.id, place: place, whole: l.whole}
 	for _, after := range l.hops {
 		s.pos.down = append(s.pos.down, after.Addr)

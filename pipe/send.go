@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"strings"
+	"sync"
 	"sync/atomic"
 
 	"github.com/rdmapipe/rdmapipe/pipe/conn"
@@ -25,6 +26,14 @@ import (
 func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg SendConfig) (Stats, error) {
 	o := &origin{s: newSender(c, cfg.stream(), cfg.timeouts(), "receiver"), cfg: cfg, r: r}
 	o.s.pos.setDown(cfg.Chain, len(cfg.Chain) > 0, cfg.Fallback)
+	if cfg.HostsEvery > 0 && len(cfg.Key) > 0 {
+		o.s.cfg.view = newChainView(cfg.Gauges)
+		actx, stop := context.WithCancel(ctx)
+		var asks sync.WaitGroup
+		asks.Go(func() { o.s.cfg.view.askEvery(actx, cfg.HostsEvery) })
+		defer asks.Wait()
+		defer stop()
+	}
 	var st Stats
 	err := guard(func() (err error) {
 		st, err = o.run(ctx)
@@ -44,6 +53,9 @@ func Send(ctx context.Context, c conn.Conn, r io.Reader, cfg SendConfig) (Stats,
 		st.Lost = o.s.lostHosts.names
 	}
 	st.Began = o.began.Load()
+	if o.s.cfg.view != nil {
+		st.Hosts = hostLags(o.s.cfg.view.peaks())
+	}
 	defer last.release()
 	last.failed(err)
 	return st, err

@@ -65,6 +65,11 @@ type sender struct {
 	// chain: the stream goroutine's; Send, a link and the relay read
 	// its names after the stream.
 	lostHosts lostReport
+	// asked numbers the asks for a host report (see askReports), and
+	// asking says the last is unanswered: askReports sets them, the
+	// stream goroutine reads them and clears asking.
+	asked  atomic.Uint32
+	asking atomic.Bool
 }
 
 // forwarding lets a relay's sender send data from the receive buffers of
@@ -148,6 +153,9 @@ func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.So
 	ctx, cancel := context.WithCancelCause(ctx)
 	var beats sync.WaitGroup
 	beats.Go(func() { s.heartbeat(ctx, cancel) })
+	if s.cfg.view != nil && s.seal.Keyed() {
+		beats.Go(func() { s.askReports(ctx, cancel) })
+	}
 	defer beats.Wait()
 	defer cancel(nil)
 	st.IO = src.Describe()
@@ -286,6 +294,8 @@ func (s *sender) control(msg []byte, readDone <-chan struct{}) (bool, error) {
 		return false, conn.Errorf(conn.KindIntegrity, "receive", "empty message from the receiver")
 	case msg[0] == wire.MsgAbort:
 		return false, s.peerAbort(msg[1:])
+	case msg[0] == wire.MsgReport:
+		return false, s.takeReport(msg)
 	case msg[0] == wire.MsgLost:
 		return false, s.lostHosts.add(msg, s.ended.Load())
 	case msg[0] == wire.MsgDone:
@@ -324,6 +334,9 @@ func (s *sender) confirmed(msg []byte) error {
 		return conn.Errorf(conn.KindIntegrity, "finish", "the receiver's confirmation %v", err)
 	}
 	s.receivers = int(receivers)
+	if s.cfg.view != nil {
+		s.cfg.view.settle()
+	}
 	return nil
 }
 

@@ -38,6 +38,10 @@ type Stats struct {
 	// output was behind what it wrote to the lag, and Spilled the bytes that
 	// went through the spill file.
 	Behind, Spilled int64
+	// Hosts is, for a sender with SendConfig.HostsEvery, the most each
+	// host of the chain was reported behind in the reports that passed
+	// their checks, and its spilled bytes (see Gauges.Hosts), by place.
+	Hosts []HostLag
 	// IO says how the input was read or the output written: "read" or
 	// "write" as it comes, "pread" or "pwrite" for a regular file (several
 	// at once), "pread O_DIRECT" or "pwrite O_DIRECT" where the file was

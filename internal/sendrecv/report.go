@@ -59,6 +59,9 @@ type hostResult struct {
 	Host  string `json:"host"`
 	OK    bool   `json:"ok"`
 	Bytes int64  `json:"bytes"`
+	// Lag is, with a key, the most the host's reports said it was behind,
+	// and what it spilled (pipe.Stats.Hosts): shown only.
+	Lag *lagResult `json:"lag,omitempty"`
 }
 
 // newSummary describes a stream that ended with err, after this process

@@ -72,6 +72,9 @@ func hostResults(first firstReceiver, chain []string, st pipe.Stats) []hostResul
 		if r.OK {
 			r.Bytes = st.Bytes
 		}
+		if j := slices.IndexFunc(st.Hosts, func(l pipe.HostLag) bool { return l.Place == i+1 }); j >= 0 {
+			r.Lag = &lagResult{Behind: st.Hosts[j].Behind, Spilled: st.Hosts[j].Spilled}
+		}
 		rs = append(rs, r)
 	}
 	return rs

@@ -131,7 +131,8 @@ func sendAction(c *cli.Context) error {
 	if o.statsEvery > 0 {
 		o.send.Gauges = &pipe.Gauges{}
 	}
-	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.send.Gauges)
+	o.send.HostsEvery = hostsEvery(o)
+	stopStats := startStats(o, os.Stderr, "rdmasend", "send", o.send.Gauges, addrs)
 	var in io.Reader = os.Stdin
 	if rate > 0 {
 		in = &ratelimit.Reader{Ctx: ctx, R: os.Stdin, B: ratelimit.NewBucket(rate, ratelimit.System{})}
@@ -238,4 +239,19 @@ func inputSize(flag string, stdin *os.File) (int64, error) {
 		return fi.Size(), nil
 	}
 	return -1, nil
+}
+
+// hostsEvery is how often rdmasend asks a keyed chain how far behind its
+// hosts are (pipe.SendConfig.HostsEvery): every --stats-interval, or
+// every second for --stats-json alone; never without a chain or a key.
+func hostsEvery(o options) time.Duration {
+	switch {
+	case len(o.send.Chain) == 0 || len(o.send.Key) == 0:
+		return 0
+	case o.statsEvery > 0:
+		return o.statsEvery
+	case o.statsJSON != "":
+		return time.Second
+	}
+	return 0
 }

@@ -1,6 +1,7 @@
 package sendrecv
 
 import (
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -215,5 +216,28 @@ func TestHostResults(t *testing.T) {
 				t.Errorf("%s: result %d is %+v, want host %s ok %v", tt.name, i, r, want, tt.ok[i])
 			}
 		}
+	}
+}
+
+// TestHostLagLines checks how rdmasend shows a chain's host reports: each
+// host by its place and the address it was given, out-of-range places
+// left out, one human line each after the stats line, and in JSON.
+func TestHostLagLines(t *testing.T) {
+	t.Parallel()
+	hosts := []string{"node2:7000", "node3:7000", "node4:7000"}
+	report := []pipe.HostLag{{Place: 1}, {Place: 2, Behind: 3 << 20, Spilled: 1 << 19}, {Place: 4, Behind: 1}}
+	s := statsLine{Role: "send", Hosts: hostLags(report, hosts), Refused: 2}
+	if len(s.Hosts) != 2 || s.Hosts[1].Host != "node3:7000" {
+		t.Fatalf("hostLags = %+v, want places 1 and 2 named node2 and node3", s.Hosts)
+	}
+	lines := strings.Split(s.human("rdmasend"), "\n")
+	if len(lines) != 3 || !strings.HasSuffix(lines[0], ", 2 host reports refused") ||
+		lines[1] != "rdmasend: host 1 (node2:7000): behind 0.0 MiB, spilled 0.0 MiB" ||
+		lines[2] != "rdmasend: host 2 (node3:7000): behind 3.0 MiB, spilled 0.5 MiB" {
+		t.Errorf("the human stats line is:\n%s", strings.Join(lines, "\n"))
+	}
+	b, err := json.Marshal(s)
+	if err != nil || !strings.Contains(string(b), `"hosts":[{"place":1,"host":"node2:7000","behind_bytes":0,"spilled_bytes":0},{"place":2,"host":"node3:7000","behind_bytes":3145728,"spilled_bytes":524288}],"host_reports_refused":2`) {
+		t.Errorf("the JSON stats line is %s (%v)", b, err)
 	}
 }

@@ -58,7 +58,7 @@ func attach(o options, cfg *pipe.ReceiveConfig, log io.Writer) server.Hooks {
 		}
 	}
 	return server.Hooks{
-		Claimed: func() { stopStats = startStats(o, log, "rdmarecv", "recv", cfg.Gauges) },
+		Claimed: func() { stopStats = startStats(o, log, "rdmarecv", "recv", cfg.Gauges, nil) },
 		Unclaimed: func() {
 			stopStats()
 			stopStats = func() {}

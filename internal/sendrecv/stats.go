@@ -23,6 +23,35 @@ type statsLine struct {
 	InFlight int64   `json:"in_flight"` // sender: credits in use; receiver: messages waiting for the writer
 	Stalls   int64   `json:"stalls"`    // sender: waits for a credit; receiver: arrivals that found the writer busy
 	Lag      int64   `json:"lag"`       // receiver in a chain: bytes its output has yet to take (pipe.Gauges.Lag)
+	// Hosts is, for rdmasend --to with a key, how far behind each host
+	// of the chain was in its last report (pipe.Gauges.Hosts): shown only.
+	Hosts   []hostLag `json:"hosts,omitempty"`
+	Refused int64     `json:"host_reports_refused,omitempty"` // host reports that failed their checks (pipe.Gauges.RefusedReports)
+}
+
+// hostLag is one host's line of a chain's host reports.
+type hostLag struct {
+	Place   int    `json:"place"` // 1: the first receiver
+	Host    string `json:"host"`
+	Behind  int64  `json:"behind_bytes"`  // what its output has yet to take
+	Spilled int64  `json:"spilled_bytes"` // what went through its spill file so far
+}
+
+// String is the line -v prints for h.
+func (h hostLag) String() string {
+	return fmt.Sprintf("host %d (%s): behind %.1f MiB, spilled %.1f MiB", h.Place, h.Host, float64(h.Behind)/(1<<20), float64(h.Spilled)/(1<<20))
+}
+
+// hostLags names the hosts of a chain's report by their places in hosts,
+// the chain's addresses in order.
+func hostLags(report []pipe.HostLag, hosts []string) []hostLag {
+	var out []hostLag
+	for _, h := range report {
+		if h.Place >= 1 && h.Place <= len(hosts) {
+			out = append(out, hostLag{Place: h.Place, Host: hosts[h.Place-1], Behind: h.Behind, Spilled: h.Spilled})
+		}
+	}
+	return out
 }
 
 // human is the line -v prints instead of JSON.
@@ -32,12 +61,19 @@ func (s statsLine) human(name string) string {
 	if s.Lag > 0 {
 		line += ", output " + progress.Bytes(s.Lag) + " behind"
 	}
+	if s.Refused > 0 {
+		line += fmt.Sprintf(", %d host reports refused", s.Refused)
+	}
+	for _, h := range s.Hosts {
+		line += "\n" + name + ": " + h.String()
+	}
 	return line
 }
 
 // reportStats writes a statsLine for g to w every interval until ctx ends:
-// JSON, or a human line if human is set.
-func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Gauges, every time.Duration, human bool) {
+// JSON, or a human line if human is set; hosts are the addresses of a
+// chain, in order, that the host reports name.
+func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Gauges, hosts []string, every time.Duration, human bool) {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	start, last, lastBytes := time.Now(), time.Now(), int64(0)
@@ -46,7 +82,8 @@ func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Ga
 		case <-ctx.Done():
 			return
 		case now := <-t.C:
-			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls(), Lag: g.Lag()}
+			s := statsLine{Role: role, Seconds: round(now.Sub(start).Seconds(), 3), Bytes: g.Bytes(), InFlight: g.InFlight(), Stalls: g.Stalls(), Lag: g.Lag(),
+				Hosts: hostLags(g.Hosts(), hosts), Refused: g.RefusedReports()}
 			s.MiBps = round(units.MiBps(s.Bytes-lastBytes, now.Sub(last).Seconds()), 1)
 			s.AvgMiBps = round(units.MiBps(s.Bytes, now.Sub(start).Seconds()), 1)
 			last, lastBytes = now, s.Bytes
@@ -62,7 +99,8 @@ func reportStats(ctx context.Context, w io.Writer, name, role string, g *pipe.Ga
 
 // startStats starts reportStats for o's --stats-interval, if set, and
 // returns the function that stops it; without the flag it does nothing.
-func startStats(o options, w io.Writer, name, role string, g *pipe.Gauges) (stop func()) {
+// hosts are the addresses of rdmasend's chain, in order.
+func startStats(o options, w io.Writer, name, role string, g *pipe.Gauges, hosts []string) (stop func()) {
 	if o.statsEvery <= 0 {
 		return func() {}
 	}
@@ -70,7 +108,7 @@ func startStats(o options, w io.Writer, name, role string, g *pipe.Gauges) (stop
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		reportStats(ctx, w, name, role, g, o.statsEvery, o.verbose)
+		reportStats(ctx, w, name, role, g, hosts, o.statsEvery, o.verbose)
 	}()
 	return func() {
 		cancel()

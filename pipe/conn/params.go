@@ -7,7 +7,7 @@ import (
 
 // Version is the wire protocol version. Peers with different versions refuse
 // each other at connect time.
-const Version = 12
+const Version = 13
 
 // Default stream parameters: what a side proposes when nothing chose a
 // window, such as a command that cannot read its locked-memory limit.
@@ -159,7 +159,8 @@ func ReceiverLayout(p Params) Layout {
 // controlSlack is how many receive buffers a sender posts beyond one per
 // credit. The receiver's messages are bounded by the protocol, not by the
 // clock: at most Credits() credit returns (each returns at least one
-// credit), ControlCredits control-credit returns, one of hello, welcome or
+// credit), ControlCredits control-credit returns (a credit message, or
+// the host report that answers an ask for one), one of hello, welcome or
 // done at a time, one lost message (the next waits for the sender to ask
 // for it; the done may follow the last at once), and one abort; the slack
 // covers all but the credit returns, with the buffer beyond the credits

@@ -17,9 +17,9 @@ import (
 
 // slowChain starts three receivers with small windows, receiver slow
 // (with lagFlags) writing to a pipe that nobody reads yet, and rdmasend
-// --to them reading in; it returns the receivers, the read end of the
-// slow one's pipe, the others' outputs and the sender.
-func slowChain(t *testing.T, in string, slow int, common, lagFlags []string) ([]*proc, *os.File, []string, *proc) {
+// --to them (with sendFlags) reading in; it returns the receivers, the
+// read end of the slow one's pipe, the others' outputs and the sender.
+func slowChain(t *testing.T, in string, slow int, common, lagFlags []string, sendFlags ...string) ([]*proc, *os.File, []string, *proc) {
 	t.Helper()
 	window := []string{"-v", "--chunk-size", "256K", "--depth", "4"}
 	ports := []int{testutil.FreePort(t), testutil.FreePort(t), testutil.FreePort(t)}
@@ -50,7 +50,7 @@ func slowChain(t *testing.T, in string, slow int, common, lagFlags []string) ([]
 			}
 		}
 	})
-	s := start(t, "rdmasend", openFile(t, in), io.Discard, append(append([]string{"--transport", suite.transport, "-v"}, common...), "--to", addrs(ports))...)
+	s := start(t, "rdmasend", openFile(t, in), io.Discard, append(append(append([]string{"--transport", suite.transport, "-v"}, common...), sendFlags...), "--to", addrs(ports))...)
 	return rs, pr, outs, s
 }
 

@@ -13,7 +13,8 @@
 //
 // With a key, the stream is authenticated too: both sides derive a stream
 // key from the key and the transcript, and from it one subkey per purpose
-// (the payloads, the chained stream tag, the receiver's confirmation).
+// (the payloads, the chained stream tag, the receiver's confirmation,
+// its host reports).
 // Every data message carries a tag of its payload, which the receiver
 // checks before it writes a byte of it; the end of the stream carries the
 // stream's tag, and the receiver's confirmation a MAC of its own over the
@@ -58,6 +59,7 @@ const (
 	doneKeyLabel   = "rdmapipe v4 confirmation key"
 	endLabel       = "rdmapipe v4 end of stream"
 	doneLabel      = "rdmapipe v8 stream written"
+	reportKeyLabel = "rdmapipe v13 host report key"
 )
 
 // Sizes of the nonces and MACs in the handshake's messages.
@@ -132,6 +134,7 @@ func StreamKey(key, t []byte) []byte {
 // compute; the StreamMAC chains those tags, in order, into the stream's.
 type StreamMAC struct {
 	doneKey    []byte
+	reportKey  []byte
 	payloadKey []byte
 	h          hash.Hash    // chains the messages' tags
 	rec        [8 + 16]byte // sequence number, length and tag of a message
@@ -145,7 +148,7 @@ func NewStreamMAC(key []byte, encrypt bool) *StreamMAC {
 	if encrypt {
 		label = cipherKeyLabel
 	}
-	return &StreamMAC{doneKey: MAC(key, []byte(doneKeyLabel)), payloadKey: MAC(key, []byte(label)),
+	return &StreamMAC{doneKey: MAC(key, []byte(doneKeyLabel)), reportKey: MAC(key, []byte(reportKeyLabel)), payloadKey: MAC(key, []byte(label)),
 		h: hmac.New(sha256.New, MAC(key, []byte(tagKeyLabel)))}
 }
 
@@ -195,4 +198,11 @@ func (m *StreamMAC) Done(bytes int64, receivers uint32, tag, lost []byte) []byte
 	binary.LittleEndian.PutUint32(b[8:12], receivers)
 	binary.LittleEndian.PutUint32(b[12:], uint32(len(lost)))
 	return MAC(m.doneKey, []byte(doneLabel), b[:], tag, lost)
+}
+
+// Report returns the MAC of a host report (see wire.MsgReport), body
+// everything before it; it uses nothing that the stream's data change, so
+// that any goroutine may call it.
+func (m *StreamMAC) Report(body []byte) []byte {
+	return MAC(m.reportKey, body)
 }

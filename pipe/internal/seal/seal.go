@@ -177,3 +177,12 @@ func (s *Stream) Done(bytes int64, receivers uint32, tag, lost []byte) []byte {
 	}
 	return s.mac.Done(bytes, receivers, tag, lost)
 }
+
+// Report returns the MAC of a keyed stream's host report (see
+// auth.StreamMAC.Report), nil without a key.
+func (s *Stream) Report(body []byte) []byte {
+	if s.mac == nil {
+		return nil
+	}
+	return s.mac.Report(body)
+}

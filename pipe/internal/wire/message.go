@@ -33,6 +33,8 @@
 //	'B' heartbeat: (no body), its
 //	    seq is the last message's
 //	'N' more lost: (no body)
+//	'Q' ask for a host report:          'R' host report (see
+//	    (no body), seq the ask's            MsgReport)
 //
 // Every auth names the stream, by an identity its first sender chose at
 // random, and the place in the chain of the receiver it is sent to (the
