@@ -62,6 +62,7 @@ func (s *sender) askMoreLost(ctx context.Context) error {
 	if err := s.c.SendControl(ctx, wire.AppendTrailer(nil, wire.MsgMoreLost, 0)); err != nil {
 		return s.lost(err)
 	}
+	s.spoken()
 	return nil
 }
 

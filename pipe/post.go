@@ -130,6 +130,7 @@ func (s *sender) postMessage(ctx context.Context, m *message) (end bool, err err
 			return true, s.sendFailed(ctx, err)
 		}
 		s.posted.Store(m.seq)
+		s.spoken()
 		return true, nil
 	}
 	post := s.c.PostSend
@@ -142,6 +143,7 @@ func (s *sender) postMessage(ctx context.Context, m *message) (end bool, err err
 		return false, s.sendFailed(ctx, err)
 	}
 	s.posted.Store(m.seq)
+	s.spoken()
 	s.seal.Add(m.seq, m.n, m.d)
 	if s.fwd != nil {
 		s.fwd.done(m.buf) // done with it here; the completion says the same of the wire

@@ -112,9 +112,15 @@ func (l *link) takeOver(ctx context.Context, sent int64) error {
 	return errNoneLeft
 }
 
-// busyPause is the pause between a taker-over's attempts to connect to a
-// fallback that refuses it as busy.
-const busyPause = 50 * time.Millisecond
+// busyPause is the first pause between a taker-over's attempts to connect
+// to a fallback that refuses it as busy, each pause twice the last, up to
+// maxBusyPause: an attempt sets a whole connection up before the refusal
+// (over RDMA, its buffers mapped and registered), so that a short fixed
+// pause spins for as long as the fallback still has its upstream.
+const (
+	busyPause    = 50 * time.Millisecond
+	maxBusyPause = time.Second
+)
 
 // rejoin connects to hop h, at place place of the chain, and completes a
 // rejoin handshake with it within twice the handshake timeout and
@@ -132,11 +138,11 @@ func (l *link) rejoin(ctx context.Context, h Hop, place uint32) (*sender, int64,
 	hctx, cancel := context.WithTimeoutCause(ctx, d, conn.Errorf(conn.KindSetup, "take over at "+name, "no rejoin handshake within %v", d))
 	defer cancel()
 	c, err := l.cfg.dial(hctx, h.Addr)
-	for conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil {
+	for pause := busyPause; conn.KindOf(err) == conn.KindBusy && hctx.Err() == nil; pause = min(2*pause, maxBusyPause) {
 		// h has not noticed yet that it lost its upstream: its listener
 		// still refuses others as busy.
 		select {
-		case <-time.After(busyPause):
+		case <-time.After(pause):
 		case <-hctx.Done():
 		}
 		c, err = l.cfg.dial(hctx, h.Addr)

@@ -43,6 +43,7 @@ type sender struct {
 	sent     atomic.Int64  // bytes handed to the wire: the poster adds; the stream goroutine, a link and Send read
 	messages atomic.Int64  // data messages handed to the wire: the poster adds, the stream goroutine reads
 	posted   atomic.Uint32 // sequence number of the last message posted: the poster stores, the heartbeat reads
+	spoke    atomic.Int64  // when a message was last posted (UnixNano): the poster, the heartbeat and askMoreLost store, the heartbeat reads
 	queued   atomic.Int64  // messages handed to the poster and not yet posted: the reader adds, the poster takes off
 	ended    atomic.Bool   // the end-of-stream message is being posted: the poster sets, the stream goroutine reads
 	// sum is the stream's checksum (without a key), tag its MAC (with
@@ -151,6 +152,7 @@ func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.So
 	}
 
 	ctx, cancel := context.WithCancelCause(ctx)
+	s.spoken()
 	var beats sync.WaitGroup
 	beats.Go(func() { s.heartbeat(ctx, cancel) })
 	if s.cfg.view != nil && s.seal.Keyed() {
@@ -192,9 +194,11 @@ func (s *sender) stream(ctx context.Context, open func(source.Buffers) source.So
 }
 
 // heartbeat sends a heartbeat whenever the receiver has been silent for
-// beatInterval and the last heartbeat was answered (its control credit is
-// back), until ctx ends: so none while data flows, at most one in flight,
-// and the receiver's idle timeout fires only when this side is really gone.
+// beatInterval, or this side has posted nothing for as long, and the last
+// heartbeat was answered (its control credit is back), until ctx ends: so
+// none while data flows, at most one in flight, and neither side's idle
+// timeout fires while the other is there (a receiver that still returns
+// credits after the end of the stream hears nothing else from this side).
 // The heartbeat carries the sequence number of the last message posted
 // before it, so that the receiver notices lost messages even when nothing
 // else follows them. One that cannot be sent fails the stream through fail.
@@ -208,7 +212,11 @@ func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
 			return
 		case <-t.C:
 		}
-		wait := time.Until(s.lastHeard().Add(every))
+		quiet := s.lastHeard()
+		if spoke := time.Unix(0, s.spoke.Load()); spoke.Before(quiet) {
+			quiet = spoke
+		}
+		wait := time.Until(quiet.Add(every))
 		if wait <= 0 {
 			select {
 			case <-s.ctrl:
@@ -218,6 +226,7 @@ func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
 					}
 					return
 				}
+				s.spoken()
 			default: // the last one is still unanswered
 			}
 			wait = every
@@ -225,6 +234,9 @@ func (s *sender) heartbeat(ctx context.Context, fail func(error)) {
 		t.Reset(wait)
 	}
 }
+
+// spoken records that a message was just posted to the receiver.
+func (s *sender) spoken() { s.spoke.Store(time.Now().UnixNano()) }
 
 // returned takes the credits a single-byte message from the receiver
 // returns: data credits in its low bits, a control credit in ctrlReturn.
