@@ -322,7 +322,9 @@ func TestCopyToHostDies(t *testing.T) {
 				clear(t, d)
 			}
 			stats := filepath.Join(t.TempDir(), "stats.json")
-			cmd := c.ssh.command(t, "-v", "--timeout", timeout, "--stats-json", stats, "--to", strings.Join(c.names, ","), src, c.dst)
+			// At most 32 MiB/s, so that the middle host's remote side lives
+			// long enough to be seen.
+			cmd := c.ssh.command(t, "-v", "--timeout", timeout, "--limit-rate", "32M", "--stats-json", stats, "--to", strings.Join(c.names, ","), src, c.dst)
 			var stderr bytes.Buffer
 			cmd.Stderr = &stderr
 			if err := cmd.Start(); err != nil {
