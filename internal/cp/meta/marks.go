@@ -2,7 +2,6 @@ package meta
 
 import (
 	"errors"
-	"fmt"
 	"os/user"
 	"strconv"
 	"strings"
@@ -116,5 +115,10 @@ func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
 
 // digest is the mark of b: its XXH3-64 in 16 hex digits.
 func digest(b []byte) string {
-	return fmt.Sprintf("%016x", xxh3.Hash(b))
+	const digits = "0123456789abcdef"
+	var m [16]byte
+	for i, h := len(m)-1, xxh3.Hash(b); i >= 0; i, h = i-1, h>>4 {
+		m[i] = digits[h&0xf]
+	}
+	return string(m[:])
 }

@@ -4,12 +4,14 @@ import (
 	"archive/tar"
 	"bytes"
 	"encoding/binary"
+	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
 )
 
@@ -301,5 +303,15 @@ func TestOwnerByName(t *testing.T) {
 			t.Errorf("%+v %q: uid %d gid %d mode %o, want uid %d, gid 0 as it was, mode 4755 after the chown", tc.f, tc.uname, st.Uid, st.Gid, st.Mode&0o7777, tc.want)
 		}
 		os.Remove(f)
+	}
+}
+
+// TestDigest checks that a mark is the data's XXH3-64 in 16 lowercase hex
+// digits.
+func TestDigest(t *testing.T) {
+	for _, b := range [][]byte{nil, []byte("user.a\x00v\x00"), make([]byte, 100)} {
+		if got, want := digest(b), fmt.Sprintf("%016x", xxh3.Hash(b)); got != want {
+			t.Errorf("digest(%q) = %s, want %s", b, got, want)
+		}
 	}
 }
