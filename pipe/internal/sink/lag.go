@@ -55,10 +55,13 @@ type Lag struct {
 	// twin is the output pipe opened again without blocking, for loans;
 	// nil: none are made.
 	twin    *os.File
-	loans   []*loan       // oldest first; only while the backlog holds nothing
-	writing bool          // the drainer is in a write from the oldest loan
-	writes  []*Write      // started and not retired, oldest first
-	copied  chan struct{} // closed: the Done of a copied payload's write
+	loans   []*loan // oldest first; only while the backlog holds nothing
+	writing bool    // the drainer is in a write from the oldest loan
+	// recalling keeps the drainer from writing from a loan while Hurry
+	// or Close takes the loans back.
+	recalling bool
+	writes    []*Write      // started and not retired, oldest first
+	copied    chan struct{} // closed: the Done of a copied payload's write
 }
 
 // lagBlock is the most a Lag copies at once, and the size of its blocks:
@@ -209,7 +212,7 @@ func (l *Lag) drain() {
 		}
 	}()
 	for !l.closing && l.err == nil {
-		if len(l.loans) > 0 {
+		if len(l.loans) > 0 && !l.recalling {
 			l.repayLocked()
 			continue
 		}
@@ -267,11 +270,15 @@ func (l *Lag) Close(int64) int64 {
 	defer l.mu.Unlock()
 	l.closing = true
 	l.changedLocked()
-	for l.writing {
-		ch := l.changed
-		l.mu.Unlock()
-		<-ch // a write without blocking: it ends soon
-		l.mu.Lock()
+	if l.twin != nil {
+		l.recalling = true
+		_ = l.twin.SetWriteDeadline(time.Unix(1, 0)) // a write in progress ends now
+		for l.writing {
+			ch := l.changed
+			l.mu.Unlock()
+			<-ch
+			l.mu.Lock()
+		}
 	}
 	l.failLoansLocked(context.Canceled)
 	return l.taken

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
+	"golang.org/x/sys/unix"
 )
 
 // memSpill is a spill file in memory, whose bytes a test may damage.
@@ -283,5 +284,38 @@ func feedLag(t *testing.T, l *Lag, stream []byte, chunk, bufs int) {
 	}
 	for l.Pending() > 0 {
 		retire()
+	}
+}
+
+// TestLagCloseStopsALoan closes a Lag whose loan waits on a pipe that no
+// one reads: Close returns at once with the bytes the pipe took, and the
+// loan's write fails, so that its receive buffer is free.
+func TestLagCloseStopsALoan(t *testing.T) {
+	t.Parallel()
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pr.Close()
+	defer pw.Close()
+	l := NewLag(context.Background(), pw, LagConfig{Memory: 8 << 20, Block: 4 << 20, Loans: 1, Grace: time.Minute})
+	p := make([]byte, 4<<20) // more than the pipe holds
+	l.Start(0, p)
+	w := l.Oldest()
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		if n, _ := unix.IoctlGetInt(int(pr.Fd()), unix.TIOCINQ); n > 0 || time.Now().After(deadline) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	taken := l.Close(0)
+	select {
+	case <-w.Done:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the loan's write went on after Close")
+	}
+	if w.Err == nil || int64(w.N) != taken || taken <= 0 || taken >= int64(len(p)) {
+		t.Errorf("after Close: the loan wrote %d bytes (%v), Close says the pipe took %d: want the same part of %d, and an error", w.N, w.Err, taken, len(p))
 	}
 }

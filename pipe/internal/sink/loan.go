@@ -14,22 +14,18 @@ import (
 // loan is a payload a Lag writes to its pipe straight from its receive
 // buffer, without a copy, while the output keeps up: its write finishes
 // once the pipe took it all, or once Hurry copied what the pipe had not
-// taken. The drainer writes it with non-blocking writes on the Lag's
-// twin, so that no write is ever in progress from a receive buffer that
-// its write has given back.
+// taken. The drainer writes it on the Lag's twin, whose writes wait in
+// Go's poller and end at a deadline, so that Hurry can stop one: no write
+// is ever in progress from a receive buffer that its write has given back.
 type loan struct {
 	w   *Write
 	p   []byte
 	off int // bytes the pipe took
 }
 
-// repayPoll is the longest the drainer waits for room in the pipe before
-// it looks again whether its loans are still its own.
-const repayPoll = 20 // milliseconds
-
 // nonBlockingTwin opens w again, where it is a pipe, as a file of its own
 // that does not block (O_NONBLOCK is the open file's, not the pipe's, so w
-// keeps blocking), or returns nil. It asks for a pipe of pipeSize bytes,
+// keeps blocking) and takes write deadlines, or returns nil. It asks for a pipe of pipeSize bytes,
 // where the pipe is smaller, so that the pipe takes a payload in fewer
 // writes.
 func nonBlockingTwin(w io.Writer) *os.File {
@@ -47,7 +43,12 @@ func nonBlockingTwin(w io.Writer) *os.File {
 	if size, err := unix.FcntlInt(uintptr(fd), unix.F_GETPIPE_SZ, 0); err == nil && size < pipeSize {
 		_, _ = unix.FcntlInt(uintptr(fd), unix.F_SETPIPE_SZ, pipeSize) // as big as an unprivileged process may ask by default
 	}
-	return os.NewFile(uintptr(fd), f.Name())
+	twin := os.NewFile(uintptr(fd), f.Name()) // non-blocking: in Go's poller
+	if twin.SetWriteDeadline(time.Time{}) != nil {
+		twin.Close()
+		return nil
+	}
+	return twin
 }
 
 // pipeSize is the pipe capacity a Lag asks for: /proc/sys/fs/pipe-max-size's
@@ -67,37 +68,44 @@ func (l *Lag) lendLocked(buf int, p []byte) bool {
 	return true
 }
 
-// repayLocked writes the oldest loan's next bytes to the pipe without
-// blocking, waits for room in it when it has none (without the lock), and
-// finishes the loan once the pipe took it all.
+// repayLocked writes the oldest loan to the pipe, without the lock, and
+// finishes it once the pipe took it all; a write that Hurry or Close
+// stopped (see recallLocked) leaves the loan to them.
 func (l *Lag) repayLocked() {
 	ln := l.loans[0]
 	l.writing = true
 	l.mu.Unlock()
-	n, err := unix.Write(int(l.twin.Fd()), ln.p[ln.off:])
+	n, err := l.twin.Write(ln.p[ln.off:])
 	l.mu.Lock()
 	l.writing = false
-	if n > 0 {
-		ln.off += n
-		l.taken += int64(n)
-	}
+	ln.off += n
+	l.taken += int64(n)
 	switch {
-	case errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR):
-		l.changedLocked() // for Hurry and Close, which wait for the write
-		l.mu.Unlock()
-		_, _ = unix.Poll([]unix.PollFd{{Fd: int32(l.twin.Fd()), Events: unix.POLLOUT}}, repayPoll)
-		l.mu.Lock()
-		return
+	case errors.Is(err, os.ErrDeadlineExceeded) && l.recalling:
 	case err != nil:
 		l.err = fmt.Errorf("write %s: %w", l.twin.Name(), err)
 		l.failLoansLocked(l.err)
-	case ln.off == len(ln.p):
+	default:
 		l.loans[0] = nil
 		l.loans = l.loans[1:]
 		ln.w.N = len(ln.p)
 		close(ln.w.Done)
 	}
 	l.changedLocked()
+}
+
+// recallLocked stops the drainer's write from a loan, if one is in
+// progress, and keeps it from starting another until Hurry or Close
+// clears recalling.
+func (l *Lag) recallLocked() error {
+	l.recalling = true
+	_ = l.twin.SetWriteDeadline(time.Unix(1, 0))
+	for l.writing {
+		if err := l.wait(); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // hurryGrace is how long Hurry waits for the pipe to take the oldest loan
@@ -115,11 +123,12 @@ func (l *Lag) Hurry() {
 	if len(l.loans) == 0 || l.graceLocked() {
 		return
 	}
-	for l.writing {
-		if err := l.wait(); err != nil {
-			l.failLoansLocked(err)
-			return
-		}
+	err := l.recallLocked()
+	l.recalling = false
+	_ = l.twin.SetWriteDeadline(time.Time{})
+	if err != nil {
+		l.failLoansLocked(err)
+		return
 	}
 	loans := l.loans
 	l.loans = nil
