@@ -1,6 +1,7 @@
 package pipe
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"errors"
@@ -202,7 +203,7 @@ func (r *receiver) answerReport(ctx context.Context, buf int, ask uint32) error 
 	}
 	hosts := []wire.HostLag{own}
 	if r.relay != nil {
-		hosts = append(hosts, r.relay.view.load()...)
+		hosts = append(hosts, furthestBehind(r.relay.view.load(), wire.MaxReportHosts-1)...)
 		r.relay.view.ask()
 	}
 	body := wire.AppendReport(ask, hosts)
@@ -210,4 +211,19 @@ func (r *receiver) answerReport(ctx context.Context, buf int, ask uint32) error 
 	// so after what arrived before.
 	_ = r.c.SendControl(ctx, append(body, r.seal.Report(body)...))
 	return nil
+}
+
+// furthestBehind returns the n hosts of a report that are furthest behind
+// (the nearer first among equals), by place: in a chain longer than a
+// report holds, the sender sees the hosts that lag most, wherever they
+// are.
+func furthestBehind(hosts []wire.HostLag, n int) []wire.HostLag {
+	if len(hosts) <= n {
+		return hosts
+	}
+	hosts = slices.Clone(hosts)
+	slices.SortStableFunc(hosts, func(a, b wire.HostLag) int { return cmp.Compare(b.Behind, a.Behind) })
+	hosts = hosts[:n]
+	slices.SortFunc(hosts, func(a, b wire.HostLag) int { return cmp.Compare(a.Place, b.Place) })
+	return hosts
 }
