@@ -176,7 +176,7 @@ func TestBetweenToHostDies(t *testing.T) {
 	rand.NewChaCha8([32]byte{37}).Read(data)
 	writeFile(t, filepath.Join(c.dirs[0], "f.bin"), string(data))
 	stats := filepath.Join(t.TempDir(), "stats.json")
-	cmd := c.ssh.command(t, "-v", "--timeout", "3s", "--stats-json", stats, "--to", "h2,h3", "h1:"+filepath.Join(c.dst, "f.bin"), c.dst)
+	cmd := c.ssh.command(t, "-v", "--timeout", "3s", "--limit-rate", "32M", "--stats-json", stats, "--to", "h2,h3", "h1:"+filepath.Join(c.dst, "f.bin"), c.dst)
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Start(); err != nil {
@@ -184,7 +184,9 @@ func TestBetweenToHostDies(t *testing.T) {
 	}
 	// h1's remote side, the sender, is held while h2's is looked for (a
 	// look takes a pgrep, longer than the rest of a copy on an idle
-	// machine), then let go until h3 has a quarter of the file.
+	// machine), then let go until h3 has a quarter of the file. The copy
+	// goes at most 32 MiB/s, so that h1's remote side lives long enough
+	// to be seen on a loaded machine.
 	var sender, first int
 	testutil.WaitFor(t, 2*time.Minute, "the remote side on h1", func() bool {
 		sender = c.remoteOf(t, 0)
