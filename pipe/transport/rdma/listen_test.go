@@ -196,9 +196,8 @@ func TestFailedSetupsHoldNothing(t *testing.T) {
 		stall(t, l.Addr())
 	}
 	testutil.WaitFor(t, 30*time.Second, "the failed setups to end", func() bool { return l.inSetup() == 0 })
-	if n := len(l.refused); n == 0 || n > backlog {
-		t.Errorf("%d refusals reported, want 1 to %d", n, backlog)
-	}
+	// A setup leaves before it reports its failure.
+	testutil.WaitFor(t, 30*time.Second, "a refusal reported", func() bool { return len(l.refused) > 0 })
 	for len(l.refused) > 0 {
 		if err := <-l.refused; !errors.Is(err, conn.ErrRefused) {
 			t.Errorf("reported %v, want a refusal", err)
@@ -210,8 +209,14 @@ func TestFailedSetupsHoldNothing(t *testing.T) {
 		t.Fatalf("a sender from the failing host: %v", err)
 	}
 	c.Close()
-	if a := next(t, results); a.err != nil {
-		t.Fatalf("Accept = %v, want the sender", a.err)
+	for {
+		a := next(t, results)
+		if a.err == nil {
+			return
+		}
+		if !errors.Is(a.err, conn.ErrRefused) { // a failed setup's late report
+			t.Fatalf("Accept = %v, want the sender", a.err)
+		}
 	}
 }
 
