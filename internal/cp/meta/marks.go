@@ -20,7 +20,8 @@ type Marks struct{ Owner, Group, ACLs, Xattrs string }
 // called from several goroutines at once.
 type Marker struct {
 	f      Flags
-	owners bool // this side lists owners and groups
+	owners bool   // this side lists owners and groups
+	none   string // the mark of no ACLs or xattrs
 	mu     sync.Mutex
 	users  map[uint32]string
 	groups map[uint32]string
@@ -32,7 +33,7 @@ type Marker struct {
 // xattrs of other namespaces than user.* are not listed: either side may
 // not read or set them (a receiver's file system adds security.* ones).
 func NewMarker(f Flags, receiving, root bool) *Marker {
-	return &Marker{f: f, owners: !receiving || root, users: map[uint32]string{}, groups: map[uint32]string{}}
+	return &Marker{f: f, owners: !receiving || root, none: digest(nil), users: map[uint32]string{}, groups: map[uint32]string{}}
 }
 
 // Lists says whether m lists any marks.
@@ -78,12 +79,20 @@ func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
 		}
 	}
 	if m.f.ACLs {
-		k.ACLs = digest(acls)
+		k.ACLs = m.digest(acls)
 	}
 	if m.f.Xattrs {
-		k.Xattrs = digest(xattrs)
+		k.Xattrs = m.digest(xattrs)
 	}
 	return k, nil
+}
+
+// digest is the mark of b, that of none when it is empty.
+func (m *Marker) digest(b []byte) string {
+	if len(b) == 0 {
+		return m.none
+	}
+	return digest(b)
 }
 
 // owner returns the mark of the user (or group) id: of its name, as the

@@ -90,20 +90,35 @@ func (m Marks) appendText(b []byte) []byte {
 // parseMarks parses marks' text as appendText writes it.
 func parseMarks(s string) (Marks, error) {
 	var m Marks
-	f := strings.Split(s, ",")
-	if len(f) != len(m.parts()) {
-		return m, fmt.Errorf("marks %.80q: not %d", s, len(m.parts()))
-	}
+	rest := s
 	for i, p := range m.parts() {
-		if f[i] == "-" {
+		f, more, found := strings.Cut(rest, ",")
+		if found != (i < len(m.parts())-1) {
+			return Marks{}, fmt.Errorf("marks %.80q: not %d", s, len(m.parts()))
+		}
+		rest = more
+		if f == "-" {
 			continue
 		}
-		if _, err := hex.DecodeString(f[i]); err != nil || len(f[i]) != markLen || strings.ToLower(f[i]) != f[i] {
-			return m, fmt.Errorf("marks %.80q: not 16 hex digits or -", s)
+		if !isMark(f) {
+			return Marks{}, fmt.Errorf("marks %.80q: not 16 hex digits or -", s)
 		}
-		*p = f[i]
+		*p = f
 	}
 	return m, nil
+}
+
+// isMark says whether f is a mark: 16 lower-case hex digits.
+func isMark(f string) bool {
+	if len(f) != markLen {
+		return false
+	}
+	for i := range len(f) {
+		if c := f[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // List lists the tree at top as Walk does, into a slice.
@@ -147,18 +162,20 @@ func (e Entry) AppendText(b []byte) []byte {
 // ParseEntry parses s, an entry's text as AppendText writes it; what
 // the entry says is checked as it is added to a listing (see Listing.Add).
 func ParseEntry(s string) (Entry, error) {
-	var e Entry
-	f := strings.SplitN(s, " ", 7)
-	if len(f) < 7 {
-		return e, fmt.Errorf("entry %.64q: fewer than 7 fields", s)
+	var f [6]string
+	rest, ok := s, true
+	for i := range f {
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
+			return Entry{}, fmt.Errorf("entry %.64q: fewer than 7 fields", s)
+		}
 	}
 	mode, err1 := strconv.ParseUint(f[1], 8, 32)
 	size, err2 := strconv.ParseInt(f[2], 10, 64)
 	mtime, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || f[4] == "" || !canon(f[1], f[2], f[3]) {
-		return e, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
+	if err1 != nil || err2 != nil || err3 != nil || f[4] == "" || !canon(f[1]) || !canon(f[2]) || !canon(f[3]) {
+		return Entry{}, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
 	}
-	e = Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
+	e := Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
 	var err error
 	if f[4] != "-" {
 		e.Hash = f[4]
@@ -166,7 +183,7 @@ func ParseEntry(s string) (Entry, error) {
 	if e.Marks, err = parseMarks(f[5]); err != nil {
 		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}
-	name, link, err := names(f[6])
+	name, link, err := names(rest)
 	if err != nil {
 		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}
@@ -174,16 +191,11 @@ func ParseEntry(s string) (Entry, error) {
 	return e, nil
 }
 
-// canon says whether each of the numbers ns is written as AppendText
-// writes it: no sign but a minus, no leading zero.
-func canon(ns ...string) bool {
-	for _, n := range ns {
-		d := strings.TrimPrefix(n, "-")
-		if d == "" || d[0] == '0' && (len(d) > 1 || n != d) || d[0] == '+' {
-			return false
-		}
-	}
-	return true
+// canon says whether the number n is written as AppendText writes it:
+// no sign but a minus, no leading zero.
+func canon(n string) bool {
+	d := strings.TrimPrefix(n, "-")
+	return d != "" && !(d[0] == '0' && (len(d) > 1 || n != d)) && d[0] != '+'
 }
 
 // names parses the quoted name and, if any, link target that end an
@@ -258,6 +270,19 @@ func NewListing(tops []string) *Listing {
 func (l *Listing) Add(e Entry) error {
 	if err := l.check(e); err != nil {
 		return err
+	}
+	l.bytes += len(e.Name) + len(e.Link)
+	l.entries[e.Name] = e
+	return nil
+}
+
+// Put adds e, an entry that this side's own walk (see Walk) listed under
+// a top-level entry already added, to l, checking only the listing's
+// bounds: the walk lists each name once, each directory before what it
+// holds, and checks the rest.
+func (l *Listing) Put(e Entry) error {
+	if len(l.entries) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
+		return fmt.Errorf("entry %q: more than %d entries or %d bytes of names", e.Name, MaxEntries, MaxBytes)
 	}
 	l.bytes += len(e.Name) + len(e.Link)
 	l.entries[e.Name] = e

@@ -160,7 +160,7 @@ func (w *walk) read(j dirJob) dirRead {
 		} else if err != nil {
 			return dirRead{err: fmt.Errorf("list %s: %w", p, err)}
 		}
-		if text = e.AppendText(text[:0]); len(text) > MaxLine {
+		if !e.fits(&text) {
 			continue
 		}
 		r.entries = append(r.entries, e)
@@ -169,6 +169,21 @@ func (w *walk) read(j dirJob) dirRead {
 		}
 	}
 	return r
+}
+
+// textBound bounds the bytes of an entry's text but its name and target:
+// its type, mode, size, time, hash, marks and separators.
+const textBound = 256
+
+// fits says whether e's text is at most MaxLine bytes long, writing it
+// into text only where its name and target are long enough to need it
+// (quoted, a rune takes at most 10 bytes).
+func (e Entry) fits(text *[]byte) bool {
+	if textBound+10*(len(e.Name)+len(e.Link)) <= MaxLine {
+		return true
+	}
+	*text = e.AppendText((*text)[:0])
+	return len(*text) <= MaxLine
 }
 
 // entryAt describes the entry base in the directory dirfd, at path p and

@@ -5,6 +5,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 
 	"golang.org/x/sys/unix"
 )
@@ -163,6 +164,9 @@ func skipEntry(d fs.DirEntry) error {
 // walkName is the name in the archive of the entry at p, under root,
 // which goes into the archive under top.
 func walkName(p, root, top string) (string, error) {
+	if len(p) > len(root)+1 && p[len(root)] == '/' && strings.HasPrefix(p, root) && filepath.Separator == '/' {
+		return top + p[len(root):], nil // p is root joined with clean names
+	}
 	rel, err := filepath.Rel(root, p)
 	if err != nil {
 		return "", err
