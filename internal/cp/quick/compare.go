@@ -38,7 +38,7 @@ type Plan struct {
 
 // Compare compares src with dst under r.
 func Compare(src, dst *Listing, r Rules) Plan {
-	p := Plan{Skip: map[string]bool{}}
+	p := Plan{Skip: make(map[string]bool, src.Len())}
 	if r.Delete {
 		p.Delete = deletions(src, dst, r.Protect)
 		for _, n := range p.Delete {
