@@ -154,8 +154,8 @@ func howOf(hash bool, keep meta.Flags, receiving bool) quick.How {
 	how := quick.How{Hash: hash}
 	m := meta.NewMarker(keep, receiving, os.Geteuid() == 0)
 	if m.Lists() {
-		how.Marks = func(p string, st *unix.Stat_t) (quick.Marks, error) {
-			k, err := m.Marks(p, st)
+		how.Marks = func(dirfd int, base, p string, st *unix.Stat_t) (quick.Marks, error) {
+			k, err := m.Marks(dirfd, base, p, st)
 			return quick.Marks(k), err
 		}
 	}

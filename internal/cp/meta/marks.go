@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
@@ -20,8 +22,9 @@ type Marks struct{ Owner, Group, ACLs, Xattrs string }
 // called from several goroutines at once.
 type Marker struct {
 	f      Flags
-	owners bool   // this side lists owners and groups
-	none   string // the mark of no ACLs or xattrs
+	owners bool        // this side lists owners and groups
+	none   string      // the mark of no ACLs or xattrs
+	byPath atomic.Bool // the kernel has no listxattrat: xattrs are listed by path
 	mu     sync.Mutex
 	users  map[uint32]string
 	groups map[uint32]string
@@ -41,9 +44,9 @@ func (m *Marker) Lists() bool {
 	return m.owners && (m.f.Owner || m.f.Group) || m.f.ACLs || m.f.Xattrs
 }
 
-// Marks returns the marks of the entry at path, which st describes,
-// never following a link.
-func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
+// Marks returns the marks of the entry base in the directory dirfd, at
+// path, which st describes, never following a link.
+func (m *Marker) Marks(dirfd int, base, path string, st *unix.Stat_t) (Marks, error) {
 	var k Marks
 	if m.owners && m.f.Owner {
 		k.Owner = m.owner(m.users, st.Uid, true)
@@ -54,7 +57,7 @@ func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK || !m.f.ACLs && !m.f.Xattrs {
 		return k, nil
 	}
-	names, err := listxattr(path)
+	names, err := m.listxattr(dirfd, base, path)
 	if err != nil {
 		return k, err
 	}
@@ -93,6 +96,39 @@ func (m *Marker) digest(b []byte) string {
 		return m.none
 	}
 	return digest(b)
+}
+
+// listxattr returns the names of the xattrs of base in dirfd, at path
+// (see the function listxattr): by listxattrat (Linux 6.13), which spares
+// the kernel a walk of the whole path, else by path.
+func (m *Marker) listxattr(dirfd int, base, path string) ([]string, error) {
+	if !m.byPath.Load() {
+		names, err := listxattrAt(dirfd, base)
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) { // EPERM: a seccomp filter's
+			return names, err
+		}
+		m.byPath.Store(true)
+	}
+	return listxattr(path)
+}
+
+// listxattrAt is listxattr of base in dirfd, by listxattrat.
+func listxattrAt(dirfd int, base string) ([]string, error) {
+	p, err := unix.BytePtrFromString(base)
+	if err != nil {
+		return nil, err
+	}
+	return xattrNames(func(b []byte) (int, error) {
+		var at unsafe.Pointer
+		if len(b) > 0 {
+			at = unsafe.Pointer(&b[0])
+		}
+		n, _, e := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), unix.AT_SYMLINK_NOFOLLOW, uintptr(at), uintptr(len(b)), 0)
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	})
 }
 
 // owner returns the mark of the user (or group) id: of its name, as the

@@ -170,16 +170,16 @@ func marksDiffer(s, d Marks) string {
 // file again, so that they are links of one file there too.
 func SendLinked(l *Listing, skip map[string]bool) {
 	sent := map[fileID]bool{}
-	for n, e := range l.entries {
-		if e.file != (fileID{}) && !skip[n] {
+	l.each(func(e Entry) {
+		if e.file != (fileID{}) && !skip[e.Name] {
 			sent[e.file] = true
 		}
-	}
-	for n, e := range l.entries {
+	})
+	l.each(func(e Entry) {
 		if sent[e.file] {
-			delete(skip, n)
+			delete(skip, e.Name)
 		}
-	}
+	})
 }
 
 // itemName is how an itemized change names e: a directory with a slash,

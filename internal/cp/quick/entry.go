@@ -244,7 +244,7 @@ func checkName(n string) error {
 	if n == "" || len(n) > MaxPath || !utf8.ValidString(n) || strings.ContainsRune(n, 0) {
 		return fmt.Errorf("name %.64q: empty, too long, not UTF-8 or with a NUL byte", n)
 	}
-	for _, el := range strings.Split(n, "/") {
+	for el := range strings.SplitSeq(n, "/") {
 		if el == "" || el == "." || el == ".." || len(el) > MaxElem {
 			return fmt.Errorf("name %.64q: absolute, not clean, or with '..' or a long element", n)
 		}
@@ -257,13 +257,14 @@ func checkName(n string) error {
 // directory, within the bounds.
 type Listing struct {
 	tops    []string
-	entries map[string]Entry
+	entries [][]Entry      // in the order added, listChunk a slice
+	index   map[string]int // each name's place in entries
 	bytes   int
 }
 
 // NewListing returns an empty listing of entries under tops.
 func NewListing(tops []string) *Listing {
-	return &Listing{tops: tops, entries: map[string]Entry{}}
+	return &Listing{tops: tops, index: map[string]int{}}
 }
 
 // Add checks e and adds it to l.
@@ -271,9 +272,32 @@ func (l *Listing) Add(e Entry) error {
 	if err := l.check(e); err != nil {
 		return err
 	}
-	l.bytes += len(e.Name) + len(e.Link)
-	l.entries[e.Name] = e
+	l.put(e)
 	return nil
+}
+
+// listChunk is how many entries a listing holds in one slice: a slice
+// that grew to hold them all would be copied again and again.
+const listChunk = 1024
+
+// put adds e to l.
+func (l *Listing) put(e Entry) {
+	l.bytes += len(e.Name) + len(e.Link)
+	n := len(l.index)
+	if n%listChunk == 0 {
+		l.entries = append(l.entries, make([]Entry, 0, listChunk))
+	}
+	l.index[e.Name] = n
+	l.entries[n/listChunk] = append(l.entries[n/listChunk], e)
+}
+
+// each hands each entry of l to do, in the order added.
+func (l *Listing) each(do func(Entry)) {
+	for _, c := range l.entries {
+		for _, e := range c {
+			do(e)
+		}
+	}
 }
 
 // Put adds e, an entry that this side's own walk (see Walk) listed under
@@ -281,11 +305,10 @@ func (l *Listing) Add(e Entry) error {
 // bounds: the walk lists each name once, each directory before what it
 // holds, and checks the rest.
 func (l *Listing) Put(e Entry) error {
-	if len(l.entries) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
+	if len(l.index) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
 		return fmt.Errorf("entry %q: more than %d entries or %d bytes of names", e.Name, MaxEntries, MaxBytes)
 	}
-	l.bytes += len(e.Name) + len(e.Link)
-	l.entries[e.Name] = e
+	l.put(e)
 	return nil
 }
 
@@ -298,13 +321,13 @@ func (l *Listing) check(e Entry) error {
 	if !slices.Contains(l.tops, top) {
 		return fmt.Errorf("entry %q: not under the copy's names", e.Name)
 	}
-	if _, dup := l.entries[e.Name]; dup {
+	if _, dup := l.index[e.Name]; dup {
 		return fmt.Errorf("entry %q: listed twice", e.Name)
 	}
-	if len(l.entries) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
+	if len(l.index) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
 		return fmt.Errorf("entry %q: more than %d entries or %d bytes of names", e.Name, MaxEntries, MaxBytes)
 	}
-	if parent := path.Dir(e.Name); parent != "." && l.entries[parent].Type != Dir {
+	if parent, _ := l.Get(path.Dir(e.Name)); path.Dir(e.Name) != "." && parent.Type != Dir {
 		return fmt.Errorf("entry %q: its directory is not listed before it", e.Name)
 	}
 	return e.checkFields()
@@ -329,18 +352,21 @@ func (e Entry) checkFields() error {
 }
 
 // Len is how many entries l holds.
-func (l *Listing) Len() int { return len(l.entries) }
+func (l *Listing) Len() int { return len(l.index) }
 
 // Get returns the entry named name, if l has it.
 func (l *Listing) Get(name string) (Entry, bool) {
-	e, ok := l.entries[name]
-	return e, ok
+	i, ok := l.index[name]
+	if !ok {
+		return Entry{}, false
+	}
+	return l.entries[i/listChunk][i%listChunk], true
 }
 
 // Names returns l's names, sorted.
 func (l *Listing) Names() []string {
-	names := make([]string, 0, len(l.entries))
-	for n := range l.entries {
+	names := make([]string, 0, len(l.index))
+	for n := range l.index {
 		names = append(names, n)
 	}
 	slices.Sort(names)

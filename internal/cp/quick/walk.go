@@ -17,12 +17,13 @@ const walkers = 4
 
 // How says what a walk lists besides each entry's type, size, time and
 // mode: with Hash each regular file's hash, with Marks (if not nil) the
-// marks it returns for the entry at path that st describes; what Leave
+// marks it returns for the entry base in the directory dirfd, at path,
+// that st describes; what Leave
 // (if not nil) says to leave out is, as what is under it (the copy's
 // filter rules).
 type How struct {
 	Hash  bool
-	Marks func(path string, st *unix.Stat_t) (Marks, error)
+	Marks func(dirfd int, base, path string, st *unix.Stat_t) (Marks, error)
 	Leave func(name string, isDir bool) bool
 }
 
@@ -139,11 +140,11 @@ func (w *walk) read(j dirJob) dirRead {
 		return dirRead{err: err}
 	}
 	slices.Sort(names)
-	var r dirRead
+	r := dirRead{entries: make([]Entry, 0, len(names))}
 	var text []byte
+	var st unix.Stat_t
 	for _, base := range names {
 		n := j.name + "/" + base
-		var st unix.Stat_t
 		if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 			continue
 		} else if err != nil {
@@ -204,7 +205,7 @@ func (w *walk) entryAt(dirfd int, base, p, n string, st *unix.Stat_t) (Entry, er
 		e.Link, err = readlinkAt(dirfd, base)
 	}
 	if err == nil && w.how.Marks != nil {
-		e.Marks, err = w.how.Marks(p, st)
+		e.Marks, err = w.how.Marks(dirfd, base, p, st)
 	}
 	return e, err
 }
