@@ -46,16 +46,20 @@ func Compare(src, dst *Listing, r Rules) Plan {
 			p.Items = append(p.Items, "*deleting   "+itemName(e))
 		}
 	}
-	for _, n := range src.Names() {
-		s, _ := src.Get(n)
-		d, ok := dst.Get(n)
+	var items [][2]string // each changed entry's name and item
+	src.each(func(s Entry) {
+		d, ok := dst.Get(s.Name)
 		send, item := r.decide(s, d, ok)
 		if !send && s.Type != Dir {
-			p.Skip[n] = true
+			p.Skip[s.Name] = true
 		}
 		if item != "" {
-			p.Items = append(p.Items, item+" "+itemName(s))
+			items = append(items, [2]string{s.Name, item + " " + itemName(s)})
 		}
+	})
+	slices.SortFunc(items, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	for _, it := range items {
+		p.Items = append(p.Items, it[1])
 	}
 	return p
 }
