@@ -51,7 +51,7 @@ func Walk(top, name string, how How, each func(Entry) error) error {
 	if err := w.emit(e); err != nil || e.Type != Dir {
 		return err
 	}
-	return w.run(dirJob{top, name})
+	return w.run(dirJob{filepath.Clean(top), name})
 }
 
 // walk is one Walk: what it lists and how much it has listed.
@@ -148,13 +148,13 @@ func (w *walk) read(j dirJob) dirRead {
 		if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 			continue
 		} else if err != nil {
-			return dirRead{err: &os.PathError{Op: "lstat", Path: filepath.Join(j.path, base), Err: err}}
+			return dirRead{err: &os.PathError{Op: "lstat", Path: join(j.path, base), Err: err}}
 		}
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 		if checkName(n) != nil || w.how.Leave != nil && w.how.Leave(n, isDir) {
 			continue
 		}
-		p := filepath.Join(j.path, base)
+		p := join(j.path, base)
 		e, err := w.entryAt(fd, base, p, n, &st)
 		if errors.Is(err, unix.ENOENT) {
 			continue
@@ -185,6 +185,18 @@ func (e Entry) fits(text *[]byte) bool {
 	}
 	*text = e.AppendText((*text)[:0])
 	return len(*text) <= MaxLine
+}
+
+// join is filepath.Join(dir, base) for a clean dir and a plain base,
+// without cleaning the result again.
+func join(dir, base string) string {
+	switch dir {
+	case ".":
+		return base
+	case "/":
+		return "/" + base
+	}
+	return dir + "/" + base
 }
 
 // entryAt describes the entry base in the directory dirfd, at path p and
