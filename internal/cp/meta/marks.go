@@ -25,9 +25,8 @@ type Marker struct {
 	owners bool        // this side lists owners and groups
 	none   string      // the mark of no ACLs or xattrs
 	byPath atomic.Bool // the kernel has no listxattrat: xattrs are listed by path
-	mu     sync.Mutex
-	users  map[uint32]string
-	groups map[uint32]string
+	users  sync.Map    // uint32 to string: the marks of the user ids met
+	groups sync.Map    // uint32 to string: the marks of the group ids met
 }
 
 // NewMarker returns a Marker of what f keeps, for a side that receives
@@ -36,7 +35,7 @@ type Marker struct {
 // xattrs of other namespaces than user.* are not listed: either side may
 // not read or set them (a receiver's file system adds security.* ones).
 func NewMarker(f Flags, receiving, root bool) *Marker {
-	return &Marker{f: f, owners: !receiving || root, none: digest(nil), users: map[uint32]string{}, groups: map[uint32]string{}}
+	return &Marker{f: f, owners: !receiving || root, none: digest(nil)}
 }
 
 // Lists says whether m lists any marks.
@@ -49,10 +48,10 @@ func (m *Marker) Lists() bool {
 func (m *Marker) Marks(dirfd int, base, path string, st *unix.Stat_t) (Marks, error) {
 	var k Marks
 	if m.owners && m.f.Owner {
-		k.Owner = m.owner(m.users, st.Uid, true)
+		k.Owner = m.owner(&m.users, st.Uid, true)
 	}
 	if m.owners && m.f.Group {
-		k.Group = m.owner(m.groups, st.Gid, false)
+		k.Group = m.owner(&m.groups, st.Gid, false)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK || !m.f.ACLs && !m.f.Xattrs {
 		return k, nil
@@ -132,13 +131,11 @@ func listxattrAt(dirfd int, base string) ([]string, error) {
 }
 
 // owner returns the mark of the user (or group) id: of its name, as the
-// archive carries it, unless --numeric-ids or it has none here; looked up
-// once.
-func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if k, ok := cache[id]; ok {
-		return k
+// archive carries it, unless --numeric-ids or it has none here; kept in
+// cache once looked up, which several walkers read without a lock.
+func (m *Marker) owner(cache *sync.Map, id uint32, isUser bool) string {
+	if k, ok := cache.Load(id); ok {
+		return k.(string)
 	}
 	s := "#" + strconv.FormatUint(uint64(id), 10)
 	if !m.f.NumericIDs {
@@ -154,8 +151,8 @@ func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
 			s = name
 		}
 	}
-	cache[id] = digest([]byte(s))
-	return cache[id]
+	k, _ := cache.LoadOrStore(id, digest([]byte(s)))
+	return k.(string)
 }
 
 // digest is the mark of b: its XXH3-64 in 16 hex digits.
