@@ -123,6 +123,15 @@ func (r *Remote) read(stdout io.Reader, stderr *visWriter) {
 // Next returns the next status line, waiting at most wait for it. It
 // fails when the remote side ends without one.
 func (r *Remote) Next(ctx context.Context, wait time.Duration) (proto.Status, error) {
+	if ctx.Err() == nil {
+		select {
+		case st, ok := <-r.lines: // read ahead: no timer to start
+			if ok {
+				return st, nil
+			}
+		default:
+		}
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {
