@@ -198,12 +198,15 @@ make_workload() {
 
 # make_changed NAME: $DIR/changed/NAME, workload NAME's tree with every hundredth file
 # (in sorted order, the first one included) rewritten with new bytes of the same size
-# and a new modification time.
+# and a new modification time, in a later second than the tree's: rsync compares whole
+# seconds, and would skip a file made and rewritten within one (the last directories of
+# a tree just made).
 make_changed() {
   local c=$DIR/changed/$1 f
   [ -e "$c.done" ] && return
   rm -rf "$c" "$c.md5"
   cp -a "$DIR/src/$1" "$c"
+  sleep 1
   (cd "$c" && find . -type f | sort | awk 'NR % 100 == 1') | while read -r f; do
     head -c "$(stat -c %s "$c/$f")" /dev/urandom > "$c/$f.new"
     mv "$c/$f.new" "$c/$f"

@@ -110,7 +110,11 @@ func listTrees(tops []entryTop, how quick.How, each func(quick.Entry) error) (*q
 	for _, t := range tops {
 		how.Leave = t.leave
 		err := quick.Walk(t.path, t.name, how, func(e quick.Entry) error {
-			if err := l.Add(e); err != nil {
+			add := l.Put // under the top, which Add checked
+			if e.Name == t.name {
+				add = l.Add
+			}
+			if err := add(e); err != nil {
 				return fmt.Errorf("list %s: %w", t.path, err)
 			}
 			if each == nil {
@@ -150,8 +154,8 @@ func howOf(hash bool, keep meta.Flags, receiving bool) quick.How {
 	how := quick.How{Hash: hash}
 	m := meta.NewMarker(keep, receiving, os.Geteuid() == 0)
 	if m.Lists() {
-		how.Marks = func(p string, st *unix.Stat_t) (quick.Marks, error) {
-			k, err := m.Marks(p, st)
+		how.Marks = func(dirfd int, base, p string, st *unix.Stat_t) (quick.Marks, error) {
+			k, err := m.Marks(dirfd, base, p, st)
 			return quick.Marks(k), err
 		}
 	}
@@ -208,8 +212,8 @@ func newListingWriter(w io.Writer) *listingWriter {
 
 // entry writes e's line.
 func (lw *listingWriter) entry(e quick.Entry) error {
-	lw.line = append(append(lw.line[:0], proto.StatusPrefix+"entry "...), e.AppendText(nil)...)
-	if _, err := lw.bw.Write(append(lw.line, '\n')); err != nil {
+	lw.line = append(e.AppendText(append(lw.line[:0], proto.StatusPrefix+"entry "...)), '\n')
+	if _, err := lw.bw.Write(lw.line); err != nil {
 		lw.err = err
 		return err
 	}

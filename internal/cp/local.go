@@ -10,6 +10,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/rdmapipe/rdmapipe/internal/cp/filter"
@@ -132,7 +133,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 	}
 	o.noteSingle(p.Mode)
 	key := proto.NewKey()
-	host, listen, err := o.streamHost(ctx, t)
+	host, listen, err := o.uploadHost(ctx, t)
 	if err != nil {
 		return err
 	}
@@ -171,7 +172,7 @@ func Copy(ctx context.Context, paths []string, t remote.Target, o Options) error
 	if st.Kind != "port" {
 		return conn.Errorf(conn.KindSetup, "start the remote side on "+t.Host, "expected its port, got %q", st.Kind)
 	}
-	addr := net.JoinHostPort(host, strconv.Itoa(int(st.N)))
+	addr := net.JoinHostPort(host(), strconv.Itoa(int(st.N)))
 	stats, err := streamShown(ctx, addr, p, in, o, o.sendConfig(key), r.Waited)
 	if err != nil {
 		r.Close()
@@ -301,6 +302,19 @@ func (o Options) streamHost(ctx context.Context, t remote.Target) (host, listen 
 		return host, host, err
 	}
 	return o.HostName(ctx, t), "", nil
+}
+
+// uploadHost is streamHost for an upload, whose request does not need
+// the host: unless an address is named, ssh -G asks for it beside the
+// login, and host waits for its answer.
+func (o Options) uploadHost(ctx context.Context, t remote.Target) (host func() string, listen string, err error) {
+	if o.DataHost != "" || o.Launcher != nil {
+		h, listen, err := o.streamHost(ctx, t)
+		return func() string { return h }, listen, err
+	}
+	c := make(chan string, 1)
+	go func() { c <- o.HostName(ctx, t) }()
+	return sync.OnceValue(func() string { return <-c }), "", nil
 }
 
 // resolveIP resolves name to the IP address the stream goes to; op names

@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
+	"unsafe"
 
 	"github.com/zeebo/xxh3"
 	"golang.org/x/sys/unix"
@@ -20,10 +22,11 @@ type Marks struct{ Owner, Group, ACLs, Xattrs string }
 // called from several goroutines at once.
 type Marker struct {
 	f      Flags
-	owners bool // this side lists owners and groups
-	mu     sync.Mutex
-	users  map[uint32]string
-	groups map[uint32]string
+	owners bool        // this side lists owners and groups
+	none   string      // the mark of no ACLs or xattrs
+	byPath atomic.Bool // the kernel has no listxattrat: xattrs are listed by path
+	users  sync.Map    // uint32 to string: the marks of the user ids met
+	groups sync.Map    // uint32 to string: the marks of the group ids met
 }
 
 // NewMarker returns a Marker of what f keeps, for a side that receives
@@ -32,7 +35,7 @@ type Marker struct {
 // xattrs of other namespaces than user.* are not listed: either side may
 // not read or set them (a receiver's file system adds security.* ones).
 func NewMarker(f Flags, receiving, root bool) *Marker {
-	return &Marker{f: f, owners: !receiving || root, users: map[uint32]string{}, groups: map[uint32]string{}}
+	return &Marker{f: f, owners: !receiving || root, none: digest(nil)}
 }
 
 // Lists says whether m lists any marks.
@@ -40,20 +43,20 @@ func (m *Marker) Lists() bool {
 	return m.owners && (m.f.Owner || m.f.Group) || m.f.ACLs || m.f.Xattrs
 }
 
-// Marks returns the marks of the entry at path, which st describes,
-// never following a link.
-func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
+// Marks returns the marks of the entry base in the directory dirfd, at
+// path, which st describes, never following a link.
+func (m *Marker) Marks(dirfd int, base, path string, st *unix.Stat_t) (Marks, error) {
 	var k Marks
 	if m.owners && m.f.Owner {
-		k.Owner = m.owner(m.users, st.Uid, true)
+		k.Owner = m.owner(&m.users, st.Uid, true)
 	}
 	if m.owners && m.f.Group {
-		k.Group = m.owner(m.groups, st.Gid, false)
+		k.Group = m.owner(&m.groups, st.Gid, false)
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK || !m.f.ACLs && !m.f.Xattrs {
 		return k, nil
 	}
-	names, err := listxattr(path)
+	names, err := m.listxattr(dirfd, base, path)
 	if err != nil {
 		return k, err
 	}
@@ -78,22 +81,61 @@ func (m *Marker) Marks(path string, st *unix.Stat_t) (Marks, error) {
 		}
 	}
 	if m.f.ACLs {
-		k.ACLs = digest(acls)
+		k.ACLs = m.digest(acls)
 	}
 	if m.f.Xattrs {
-		k.Xattrs = digest(xattrs)
+		k.Xattrs = m.digest(xattrs)
 	}
 	return k, nil
 }
 
+// digest is the mark of b, that of none when it is empty.
+func (m *Marker) digest(b []byte) string {
+	if len(b) == 0 {
+		return m.none
+	}
+	return digest(b)
+}
+
+// listxattr returns the names of the xattrs of base in dirfd, at path
+// (see the function listxattr): by listxattrat (Linux 6.13), which spares
+// the kernel a walk of the whole path, else by path.
+func (m *Marker) listxattr(dirfd int, base, path string) ([]string, error) {
+	if !m.byPath.Load() {
+		names, err := listxattrAt(dirfd, base)
+		if !errors.Is(err, unix.ENOSYS) && !errors.Is(err, unix.EPERM) { // EPERM: a seccomp filter's
+			return names, err
+		}
+		m.byPath.Store(true)
+	}
+	return listxattr(path)
+}
+
+// listxattrAt is listxattr of base in dirfd, by listxattrat.
+func listxattrAt(dirfd int, base string) ([]string, error) {
+	p, err := unix.BytePtrFromString(base)
+	if err != nil {
+		return nil, err
+	}
+	return xattrNames(func(b []byte) (int, error) {
+		var at unsafe.Pointer
+		if len(b) > 0 {
+			at = unsafe.Pointer(&b[0])
+		}
+		n, _, e := unix.Syscall6(unix.SYS_LISTXATTRAT, uintptr(dirfd), uintptr(unsafe.Pointer(p)), unix.AT_SYMLINK_NOFOLLOW, uintptr(at), uintptr(len(b)), 0)
+		if e != 0 {
+			return 0, e
+		}
+		return int(n), nil
+	})
+}
+
 // owner returns the mark of the user (or group) id: of its name, as the
-// archive carries it, unless --numeric-ids or it has none here; looked up
-// once.
-func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	if k, ok := cache[id]; ok {
-		return k
+// archive carries it, unless --numeric-ids or it has none here; kept in
+// cache once looked up, which several walkers read without a lock.
+func (m *Marker) owner(cache *sync.Map, id uint32, isUser bool) string {
+	if k, ok := cache.Load(id); ok {
+		return k.(string)
 	}
 	s := "#" + strconv.FormatUint(uint64(id), 10)
 	if !m.f.NumericIDs {
@@ -109,8 +151,8 @@ func (m *Marker) owner(cache map[uint32]string, id uint32, isUser bool) string {
 			s = name
 		}
 	}
-	cache[id] = digest([]byte(s))
-	return cache[id]
+	k, _ := cache.LoadOrStore(id, digest([]byte(s)))
+	return k.(string)
 }
 
 // digest is the mark of b: its XXH3-64 in 16 hex digits.

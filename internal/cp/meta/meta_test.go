@@ -315,3 +315,47 @@ func TestDigest(t *testing.T) {
 		}
 	}
 }
+
+// TestMarksByPath checks that a Marker lists the same marks of each entry
+// with listxattrat (where the kernel has it) as by path, and that each
+// change of a user xattr or ACL changes them.
+func TestMarksByPath(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	plain, tagged := filepath.Join(dir, "plain"), filepath.Join(dir, "tagged")
+	for _, f := range []string{plain, tagged} {
+		if err := os.WriteFile(f, []byte("x"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := unix.Lsetxattr(tagged, "user.k", []byte("v"), 0); err != nil {
+		t.Fatalf("setxattr on the test's file system: %v", err)
+	}
+	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	marks := func(m *Marker, base string) Marks {
+		var st unix.Stat_t
+		if err := unix.Lstat(filepath.Join(dir, base), &st); err != nil {
+			t.Fatal(err)
+		}
+		k, err := m.Marks(fd, base, filepath.Join(dir, base), &st)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return k
+	}
+	f := Flags{Xattrs: true, ACLs: true}
+	at, byPath := NewMarker(f, true, false), NewMarker(f, true, false)
+	byPath.byPath.Store(true)
+	for _, base := range []string{"plain", "tagged"} {
+		if a, p := marks(at, base), marks(byPath, base); a != p || a.Xattrs == "" || a.ACLs == "" {
+			t.Errorf("%s: marks %+v, by path %+v: want the same, xattrs and ACLs listed", base, a, p)
+		}
+	}
+	if a, b := marks(at, "plain"), marks(at, "tagged"); a.Xattrs == b.Xattrs || a.ACLs != b.ACLs {
+		t.Errorf("marks without and with a user xattr: %+v, %+v: want other xattrs, the same ACLs", a, b)
+	}
+}

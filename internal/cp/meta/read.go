@@ -172,7 +172,13 @@ func namespace(name string) string {
 // listxattr returns the names of the xattrs of the file at path, not
 // following a link; none where the file system has none.
 func listxattr(path string) ([]string, error) {
-	buf, err := sized(func(b []byte) (int, error) { return unix.Llistxattr(path, b) })
+	return xattrNames(func(b []byte) (int, error) { return unix.Llistxattr(path, b) })
+}
+
+// xattrNames returns the names of xattrs that list, a listxattr call,
+// gives, sorted; none where the file system has none.
+func xattrNames(list func([]byte) (int, error)) ([]string, error) {
+	buf, err := sized(list)
 	if errors.Is(err, unix.ENOTSUP) {
 		return nil, nil
 	}

@@ -38,7 +38,7 @@ type Plan struct {
 
 // Compare compares src with dst under r.
 func Compare(src, dst *Listing, r Rules) Plan {
-	p := Plan{Skip: map[string]bool{}}
+	p := Plan{Skip: make(map[string]bool, src.Len())}
 	if r.Delete {
 		p.Delete = deletions(src, dst, r.Protect)
 		for _, n := range p.Delete {
@@ -46,16 +46,20 @@ func Compare(src, dst *Listing, r Rules) Plan {
 			p.Items = append(p.Items, "*deleting   "+itemName(e))
 		}
 	}
-	for _, n := range src.Names() {
-		s, _ := src.Get(n)
-		d, ok := dst.Get(n)
+	var items [][2]string // each changed entry's name and item
+	src.each(func(s Entry) {
+		d, ok := dst.Get(s.Name)
 		send, item := r.decide(s, d, ok)
 		if !send && s.Type != Dir {
-			p.Skip[n] = true
+			p.Skip[s.Name] = true
 		}
 		if item != "" {
-			p.Items = append(p.Items, item+" "+itemName(s))
+			items = append(items, [2]string{s.Name, item + " " + itemName(s)})
 		}
+	})
+	slices.SortFunc(items, func(a, b [2]string) int { return strings.Compare(a[0], b[0]) })
+	for _, it := range items {
+		p.Items = append(p.Items, it[1])
 	}
 	return p
 }
@@ -170,16 +174,16 @@ func marksDiffer(s, d Marks) string {
 // file again, so that they are links of one file there too.
 func SendLinked(l *Listing, skip map[string]bool) {
 	sent := map[fileID]bool{}
-	for n, e := range l.entries {
-		if e.file != (fileID{}) && !skip[n] {
+	l.each(func(e Entry) {
+		if e.file != (fileID{}) && !skip[e.Name] {
 			sent[e.file] = true
 		}
-	}
-	for n, e := range l.entries {
+	})
+	l.each(func(e Entry) {
 		if sent[e.file] {
-			delete(skip, n)
+			delete(skip, e.Name)
 		}
-	}
+	})
 }
 
 // itemName is how an itemized change names e: a directory with a slash,

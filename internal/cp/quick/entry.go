@@ -90,20 +90,35 @@ func (m Marks) appendText(b []byte) []byte {
 // parseMarks parses marks' text as appendText writes it.
 func parseMarks(s string) (Marks, error) {
 	var m Marks
-	f := strings.Split(s, ",")
-	if len(f) != len(m.parts()) {
-		return m, fmt.Errorf("marks %.80q: not %d", s, len(m.parts()))
-	}
+	rest := s
 	for i, p := range m.parts() {
-		if f[i] == "-" {
+		f, more, found := strings.Cut(rest, ",")
+		if found != (i < len(m.parts())-1) {
+			return Marks{}, fmt.Errorf("marks %.80q: not %d", s, len(m.parts()))
+		}
+		rest = more
+		if f == "-" {
 			continue
 		}
-		if _, err := hex.DecodeString(f[i]); err != nil || len(f[i]) != markLen || strings.ToLower(f[i]) != f[i] {
-			return m, fmt.Errorf("marks %.80q: not 16 hex digits or -", s)
+		if !isMark(f) {
+			return Marks{}, fmt.Errorf("marks %.80q: not 16 hex digits or -", s)
 		}
-		*p = f[i]
+		*p = f
 	}
 	return m, nil
+}
+
+// isMark says whether f is a mark: 16 lower-case hex digits.
+func isMark(f string) bool {
+	if len(f) != markLen {
+		return false
+	}
+	for i := range len(f) {
+		if c := f[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
 }
 
 // List lists the tree at top as Walk does, into a slice.
@@ -147,18 +162,20 @@ func (e Entry) AppendText(b []byte) []byte {
 // ParseEntry parses s, an entry's text as AppendText writes it; what
 // the entry says is checked as it is added to a listing (see Listing.Add).
 func ParseEntry(s string) (Entry, error) {
-	var e Entry
-	f := strings.SplitN(s, " ", 7)
-	if len(f) < 7 {
-		return e, fmt.Errorf("entry %.64q: fewer than 7 fields", s)
+	var f [6]string
+	rest, ok := s, true
+	for i := range f {
+		if f[i], rest, ok = strings.Cut(rest, " "); !ok {
+			return Entry{}, fmt.Errorf("entry %.64q: fewer than 7 fields", s)
+		}
 	}
 	mode, err1 := strconv.ParseUint(f[1], 8, 32)
 	size, err2 := strconv.ParseInt(f[2], 10, 64)
 	mtime, err3 := strconv.ParseInt(f[3], 10, 64)
-	if err := errors.Join(err1, err2, err3); err != nil || f[4] == "" || !canon(f[1], f[2], f[3]) {
-		return e, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
+	if err1 != nil || err2 != nil || err3 != nil || f[4] == "" || !canon(f[1]) || !canon(f[2]) || !canon(f[3]) {
+		return Entry{}, fmt.Errorf("entry %.64q: mode, size, time or hash", s)
 	}
-	e = Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
+	e := Entry{Type: f[0], Mode: uint32(mode), Size: size, MTime: mtime}
 	var err error
 	if f[4] != "-" {
 		e.Hash = f[4]
@@ -166,7 +183,7 @@ func ParseEntry(s string) (Entry, error) {
 	if e.Marks, err = parseMarks(f[5]); err != nil {
 		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}
-	name, link, err := names(f[6])
+	name, link, err := names(rest)
 	if err != nil {
 		return e, fmt.Errorf("entry %.64q: %v", s, err)
 	}
@@ -174,16 +191,11 @@ func ParseEntry(s string) (Entry, error) {
 	return e, nil
 }
 
-// canon says whether each of the numbers ns is written as AppendText
-// writes it: no sign but a minus, no leading zero.
-func canon(ns ...string) bool {
-	for _, n := range ns {
-		d := strings.TrimPrefix(n, "-")
-		if d == "" || d[0] == '0' && (len(d) > 1 || n != d) || d[0] == '+' {
-			return false
-		}
-	}
-	return true
+// canon says whether the number n is written as AppendText writes it:
+// no sign but a minus, no leading zero.
+func canon(n string) bool {
+	d := strings.TrimPrefix(n, "-")
+	return d != "" && !(d[0] == '0' && (len(d) > 1 || n != d)) && d[0] != '+'
 }
 
 // names parses the quoted name and, if any, link target that end an
@@ -232,7 +244,7 @@ func checkName(n string) error {
 	if n == "" || len(n) > MaxPath || !utf8.ValidString(n) || strings.ContainsRune(n, 0) {
 		return fmt.Errorf("name %.64q: empty, too long, not UTF-8 or with a NUL byte", n)
 	}
-	for _, el := range strings.Split(n, "/") {
+	for el := range strings.SplitSeq(n, "/") {
 		if el == "" || el == "." || el == ".." || len(el) > MaxElem {
 			return fmt.Errorf("name %.64q: absolute, not clean, or with '..' or a long element", n)
 		}
@@ -245,13 +257,14 @@ func checkName(n string) error {
 // directory, within the bounds.
 type Listing struct {
 	tops    []string
-	entries map[string]Entry
+	entries [][]Entry      // in the order added, listChunk a slice
+	index   map[string]int // each name's place in entries
 	bytes   int
 }
 
 // NewListing returns an empty listing of entries under tops.
 func NewListing(tops []string) *Listing {
-	return &Listing{tops: tops, entries: map[string]Entry{}}
+	return &Listing{tops: tops, index: map[string]int{}}
 }
 
 // Add checks e and adds it to l.
@@ -259,8 +272,43 @@ func (l *Listing) Add(e Entry) error {
 	if err := l.check(e); err != nil {
 		return err
 	}
+	l.put(e)
+	return nil
+}
+
+// listChunk is how many entries a listing holds in one slice: a slice
+// that grew to hold them all would be copied again and again.
+const listChunk = 1024
+
+// put adds e to l.
+func (l *Listing) put(e Entry) {
 	l.bytes += len(e.Name) + len(e.Link)
-	l.entries[e.Name] = e
+	n := len(l.index)
+	if n%listChunk == 0 {
+		l.entries = append(l.entries, make([]Entry, 0, listChunk))
+	}
+	l.index[e.Name] = n
+	l.entries[n/listChunk] = append(l.entries[n/listChunk], e)
+}
+
+// each hands each entry of l to do, in the order added.
+func (l *Listing) each(do func(Entry)) {
+	for _, c := range l.entries {
+		for _, e := range c {
+			do(e)
+		}
+	}
+}
+
+// Put adds e, an entry that this side's own walk (see Walk) listed under
+// a top-level entry already added, to l, checking only the listing's
+// bounds: the walk lists each name once, each directory before what it
+// holds, and checks the rest.
+func (l *Listing) Put(e Entry) error {
+	if len(l.index) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
+		return fmt.Errorf("entry %q: more than %d entries or %d bytes of names", e.Name, MaxEntries, MaxBytes)
+	}
+	l.put(e)
 	return nil
 }
 
@@ -273,13 +321,13 @@ func (l *Listing) check(e Entry) error {
 	if !slices.Contains(l.tops, top) {
 		return fmt.Errorf("entry %q: not under the copy's names", e.Name)
 	}
-	if _, dup := l.entries[e.Name]; dup {
+	if _, dup := l.index[e.Name]; dup {
 		return fmt.Errorf("entry %q: listed twice", e.Name)
 	}
-	if len(l.entries) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
+	if len(l.index) == MaxEntries || l.bytes+len(e.Name)+len(e.Link) > MaxBytes {
 		return fmt.Errorf("entry %q: more than %d entries or %d bytes of names", e.Name, MaxEntries, MaxBytes)
 	}
-	if parent := path.Dir(e.Name); parent != "." && l.entries[parent].Type != Dir {
+	if parent, _ := l.Get(path.Dir(e.Name)); path.Dir(e.Name) != "." && parent.Type != Dir {
 		return fmt.Errorf("entry %q: its directory is not listed before it", e.Name)
 	}
 	return e.checkFields()
@@ -304,18 +352,21 @@ func (e Entry) checkFields() error {
 }
 
 // Len is how many entries l holds.
-func (l *Listing) Len() int { return len(l.entries) }
+func (l *Listing) Len() int { return len(l.index) }
 
 // Get returns the entry named name, if l has it.
 func (l *Listing) Get(name string) (Entry, bool) {
-	e, ok := l.entries[name]
-	return e, ok
+	i, ok := l.index[name]
+	if !ok {
+		return Entry{}, false
+	}
+	return l.entries[i/listChunk][i%listChunk], true
 }
 
 // Names returns l's names, sorted.
 func (l *Listing) Names() []string {
-	names := make([]string, 0, len(l.entries))
-	for n := range l.entries {
+	names := make([]string, 0, len(l.index))
+	for n := range l.index {
 		names = append(names, n)
 	}
 	slices.Sort(names)

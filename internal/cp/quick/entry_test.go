@@ -198,3 +198,14 @@ func TestWalkOrder(t *testing.T) {
 		t.Errorf("after a failure at the 10th entry: %d entries, %v", n, err)
 	}
 }
+
+// TestJoin checks that join is filepath.Join for a clean directory and a
+// plain name.
+func TestJoin(t *testing.T) {
+	t.Parallel()
+	for _, dir := range []string{".", "/", "a", "/a/b", "../a"} {
+		if got, want := join(dir, "x"), filepath.Join(dir, "x"); got != want {
+			t.Errorf("join(%q, x) = %q, want %q", dir, got, want)
+		}
+	}
+}

@@ -17,12 +17,13 @@ const walkers = 4
 
 // How says what a walk lists besides each entry's type, size, time and
 // mode: with Hash each regular file's hash, with Marks (if not nil) the
-// marks it returns for the entry at path that st describes; what Leave
+// marks it returns for the entry base in the directory dirfd, at path,
+// that st describes; what Leave
 // (if not nil) says to leave out is, as what is under it (the copy's
 // filter rules).
 type How struct {
 	Hash  bool
-	Marks func(path string, st *unix.Stat_t) (Marks, error)
+	Marks func(dirfd int, base, path string, st *unix.Stat_t) (Marks, error)
 	Leave func(name string, isDir bool) bool
 }
 
@@ -50,7 +51,7 @@ func Walk(top, name string, how How, each func(Entry) error) error {
 	if err := w.emit(e); err != nil || e.Type != Dir {
 		return err
 	}
-	return w.run(dirJob{top, name})
+	return w.run(dirJob{filepath.Clean(top), name})
 }
 
 // walk is one Walk: what it lists and how much it has listed.
@@ -139,28 +140,28 @@ func (w *walk) read(j dirJob) dirRead {
 		return dirRead{err: err}
 	}
 	slices.Sort(names)
-	var r dirRead
+	r := dirRead{entries: make([]Entry, 0, len(names))}
 	var text []byte
+	var st unix.Stat_t
 	for _, base := range names {
 		n := j.name + "/" + base
-		var st unix.Stat_t
 		if err := unix.Fstatat(fd, base, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
 			continue
 		} else if err != nil {
-			return dirRead{err: &os.PathError{Op: "lstat", Path: filepath.Join(j.path, base), Err: err}}
+			return dirRead{err: &os.PathError{Op: "lstat", Path: join(j.path, base), Err: err}}
 		}
 		isDir := st.Mode&unix.S_IFMT == unix.S_IFDIR
 		if checkName(n) != nil || w.how.Leave != nil && w.how.Leave(n, isDir) {
 			continue
 		}
-		p := filepath.Join(j.path, base)
+		p := join(j.path, base)
 		e, err := w.entryAt(fd, base, p, n, &st)
 		if errors.Is(err, unix.ENOENT) {
 			continue
 		} else if err != nil {
 			return dirRead{err: fmt.Errorf("list %s: %w", p, err)}
 		}
-		if text = e.AppendText(text[:0]); len(text) > MaxLine {
+		if !e.fits(&text) {
 			continue
 		}
 		r.entries = append(r.entries, e)
@@ -169,6 +170,33 @@ func (w *walk) read(j dirJob) dirRead {
 		}
 	}
 	return r
+}
+
+// textBound bounds the bytes of an entry's text but its name and target:
+// its type, mode, size, time, hash, marks and separators.
+const textBound = 256
+
+// fits says whether e's text is at most MaxLine bytes long, writing it
+// into text only where its name and target are long enough to need it
+// (quoted, a rune takes at most 10 bytes).
+func (e Entry) fits(text *[]byte) bool {
+	if textBound+10*(len(e.Name)+len(e.Link)) <= MaxLine {
+		return true
+	}
+	*text = e.AppendText((*text)[:0])
+	return len(*text) <= MaxLine
+}
+
+// join is filepath.Join(dir, base) for a clean dir and a plain base,
+// without cleaning the result again.
+func join(dir, base string) string {
+	switch dir {
+	case ".":
+		return base
+	case "/":
+		return "/" + base
+	}
+	return dir + "/" + base
 }
 
 // entryAt describes the entry base in the directory dirfd, at path p and
@@ -189,7 +217,7 @@ func (w *walk) entryAt(dirfd int, base, p, n string, st *unix.Stat_t) (Entry, er
 		e.Link, err = readlinkAt(dirfd, base)
 	}
 	if err == nil && w.how.Marks != nil {
-		e.Marks, err = w.how.Marks(p, st)
+		e.Marks, err = w.how.Marks(dirfd, base, p, st)
 	}
 	return e, err
 }

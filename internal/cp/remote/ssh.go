@@ -56,6 +56,10 @@ type Remote struct {
 	Failed proto.Status  // the remote side's last "fail" line, once lines or Waited is closed
 }
 
+// linesAhead is how many status lines are read ahead of Next: a listing's
+// thousands of lines pass without a goroutine switch each.
+const linesAhead = 256
+
 // Start runs the command line that c.remoteArgv gives for t and
 // flag (--remote-receive or --remote-send), with its stderr (and so the remote
 // command's) on stderr, escaped so that it cannot control the terminal.
@@ -75,7 +79,7 @@ func Start(c Command, t Target, flag string, stderr io.Writer) (*Remote, error) 
 	if err := cmd.Start(); err != nil {
 		return nil, conn.Errorf(conn.KindSetup, "", "run %s: %v", argv[0], err)
 	}
-	r := &Remote{cmd: cmd, Stdin: stdin, lines: make(chan proto.Status, 4), ending: make(chan struct{}), errc: make(chan error, 1), Waited: make(chan struct{})}
+	r := &Remote{cmd: cmd, Stdin: stdin, lines: make(chan proto.Status, linesAhead), ending: make(chan struct{}), errc: make(chan error, 1), Waited: make(chan struct{})}
 	go r.read(stdout, vis)
 	return r, nil
 }
@@ -119,6 +123,15 @@ func (r *Remote) read(stdout io.Reader, stderr *visWriter) {
 // Next returns the next status line, waiting at most wait for it. It
 // fails when the remote side ends without one.
 func (r *Remote) Next(ctx context.Context, wait time.Duration) (proto.Status, error) {
+	if ctx.Err() == nil {
+		select {
+		case st, ok := <-r.lines: // read ahead: no timer to start
+			if ok {
+				return st, nil
+			}
+		default:
+		}
+	}
 	timer := time.NewTimer(wait)
 	defer timer.Stop()
 	select {

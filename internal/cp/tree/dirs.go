@@ -2,7 +2,6 @@ package tree
 
 import (
 	"errors"
-	"io/fs"
 	"os"
 	"path/filepath"
 
@@ -159,17 +158,17 @@ func (ds *dirs) close() {
 
 // dropPartials removes the partial copies of the file base in d that no
 // copy is writing, once base is complete. It lists d's partial files once,
-// the first time; a directory this extraction made holds none.
+// the first time, by name alone (fs.ReadDir would lstat every entry); a
+// directory this extraction made holds none.
 func (d *dir) dropPartials(base string) {
 	if d.fresh {
 		return
 	}
 	if d.partials == nil {
 		d.partials = map[string][]string{}
-		entries, _ := fs.ReadDir(d.root.FS(), ".")
-		for _, e := range entries {
-			if of, ok := partialOf(e.Name()); ok {
-				d.partials[of] = append(d.partials[of], e.Name())
+		for _, n := range names(d.root) {
+			if of, ok := partialOf(n); ok {
+				d.partials[of] = append(d.partials[of], n)
 			}
 		}
 	}
@@ -180,4 +179,16 @@ func (d *dir) dropPartials(base string) {
 		}
 	}
 	delete(d.partials, base)
+}
+
+// names returns the names in the directory root, as many as it could
+// read.
+func names(root *os.Root) []string {
+	f, err := root.Open(".")
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	n, _ := f.Readdirnames(-1)
+	return n
 }

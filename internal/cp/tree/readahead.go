@@ -3,7 +3,6 @@ package tree
 import (
 	"io/fs"
 	"os"
-	"path"
 	"path/filepath"
 
 	"golang.org/x/sys/unix"
@@ -127,47 +126,76 @@ func (r *readAhead) walk(srcs []Source) {
 // each entry (where it is, its name in the archive) that s's rules do not
 // exclude (nor one under an excluded directory) nor s.skip names, only
 // directories if dirs, or with a failure; visit's error ends the walk, as
-// in filepath.WalkDir.
+// in filepath.WalkDir, whose order and errors it has. Unlike WalkDir, it
+// joins no path for an entry it passes over (a repeated copy's skipped
+// files, a file in the walk of directories).
 func walkSource(s Source, dirs bool, visit func(p, name string, d fs.DirEntry, err error) error) error {
 	root, err := filepath.EvalSymlinks(s.Path)
 	if err != nil {
 		return visit("", "", nil, err)
 	}
-	return filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err == nil && dirs && !d.IsDir() {
-			return nil
-		}
-		name := ""
-		if err == nil {
-			name, err = walkName(p, root, s.Name)
-		}
-		if err == nil && s.Rules.Match(name, d.IsDir()) {
-			return skipEntry(d)
-		}
-		if err == nil && s.Skip[name] {
-			return nil
-		}
-		return visit(p, name, d, err)
-	})
+	w := sourceWalk{s: s, dirs: dirs, visit: visit}
+	fi, err := os.Lstat(root)
+	if err == nil {
+		err = w.entry(root, "", s.Name, fs.FileInfoToDirEntry(fi))
+	} else {
+		err = visit(root, "", nil, err)
+	}
+	if err == filepath.SkipDir || err == filepath.SkipAll {
+		return nil
+	}
+	return err
 }
 
-// skipEntry is what a walk returns to leave d out: all of it, if it is a
-// directory.
-func skipEntry(d fs.DirEntry) error {
-	if d.IsDir() {
-		return filepath.SkipDir
+// sourceWalk is one walkSource.
+type sourceWalk struct {
+	s     Source
+	dirs  bool
+	visit func(p, name string, d fs.DirEntry, err error) error
+}
+
+// entry visits d, base in the directory dir (or dir itself if base is
+// "") and named name in the archive, then, if it is a directory, what it
+// holds, as walkSource says.
+func (w sourceWalk) entry(dir, base, name string, d fs.DirEntry) error {
+	switch {
+	case w.dirs && !d.IsDir(), w.s.Rules.Match(name, d.IsDir()):
+		return nil // and nothing under it
+	case w.s.Skip[name] && !d.IsDir():
+		return nil
+	}
+	p := filepath.Join(dir, base)
+	if !w.s.Skip[name] {
+		if err := w.visit(p, name, d, nil); err != nil || !d.IsDir() {
+			return ignoreSkipDir(err, d)
+		}
+	}
+	entries, err := os.ReadDir(p)
+	if err != nil {
+		if err = w.visit(p, "", d, err); err != nil {
+			return ignoreSkipDir(err, d)
+		}
+	}
+	for _, c := range entries {
+		if w.dirs && !c.IsDir() {
+			continue
+		}
+		if err := w.entry(p, c.Name(), name+"/"+c.Name(), c); err == filepath.SkipDir {
+			return nil // the rest of this directory is skipped
+		} else if err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// walkName is the name in the archive of the entry at p, under root,
-// which goes into the archive under top.
-func walkName(p, root, top string) (string, error) {
-	rel, err := filepath.Rel(root, p)
-	if err != nil {
-		return "", err
+// ignoreSkipDir is err, what a walk's visit of d returned, but nil for
+// SkipDir on a directory: the walk goes on without what is under it.
+func ignoreSkipDir(err error, d fs.DirEntry) error {
+	if err == filepath.SkipDir && d.IsDir() {
+		return nil
 	}
-	return path.Join(top, filepath.ToSlash(rel)), nil
+	return err
 }
 
 // load stats the entry at p, which goes into the archive as name, and
