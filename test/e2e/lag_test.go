@@ -1,7 +1,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"io"
 	"net"
@@ -11,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
@@ -69,7 +70,7 @@ func TestRelayLagSpills(t *testing.T) {
 	code, stderr := rs[2].wait(2 * time.Minute)
 	expect(t, "the last rdmarecv", code, stderr, 0)
 	if got, size := fileSum(t, outs[2]); size != n || got != want {
-		t.Errorf("the last receiver wrote %d bytes with sha256 %x, want %d with %x", size, got, n, want)
+		t.Errorf("the last receiver wrote %d bytes with digest %x, want %d with %x", size, got, n, want)
 	}
 	testutil.WaitFor(t, time.Minute, "the first receiver to write the stream", func() bool { return fileSize(outs[0]) == n })
 	limit := int64(n / 2)
@@ -82,9 +83,9 @@ func TestRelayLagSpills(t *testing.T) {
 	if names, err := os.ReadDir(dir); err != nil || len(names) != 0 {
 		t.Errorf("the spill directory holds %v (%v), want nothing: the spill file is unlinked at once", names, err)
 	}
-	h := sha256.New()
-	if m, err := io.Copy(h, pr); m != n || err != nil || [32]byte(h.Sum(nil)) != want {
-		t.Errorf("the slow receiver's output gave %d bytes (%v) with sha256 %x, want %d with %x", m, err, h.Sum(nil), n, want)
+	h := xxh3.New()
+	if m, err := io.Copy(h, pr); m != n || err != nil || digestOf(h) != want {
+		t.Errorf("the slow receiver's output gave %d bytes (%v) with digest %x, want %d with %x", m, err, digestOf(h), n, want)
 	}
 	code, stderr = s.wait(time.Minute)
 	expect(t, "rdmasend", code, stderr, 0, "written by all 3 receivers")
@@ -125,9 +126,9 @@ func TestRelaySlowHostLeaves(t *testing.T) {
 }
 
 // slowHostLeaves runs slowChain of a keyed chain with n bytes from in
-// (whose sha256 is want), receiver slow with a lag of 1 MiB and no spill,
+// (whose digest is want), receiver slow with a lag of 1 MiB and no spill,
 // and checks that it leaves the chain alone.
-func slowHostLeaves(t *testing.T, in string, want [32]byte, key string, slow int) {
+func slowHostLeaves(t *testing.T, in string, want digest, key string, slow int) {
 	const n = 16<<20 + 3
 	common := []string{"--key-file", key, "--timeout", bounded(5 * time.Second)}
 	rs, pr, outs, s := slowChain(t, in, slow, common, []string{"--lag-buffer", "1M", "--spill-max", "0"})
@@ -145,7 +146,7 @@ func slowHostLeaves(t *testing.T, in string, want [32]byte, key string, slow int
 		code, stderr := rs[i].wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
-			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+			t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i, size, got, n, want)
 		}
 	}
 	pr.Close()
