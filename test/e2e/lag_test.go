@@ -77,7 +77,9 @@ func TestRelayLagSpills(t *testing.T) {
 	if race {
 		limit = 4 * n // the race runtime's shadow memory: only a lag far past its bound shows
 	}
-	if peak := peakRSS(t, rs[1].cmd.Process.Pid); peak > limit {
+	peak := peakRSS(t, rs[1].cmd.Process.Pid)
+	t.Logf("the slow receiver's peak RSS: %d bytes", peak)
+	if peak > limit {
 		t.Errorf("the slow receiver's peak RSS is %d bytes while its output is %d bytes behind, want at most %d: its memory follows the lag", peak, n, limit)
 	}
 	if names, err := os.ReadDir(dir); err != nil || len(names) != 0 {
