@@ -62,6 +62,7 @@ func slowChain(t *testing.T, in string, slow int, common, lagFlags []string, sen
 // its memory stays far below the stream, and once the pipe is read the
 // stream comes out exact; rdmasend exits 0.
 func TestRelayLagSpills(t *testing.T) {
+	t.Parallel()
 	const n = 64<<20 + 7
 	in, want := randomFile(t, n, 44)
 	dir := t.TempDir()
@@ -113,6 +114,7 @@ func TestRelayLagSpills(t *testing.T) {
 // (or, before the last, alone), the other two write the stream exact, and
 // rdmasend exits 8 naming it.
 func TestRelaySlowHostLeaves(t *testing.T) {
+	t.Parallel()
 	const n = 16<<20 + 3
 	in, want := randomFile(t, n, 45)
 	key := filepath.Join(t.TempDir(), "key")

@@ -30,8 +30,9 @@
 #      rxe and siw and of rdmacp's over rxe and siw (defaults per SUITE below);
 #      SIW_RDMA_SKIP: -test.skip of the rdma transport tests over siw; DELAY_RUNS (1): runs per
 #      delay of the delay test, 0 to leave it out; CP_ONLY=1 runs only rdmacp's tests;
-#      VM_PARALLEL (1): how many of the e2e and rdmacp tests that may run in parallel do at a
-#      time in the VM (its bounds were set for one at a time).
+#      VM_PARALLEL: how many of the e2e and rdmacp tests that may run in parallel do at a
+#      time in the VM (quick: 2, on the guest's 2 CPUs; full: 1, the bounds of its other
+#      tests were set for one at a time).
 # Every test runs with RDMAPIPE_STRICT=1: a missing precondition fails, never skips.
 # Everything is compiled on the host; the VM only runs binaries. Needs root (see vm-run.sh).
 set -euo pipefail
@@ -42,7 +43,6 @@ rm -rf "$suite"
 mkdir -p "$suite"
 
 SUITE=${SUITE:-quick}
-VM_PARALLEL=${VM_PARALLEL:-1}
 case $SUITE in
 quick)
   E2E_RUN=${E2E_RUN:-'^(TestBigStream|TestKeys|TestRelay|TestRelayLagSpills|TestRelaySlowHostLeaves|TestBroadcastHopKilled|TestBroadcastRepair|TestChunkUnderMemlock|TestRelayUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestCheckAgainstReceiver|TestAutoTransport)$'}
@@ -59,7 +59,7 @@ quick)
   CP_RUN=${CP_RUN:-'^(TestCopyFile|TestDownload|TestTransport|TestUnderMemlock|TestHostileRemote|TestHostileOffer|TestBetweenTransport)$'}
   CP_SKIP='^TestDownload$/^(file_to_a_new_name,_-p|empty_file|unencrypted|tree_to_a_new_name|several_sources|tree_as_dir|several_files_without_-r)|^TestHostileRemote$/^(an_archive|a_file|a_directory|a_name|an_entry_outside|a_hard_link|a_resume_that)'
   SIW_CP_RUN=${SIW_CP_RUN:-'^TestTransport$'}
-  BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} ;;
+  BIG_MIB=16 VM_TIMEOUT=${VM_TIMEOUT:-2400} VM_PARALLEL=${VM_PARALLEL:-2} ;;
 full)
   # Left out over rxe: the command-line tests that use no transport (help, man pages,
   # completions, usage errors), which make test-unit runs on the host.
@@ -82,7 +82,7 @@ full)
   # (failures before any stream, trees, sparse files, resume plans, the listening address)
   # is the same as over rxe.
   SIW_CP_RUN=${SIW_CP_RUN:-'^(TestCopyFile|TestDownload|TestKilledMidStream|TestCopyToHostDies|TestTransport)$'}
-  BIG_MIB=64 VM_TIMEOUT=${VM_TIMEOUT:-4500} ;;
+  BIG_MIB=64 VM_TIMEOUT=${VM_TIMEOUT:-4500} VM_PARALLEL=${VM_PARALLEL:-1} ;;
 *)
   echo "SUITE=$SUITE: quick or full" >&2
   exit 2 ;;
