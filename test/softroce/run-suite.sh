@@ -106,13 +106,18 @@ cp "$suite"/{rdmasend,rdmarecv,rdmacp,rdma.test,e2e.test,rdmacp.test,wire.sh} "\
 cd "\$bin"
 export RDMAPIPE_STRICT=1 RDMAPIPE_BIN="\$bin"
 status=0
-# section NAME CMD...: runs CMD, says how long it took, remembers a failure
+# cputime: the guest's CPU time so far, busy and in all (jiffies, /proc/stat)
+cputime() { awk '/^cpu / {print \$2+\$3+\$4+\$7+\$8+\$9, \$2+\$3+\$4+\$5+\$6+\$7+\$8+\$9}' /proc/stat; }
+# section NAME CMD...: runs CMD, says how long it took and how busy it kept the guest's
+# CPUs, remembers a failure
 section() {
-  local name=\$1 t0=\$SECONDS rc=0
+  local name=\$1 t0=\$SECONDS c0 rc=0 busy
+  c0=\$(cputime)
   shift
   echo "== \$name"
   "\$@" || rc=\$?
-  echo "== \$name: exit status \$rc after \$((SECONDS - t0))s"
+  busy=\$(awk -v a="\$c0" -v b="\$(cputime)" 'BEGIN { split(a, x); split(b, y); if (y[2] > x[2]) printf "%d", 100 * (y[1] - x[1]) / (y[2] - x[2]) }')
+  echo "== \$name: exit status \$rc after \$((SECONDS - t0))s, the CPUs \${busy:-?}% busy"
   [ \$rc = 0 ] || status=1
 }
 # emptyroot CMD...: CMD in a mount namespace of its own with an empty /root. The rdmacp
