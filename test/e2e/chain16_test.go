@@ -31,7 +31,7 @@ func TestChain16(t *testing.T) {
 	for i, r := range rs {
 		r.waitStderr(time.Minute, itoa(size)+" bytes in") // its -v summary: the stream is written
 		if got, n := fileSum(t, outs[i]); n != size || got != want {
-			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, n, got, size, want)
+			t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i, n, got, size, want)
 		}
 	}
 }

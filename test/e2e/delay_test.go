@@ -6,9 +6,7 @@ package e2e
 // test-delay: 20 runs per delay; make test-rdma: 1), since it takes minutes.
 
 import (
-	"crypto/sha256"
 	"fmt"
-	"hash"
 	"io"
 	"os"
 	"strconv"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
@@ -31,7 +31,7 @@ const delayBound = 5 * time.Minute
 // hashWriter counts and hashes what a process writes to its stdout.
 type hashWriter struct {
 	mu sync.Mutex
-	h  hash.Hash
+	h  *xxh3.Hasher
 	n  int64
 }
 
@@ -43,10 +43,10 @@ func (w *hashWriter) Write(p []byte) (int, error) {
 	return len(p), nil
 }
 
-func (w *hashWriter) sum() ([32]byte, int64) {
+func (w *hashWriter) sum() (digest, int64) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return [32]byte(w.h.Sum(nil)), w.n
+	return digestOf(w.h), w.n
 }
 
 // delayEnv reads the runs per delay (RDMAPIPE_DELAY_RUNS), the delays in
@@ -115,9 +115,9 @@ func TestDelay(t *testing.T) {
 
 // delayRun streams the input file across the wire once and checks that it
 // arrived whole and exact, with both sides exiting 0.
-func delayRun(t *testing.T, w wire, transport, in string, want [32]byte) {
+func delayRun(t *testing.T, w wire, transport, in string, want digest) {
 	port := strconv.Itoa(testutil.FreePort(t))
-	out := &hashWriter{h: sha256.New()}
+	out := &hashWriter{h: xxh3.New()}
 	r := start(t, "rdmarecv", nil, out, "--transport", transport, "--port", port, "--bind", w.b, "-v")
 	r.waitStderr(30*time.Second, listening)
 	s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", transport, "--port", port, "--wait", "20s", "-v", w.b)

@@ -16,7 +16,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"fmt"
 	"io"
 	"math/rand/v2"
@@ -29,6 +28,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
@@ -120,14 +121,14 @@ var shared struct {
 	dir  string // where it lives
 	temp bool   // dir is ours to remove at the end
 	path string
-	sum  [32]byte
+	sum  digest
 	err  error
 }
 
-// faultInput returns the path and sha256 of faultSize random bytes, in
+// faultInput returns the path and digest of faultSize random bytes, in
 // RDMAPIPE_E2E_WORK when set (the shared work dir of the VM) or else in a
 // temporary dir that removeShared deletes.
-func faultInput(t *testing.T) (string, [32]byte) {
+func faultInput(t *testing.T) (string, digest) {
 	t.Helper()
 	shared.once.Do(func() {
 		shared.dir = os.Getenv("RDMAPIPE_E2E_WORK")
@@ -147,13 +148,13 @@ func faultInput(t *testing.T) (string, [32]byte) {
 			return
 		}
 		defer f.Close()
-		h := sha256.New()
+		h := xxh3.New()
 		src := rand.NewChaCha8([32]byte{'f', 'a', 'u', 'l', 't'})
 		if _, err := io.CopyN(io.MultiWriter(f, h), src, faultSize); err != nil {
 			shared.err = err
 			return
 		}
-		shared.sum = [32]byte(h.Sum(nil))
+		shared.sum = digestOf(h)
 	})
 	if shared.err != nil {
 		t.Fatalf("fault input: %v", shared.err)
@@ -175,7 +176,7 @@ func removeShared() {
 type faultStream struct {
 	t         *testing.T
 	transport string
-	want      [32]byte
+	want      digest
 	out       string // the receiver's output file
 	logDir    string // where stderr and dumps are kept ("" for nowhere)
 	r, s      *proc

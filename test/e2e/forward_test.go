@@ -53,7 +53,7 @@ func TestForward(t *testing.T) {
 		code, stderr := h.wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
-			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+			t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i, size, got, n, want)
 		}
 	}
 	expect(t, "rdmarecv 0", hops[0].code, hops[0].stderr.String(), 0, "relay to", "zero-copy")
@@ -141,7 +141,7 @@ func TestForwardSlowHop(t *testing.T) {
 	}
 	for _, out := range []string{first, last} {
 		if got, size := fileSum(t, out); size != n || got != want {
-			t.Errorf("%s: %d bytes with sha256 %x, want %d with %x", out, size, got, n, want)
+			t.Errorf("%s: %d bytes with digest %x, want %d with %x", out, size, got, n, want)
 		}
 	}
 	if slow.Len() != n {
@@ -204,7 +204,7 @@ func TestBroadcast(t *testing.T) {
 				code, stderr := r.wait(time.Minute)
 				expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 				if got, size := fileSum(t, outs[i]); size != n || got != want {
-					t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+					t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i, size, got, n, want)
 				}
 			}
 		})
@@ -282,7 +282,7 @@ func TestBroadcastMixed(t *testing.T) {
 		code, stderr := r.wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
-			t.Errorf("receiver %d (%s) wrote %d bytes with sha256 %x, want %d with %x", i, transports[i], size, got, n, want)
+			t.Errorf("receiver %d (%s) wrote %d bytes with digest %x, want %d with %x", i, transports[i], size, got, n, want)
 		}
 		t.Logf("receiver %d (--transport %s): %s", i, transports[i], strings.TrimSpace(stderr[strings.LastIndex(strings.TrimSpace(stderr), "\n")+1:]))
 	}
@@ -380,7 +380,7 @@ func TestBroadcastWaitsForChain(t *testing.T) {
 		code, stderr := r.wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
-			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i, size, got, n, want)
+			t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i, size, got, n, want)
 		}
 	}
 }

@@ -7,7 +7,6 @@
 package e2e
 
 import (
-	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -21,6 +20,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/zeebo/xxh3"
 
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
@@ -274,8 +275,8 @@ func send(t *testing.T, port int, in io.Reader, extra ...string) *proc {
 }
 
 // randomFile writes n deterministic pseudo-random bytes to a temp file and
-// returns its path and sha256.
-func randomFile(t *testing.T, n int64, seed uint64) (string, [32]byte) {
+// returns its path and digest.
+func randomFile(t *testing.T, n int64, seed uint64) (string, digest) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "input")
 	f, err := os.Create(path)
@@ -283,28 +284,36 @@ func randomFile(t *testing.T, n int64, seed uint64) (string, [32]byte) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := xxh3.New()
 	src := rand.NewChaCha8([32]byte{byte(seed), byte(seed >> 8), 7})
 	if _, err := io.CopyN(io.MultiWriter(f, h), src, n); err != nil {
 		t.Fatal(err)
 	}
-	return path, [32]byte(h.Sum(nil))
+	return path, digestOf(h)
 }
 
-// fileSum returns the sha256 and size of a file.
-func fileSum(t *testing.T, path string) ([32]byte, int64) {
+// digest is what the tests compare streams by: XXH3's 128 bits, which the
+// SoftRoCE VM's emulated CPU computes 40 times as fast as SHA-256 (about
+// 1 GB/s against 23 MB/s).
+type digest = [16]byte
+
+// digestOf returns h's digest.
+func digestOf(h *xxh3.Hasher) digest { return h.Sum128().Bytes() }
+
+// fileSum returns the digest and size of a file.
+func fileSum(t *testing.T, path string) (digest, int64) {
 	t.Helper()
 	f, err := os.Open(path)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	h := sha256.New()
+	h := xxh3.New()
 	n, err := io.Copy(h, f)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return [32]byte(h.Sum(nil)), n
+	return digestOf(h), n
 }
 
 // openFile opens path for reading, closed at the end of the test.

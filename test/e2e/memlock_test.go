@@ -34,7 +34,7 @@ func TestChunkUnderMemlock(t *testing.T) {
 	code, stderr = r.wait(time.Minute)
 	expect(t, "rdmarecv", code, stderr, 0)
 	if got, size := fileSum(t, out); size != n || got != want {
-		t.Errorf("the receiver wrote %d bytes with sha256 %x, want %s with %x", size, got, strconv.Itoa(n), want)
+		t.Errorf("the receiver wrote %d bytes with digest %x, want %s with %x", size, got, strconv.Itoa(n), want)
 	}
 }
 
@@ -68,7 +68,7 @@ func TestRelayUnderMemlock(t *testing.T) {
 		code, stderr := r.wait(time.Minute)
 		expect(t, "rdmarecv "+strconv.Itoa(i+1), code, stderr, 0)
 		if got, size := fileSum(t, outs[i]); size != n || got != want {
-			t.Errorf("receiver %d wrote %d bytes with sha256 %x, want %d with %x", i+1, size, got, n, want)
+			t.Errorf("receiver %d wrote %d bytes with digest %x, want %d with %x", i+1, size, got, n, want)
 		}
 	}
 }

@@ -61,8 +61,8 @@ func leavingReceiver(t *testing.T, key string) (*proc, string) {
 }
 
 // slowSender starts rdmasend with key --to chain, reading 16 MiB of its
-// own, and returns it and the input's sha256.
-func slowSender(t *testing.T, key, chain string) (*proc, [32]byte) {
+// own, and returns it and the input's digest.
+func slowSender(t *testing.T, key, chain string) (*proc, digest) {
 	t.Helper()
 	in, want := randomFile(t, 16<<20+3, 46)
 	s := start(t, "rdmasend", openFile(t, in), io.Discard, "--transport", suite.transport, "-v", "--key-file", key, "--timeout", "5s", "--to", chain)
@@ -125,7 +125,7 @@ func TestSlowHostLeaveRedirectedToAnotherStream(t *testing.T) {
 	code, stderr = a1.wait(time.Minute)
 	expect(t, "rdmarecv A1", code, stderr, 0)
 	if got, size := fileSum(t, a1Out); size != 16<<20+3 || got != want {
-		t.Errorf("A1 wrote %d bytes with sha256 %x, want the stream's %x", size, got, want)
+		t.Errorf("A1 wrote %d bytes with digest %x, want the stream's %x", size, got, want)
 	}
 	code, stderr = a3.wait(time.Minute)
 	expect(t, "rdmarecv A3", code, stderr, 4, "no sender took the stream over")
@@ -166,7 +166,7 @@ func TestSlowHostLeaveRedirectedToAnotherPlace(t *testing.T) {
 	}
 	for name, out := range map[string]string{"H1": h1Out, "H4": h4Out} {
 		if got, size := fileSum(t, out); size != 16<<20+3 || got != want {
-			t.Errorf("%s wrote %d bytes with sha256 %x, want the stream's %x", name, size, got, want)
+			t.Errorf("%s wrote %d bytes with digest %x, want the stream's %x", name, size, got, want)
 		}
 	}
 }

@@ -2,7 +2,6 @@ package e2e
 
 import (
 	"bytes"
-	"crypto/sha256"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -10,12 +9,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/zeebo/xxh3"
+
 	"github.com/rdmapipe/rdmapipe/internal/testutil"
 )
 
 // sparseInput writes a file of size bytes that is zeros but for 1 MiB of
-// random data at off, and returns its path and sha256.
-func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
+// random data at off, and returns its path and digest.
+func sparseInput(t *testing.T, size, off int64) (string, digest) {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "input")
 	f := createFile(t, path)
@@ -27,11 +28,11 @@ func sparseInput(t *testing.T, size, off int64) (string, [32]byte) {
 	if err := f.Truncate(size); err != nil {
 		t.Fatal(err)
 	}
-	h := sha256.New()
+	h := xxh3.New()
 	if _, err := io.Copy(h, openFile(t, path)); err != nil {
 		t.Fatal(err)
 	}
-	return path, [32]byte(h.Sum(nil))
+	return path, digestOf(h)
 }
 
 // TestSparse: rdmarecv --sparse writes the zeros of the stream as holes,

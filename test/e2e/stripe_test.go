@@ -37,7 +37,7 @@ func TestStripeDevices(t *testing.T) {
 		t.Fatalf("rdmasend exited %d, rdmarecv %d; stderr:\n%s\n%s", scode, rcode, serr, rerr)
 	}
 	if got, n := fileSum(t, out); n != faultSize || got != want {
-		t.Fatalf("the receiver wrote %d bytes with sha256 %x, want %d with %x", n, got, faultSize, want)
+		t.Fatalf("the receiver wrote %d bytes with digest %x, want %d with %x", n, got, faultSize, want)
 	}
 	if !strings.Contains(serr, "rxeA,rxeC") || !strings.Contains(rerr, "rxeB,rxeD") {
 		t.Errorf("-v does not name both devices of each side; stderr:\n%s\n%s", serr, rerr)

@@ -484,9 +484,12 @@ func TestHostileOffer(t *testing.T) {
 		{"huge-block", 4, `"hostile: no stream after the offer"`},
 		{"two-offers", 3, "a second offer from the remote side for one file"},
 	} {
-		r := s.rdmacp(t, "--remote-cmd", hostileCmd(t, tc.lie), "-C", name, "target:/nonexistent/")
-		if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, `hostile read: {"from":0}`) {
-			t.Errorf("%s: exit %d, want %d, the stream at 0 and %q; stderr:\n%s", tc.lie, r.code, tc.code, tc.says, r.stderr)
-		}
+		t.Run(tc.lie, func(t *testing.T) {
+			t.Parallel()
+			r := s.rdmacp(t, "--remote-cmd", hostileCmd(t, tc.lie), "-C", name, "target:/nonexistent/")
+			if r.code != tc.code || !strings.Contains(r.stderr, tc.says) || !strings.Contains(r.stderr, `hostile read: {"from":0}`) {
+				t.Errorf("exit %d, want %d, the stream at 0 and %q; stderr:\n%s", r.code, tc.code, tc.says, r.stderr)
+			}
+		})
 	}
 }

@@ -34,6 +34,7 @@ func TestUnderMemlock(t *testing.T) {
 		"setpriv", "--inh-caps=-ipc_lock", "--bounding-set=-ipc_lock"}
 	prlimit, _ := exec.LookPath("prlimit")
 	s := startSSHD(t)
+	t.Cleanup(func() { noStrays(t) }) // after the parallel subtests
 	name := filepath.Join(t.TempDir(), "f")
 	makeFile(t, name, 5<<20+17, false)
 	remote := strings.Join(append(limited, bin), " ")
@@ -46,6 +47,7 @@ func TestUnderMemlock(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
 			dst := filepath.Join(t.TempDir(), "copy")
 			cmd := s.command(t, "-v", "--remote-cmd", remote, tc.from(dst), tc.to(dst))
 			cmd.Path, cmd.Args = prlimit, append(append([]string{}, limited...), cmd.Args...)
@@ -60,6 +62,7 @@ func TestUnderMemlock(t *testing.T) {
 		})
 	}
 	t.Run("to three hosts", func(t *testing.T) {
+		t.Parallel()
 		c := startCluster(t, 3)
 		cmd := c.ssh.command(t, "-v", "--remote-cmd", remote, "--to", strings.Join(c.names, ","), name, c.dst)
 		cmd.Path, cmd.Args = prlimit, append(append([]string{}, limited...), cmd.Args...)
@@ -73,7 +76,6 @@ func TestUnderMemlock(t *testing.T) {
 			}
 		}
 	})
-	noStrays(t)
 }
 
 // checkWindow checks, over RDMA, that the window in rdmacp -v's summary

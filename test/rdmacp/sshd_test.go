@@ -93,13 +93,16 @@ func sshKeys(t *testing.T) string {
 
 // clientConfig is the end of an ssh client config for the keys in dir:
 // host "down" (nothing listening), then settings for every host, which
-// send the test's tag (see testTag).
+// send the test's tag (see testTag). The key exchange is plain X25519:
+// OpenSSH's default, sntrup761x25519, took 3 of a login's 4.5 s in the
+// SoftRoCE VM's emulated CPU.
 func clientConfig(t *testing.T, dir string) string {
 	return fmt.Sprintf(`Host down
   HostName 127.0.0.1
   Port %d
 Host *
   User root
+  KexAlgorithms curve25519-sha256
   IdentityFile %s
   IdentitiesOnly yes
   StrictHostKeyChecking no
