@@ -207,9 +207,11 @@ func (r *receiver) lagConfig(chunk, credits int) *sink.LagConfig {
 		return nil
 	}
 	// Leave only where the sender said it goes on past this receiver.
-	// Half the receive buffers may be written from while the output keeps
-	// up; the rest take the stream meanwhile.
-	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag, Loans: max(1, credits/2)}
+	// Every receive buffer may be written from: the writer copies one
+	// only when the stream needs it back, all of them being written from
+	// (see write), so that the output holds the stream back never, and
+	// costs a copy only when it is a whole window behind.
+	return &sink.LagConfig{Memory: lc.Memory, Spill: lc.Spill, Dir: lc.Dir, Block: chunk, Leave: r.repaired, Held: r.cfg.Gauges.setLag, Loans: max(1, credits)}
 }
 
 // output returns where the stream is written: w, or what ReceiveConfig.Output

@@ -23,10 +23,11 @@ type LagConfig struct {
 	// Held, if set, is told the bytes held after each change.
 	Held func(int64)
 	// Loans is how many payloads a Lag in front of a pipe may write
-	// straight from their receive buffers while it holds nothing else
-	// (see Lag.Hurry); 0: every payload is copied.
+	// straight from their receive buffers at once, each after what the
+	// backlog holds (see Lag.Hurry); 0: every payload is copied.
 	Loans int
-	// Grace is how long Hurry waits for the pipe; 0: hurryGrace.
+	// Grace is how long Hurry waits for the pipe before it copies; 0:
+	// not at all.
 	Grace time.Duration
 }
 
@@ -55,7 +56,7 @@ type Lag struct {
 	// twin is the output pipe opened again without blocking, for loans;
 	// nil: none are made.
 	twin    *os.File
-	loans   []*loan // oldest first; only while the backlog holds nothing
+	loans   []*loan // oldest first, all newer than the backlog
 	writing bool    // the drainer is in a write from the oldest loan
 	// recalling keeps the drainer from writing from a loan while Hurry
 	// or Close takes the loans back.
@@ -212,11 +213,11 @@ func (l *Lag) drain() {
 		}
 	}()
 	for !l.closing && l.err == nil {
-		if len(l.loans) > 0 && !l.recalling {
+		t := l.b.take()
+		if t == nil && len(l.loans) > 0 && !l.recalling {
 			l.repayLocked()
 			continue
 		}
-		t := l.b.take()
 		if t == nil {
 			ch := l.changed
 			l.mu.Unlock()

@@ -198,8 +198,9 @@ func TestLag(t *testing.T) {
 // retired, as a receiver re-posts them: read as it comes, with a grace
 // long enough for any reader, the pipe takes every payload straight from
 // its buffer (nothing is held in the lag); read only once the stream was
-// written, the lag copies what the pipe had not taken once the grace is
-// over. Either way the output is exact.
+// written, with no grace (a receiver's), the lag copies what the pipe had
+// not taken of each buffer due back, and the whole stream is taken while
+// nothing reads. Either way the output is exact.
 func TestLagLoans(t *testing.T) {
 	t.Parallel()
 	stream := make([]byte, 4<<20)
@@ -225,7 +226,7 @@ func TestLagLoans(t *testing.T) {
 			if !stalled {
 				close(read)
 			}
-			grace := map[bool]time.Duration{false: time.Minute, true: time.Millisecond}[stalled]
+			grace := map[bool]time.Duration{false: time.Minute, true: 0}[stalled] // 0: the receivers'
 			l := NewLag(context.Background(), pw, LagConfig{Memory: 8 << 20, Block: 64 << 10, Loans: 2, Grace: grace})
 			if l.Limit() != 2 {
 				t.Fatalf("a Lag in front of a pipe takes %d writes at once, want its 2 loans", l.Limit())

@@ -56,9 +56,10 @@ func nonBlockingTwin(w io.Writer) *os.File {
 const pipeSize = 1 << 20
 
 // lendLocked makes a loan of p, the payload of receive buffer buf, where
-// the Lag makes loans and holds nothing else, and says whether it did.
+// the Lag makes loans, and says whether it did. A loan is written after
+// the backlog and the older loans.
 func (l *Lag) lendLocked(buf int, p []byte) bool {
-	if l.twin == nil || l.b.held > 0 || l.err != nil || l.closing || len(l.loans) >= l.cfg.Loans {
+	if l.twin == nil || l.err != nil || l.closing || len(l.loans) >= l.cfg.Loans {
 		return false
 	}
 	ln := &loan{w: &Write{Buf: buf, Done: make(chan struct{})}, p: p}
@@ -108,49 +109,49 @@ func (l *Lag) recallLocked() error {
 	return nil
 }
 
-// hurryGrace is how long Hurry waits for the pipe to take the oldest loan
-// before it copies, unless LagConfig.Grace says otherwise: about the time
-// a pipe read as fast as it can takes 4 MiB.
-const hurryGrace = 2 * time.Millisecond
-
-// Hurry gives the loans' receive buffers back: the receiver waits for the
-// oldest. Unless the pipe takes it within the grace, Hurry copies what
-// the pipe has not taken of each into the backlog, as any payload once
-// the output fell behind.
+// Hurry gives the oldest loan's receive buffer back: the receiver waits
+// for it. Unless the pipe takes it within LagConfig.Grace (none where the
+// backlog holds older bytes, which the pipe takes first), Hurry copies
+// what the pipe has not taken of it into the backlog; the later loans go
+// on.
 func (l *Lag) Hurry() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.loans) == 0 || l.graceLocked() {
+	if len(l.loans) == 0 {
+		return
+	}
+	ln := l.loans[0]
+	if l.b.held == 0 && l.cfg.Grace > 0 && l.graceLocked() {
 		return
 	}
 	err := l.recallLocked()
-	l.recalling = false
-	_ = l.twin.SetWriteDeadline(time.Time{})
+	defer func() {
+		l.recalling = false
+		_ = l.twin.SetWriteDeadline(time.Time{})
+		l.changedLocked()
+	}()
+	if len(l.loans) == 0 || l.loans[0] != ln {
+		return // the pipe took it meanwhile
+	}
 	if err != nil {
 		l.failLoansLocked(err)
 		return
 	}
-	loans := l.loans
-	l.loans = nil
-	for _, ln := range loans {
-		n, err := 0, l.err
-		if err == nil {
-			n, err = l.putLocked(ln.p[ln.off:])
-		}
-		ln.w.N, ln.w.Err = ln.off+n, err
-		close(ln.w.Done)
+	l.loans[0] = nil
+	l.loans = l.loans[1:]
+	n, err := 0, l.err
+	if err == nil {
+		n, err = l.putLocked(ln.p[ln.off:]) // the drainer repays no later loan meanwhile
 	}
+	ln.w.N, ln.w.Err = ln.off+n, err
+	close(ln.w.Done)
 }
 
 // graceLocked waits up to the grace, without the lock, for the pipe to
 // take the oldest loan, and says whether it did.
 func (l *Lag) graceLocked() bool {
 	done := l.loans[0].w.Done
-	grace := l.cfg.Grace
-	if grace == 0 {
-		grace = hurryGrace
-	}
-	t := time.NewTimer(grace)
+	t := time.NewTimer(l.cfg.Grace)
 	defer t.Stop()
 	l.mu.Unlock()
 	defer l.mu.Lock()
