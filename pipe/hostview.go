@@ -156,12 +156,14 @@ func (s *sender) takeReport(msg []byte) error {
 	if s.cfg.view == nil || !s.asking.Swap(false) {
 		return conn.Errorf(conn.KindIntegrity, "receive", "the receiver sent a host report that was not asked for")
 	}
-	if err := s.returned(wire.CtrlReturn, conn.KindIntegrity); err != nil {
-		return err
-	}
+	// Checked before its credit goes back, which lets the next ask
+	// begin: the report answers the ask in flight until then.
 	hosts, err := s.checkReport(msg)
 	if err != nil {
 		hosts = nil
+	}
+	if err := s.returned(wire.CtrlReturn, conn.KindIntegrity); err != nil {
+		return err
 	}
 	s.cfg.view.store(hosts)
 	return nil
