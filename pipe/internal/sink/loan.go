@@ -25,9 +25,9 @@ type loan struct {
 
 // nonBlockingTwin opens w again, where it is a pipe, as a file of its own
 // that does not block (O_NONBLOCK is the open file's, not the pipe's, so w
-// keeps blocking) and takes write deadlines, or returns nil. It asks for a pipe of pipeSize bytes,
-// where the pipe is smaller, so that the pipe takes a payload in fewer
-// writes.
+// keeps blocking) and takes write deadlines, or returns nil. It asks for a
+// pipe of pipeSize bytes, where the pipe is smaller, so that the pipe
+// takes a payload in fewer writes.
 func nonBlockingTwin(w io.Writer) *os.File {
 	f, ok := w.(*os.File)
 	if !ok {
