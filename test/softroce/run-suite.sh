@@ -74,9 +74,11 @@ full)
   SIW_RUN=${SIW_RUN:-'^(TestSizes|TestBigStream|TestKeys|TestRelay|TestForward|TestForwardHopKilled|TestBroadcast|TestBroadcastRepair|TestBroadcastHopKilled|TestSenderKilled|TestReceiverKilled|TestInterrupt|TestChunkUnderMemlock|TestCheckMemlock|TestCheckReceiver|TestBusyPort|TestAutoTransport|TestKeepListening|TestNothingListening)$'}
   # Left out over rxe: the resume cases whose difference is in the plan, not the stream (a
   # source changed before the resume, a tree to a new name), which make test-unit runs on
-  # the host with 64 MiB and 6 x 64 MiB.
+  # the host with 64 MiB and 6 x 64 MiB; and the tests of what -X and -A keep, which need
+  # user xattrs in TMPDIR: the guest's is a tmpfs of Debian 12's kernel 6.1, which takes
+  # them only from 6.6 on (make test-unit runs them on the host).
   CP_RUN=${CP_RUN:-'.'}
-  CP_SKIP='^TestResume$/source_changed$|^TestResumeTree$/^upload_to_a_new_name$'
+  CP_SKIP='^TestResume$/source_changed$|^TestResumeTree$/^upload_to_a_new_name$|^TestKeep(UploadDownload|LikeRsync|Again)$'
   # Over siw only what the transport changes: the stream itself, in both directions, a
   # side dying in it, and a relay's new connection to a host after a dead one; the rest
   # (failures before any stream, trees, sparse files, resume plans, the listening address)
