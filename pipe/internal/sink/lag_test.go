@@ -289,8 +289,8 @@ func feedLag(t *testing.T, l *Lag, stream []byte, chunk, bufs int) {
 }
 
 // TestLagCloseStopsALoan closes a Lag whose loan waits on a pipe that no
-// one reads: Close returns at once with the bytes the pipe took, and the
-// loan's write fails, so that its receive buffer is free.
+// one reads: Close returns, without a reader, the bytes the pipe took,
+// and the loan's write fails, so that its receive buffer is free.
 func TestLagCloseStopsALoan(t *testing.T) {
 	t.Parallel()
 	pr, pw, err := os.Pipe()
@@ -303,13 +303,10 @@ func TestLagCloseStopsALoan(t *testing.T) {
 	p := make([]byte, 4<<20) // more than the pipe holds
 	l.Start(0, p)
 	w := l.Oldest()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		if n, _ := unix.IoctlGetInt(int(pr.Fd()), unix.TIOCINQ); n > 0 || time.Now().After(deadline) {
-			break
-		}
-		time.Sleep(time.Millisecond)
-	}
+	testutil.WaitFor(t, time.Minute, "the pipe to take part of the loan", func() bool {
+		n, _ := unix.IoctlGetInt(int(pr.Fd()), unix.TIOCINQ)
+		return n > 0
+	})
 	taken := l.Close(0)
 	select {
 	case <-w.Done:
