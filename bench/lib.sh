@@ -297,10 +297,11 @@ pipe_only() {
 # BYTES /dev/zero` through a pipe, file-fed ones the regular file $FILE_SRC (in tmpfs);
 # receivers write to /dev/null, to `wc -c` (the -wc tools) or to the file $FILE_DST.
 
-# rdmapipe, in every variant trial() sets up: RP_ARGS (extra flags, both sides), RP_IN
+# rdmapipe, in every variant trial() sets up: RP_BIN (where its commands are: $BENCH_BIN,
+# or $BEFORE_BIN for rdmapipe-before), RP_ARGS (extra flags, both sides), RP_IN
 # (pipe: `head -c |`; file: `< $FILE_SRC`) and RP_OUT (null, wc: `| wc -c`, file: `> $FILE_DST`)
 recv_rdmapipe() {
-  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$BENCH_BIN/rdmarecv" "${RP_ARGS[@]}"
+  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/r.time" timeout "$TT" "$RP_BIN/rdmarecv" "${RP_ARGS[@]}"
     --transport "$RP_TRANSPORT" --bind "$ADDR" --port "$PORT" --stats-json "$TD/r.json")
   case $RP_OUT in
     null) exec "${cmd[@]}" > /dev/null ;;
@@ -309,7 +310,7 @@ recv_rdmapipe() {
   esac
 }
 send_rdmapipe() {
-  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" "$BENCH_BIN/rdmasend" "${RP_ARGS[@]}"
+  local cmd=(/usr/bin/time -f "$TFMT" -o "$TD/s.time" timeout "$TT" "$RP_BIN/rdmasend" "${RP_ARGS[@]}"
     --transport "$RP_TRANSPORT" --wait 10s --port "$PORT" --stats-json "$TD/s.json" "$ADDR")
   case $RP_IN in
     pipe) head -c "$BYTES" /dev/zero | "${cmd[@]}" ;;
@@ -421,9 +422,10 @@ trial() {
   case $tool in
     pipe)
       pipe_only "$env" "$run" "$bytes"; return 0 ;;
-    rdmapipe|rdmapipe-wc|rdmapipe-busy|rdmapipe-send|rdmapipe-64k|rdmapipe-file|rdmapipe-f2f)
-      RP_ARGS=() RP_IN=pipe RP_OUT=null
+    rdmapipe|rdmapipe-before|rdmapipe-wc|rdmapipe-busy|rdmapipe-send|rdmapipe-64k|rdmapipe-file|rdmapipe-f2f)
+      RP_BIN=$BENCH_BIN RP_ARGS=() RP_IN=pipe RP_OUT=null
       case $tool in
+        rdmapipe-before) RP_BIN=${BEFORE_BIN:?rdmapipe-before needs BEFORE_BIN} ;;
         rdmapipe-wc)   RP_OUT="wc" ;;
         rdmapipe-busy) RP_ARGS=(--busy-poll) ;;
         rdmapipe-send) RP_ARGS=(--rdma-op send) ;;

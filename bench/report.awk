@@ -80,6 +80,7 @@ BEGIN {
   lab["rdmapipe-busy"] = "rdmapipe `--busy-poll` both sides, `> /dev/null`"
   lab["rdmapipe-send"] = "rdmapipe `--rdma-op send` both sides (SEND data path), `> /dev/null`"
   lab["rdmapipe-64k"] = "rdmapipe `--chunk-size 64K` both sides, `> /dev/null`"
+  lab["rdmapipe-before"] = "rdmapipe of `BEFORE_BIN` (an earlier build), `head \\| rdmasend` -> `rdmarecv > /dev/null`"
   lab["socat"] = "socat -u, `> /dev/null`"
   lab["socat-wc"] = "socat -u, `\\| wc -c`"
   lab["nc"] = "nc -N -> nc -d -l, `> /dev/null`"
@@ -108,11 +109,11 @@ BEGIN {
   okruns[e, t]++
   b = $5 + 0
   add(k, "bytes", b)
-  if ($6 + 0 > 0) add(k, "mbps", b / $6 / 1e6)
+  if ($6 + 0 > 0) { add(k, "mbps", b / $6 / 1e6); round[k, "mbps", $3] = b / $6 / 1e6 }
   add(k, "self", $11)
   if ($7 != "-") add(k, "scpu", $7 / (b / GiB))
   if ($9 != "-") add(k, "rcpu", $9 / (b / GiB))
-  if ($7 != "-" && $9 != "-") add(k, "tcpu", ($7 + $9) / (b / GiB))
+  if ($7 != "-" && $9 != "-") { add(k, "tcpu", ($7 + $9) / (b / GiB)); round[k, "tcpu", $3] = ($7 + $9) / (b / GiB) }
   add(k, "srss", $8); add(k, "rrss", $10)
   add(k, "spin", $12); add(k, "rpin", $13); add(k, "slck", $14); add(k, "rlck", $15)
   add(k, "chunk", $16); add(k, "depth", $17)
@@ -218,6 +219,36 @@ function ratio_target(row, e, a, b, want, info,    r) {
   target(row, mode(e, a, b) "/" mode(e, a, b), both(e, a, b), info ? 2 : (r == "") ? -1 : (r >= want))
 }
 
+# paired(E, A, B, M): the median over the rounds where both A and B succeeded of A's
+# metric M over B's in that round (the tools take turns within a round); "" without one
+function paired(e, a, b, m,    r, ka, kb, key) {
+  ka = e SUBSEP a; kb = e SUBSEP b; key = "paired" SUBSEP e SUBSEP a SUBSEP b SUBSEP m
+  delete n[key, "r"]
+  for (r = 1; r <= runs[e, a]; r++)
+    if (((ka, m, r) in round) && ((kb, m, r) in round) && round[kb, m, r] > 0) add(key, "r", round[ka, m, r] / round[kb, m, r])
+  return med(key, "r")
+}
+
+# paired_target ROW E A B WANT [INFO]: the median of the paired rounds' wall rates of A
+# over B >= WANT, and A's CPU per byte (both sides) over B's beside it
+function paired_target(row, e, a, b, want, info,    r, c) {
+  if (!has(e, a) || !has(e, b)) {
+    if (!info) target(row, "-", "not measured: " a " and " b " must both be in the tool list", -1)
+    return
+  }
+  r = paired(e, a, b, "mbps"); c = paired(e, a, b, "tcpu")
+  target(row, "wall/wall, paired", sprintf("%s; CPU per byte, both sides, %s (ratios of medians: %s)", f(r, "%.2fx"), f(c, "%.2fx"), both(e, a, b)),
+    info ? 2 : (r == "") ? -1 : (r >= want))
+}
+
+# cpu_target ROW E A B: A's CPU per byte, both sides, at most B's (median of paired rounds)
+function cpu_target(row, e, a, b,    c) {
+  if (!has(e, a) || !has(e, b)) return
+  c = paired(e, a, b, "tcpu")
+  target(row, "CPU s/GiB, paired", sprintf("%s (medians %s vs %s s/GiB)", f(c, "%.2fx"), f(med(e SUBSEP a, "tcpu"), "%.2f"), f(med(e SUBSEP b, "tcpu"), "%.2f")),
+    (c == "") ? -1 : (c <= 1))
+}
+
 # the largest median peak RSS of the default-settings rdmapipe rows, per side
 function rss_target(e, name,    i, t, s, r, x, ws, wr) {
   s = r = ""
@@ -296,7 +327,9 @@ function targets(   e, c, ic, msgnote) {
   e = "host"
   if (has(e, "rdmapipe")) {
     ratio_target("host: rdmapipe --transport tcp >= 2.5x socat (TCP loopback, `> /dev/null`)", e, "rdmapipe", "socat", 2.5)
-    ratio_target("host: rdmapipe --transport tcp >= 1.3x nc", e, "rdmapipe", "nc", 1.3)
+    paired_target("host: rdmapipe --transport tcp >= 1.2x nc, pipe-fed (issue 47; median of paired rounds)", e, "rdmapipe", "nc", 1.2)
+    cpu_target("host: rdmapipe's CPU per byte, both sides, at most nc's (issue 47)", e, "rdmapipe", "nc")
+    paired_target("host, for reference: this build vs `BEFORE_BIN`'s (median of paired rounds)", e, "rdmapipe", "rdmapipe-before", 0, 1)
     ratio_target("host, for reference: rdmapipe vs mbuffer", e, "rdmapipe", "mbuffer", 0, 1)
     ratio_target("host, for reference: the same into `\\| wc -c`, vs socat", e, "rdmapipe-wc", "socat-wc", 0, 1)
     ratio_target("host, for reference: file input (`rdmasend < file` in /dev/shm) vs pipe input", e, "rdmapipe-file", "rdmapipe", 0, 1)
