@@ -155,9 +155,9 @@ fi
 # which refuses the user xattrs that TestKeep* set (tmpfs takes them from 6.6 on), and
 # \$RXE_WORK (9p) keeps no sub-second file times, which -p must; ext4 with 256-byte
 # inodes has both, and POSIX ACLs. 768 MiB, below /dev/shm's half of the guest's RAM, so
-# ext4 runs out before the tmpfs under it: with -short the largest test keeps about 200 MiB
-# there (TestBetweenToHostDies, 64 MiB on each of three hosts), and -o discard gives what
-# the tests delete back to the tmpfs. ~1.5 s in the TCG guest, and 0.5 s to take down.
+# ext4 runs out before the tmpfs under it: the full suite's rdmacp sections (-short) kept
+# at most 108 MiB there (df each second), and -o discard gives what the tests delete back
+# to the tmpfs. 1-3 s to make in the TCG guest, under 1 s to take down.
 cptmp= cptmp_dev= cptmp_img=/dev/shm/rdmacp-tmp.img
 cptmp_up() {
   local modprobe dir
