@@ -184,13 +184,19 @@ func TestBetweenToHostDies(t *testing.T) {
 	}
 	// h1's remote side, the sender, is held while h2's is looked for (a
 	// look takes a pgrep, longer than the rest of a copy on an idle
-	// machine), then let go until h3 has a quarter of the file. The copy
-	// goes at most 32 MiB/s, so that h1's remote side lives long enough
-	// to be seen on a loaded machine.
+	// machine), then let go until h3 has a quarter of the file. It is
+	// held only once rdmacp starts the chain's ssh logins, which it does
+	// after h1's plan: held before that, h1 would keep the chain from
+	// starting. The copy goes at most 32 MiB/s, so that h1's remote side
+	// lives long enough to be seen on a loaded machine.
 	var sender, first int
 	testutil.WaitFor(t, 2*time.Minute, "the remote side on h1", func() bool {
 		sender = c.remoteOf(t, 0)
 		return sender != 0
+	})
+	t.Cleanup(func() { syscall.Kill(sender, syscall.SIGCONT) }) // a failed test leaves none stopped
+	testutil.WaitFor(t, 2*time.Minute, "the chain's ssh logins", func() bool {
+		return len(ours(t, "^ssh .*--remote-receive")) > 0
 	})
 	syscall.Kill(sender, syscall.SIGSTOP)
 	testutil.WaitFor(t, 2*time.Minute, "the remote side on h2", func() bool {
