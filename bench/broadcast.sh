@@ -23,7 +23,9 @@
 # all-alike case's median time), two slow (hosts 2 and N-1), one killed (SIGKILL) a
 # quarter of the all-alike time into the stream (host N/2+1), one slow and one killed.
 # FLEET_BINS (space-separated dirs of rdmasend/rdmarecv, default BENCH_BIN) runs each
-# round of every case with each in turn, so that a baseline and a change share the run;
+# round of every case with each in turn, so that a baseline and a change share the run,
+# and the table's last column is the median over the rounds of each bin's slowest host
+# over the first bin's in the same round;
 # RECV_FLAGS go to every receiver. PARTS (default "three chain fleet") picks the sections.
 # Every receiver of a machine shares its CPUs: see bench/README.md for what that means.
 set -euo pipefail
@@ -223,6 +225,20 @@ fleet_medians() {
   }' "$1"
 }
 
+# fleet_paired FILE REF: the median over the rounds of FILE's slowest host's time over
+# REF's in the same round (the bins take turns within a round); "" unless every round of
+# both has every host's time
+fleet_paired() {
+  paste -d '|' "$1" "$2" | awk -F'|' '
+    function slowest(s,    f, n, i, m) { n = split(s, f, " "); m = 0; for (i = 2; i <= n; i++) { if (f[i] !~ /^[0-9.]+$/) return -1; if (f[i] > m) m = f[i] } return m }
+    { a = slowest($1); b = slowest($2); if (a <= 0 || b <= 0) bad = 1; else r[++n] = a / b }
+    END {
+      if (bad || n == 0) exit
+      for (i = 2; i <= n; i++) for (j = i; j > 1 && r[j - 1] > r[j]; j--) { x = r[j]; r[j] = r[j - 1]; r[j - 1] = x }
+      printf "%.3f", (n % 2) ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2
+    }'
+}
+
 fleet() {
   local n bin kase r alike slow cases=${FLEET_CASES:-alike slow two-slow killed slow-killed} first=${FLEET_BINS%% *}
   go build -o "$DIR/drain" ./bench/drain
@@ -248,13 +264,14 @@ fleet() {
       done
     done
     echo
-    echo "| fleet of $n, $TRANSPORT on $ADDR, $FLEET_BYTES bytes, median of $RUNS, slow = $slow B/s | bin | rdmasend exit | hosts 1-$n: s until a verified copy | fast hosts, slowest / all alike | slow hosts / size÷rate |"
-    echo "| --- | --- | --- | --- | ---: | ---: |"
+    echo "| fleet of $n, $TRANSPORT on $ADDR, $FLEET_BYTES bytes, median of $RUNS, slow = $slow B/s | bin | rdmasend exit | hosts 1-$n: s until a verified copy | fast hosts, slowest / all alike | slow hosts / size÷rate | slowest host / the first bin's, paired |"
+    echo "| --- | --- | --- | --- | ---: | ---: | ---: |"
     for kase in $cases; do
       for bin in $FLEET_BINS; do
         local ref
         ref=$(fleet_medians "$DIR/fleet-$n-alike-${bin//\//_}" | awk '{ m = 0; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m }')
         fleet_medians "$DIR/fleet-$n-$kase-${bin//\//_}" | awk -v k="$kase" -v b="$bin" -v ref="$ref" -v n="$n" \
+          -v paired="$(fleet_paired "$DIR/fleet-$n-$kase-${bin//\//_}" "$DIR/fleet-$n-$kase-${first//\//_}")" \
           -v bound="$(awk -v s="$FLEET_BYTES" -v r="$slow" 'BEGIN { print s / r }')" '{
           slow[2] = (k ~ /slow/); slow[n - 1] = (k == "two-slow")
           fast = 0; sl = 0; hosts = ""
@@ -263,7 +280,7 @@ fleet() {
             if ($i !~ /^[0-9.]+$/) continue
             if (slow[h]) { if ($i > sl) sl = $i } else if ($i > fast) fast = $i
           }
-          printf "| %s | %s | %s | %s | %.2f | %s |\n", k, b, $1, hosts, fast / ref, (sl > 0 ? sprintf("%.2f", sl / bound) : "")
+          printf "| %s | %s | %s | %s | %.2f | %s | %s |\n", k, b, $1, hosts, fast / ref, (sl > 0 ? sprintf("%.2f", sl / bound) : ""), paired
         }'
       done
     done
