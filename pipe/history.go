@@ -12,7 +12,8 @@ import (
 // SendConfig.Repair) for each fallback, up to maxHistoryWindows: a fallback
 // stands behind what was read by the windows of the hosts before it (the
 // bytes read ahead, those in flight and waiting in the next receiver's
-// window, and its relay's), about two each.
+// window, and its relay's), about two each, and by its own window, what
+// it received and has not written yet: one more.
 const (
 	historyWindows    = 2
 	maxHistoryWindows = 8
@@ -25,7 +26,7 @@ func historySize(info conn.Info, fallbacks int) int {
 	if fallbacks == 0 {
 		return 0
 	}
-	return min(historyWindows*(1+fallbacks), maxHistoryWindows) * info.Chunk * info.Depth
+	return min(historyWindows*(1+fallbacks)+1, maxHistoryWindows) * info.Chunk * info.Depth
 }
 
 // history is the end of what a repairing sender read: a ring of the last
