@@ -194,7 +194,11 @@ func TestBetweenToHostDies(t *testing.T) {
 		sender = c.remoteOf(t, 0)
 		return sender != 0
 	})
-	t.Cleanup(func() { syscall.Kill(sender, syscall.SIGCONT) }) // a failed test leaves none stopped
+	t.Cleanup(func() { // a failed test leaves none stopped
+		if t.Failed() {
+			syscall.Kill(sender, syscall.SIGCONT)
+		}
+	})
 	testutil.WaitFor(t, 2*time.Minute, "the chain's ssh logins", func() bool {
 		return len(ours(t, "^ssh .*--remote-receive")) > 0
 	})
