@@ -26,8 +26,8 @@ type LagConfig struct {
 	// straight from their receive buffers at once, each after what the
 	// backlog holds (see Lag.Hurry); 0: every payload is copied.
 	Loans int
-	// Grace is how long Hurry waits for the pipe before it copies; 0:
-	// not at all.
+	// Grace is how long Hurry waits for the pipe before it copies; 0: as
+	// long as the copy would take (see Lag.graceFor).
 	Grace time.Duration
 }
 
@@ -63,6 +63,10 @@ type Lag struct {
 	recalling bool
 	writes    []*Write      // started and not retired, oldest first
 	copied    chan struct{} // closed: the Done of a copied payload's write
+	// copyBytes and copyTime are what Hurry copied of loans, and how long
+	// that took the receiver.
+	copyBytes int64
+	copyTime  time.Duration
 }
 
 // lagBlock is the most a Lag copies at once, and the size of its blocks:

@@ -317,3 +317,29 @@ func TestLagCloseStopsALoan(t *testing.T) {
 		t.Errorf("after Close: the loan wrote %d bytes (%v), Close says the pipe took %d: want the same part of %d, and an error", w.N, w.Err, taken, len(p))
 	}
 }
+
+// TestGraceFor: Hurry waits for the pipe as long as copying what is left
+// of a loan would take, at the rate of the lag's copies so far, or
+// LagConfig.Grace where it is set.
+func TestGraceFor(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		name  string
+		grace time.Duration
+		bytes int64
+		took  time.Duration
+		left  int
+		want  time.Duration
+	}{
+		{"before any copy: at copyRate", 0, 0, 0, copyRate / 1024, time.Second / 1024},
+		{"nothing left", 0, 4 << 20, time.Millisecond, 0, 0},
+		{"at the copies' rate", 0, 4 << 20, 2 * time.Millisecond, 1 << 20, 500 * time.Microsecond},
+		{"slow copies: longer", 0, 1 << 20, 4 * time.Millisecond, 4 << 20, 16 * time.Millisecond},
+		{"set: whatever the copies", time.Minute, 4 << 20, time.Millisecond, 1 << 20, time.Minute},
+	} {
+		l := &Lag{cfg: LagConfig{Grace: c.grace}, copyBytes: c.bytes, copyTime: c.took}
+		if got := l.graceFor(c.left); got != c.want {
+			t.Errorf("%s: graceFor(%d) = %v, want %v", c.name, c.left, got, c.want)
+		}
+	}
+}

@@ -110,10 +110,10 @@ func (l *Lag) recallLocked() error {
 }
 
 // Hurry gives the oldest loan's receive buffer back: the receiver waits
-// for it. Unless the pipe takes it within LagConfig.Grace (none where the
-// backlog holds older bytes, which the pipe takes first), Hurry copies
-// what the pipe has not taken of it into the backlog; the later loans go
-// on.
+// for it. Unless the pipe takes it within the grace (see graceFor; none
+// where the backlog holds older bytes, which the pipe takes first), Hurry
+// copies what the pipe has not taken of it into the backlog; the later
+// loans go on.
 func (l *Lag) Hurry() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -121,7 +121,7 @@ func (l *Lag) Hurry() {
 		return
 	}
 	ln := l.loans[0]
-	if l.b.held == 0 && l.cfg.Grace > 0 && l.graceLocked() {
+	if l.b.held == 0 && l.graceLocked(l.graceFor(len(ln.p)-ln.off)) {
 		return
 	}
 	err := l.recallLocked()
@@ -141,17 +141,38 @@ func (l *Lag) Hurry() {
 	l.loans = l.loans[1:]
 	n, err := 0, l.err
 	if err == nil {
+		start := time.Now()
 		n, err = l.putLocked(ln.p[ln.off:]) // the drainer repays no later loan meanwhile
+		l.copyBytes, l.copyTime = l.copyBytes+int64(n), l.copyTime+time.Since(start)
 	}
 	ln.w.N, ln.w.Err = ln.off+n, err
 	close(ln.w.Done)
 }
 
-// graceLocked waits up to the grace, without the lock, for the pipe to
-// take the oldest loan, and says whether it did.
-func (l *Lag) graceLocked() bool {
+// graceFor is how long Hurry waits for the pipe to take the n bytes left
+// of a loan: LagConfig.Grace if set, else as long as copying them would
+// take, at the rate of the copies so far (copyRate before the first). So
+// the chain waits for the output at most twice what a copy costs it, and
+// nothing is copied that the pipe takes as soon.
+func (l *Lag) graceFor(n int) time.Duration {
+	if l.cfg.Grace > 0 {
+		return l.cfg.Grace
+	}
+	if l.copyBytes == 0 {
+		return time.Duration(int64(n) * int64(time.Second) / copyRate)
+	}
+	return time.Duration(int64(n) * int64(l.copyTime) / l.copyBytes)
+}
+
+// copyRate is the rate, in bytes a second, that graceFor assumes of a
+// copy before the lag made one: memcpy's on a modest core.
+const copyRate = 4 << 30
+
+// graceLocked waits up to grace, without the lock, for the pipe to take
+// the oldest loan, and says whether it did.
+func (l *Lag) graceLocked(grace time.Duration) bool {
 	done := l.loans[0].w.Done
-	t := time.NewTimer(l.cfg.Grace)
+	t := time.NewTimer(grace)
 	defer t.Stop()
 	l.mu.Unlock()
 	defer l.mu.Lock()
