@@ -261,8 +261,11 @@ func (r *readAhead) stopped() bool {
 }
 
 // readWhole reads the file at p into b until b is full or the file ends,
-// in three calls for a small file, and returns how many bytes it read.
-// Its errors are those of os.Open and of reading the *os.File it returns.
+// and returns how many bytes it read. b is one byte longer than the file
+// as its stat saw it: a read that asks for that byte too and stops short
+// of it has met the file's end, so that a small file takes one read, not
+// two. Its errors are those of os.Open and of reading the *os.File it
+// returns.
 func readWhole(p string, b []byte) (int, error) {
 	fd, err := retryEINTR(func() (int, error) { return unix.Open(p, unix.O_RDONLY|unix.O_CLOEXEC, 0) })
 	if err != nil {
@@ -279,6 +282,9 @@ func readWhole(p string, b []byte) (int, error) {
 			break
 		}
 		n += m
+		if n == len(b)-1 {
+			break // short of the byte past the stat's size
+		}
 	}
 	return n, nil
 }

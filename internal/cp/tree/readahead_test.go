@@ -166,6 +166,28 @@ func TestReadWholeErrors(t *testing.T) {
 	}
 }
 
+// TestReadWhole reads files into a buffer one byte longer than their size
+// as stat'ed: each whole, one grown since with one byte more (the sign of
+// a change), one shrunk with what it still has.
+func TestReadWhole(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	for _, c := range []struct {
+		name                string
+		size, statted, want int
+	}{{"as stat'ed", 100, 100, 100}, {"empty", 0, 0, 0}, {"grown", 110, 100, 101}, {"shrunk", 60, 100, 60}} {
+		data := bytes.Repeat([]byte{'d'}, c.size)
+		p := filepath.Join(dir, c.name)
+		if err := os.WriteFile(p, data, 0o600); err != nil {
+			t.Fatal(err)
+		}
+		b := make([]byte, c.statted+1)
+		if n, err := readWhole(p, b); n != c.want || err != nil || !bytes.Equal(b[:n], data[:n]) {
+			t.Errorf("%s: read %d bytes, %v; want the first %d", c.name, n, err, c.want)
+		}
+	}
+}
+
 // TestReadAheadOffered checks that a small file the receiving side offered
 // is not read ahead but resumed from where the offer stops matching, and
 // one not offered is sent whole.

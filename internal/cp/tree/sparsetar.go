@@ -190,6 +190,12 @@ func (b block) encode() []byte {
 
 // appendTo appends b to dst as a ustar header block. A name longer than
 // the field is cut: readers take the real name from the extended header.
+// The block carries GNU tar's magic, not POSIX's: archive/tar's Reader
+// then skips its check of a ustar block for non-ASCII bytes, a rune at a
+// time, which was 7% of the receiving side's CPU for 20,000 small files
+// (two blocks each); the block has no field where the two differ (prefix,
+// GNU's times), and GNU tar and archive/tar read it, extended headers and
+// all, as before.
 func (b block) appendTo(dst []byte) []byte {
 	dst = append(dst, make([]byte, blockSize)...)
 	h := dst[len(dst)-blockSize:]
@@ -200,7 +206,7 @@ func (b block) appendTo(dst []byte) []byte {
 	octal(h[124:136], b.size)
 	octal(h[136:148], b.mtime)
 	h[156] = b.typ
-	copy(h[257:265], "ustar\x0000")
+	copy(h[257:265], "ustar  \x00")
 	copy(h[148:156], "        ")
 	sum := int64(0)
 	for _, c := range h {

@@ -4,10 +4,15 @@ import (
 	"archive/tar"
 	"bytes"
 	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/rdmapipe/rdmapipe/internal/cp/meta"
 )
 
 // TestFileHead checks that archive/tar's Reader reads fileHead's header
@@ -75,4 +80,50 @@ func readOne(t *testing.T, r io.Reader) (*tar.Header, []byte) {
 	}
 	h.Format = 0
 	return h, data
+}
+
+// TestGNUTarReads checks that GNU tar extracts what WriteTar writes for
+// small files (fileHead's blocks, with GNU's magic) as they were: names
+// long and not ASCII, data, and modification times to the nanosecond.
+func TestGNUTarReads(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("tar"); err != nil {
+		t.Fatal("no tar: make deps installs it")
+	}
+	src := t.TempDir()
+	names := []string{"a", "d/\xe9t\xe9", strings.Repeat("long/", 30) + "f"}
+	mtime := time.Unix(1700000000, 123456789)
+	for _, n := range names {
+		p := filepath.Join(src, "top", n)
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, []byte("data of "+n), 0o640); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Chtimes(p, mtime, mtime); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var archive bytes.Buffer
+	if err := WriteTar(&archive, []Source{{Path: filepath.Join(src, "top"), Name: "top"}}, io.Discard, nil, meta.Flags{}, nil); err != nil {
+		t.Fatal(err)
+	}
+	dst := t.TempDir()
+	cmd := exec.Command("tar", "-x", "-C", dst)
+	cmd.Stdin = &archive
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("tar -x: %v: %s", err, out)
+	}
+	for _, n := range names {
+		p := filepath.Join(dst, "top", n)
+		b, err := os.ReadFile(p)
+		if err != nil || string(b) != "data of "+n {
+			t.Errorf("%q: %q, %v; want its data", n, b, err)
+			continue
+		}
+		if fi, err := os.Stat(p); err != nil || !fi.ModTime().Equal(mtime) {
+			t.Errorf("%q: modified %v (%v), want %v", n, fi.ModTime(), err, mtime)
+		}
+	}
 }
