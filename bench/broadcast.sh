@@ -24,8 +24,10 @@
 # quarter of the all-alike time into the stream (host N/2+1), one slow and one killed.
 # FLEET_BINS (space-separated dirs of rdmasend/rdmarecv, default BENCH_BIN) runs each
 # round of every case with each in turn, so that a baseline and a change share the run,
-# and the table's last column is the median over the rounds of each bin's slowest host
-# over the first bin's in the same round;
+# and the table's paired column is the median over the rounds of each bin's slowest host
+# over the first bin's in the same round; the last column is the median of the rounds' CPU
+# seconds, all processes together (sender, receivers, drains: on one machine they share
+# its cores, so that a bin's CPU is every host's time);
 # RECV_FLAGS go to every receiver. PARTS (default "three chain fleet") picks the sections.
 # Every receiver of a machine shares its CPUs: see bench/README.md for what that means.
 set -euo pipefail
@@ -239,6 +241,20 @@ fleet_paired() {
     }'
 }
 
+# fleet_round FILE BIN N CASE T_ALIKE SLOW_RATE: one fleet_run, its line appended to FILE
+# and the CPU seconds of all its processes (sender, receivers, drains) to FILE.cpu: the
+# change in bash's times for this shell's children (run here: a subshell's would count
+# only its own)
+fleet_round() {
+  local f=$1
+  shift
+  times > "$f.t0"
+  fleet_run "$@" >> "$f"
+  times > "$f.t1"
+  awk 'FNR == 2 { split($1, u, "m"); split($2, y, "m"); t[FILENAME] = u[1] * 60 + u[2] + y[1] * 60 + y[2] }
+    END { printf "%.3f\n", t[ARGV[2]] - t[ARGV[1]] }' "$f.t0" "$f.t1" >> "$f.cpu"
+}
+
 fleet() {
   local n bin kase r alike slow cases=${FLEET_CASES:-alike slow two-slow killed slow-killed} first=${FLEET_BINS%% *}
   go build -o "$DIR/drain" ./bench/drain
@@ -248,9 +264,9 @@ fleet() {
   read -r _ FLEET_HASH _ < <("$DIR/drain" < "$DIR/fleet-src")
   for n in $FLEET; do
     declare -A med=()
-    for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-alike-${bin//\//_}"; done
+    for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-alike-${bin//\//_}" > "$DIR/fleet-$n-alike-${bin//\//_}.cpu"; done
     for ((r = 0; r < RUNS; r++)); do
-      for bin in $FLEET_BINS; do fleet_run "$bin" "$n" alike 1 0 >> "$DIR/fleet-$n-alike-${bin//\//_}"; done
+      for bin in $FLEET_BINS; do fleet_round "$DIR/fleet-$n-alike-${bin//\//_}" "$bin" "$n" alike 1 0; done
     done
     # the chain's time: the slowest host's median, all alike, with the first of FLEET_BINS
     alike=$(fleet_medians "$DIR/fleet-$n-alike-${first//\//_}" | awk '{ m = 0; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m }')
@@ -258,20 +274,21 @@ fleet() {
     echo "broadcast: fleet of $n: all alike ${alike}s, slow hosts drain at $slow B/s" >&2
     for kase in $cases; do
       [ "$kase" = alike ] && continue
-      for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-$kase-${bin//\//_}"; done
+      for bin in $FLEET_BINS; do : > "$DIR/fleet-$n-$kase-${bin//\//_}" > "$DIR/fleet-$n-$kase-${bin//\//_}.cpu"; done
       for ((r = 0; r < RUNS; r++)); do
-        for bin in $FLEET_BINS; do fleet_run "$bin" "$n" "$kase" "$alike" "$slow" >> "$DIR/fleet-$n-$kase-${bin//\//_}"; done
+        for bin in $FLEET_BINS; do fleet_round "$DIR/fleet-$n-$kase-${bin//\//_}" "$bin" "$n" "$kase" "$alike" "$slow"; done
       done
     done
     echo
-    echo "| fleet of $n, $TRANSPORT on $ADDR, $FLEET_BYTES bytes, median of $RUNS, slow = $slow B/s | bin | rdmasend exit | hosts 1-$n: s until a verified copy | fast hosts, slowest / all alike | slow hosts / size÷rate | slowest host / the first bin's, paired |"
-    echo "| --- | --- | --- | --- | ---: | ---: | ---: |"
+    echo "| fleet of $n, $TRANSPORT on $ADDR, $FLEET_BYTES bytes, median of $RUNS, slow = $slow B/s | bin | rdmasend exit | hosts 1-$n: s until a verified copy | fast hosts, slowest / all alike | slow hosts / size÷rate | slowest host / the first bin's, paired | CPU s, all processes |"
+    echo "| --- | --- | --- | --- | ---: | ---: | ---: | ---: |"
     for kase in $cases; do
       for bin in $FLEET_BINS; do
         local ref
         ref=$(fleet_medians "$DIR/fleet-$n-alike-${bin//\//_}" | awk '{ m = 0; for (i = 2; i <= NF; i++) if ($i > m) m = $i; print m }')
         fleet_medians "$DIR/fleet-$n-$kase-${bin//\//_}" | awk -v k="$kase" -v b="$bin" -v ref="$ref" -v n="$n" \
           -v paired="$(fleet_paired "$DIR/fleet-$n-$kase-${bin//\//_}" "$DIR/fleet-$n-$kase-${first//\//_}")" \
+          -v cpu="$(sort -n "$DIR/fleet-$n-$kase-${bin//\//_}.cpu" | awk '{ v[NR] = $1 } END { printf "%.2f", NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }')" \
           -v bound="$(awk -v s="$FLEET_BYTES" -v r="$slow" 'BEGIN { print s / r }')" '{
           slow[2] = (k ~ /slow/); slow[n - 1] = (k == "two-slow")
           fast = 0; sl = 0; hosts = ""
@@ -280,7 +297,7 @@ fleet() {
             if ($i !~ /^[0-9.]+$/) continue
             if (slow[h]) { if ($i > sl) sl = $i } else if ($i > fast) fast = $i
           }
-          printf "| %s | %s | %s | %s | %.2f | %s | %s |\n", k, b, $1, hosts, fast / ref, (sl > 0 ? sprintf("%.2f", sl / bound) : ""), paired
+          printf "| %s | %s | %s | %s | %.2f | %s | %s | %s |\n", k, b, $1, hosts, fast / ref, (sl > 0 ? sprintf("%.2f", sl / bound) : ""), paired, cpu
         }'
       done
     done
