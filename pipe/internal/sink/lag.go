@@ -63,8 +63,8 @@ type Lag struct {
 	recalling bool
 	writes    []*Write      // started and not retired, oldest first
 	copied    chan struct{} // closed: the Done of a copied payload's write
-	// copyBytes and copyTime are what Hurry copied of loans, and how long
-	// that took the receiver.
+	// copyBytes and copyTime are what the backlog took in, and how long
+	// its copies took (not the waits for room).
 	copyBytes int64
 	copyTime  time.Duration
 }
@@ -150,13 +150,16 @@ func (l *Lag) Retire() {
 }
 
 // putLocked copies p into the backlog, a block at a time, so that the
-// drainer writes a block while the next is copied, both in the cache; it
-// waits for room unless LagConfig.Leave.
+// drainer writes a block while the next is copied, both in the cache, and
+// times the copies (see graceFor); it waits for room unless
+// LagConfig.Leave.
 func (l *Lag) putLocked(p []byte) (int, error) {
 	n := 0
 	for l.err == nil && n < len(p) {
+		start := time.Now()
 		m, err := l.b.add(p[n:min(len(p), n+l.b.block)])
 		n += m
+		l.copyBytes, l.copyTime = l.copyBytes+int64(m), l.copyTime+time.Since(start)
 		switch {
 		case err != nil:
 			l.err = err

@@ -141,9 +141,7 @@ func (l *Lag) Hurry() {
 	l.loans = l.loans[1:]
 	n, err := 0, l.err
 	if err == nil {
-		start := time.Now()
 		n, err = l.putLocked(ln.p[ln.off:]) // the drainer repays no later loan meanwhile
-		l.copyBytes, l.copyTime = l.copyBytes+int64(n), l.copyTime+time.Since(start)
 	}
 	ln.w.N, ln.w.Err = ln.off+n, err
 	close(ln.w.Done)
