@@ -63,8 +63,13 @@ func measurePace() Pace {
 
 // rate runs step, which moves n bytes at offset off, until paceBytes are
 // moved or it has taken paceCPU, and returns the GB per CPU-second of this
-// thread.
+// thread. A first step, untimed, touches the memory: the first touch of a
+// page can cost more than its copy many times over (in a VM whose host took
+// its memory back, a 4 MiB read into a new buffer took 65 ms).
 func rate(step func(off int) error, n int) (float64, error) {
+	if err := step(0); err != nil {
+		return 0, err
+	}
 	start, err := threadCPU()
 	if err != nil {
 		return 0, err
