@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 	"unsafe"
 
@@ -134,7 +135,7 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 	l := &Listener{cm: cm, local: local, opt: opt, establish: establish, joins: map[uint64]chan *event{}}
 	if aps[0].Addr().IsUnspecified() {
 		l.wildcard = true
-		err = l.bind(aps[0], false)
+		err = l.bindAny(aps[0], false)
 		if err == nil {
 			port, _ := netip.ParseAddrPort(l.addr)
 			if l.bind(netip.AddrPortFrom(netip.IPv6Unspecified(), port.Port()), true) == nil {
@@ -143,7 +144,7 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 		}
 	} else {
 		for _, ap := range aps {
-			if err = l.bind(ap, false); err == nil {
+			if err = l.bindAny(ap, false); err == nil {
 				break
 			}
 		}
@@ -162,6 +163,22 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 	go l.serve()
 	return l, nil
 }
+
+// bindAny is bind, tried again, up to anyPortTries times, where ap asks
+// for any port and the port that the rdma_cm chose is in use
+// (EADDRINUSE from rdma_listen: seen in the SoftRoCE VM's suite for
+// ":0", where the rdma_cm had chosen a port an id of this host held).
+func (l *Listener) bindAny(ap netip.AddrPort, v6only bool) error {
+	for try := 1; ; try++ {
+		err := l.bind(ap, v6only)
+		if ap.Port() != 0 || try == anyPortTries || !errors.Is(err, syscall.EADDRINUSE) {
+			return err
+		}
+	}
+}
+
+// anyPortTries bounds bindAny's tries.
+const anyPortTries = 8
 
 // bind adds a listening id for ap, IPv6 only if v6only.
 func (l *Listener) bind(ap netip.AddrPort, v6only bool) error {
