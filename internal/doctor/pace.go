@@ -65,7 +65,7 @@ func measurePace() Pace {
 // moved or it has taken paceCPU, and returns the GB per CPU-second of this
 // thread. A first step, untimed, touches the memory: the first touch of a
 // page can cost more than its copy many times over (in a VM whose host took
-// its memory back, a 4 MiB read into a new buffer took 65 ms).
+// its memory back, a 4 MiB read into a new buffer took about 65 ms of CPU).
 func rate(step func(off int) error, n int) (float64, error) {
 	if err := step(0); err != nil {
 		return 0, err

@@ -165,9 +165,9 @@ func listen(ctx context.Context, addr string, local conn.Params, opt Options, es
 }
 
 // bindAny is bind, tried again, up to anyPortTries times, where ap asks
-// for any port and the port that the rdma_cm chose is in use
-// (EADDRINUSE from rdma_listen: seen in the SoftRoCE VM's suite for
-// ":0", where the rdma_cm had chosen a port an id of this host held).
+// for any port and binding or listening on the port that the rdma_cm
+// chose itself fails with EADDRINUSE (seen once in the SoftRoCE VM's
+// suite, for ":0").
 func (l *Listener) bindAny(ap netip.AddrPort, v6only bool) error {
 	for try := 1; ; try++ {
 		err := l.bind(ap, v6only)
